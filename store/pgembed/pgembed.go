@@ -1,0 +1,233 @@
+// Package pgembed runs a private PostgreSQL cluster from the machine's
+// PostgreSQL binaries inside a directory the caller owns.
+//
+// The cluster listens on a unix socket only (listen_addresses is empty), so
+// nothing outside the machine can reach it, and the socket directory is
+// private to the user that runs postgres. When the calling process is root,
+// postgres runs as an unprivileged user (postgres, else nobody), because the
+// server refuses to run as root.
+//
+// A second Start on the same directory reuses the cluster, and reuses a
+// server that is still running there (for example after the previous owner
+// was killed).
+package pgembed
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Superuser is the role initdb creates; the embedded cluster trusts it on
+// its private socket.
+const Superuser = "cardbox"
+
+// port only names the socket file (.s.PGSQL.<port>); nothing listens on TCP.
+const port = 5432
+
+// Options configure an embedded cluster.
+type Options struct {
+	// Dir holds the cluster: Dir/pgdata, Dir/run (socket), Dir/postgres.log.
+	Dir string
+	// BinDir overrides the search for initdb, pg_ctl and postgres.
+	BinDir string
+	// Settings are extra postgresql.conf parameters passed at start.
+	Settings map[string]string
+	// Logger receives progress messages; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running embedded cluster.
+type Server struct {
+	dir     string
+	bins    *binaries
+	sockDir string
+	user    *runAs
+	log     *slog.Logger
+}
+
+// Start initialises the cluster if needed, starts it unless it already runs,
+// and waits until it accepts connections.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	bins, err := findBinaries(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded postgres: %w", err)
+	}
+	user, err := unprivilegedUser()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir, bins: bins, sockDir: socketDir(dir), user: user, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if err := s.prepareDirs(); err != nil {
+		return nil, err
+	}
+	if err := s.initdb(ctx); err != nil {
+		return nil, err
+	}
+	if s.ping(ctx) == nil {
+		s.log.Info("embedded postgres already running", "dir", s.dataDir())
+		return s, nil
+	}
+	if err := s.start(ctx, opts.Settings); err != nil {
+		return nil, err
+	}
+	return s, s.waitReady(ctx)
+}
+
+func (s *Server) dataDir() string { return filepath.Join(s.dir, "pgdata") }
+func (s *Server) logFile() string { return filepath.Join(s.dir, "postgres.log") }
+
+// URL is a connection string for database db on the cluster's socket.
+func (s *Server) URL(db string) string {
+	q := url.Values{"host": {s.sockDir}, "port": {strconv.Itoa(port)}, "user": {Superuser}, "sslmode": {"disable"}}
+	return "postgres:///" + url.PathEscape(db) + "?" + q.Encode()
+}
+
+// Stop shuts the cluster down (fast mode: active sessions are ended, the
+// checkpoint completes) and waits for it.
+func (s *Server) Stop(ctx context.Context) error {
+	out, err := s.run(ctx, s.bins.pgCtl, "stop", "-D", s.dataDir(), "-m", "fast", "-w", "-t", "60")
+	if err != nil {
+		return fmt.Errorf("embedded postgres: stop: %w: %s", err, out)
+	}
+	return nil
+}
+
+func (s *Server) prepareDirs() error {
+	for _, d := range []string{s.dir, s.sockDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("embedded postgres: %w", err)
+		}
+		if err := s.user.own(d); err != nil {
+			return err
+		}
+	}
+	return s.user.checkTraversable(s.dir)
+}
+
+func (s *Server) initdb(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(s.dataDir(), "PG_VERSION")); err == nil {
+		return nil
+	}
+	s.log.Info("initialising embedded postgres", "dir", s.dataDir())
+	// A half-finished initdb leaves a directory that a retry cannot use.
+	_ = os.RemoveAll(s.dataDir())
+	out, err := s.run(ctx, s.bins.initdb, "-D", s.dataDir(), "-U", Superuser,
+		"--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8")
+	if err != nil {
+		return fmt.Errorf("embedded postgres: initdb: %w: %s", err, out)
+	}
+	return nil
+}
+
+func (s *Server) start(ctx context.Context, settings map[string]string) error {
+	opts := []string{"-k", s.sockDir, "-p", strconv.Itoa(port), "-c", "listen_addresses="}
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		opts = append(opts, "-c", k+"="+settings[k])
+	}
+	s.log.Info("starting embedded postgres", "dir", s.dataDir(), "socket", s.sockDir)
+	out, err := s.run(ctx, s.bins.pgCtl, "start", "-D", s.dataDir(), "-l", s.logFile(),
+		"-w", "-t", "60", "-o", shellJoin(opts))
+	if err != nil {
+		return fmt.Errorf("embedded postgres: start: %w: %s\n%s", err, out, tail(s.logFile(), 2000))
+	}
+	return nil
+}
+
+func (s *Server) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := s.ping(ctx)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("embedded postgres: not ready after 30s: %w\n%s", err, tail(s.logFile(), 2000))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.Ping(ctx)
+}
+
+// run executes a PostgreSQL tool as the unprivileged user, in its own
+// process group so that a terminal's Ctrl-C reaches only cardboxd, which
+// then stops the cluster in order.
+func (s *Server) run(ctx context.Context, bin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = s.dir
+	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8")
+	cmd.SysProcAttr = s.user.sysProcAttr()
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// socketDir keeps the socket path under the kernel's 107-byte limit: a long
+// data directory gets a fixed, private directory in /tmp named after it.
+func socketDir(dir string) string {
+	d := filepath.Join(dir, "run")
+	if len(d)+len("/.s.PGSQL.5432") < 100 {
+		return d
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return filepath.Join(os.TempDir(), "cardbox-pg-"+hex.EncodeToString(sum[:6]))
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func shellJoin(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(quoted, " ")
+}
+
+// ErrNotInstalled means no PostgreSQL server binaries were found.
+var ErrNotInstalled = errors.New("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: " +
+	"install them (Debian/Ubuntu: apt-get install -y postgresql; Fedora: dnf install postgresql-server; " +
+	"macOS: brew install postgresql@16), point CARDBOX_PG_BINDIR at their directory, " +
+	"or set CARDBOX_DATABASE_URL to an existing PostgreSQL server")
