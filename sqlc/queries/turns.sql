@@ -1,0 +1,112 @@
+-- name: GetTurnLogState :one
+SELECT store_id, committed_end, next_turn_id FROM turn_log_state;
+
+-- name: InitTurnLogState :exec
+INSERT INTO turn_log_state (store_id, committed_end, next_turn_id) VALUES (@store_id, 0, 1);
+
+-- name: ListContexts :many
+SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth
+FROM contexts c JOIN tenants t USING (tenant_id);
+
+-- name: ListTurnTypes :many
+SELECT t.tenant_no, tt.type_ref, tt.type_id
+FROM turn_types tt JOIN tenants t USING (tenant_id);
+
+-- name: ListIdempotencyKeysSince :many
+SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at
+FROM idempotency_keys k JOIN tenants t USING (tenant_id)
+WHERE k.created_at > @since;
+
+-- name: DeleteIdempotencyKeysBefore :execrows
+DELETE FROM idempotency_keys WHERE created_at <= @before;
+
+-- name: CreateContext :one
+INSERT INTO contexts (tenant_id, context_id, head_turn_id, head_depth, base_turn_id, client_tag)
+VALUES (@tenant_id, nextval('context_id_seq'), @base_turn_id, @head_depth, @base_turn_id, @client_tag)
+RETURNING context_id;
+
+-- name: TurnExists :one
+SELECT EXISTS (SELECT 1 FROM turns WHERE tenant_id = @tenant_id AND turn_id = @turn_id);
+
+-- name: TenantOwnsBlob :one
+SELECT EXISTS (SELECT 1 FROM tenant_blobs WHERE tenant_id = @tenant_id AND blob_hash = @blob_hash);
+
+-- name: GrantBlob :one
+-- Records that a tenant stored bytes another tenant stored first; reports
+-- whether the grant is new.
+WITH ins AS (
+    INSERT INTO tenant_blobs (tenant_id, blob_hash) VALUES (@tenant_id, @blob_hash)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM ins);
+
+-- name: AttachFS :exec
+WITH att AS (
+    INSERT INTO fs_attachments (tenant_id, turn_id, fs_root_hash) VALUES (@tenant_id, @turn_id, @fs_root_hash)
+    ON CONFLICT (tenant_id, turn_id) DO UPDATE SET fs_root_hash = excluded.fs_root_hash, attached_at = now()
+)
+UPDATE turns t SET fs_root_hash = @fs_root_hash WHERE t.tenant_id = @tenant_id AND t.turn_id = @turn_id;
+
+-- name: CommitAppendBatch :exec
+-- One statement, so one round trip and one implicit transaction, commits a
+-- whole group of appends: the turn rows, the new heads, idempotency keys,
+-- type refs, blob grants, fs attachments and the turn log checkpoint.
+-- Foreign keys are checked at the end of the statement.
+WITH new_types AS (
+    INSERT INTO turn_types (tenant_id, type_ref, type_id)
+    SELECT unnest(@type_tenant_ids::text[]),
+           unnest(@type_refs::integer[]),
+           unnest(@type_ids::text[])
+),
+new_turns AS (
+    INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version,
+                       encoding, compression, uncompressed_len, payload_hash, fs_root_hash,
+                       idempotency_key, created_at)
+    SELECT unnest(@tenant_ids::text[]),
+           unnest(@turn_ids::bigint[]),
+           unnest(@context_ids::bigint[]),
+           unnest(@parent_turn_ids::bigint[]),
+           unnest(@depths::bigint[]),
+           unnest(@turn_type_ids::text[]),
+           unnest(@type_versions::bigint[]),
+           unnest(@encodings::bigint[]),
+           unnest(@compressions::bigint[]),
+           unnest(@uncompressed_lens::bigint[]),
+           unnest(@payload_hashes::bytea[]),
+           unnest(@fs_root_hashes::bytea[]),
+           unnest(@idempotency_keys::bytea[]),
+           unnest(@created_ats::timestamptz[])
+),
+new_heads AS (
+    UPDATE contexts c
+    SET head_turn_id = h.head_turn_id, head_depth = h.head_depth, updated_at = now()
+    FROM (SELECT unnest(@head_tenant_ids::text[]) AS tenant_id, unnest(@head_context_ids::bigint[]) AS context_id,
+                 unnest(@head_turn_ids::bigint[]) AS head_turn_id, unnest(@head_depths::bigint[]) AS head_depth) AS h
+    WHERE c.tenant_id = h.tenant_id AND c.context_id = h.context_id
+),
+new_keys AS (
+    INSERT INTO idempotency_keys (tenant_id, context_id, idempotency_key, turn_id, created_at)
+    SELECT unnest(@key_tenant_ids::text[]),
+           unnest(@key_context_ids::bigint[]),
+           unnest(@key_values::bytea[]),
+           unnest(@key_turn_ids::bigint[]),
+           unnest(@key_created_ats::timestamptz[])
+    ON CONFLICT (tenant_id, context_id, idempotency_key)
+    DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at
+),
+new_grants AS (
+    INSERT INTO tenant_blobs (tenant_id, blob_hash)
+    SELECT unnest(@grant_tenant_ids::text[]),
+           unnest(@grant_hashes::bytea[])
+    ON CONFLICT DO NOTHING
+),
+new_attachments AS (
+    INSERT INTO fs_attachments (tenant_id, turn_id, fs_root_hash)
+    SELECT unnest(@fs_tenant_ids::text[]),
+           unnest(@fs_turn_ids::bigint[]),
+           unnest(@fs_hashes::bytea[])
+)
+UPDATE turn_log_state
+SET committed_end = @committed_end, next_turn_id = @next_turn_id, updated_at = now()
+WHERE store_id = @store_id;
