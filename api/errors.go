@@ -1,0 +1,107 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Error is the body of every error response:
+//
+//	{"error":{"code":404,"message":"...","kind":"NOT_FOUND","details":{...}}}
+//
+// code is the HTTP status (the CXDB UI reads error.code and error.message);
+// kind is the documented string code.
+type Error struct {
+	Status  int            `json:"code"`
+	Message string         `json:"message"`
+	Kind    string         `json:"kind"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// Error implements error.
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Kind, e.Message) }
+
+// errorBody wraps Error in the {"error": ...} envelope.
+type errorBody struct {
+	Error *Error `json:"error"`
+}
+
+// Kinds of error, by HTTP status.
+var kinds = map[int]string{
+	http.StatusBadRequest:            "BAD_REQUEST",
+	http.StatusUnauthorized:          "UNAUTHORIZED",
+	http.StatusForbidden:             "FORBIDDEN",
+	http.StatusNotFound:              "NOT_FOUND",
+	http.StatusMethodNotAllowed:      "METHOD_NOT_ALLOWED",
+	http.StatusConflict:              "CONFLICT",
+	http.StatusRequestEntityTooLarge: "PAYLOAD_TOO_LARGE",
+	http.StatusUnsupportedMediaType:  "UNSUPPORTED_MEDIA_TYPE",
+	http.StatusUnprocessableEntity:   "UNPROCESSABLE",
+	http.StatusServiceUnavailable:    "UNAVAILABLE",
+	http.StatusInternalServerError:   "INTERNAL",
+}
+
+// NewError builds an Error with the kind that goes with status.
+func NewError(status int, format string, args ...any) *Error {
+	kind, ok := kinds[status]
+	if !ok {
+		kind = http.StatusText(status)
+	}
+	return &Error{Status: status, Message: fmt.Sprintf(format, args...), Kind: kind}
+}
+
+// ErrorMapper turns a domain error into an API error; it returns nil for
+// errors it does not know. Domain packages register theirs in Options.
+type ErrorMapper func(error) *Error
+
+// errorHandler renders every error the same way; it is the one place where
+// errors become HTTP statuses.
+func errorHandler(log *slog.Logger, mappers []ErrorMapper) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		apiErr := toAPIError(err, mappers)
+		if apiErr.Status >= 500 {
+			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+		}
+		if werr := c.JSON(apiErr.Status, errorBody{apiErr}); werr != nil {
+			log.Debug("write error response", "err", werr)
+		}
+	}
+}
+
+func toAPIError(err error, mappers []ErrorMapper) *Error {
+	var apiErr *Error
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return fromEchoError(he)
+	}
+	for _, m := range mappers {
+		if e := m(err); e != nil {
+			return e
+		}
+	}
+	return NewError(http.StatusInternalServerError, "internal error")
+}
+
+func fromEchoError(he *echo.HTTPError) *Error {
+	switch he.Code {
+	case http.StatusNotFound:
+		return NewError(he.Code, "no such route")
+	case http.StatusRequestEntityTooLarge:
+		return NewError(he.Code, "request body is larger than the configured limit")
+	}
+	msg := http.StatusText(he.Code)
+	if s, ok := he.Message.(string); ok {
+		msg = s
+	}
+	return NewError(he.Code, "%s", msg)
+}

@@ -1,0 +1,75 @@
+// Package api is cardbox's HTTP listener: health, the CardBox REST API and
+// (later) the CXDB HTTP API. Handlers are thin: they decode, call a domain
+// package and encode; errors become HTTP statuses in one place (errors.go).
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
+
+// HealthChecker reports whether the server can serve: Postgres answers and
+// the data files are open.
+type HealthChecker interface {
+	Healthy(ctx context.Context) error
+}
+
+// Routes registers a group of handlers on the server.
+type Routes interface {
+	Register(e *echo.Echo)
+}
+
+// Options configure the HTTP API.
+type Options struct {
+	Health HealthChecker
+	// Routes are the domain route groups (CardBox, ...).
+	Routes []Routes
+	// ErrorMappers translate domain errors into API errors.
+	ErrorMappers []ErrorMapper
+	// BodyLimit caps request bodies in bytes; larger ones get 413.
+	BodyLimit int64
+	Logger    *slog.Logger
+}
+
+// DefaultBodyLimit is the request body cap when Options.BodyLimit is 0.
+const DefaultBodyLimit = 8 << 20
+
+// New builds the HTTP handler.
+func New(opts Options) http.Handler {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	limit := opts.BodyLimit
+	if limit <= 0 {
+		limit = DefaultBodyLimit
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(log, opts.ErrorMappers)
+	e.Use(middleware.Recover())
+	e.Use(middleware.BodyLimit(strconv.FormatInt(limit, 10)))
+	e.GET("/healthz", healthz(opts.Health))
+	for _, r := range opts.Routes {
+		r.Register(e)
+	}
+	return e
+}
+
+// healthz answers 200 "ok" (text/plain, as CXDB clients expect) when the
+// store is healthy, else 503 with the reason.
+func healthz(h HealthChecker) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h != nil {
+			if err := h.Healthy(c.Request().Context()); err != nil {
+				return NewError(http.StatusServiceUnavailable, "not ready: %v", err)
+			}
+		}
+		return c.String(http.StatusOK, "ok")
+	}
+}
