@@ -1,0 +1,113 @@
+package cxdbcompat
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// ErrorResponse is the ERROR (255) frame payload: code:u32 | detail:str32.
+//
+// cardbox sends an HTTP-style Code (404, 422, …) and a JSON detail
+// {"code":Kind,"message":Message}; the reference server sends a plain-text
+// detail, which decodes into Message with an empty Kind.
+type ErrorResponse struct {
+	// Code is the HTTP-style status code (404 not found, 422 invalid, …).
+	Code uint32
+	// Kind is the symbolic error code, e.g. "NOT_FOUND"; empty for a
+	// plain-text detail.
+	Kind string
+	// Message is the human-readable explanation.
+	Message string
+}
+
+// AppendTo appends code and the JSON detail {"code":Kind,"message":Message}.
+// Invalid UTF-8 in Kind or Message is replaced by U+FFFD.
+func (r ErrorResponse) AppendTo(dst []byte) []byte {
+	dst = appendU32(dst, r.Code)
+	lenAt := len(dst)
+	dst = appendU32(dst, 0)
+	dst = append(dst, `{"code":`...)
+	dst = appendJSONString(dst, r.Kind)
+	dst = append(dst, `,"message":`...)
+	dst = appendJSONString(dst, r.Message)
+	dst = append(dst, '}')
+	le.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
+	return dst
+}
+
+// DecodeErrorResponse decodes an ERROR payload. A detail that is a JSON
+// object with a string "message" fills Kind (from a string "code") and
+// Message; any other detail is taken verbatim as Message.
+func DecodeErrorResponse(p []byte) (ErrorResponse, error) {
+	d := newDecoder("error", p)
+	code := d.u32("code")
+	detail := d.bin32("detail")
+	if d.err != nil {
+		return ErrorResponse{}, d.err
+	}
+	r := ErrorResponse{Code: code}
+	r.Kind, r.Message = parseErrorDetail(detail)
+	return r, nil
+}
+
+// parseErrorDetail splits a detail into (kind, message).
+func parseErrorDetail(detail []byte) (string, string) {
+	if len(detail) > 0 && detail[0] == '{' {
+		var v struct {
+			Code    json.RawMessage `json:"code"`
+			Message *string         `json:"message"`
+		}
+		if json.Unmarshal(detail, &v) == nil && v.Message != nil {
+			var kind string
+			_ = json.Unmarshal(v.Code, &kind) // a non-string code leaves Kind empty
+			return kind, *v.Message
+		}
+	}
+	return "", string(detail)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string literal. It escapes quotes,
+// backslashes, control characters and U+2028/U+2029, and replaces invalid
+// UTF-8 with U+FFFD, so the output is always valid JSON.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			dst = appendJSONByte(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, `\u202`...)
+			dst = append(dst, hexDigits[r&0xf])
+		default:
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+func appendJSONByte(dst []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	if c < 0x20 {
+		return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+	}
+	return append(dst, c)
+}
