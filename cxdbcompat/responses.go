@@ -69,16 +69,16 @@ func DecodeHeadResponse(p []byte) (HeadResponse, error) {
 // context_id:u64 | new_turn_id:u64 | new_depth:u32 | content_hash:H32.
 type AppendTurnResponse struct {
 	ContextID   uint64
-	TurnID      uint64
-	Depth       uint32
+	NewTurnID   uint64
+	NewDepth    uint32
 	ContentHash Hash
 }
 
 // AppendTo appends the 52-byte payload.
 func (r AppendTurnResponse) AppendTo(dst []byte) []byte {
 	dst = appendU64(dst, r.ContextID)
-	dst = appendU64(dst, r.TurnID)
-	dst = appendU32(dst, r.Depth)
+	dst = appendU64(dst, r.NewTurnID)
+	dst = appendU32(dst, r.NewDepth)
 	return append(dst, r.ContentHash[:]...)
 }
 
@@ -87,8 +87,8 @@ func DecodeAppendTurnResponse(p []byte) (AppendTurnResponse, error) {
 	d := newDecoder("append_turn response", p)
 	r := AppendTurnResponse{
 		ContextID:   d.u64("context_id"),
-		TurnID:      d.u64("new_turn_id"),
-		Depth:       d.u32("new_depth"),
+		NewTurnID:   d.u64("new_turn_id"),
+		NewDepth:    d.u32("new_depth"),
 		ContentHash: d.hash("content_hash"),
 	}
 	if d.err != nil {

@@ -38,7 +38,7 @@ func decoded[T any](v T, err error) (any, error) { return v, err }
 func responseCases() []responseCase {
 	hello := HelloResponse{SessionID: 12, ProtocolVersion: 1}
 	head := HeadResponse{ContextID: 1, HeadTurnID: 2, HeadDepth: 3}
-	app := AppendTurnResponse{ContextID: 1, TurnID: 2, Depth: 3, ContentHash: repeatHash(9)}
+	app := AppendTurnResponse{ContextID: 1, NewTurnID: 2, NewDepth: 3, ContentHash: repeatHash(9)}
 	blob := GetBlobResponse{Data: []byte("blob data")}
 	attach := AttachFSResponse{TurnID: 4, FSRootHash: repeatHash(10)}
 	putNew := PutBlobResponse{Hash: repeatHash(11), WasNew: true}
@@ -98,7 +98,7 @@ func TestEncodersDoNotAllocate(t *testing.T) {
 	turns := sampleTurns()
 	allocs := testing.AllocsPerRun(100, func() {
 		b := HeadResponse{ContextID: 1}.AppendTo(buf[:0])
-		b = AppendTurnResponse{TurnID: 2}.AppendTo(b)
+		b = AppendTurnResponse{NewTurnID: 2}.AppendTo(b)
 		b = AppendTurnList(b, turns)
 		b = ErrorResponse{Code: 404, Kind: "NOT_FOUND", Message: "x\n\"y\""}.AppendTo(b)
 		b = AppendTurnRequest{DeclaredTypeID: "t", Payload: []byte{1}}.AppendTo(b)
