@@ -11,6 +11,30 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type Box struct {
+	TenantID  string
+	BoxID     string
+	CardIds   []string
+	ParentIds []string
+	Metadata  []byte
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	DeletedAt pgtype.Timestamptz
+}
+
+type Card struct {
+	TenantID   string
+	CardID     string
+	Content    []byte
+	ToolCalls  []byte
+	ToolCallID pgtype.Text
+	TtlSeconds pgtype.Int4
+	ExpiresAt  pgtype.Timestamptz
+	DeletedAt  pgtype.Timestamptz
+	Metadata   []byte
+	CreatedAt  time.Time
+}
+
 type Context struct {
 	TenantID   string
 	ContextID  int64

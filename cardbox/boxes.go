@@ -1,0 +1,374 @@
+package cardbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// Limits of box reads.
+const (
+	// DefaultCardsLimit is how many of a box's last cards a read returns
+	// when the caller gives no limit.
+	DefaultCardsLimit = 200
+	// MaxCardsLimit is the largest such limit; larger ones are clamped.
+	MaxCardsLimit = 500
+)
+
+// ClampLimit brings a card limit into 1..MaxCardsLimit.
+func ClampLimit(limit int) int {
+	return max(1, min(limit, MaxCardsLimit))
+}
+
+// BoxesQuery is a batch box read.
+type BoxesQuery struct {
+	// BoxIDs are up to MaxBatchIDs ids; repeats are dropped.
+	BoxIDs []string
+	// Hydrate inlines the last Limit live cards of each box.
+	Hydrate bool
+	// Limit is clamped to 1..MaxCardsLimit.
+	Limit int
+}
+
+// HydratedBox is a box of a batch read.
+type HydratedBox struct {
+	Box
+	// Cards are the live cards among the box's last Limit ids, in box
+	// order; nil unless the read hydrates.
+	Cards []Card
+}
+
+// BoxesResult answers a batch box read.
+type BoxesResult struct {
+	// Boxes are the live boxes, in request order without repeats.
+	Boxes []HydratedBox
+	// MissingBoxIDs are the requested ids that are absent, deleted or
+	// another project's.
+	MissingBoxIDs []string
+	// MissingCardIDs are ids in the hydrated part of the boxes that do not
+	// resolve to live cards, without repeats.
+	MissingCardIDs []string
+}
+
+// CardPage is one page of a box's cards.
+type CardPage struct {
+	// Cards are the page's live cards in box order.
+	Cards []Card
+	// NextCursor pages further back; empty at the start of the box.
+	NextCursor string
+}
+
+// CreateBox creates a box with a generated UUIDv7 id.
+func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (Box, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Box{}, fmt.Errorf("generate box id: %w", err)
+	}
+	meta, err := s.checkBoxWrite(ctx, project, in)
+	if err != nil {
+		return Box{}, err
+	}
+	now := s.now()
+	row, err := s.q.InsertBox(ctx, db.InsertBoxParams{
+		TenantID: project, BoxID: id.String(), CardIds: nonNil(in.CardIDs),
+		ParentIds: nonNil(in.ParentIDs), Metadata: meta, Now: now,
+	})
+	if err != nil {
+		return Box{}, fmt.Errorf("create box: %w", err)
+	}
+	return boxFromRow(row), nil
+}
+
+// SaveBox creates or replaces a box. Every card id must name a live card
+// of the project (else UnknownCardsError). Saving a deleted box's id
+// creates it anew.
+func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInput) (Box, error) {
+	if err := ValidateID("box_id", boxID); err != nil {
+		return Box{}, err
+	}
+	meta, err := s.checkBoxWrite(ctx, project, in)
+	if err != nil {
+		return Box{}, err
+	}
+	row, err := s.q.UpsertBox(ctx, db.UpsertBoxParams{
+		TenantID: project, BoxID: boxID, CardIds: nonNil(in.CardIDs),
+		ParentIds: nonNil(in.ParentIDs), Metadata: meta, Now: s.now(),
+	})
+	if err != nil {
+		return Box{}, fmt.Errorf("save box %q: %w", boxID, err)
+	}
+	return boxFromRow(row), nil
+}
+
+// checkBoxWrite validates a box body, checks its cards exist and makes
+// sure the project exists; it returns the metadata to store.
+func (s *Service) checkBoxWrite(ctx context.Context, project string, in BoxInput) ([]byte, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	if err := validateIDs("card_ids", in.CardIDs); err != nil {
+		return nil, err
+	}
+	if err := validateIDs("parent_ids", in.ParentIDs); err != nil {
+		return nil, err
+	}
+	meta, err := boxMetadata(in.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCards(ctx, project, in.CardIDs); err != nil {
+		return nil, err
+	}
+	return meta, s.ensureProject(ctx, project)
+}
+
+// boxMetadata checks a box's metadata: a JSON object, {} when absent.
+func boxMetadata(raw []byte) ([]byte, error) {
+	m, err := optionalJSON("metadata", raw)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return []byte("{}"), nil
+	}
+	if m[0] != '{' {
+		return nil, invalid("metadata", "must be a JSON object")
+	}
+	return m, nil
+}
+
+// checkCards returns UnknownCardsError when some ids do not name live cards
+// of the project.
+func (s *Service) checkCards(ctx context.Context, project string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	missing, err := s.q.MissingCardIDs(ctx, db.MissingCardIDsParams{
+		TenantID: project, CardIds: dedupe(ids), Now: s.now(),
+	})
+	if err != nil {
+		return fmt.Errorf("check card ids: %w", err)
+	}
+	if len(missing) > 0 {
+		return &UnknownCardsError{CardIDs: missing}
+	}
+	return nil
+}
+
+// AppendToBox appends card ids to a box atomically: concurrent appends to
+// one box all land, in some order. The box must exist (ErrNotFound) and
+// every id must name a live card of the project (UnknownCardsError).
+func (s *Service) AppendToBox(ctx context.Context, project, boxID string, cardIDs []string) (Box, error) {
+	if err := checkProject(project); err != nil {
+		return Box{}, err
+	}
+	if err := ValidateID("box_id", boxID); err != nil {
+		return Box{}, err
+	}
+	if len(cardIDs) == 0 {
+		return Box{}, invalid("card_ids", "at least one card id is required")
+	}
+	if err := validateIDs("card_ids", cardIDs); err != nil {
+		return Box{}, err
+	}
+	if err := s.checkCards(ctx, project, cardIDs); err != nil {
+		if _, lerr := s.LoadBox(ctx, project, boxID); errors.Is(lerr, ErrNotFound) {
+			return Box{}, lerr // an unknown box outranks unknown cards
+		}
+		return Box{}, err
+	}
+	row, err := s.q.AppendToBox(ctx, db.AppendToBoxParams{
+		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(),
+	})
+	if isNoRows(err) {
+		return Box{}, notFound("box", boxID)
+	}
+	if err != nil {
+		return Box{}, fmt.Errorf("append to box %q: %w", boxID, err)
+	}
+	return boxFromRow(row), nil
+}
+
+// LoadBox returns a live box; an absent or deleted box is ErrNotFound.
+func (s *Service) LoadBox(ctx context.Context, project, boxID string) (Box, error) {
+	if err := checkProject(project); err != nil {
+		return Box{}, err
+	}
+	if err := ValidateID("box_id", boxID); err != nil {
+		return Box{}, err
+	}
+	row, err := s.q.GetLiveBox(ctx, db.GetLiveBoxParams{TenantID: project, BoxID: boxID})
+	if isNoRows(err) {
+		return Box{}, notFound("box", boxID)
+	}
+	if err != nil {
+		return Box{}, fmt.Errorf("load box %q: %w", boxID, err)
+	}
+	return boxFromRow(row), nil
+}
+
+// DeleteBox soft-deletes a box. Deleting a deleted box is a no-op; an
+// absent one is ErrNotFound.
+func (s *Service) DeleteBox(ctx context.Context, project, boxID string) error {
+	if err := checkProject(project); err != nil {
+		return err
+	}
+	if err := ValidateID("box_id", boxID); err != nil {
+		return err
+	}
+	n, err := s.q.SoftDeleteBox(ctx, db.SoftDeleteBoxParams{TenantID: project, BoxID: boxID, Now: s.now()})
+	if err != nil {
+		return fmt.Errorf("delete box %q: %w", boxID, err)
+	}
+	if n == 0 {
+		return notFound("box", boxID)
+	}
+	return nil
+}
+
+// GetBoxes reads up to MaxBatchIDs boxes in one query and, when hydrating,
+// their last cards in one more.
+func (s *Service) GetBoxes(ctx context.Context, project string, query BoxesQuery) (BoxesResult, error) {
+	if err := checkProject(project); err != nil {
+		return BoxesResult{}, err
+	}
+	ids, err := batchIDs("box_ids", query.BoxIDs)
+	if err != nil {
+		return BoxesResult{}, err
+	}
+	res := BoxesResult{Boxes: []HydratedBox{}, MissingBoxIDs: []string{}, MissingCardIDs: []string{}}
+	if len(ids) == 0 {
+		return res, nil
+	}
+	rows, err := s.q.GetLiveBoxes(ctx, db.GetLiveBoxesParams{TenantID: project, BoxIds: ids})
+	if err != nil {
+		return BoxesResult{}, fmt.Errorf("get boxes: %w", err)
+	}
+	byID := make(map[string]db.Box, len(rows))
+	for _, r := range rows {
+		byID[r.BoxID] = r
+	}
+	for _, id := range ids {
+		if r, ok := byID[id]; ok {
+			res.Boxes = append(res.Boxes, HydratedBox{Box: boxFromRow(r)})
+		} else {
+			res.MissingBoxIDs = append(res.MissingBoxIDs, id)
+		}
+	}
+	if query.Hydrate {
+		err = s.hydrate(ctx, project, ClampLimit(query.Limit), &res)
+	}
+	return res, err
+}
+
+// hydrate fills in the last limit cards of each box with one card query.
+func (s *Service) hydrate(ctx context.Context, project string, limit int, res *BoxesResult) error {
+	var want []string
+	for _, b := range res.Boxes {
+		want = append(want, tail(b.CardIDs, limit)...)
+	}
+	cards, err := s.liveCards(ctx, project, dedupe(want))
+	if err != nil {
+		return err
+	}
+	missing := make(map[string]struct{})
+	for i := range res.Boxes {
+		b := &res.Boxes[i]
+		b.Cards = []Card{}
+		for _, id := range tail(b.CardIDs, limit) {
+			if c, ok := cards[id]; ok {
+				b.Cards = append(b.Cards, c)
+			} else if _, seen := missing[id]; !seen {
+				missing[id] = struct{}{}
+				res.MissingCardIDs = append(res.MissingCardIDs, id)
+			}
+		}
+	}
+	return nil
+}
+
+// BoxCards returns one page of a box's live cards, in box order: the last
+// limit card ids of the box, or the limit ids before cursor (from a
+// previous page's NextCursor). Absent, deleted and expired cards are left
+// out, so a page may hold fewer than limit cards.
+func (s *Service) BoxCards(ctx context.Context, project, boxID string, limit int, cursor string) (CardPage, error) {
+	if err := checkProject(project); err != nil {
+		return CardPage{}, err
+	}
+	if err := ValidateID("box_id", boxID); err != nil {
+		return CardPage{}, err
+	}
+	before, err := parseCursor(cursor)
+	if err != nil {
+		return CardPage{}, err
+	}
+	page, err := s.q.GetBoxPage(ctx, db.GetBoxPageParams{
+		TenantID: project, BoxID: boxID, PageLimit: int32(ClampLimit(limit)), Before: before,
+	})
+	if isNoRows(err) {
+		return CardPage{}, notFound("box", boxID)
+	}
+	if err != nil {
+		return CardPage{}, fmt.Errorf("read box %q: %w", boxID, err)
+	}
+	cards, err := s.liveCards(ctx, project, dedupe(page.CardIds))
+	if err != nil {
+		return CardPage{}, err
+	}
+	out := CardPage{Cards: make([]Card, 0, len(page.CardIds))}
+	for _, id := range page.CardIds {
+		if c, ok := cards[id]; ok {
+			out.Cards = append(out.Cards, c)
+		}
+	}
+	if page.PageStart > 0 {
+		out.NextCursor = strconv.Itoa(int(page.PageStart))
+	}
+	return out, nil
+}
+
+// parseCursor reads a page cursor: the position in the box where the
+// previous page started; -1 (the end of the box) when empty.
+func parseCursor(cursor string) (int32, error) {
+	if cursor == "" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(cursor, 10, 32)
+	if err != nil || n < 0 {
+		return 0, invalid("cursor", "%q is not a cursor returned by this API", cursor)
+	}
+	return int32(n), nil
+}
+
+// tail returns the last n ids.
+func tail(ids []string, n int) []string {
+	if len(ids) <= n {
+		return ids
+	}
+	return ids[len(ids)-n:]
+}
+
+func nonNil(ids []string) []string {
+	if ids == nil {
+		return []string{}
+	}
+	return ids
+}
+
+func boxFromRow(r db.Box) Box {
+	meta := r.Metadata
+	if len(bytes.TrimSpace(meta)) == 0 {
+		meta = []byte("{}")
+	}
+	return Box{
+		ProjectID: r.TenantID, BoxID: r.BoxID, CardIDs: nonNil(r.CardIds),
+		ParentIDs: nonNil(r.ParentIds), Metadata: meta,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}

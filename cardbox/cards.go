@@ -1,0 +1,273 @@
+package cardbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// CardsResult answers a batch card read.
+type CardsResult struct {
+	// Cards are the live cards, in request order without repeats.
+	Cards []Card
+	// MissingIDs are the requested ids that are absent, deleted, expired
+	// or another project's, in request order without repeats.
+	MissingIDs []string
+}
+
+// AddCard writes one card; see AddCards.
+func (s *Service) AddCard(ctx context.Context, project string, c NewCard) (Card, error) {
+	cards, err := s.AddCards(ctx, project, []NewCard{c})
+	if err != nil {
+		return Card{}, err
+	}
+	return cards[0], nil
+}
+
+// AddCards writes up to MaxAddCards cards, all or nothing, and returns them
+// as stored, one per distinct id in request order. A card whose id exists
+// with the same content is an idempotent replay: it is left as it is (a
+// deleted card stays deleted) and returned as stored. An id that exists
+// with different content is a ConflictError, and nothing is written.
+func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard) ([]Card, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	norm, err := normalizeAll(cards)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureProject(ctx, project); err != nil {
+		return nil, err
+	}
+	var stored map[string]Card
+	err = s.inTx(ctx, func(q *db.Queries) error {
+		stored, err = insertCards(ctx, q, project, s.now(), norm)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Card, len(norm))
+	for i, n := range norm {
+		out[i] = stored[n.id]
+	}
+	return out, nil
+}
+
+// normalizeAll validates a batch, generates missing ids and drops exact
+// repeats; the same id twice with different content is a conflict.
+func normalizeAll(cards []NewCard) ([]normalCard, error) {
+	if len(cards) == 0 {
+		return nil, invalid("cards", "at least one card is required")
+	}
+	if len(cards) > MaxAddCards {
+		return nil, invalid("cards", "at most %d cards per request, got %d", MaxAddCards, len(cards))
+	}
+	out := make([]normalCard, 0, len(cards))
+	seen := make(map[string]int, len(cards))
+	for i, c := range cards {
+		if c.CardID == "" {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, fmt.Errorf("generate card id: %w", err)
+			}
+			c.CardID = id.String()
+		}
+		n, err := normalize(c)
+		if err != nil {
+			return nil, within(fmt.Sprintf("cards[%d]", i), err)
+		}
+		if j, ok := seen[n.id]; ok {
+			if !out[j].same(n) {
+				return nil, &ConflictError{CardIDs: []string{n.id}}
+			}
+			continue
+		}
+		seen[n.id] = len(out)
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// insertCards inserts the new cards and checks that the others are exact
+// replays; it returns every card as stored, by id.
+func insertCards(ctx context.Context, q *db.Queries, project string, now time.Time, norm []normalCard) (map[string]Card, error) {
+	p := db.InsertCardsParams{TenantID: project, Now: now}
+	fillColumns(norm, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
+	rows, err := q.InsertCards(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("insert cards: %w", err)
+	}
+	stored := make(map[string]Card, len(norm))
+	for _, r := range rows {
+		stored[r.CardID] = cardFromRow(db.GetLiveCardsRow(r))
+	}
+	if len(stored) == len(norm) {
+		return stored, nil
+	}
+	rest := make([]normalCard, 0, len(norm)-len(stored))
+	for _, n := range norm {
+		if _, ok := stored[n.id]; !ok {
+			rest = append(rest, n)
+		}
+	}
+	return stored, checkReplays(ctx, q, project, rest, stored)
+}
+
+// checkReplays compares cards that already exist with the stored ones and
+// adds them to stored; any difference is a ConflictError.
+func checkReplays(ctx context.Context, q *db.Queries, project string, rest []normalCard, stored map[string]Card) error {
+	p := db.CompareCardsParams{TenantID: project}
+	fillColumns(rest, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
+	rows, err := q.CompareCards(ctx, p)
+	if err != nil {
+		return fmt.Errorf("compare cards: %w", err)
+	}
+	var conflicts []string
+	for _, r := range rows {
+		if !r.Same {
+			conflicts = append(conflicts, r.CardID)
+			continue
+		}
+		c := cardFromRow(db.GetLiveCardsRow{
+			TenantID: r.TenantID, CardID: r.CardID, Content: r.Content, ToolCalls: r.ToolCalls,
+			ToolCallID: r.ToolCallID, TtlSeconds: r.TtlSeconds, ExpiresAt: r.ExpiresAt,
+			DeletedAt: r.DeletedAt, Metadata: r.Metadata, CreatedAt: r.CreatedAt,
+			Type: r.Type, Role: r.Role, AuthorID: r.AuthorID,
+		})
+		stored[c.CardID] = c
+	}
+	if len(conflicts) > 0 {
+		return &ConflictError{CardIDs: conflicts}
+	}
+	if len(rows) != len(rest) {
+		// A conflicting row vanished between the insert and the check
+		// (purged by the sweeper); the caller may retry.
+		return fmt.Errorf("add cards: %d existing cards were purged concurrently; retry", len(rest)-len(rows))
+	}
+	return nil
+}
+
+// fillColumns turns cards into the column arrays of a batch statement.
+func fillColumns(cards []normalCard, ids *[]string, contents, toolCalls *[][]byte, toolCallIDs *[]string, ttls *[]int32, metas *[][]byte) {
+	for _, n := range cards {
+		*ids = append(*ids, n.id)
+		*contents = append(*contents, n.content)
+		*toolCalls = append(*toolCalls, n.toolCalls)
+		*toolCallIDs = append(*toolCallIDs, n.toolCallID)
+		*ttls = append(*ttls, n.ttl)
+		*metas = append(*metas, n.metadata)
+	}
+}
+
+// GetCard returns a live card; an absent, deleted or expired card is
+// ErrNotFound.
+func (s *Service) GetCard(ctx context.Context, project, cardID string) (Card, error) {
+	if err := checkProject(project); err != nil {
+		return Card{}, err
+	}
+	if err := ValidateID("card_id", cardID); err != nil {
+		return Card{}, err
+	}
+	row, err := s.q.GetLiveCard(ctx, db.GetLiveCardParams{TenantID: project, CardID: cardID, Now: s.now()})
+	if isNoRows(err) {
+		return Card{}, notFound("card", cardID)
+	}
+	if err != nil {
+		return Card{}, fmt.Errorf("get card %q: %w", cardID, err)
+	}
+	return cardFromRow(db.GetLiveCardsRow(row)), nil
+}
+
+// GetCards reads up to MaxBatchIDs cards in one query. Ids are deduplicated
+// keeping the first occurrence; results follow request order.
+func (s *Service) GetCards(ctx context.Context, project string, cardIDs []string) (CardsResult, error) {
+	if err := checkProject(project); err != nil {
+		return CardsResult{}, err
+	}
+	ids, err := batchIDs("card_ids", cardIDs)
+	if err != nil {
+		return CardsResult{}, err
+	}
+	byID, err := s.liveCards(ctx, project, ids)
+	if err != nil {
+		return CardsResult{}, err
+	}
+	res := CardsResult{Cards: make([]Card, 0, len(byID)), MissingIDs: []string{}}
+	for _, id := range ids {
+		if c, ok := byID[id]; ok {
+			res.Cards = append(res.Cards, c)
+		} else {
+			res.MissingIDs = append(res.MissingIDs, id)
+		}
+	}
+	return res, nil
+}
+
+// liveCards reads the live cards among ids (one query), by id.
+func (s *Service) liveCards(ctx context.Context, project string, ids []string) (map[string]Card, error) {
+	if len(ids) == 0 {
+		return map[string]Card{}, nil
+	}
+	rows, err := s.q.GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: s.now()})
+	if err != nil {
+		return nil, fmt.Errorf("get cards: %w", err)
+	}
+	byID := make(map[string]Card, len(rows))
+	for _, r := range rows {
+		byID[r.CardID] = cardFromRow(r)
+	}
+	return byID, nil
+}
+
+// DeleteCard soft-deletes a card: reads stop returning it at once and the
+// sweeper purges it after the retention period. Deleting a deleted card is
+// a no-op; an absent one is ErrNotFound.
+func (s *Service) DeleteCard(ctx context.Context, project, cardID string) error {
+	if err := checkProject(project); err != nil {
+		return err
+	}
+	if err := ValidateID("card_id", cardID); err != nil {
+		return err
+	}
+	n, err := s.q.SoftDeleteCard(ctx, db.SoftDeleteCardParams{TenantID: project, CardID: cardID, Now: s.now()})
+	if err != nil {
+		return fmt.Errorf("delete card %q: %w", cardID, err)
+	}
+	if n == 0 {
+		return notFound("card", cardID)
+	}
+	return nil
+}
+
+// cardFromRow converts a stored row.
+func cardFromRow(r db.GetLiveCardsRow) Card {
+	return Card{
+		ProjectID:  r.TenantID,
+		CardID:     r.CardID,
+		Content:    r.Content,
+		ToolCalls:  r.ToolCalls,
+		ToolCallID: r.ToolCallID.String,
+		TTLSeconds: int(r.TtlSeconds.Int32),
+		Metadata:   r.Metadata,
+		Type:       r.Type,
+		Role:       r.Role,
+		AuthorID:   r.AuthorID,
+		CreatedAt:  r.CreatedAt,
+		ExpiresAt:  timePtr(r.ExpiresAt),
+		DeletedAt:  timePtr(r.DeletedAt),
+	}
+}
+
+func timePtr(t pgtype.Timestamptz) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	return &t.Time
+}

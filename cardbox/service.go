@@ -1,0 +1,151 @@
+// Package cardbox stores an agent's facts as cards and its context windows
+// as boxes, per project (tenant), in Postgres.
+//
+// A card is immutable: writing the same card again is a no-op, writing the
+// same id with different content is a conflict, and a deleted card stays
+// deleted. A box is an ordered, mutable list of card ids of the same
+// project. Reads return live cards only: a deleted or expired card reads as
+// missing. A Sweeper purges expired and long-deleted rows.
+//
+// Every method takes the project id first; no call of one project can read
+// or change another project's rows.
+package cardbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// DB is what the Service needs from Postgres: a *pgxpool.Pool, or a pgx.Tx
+// (transactions then become savepoints).
+type DB interface {
+	db.DBTX
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	// Now is the clock for created_at, expiry and deletion; time.Now when nil.
+	Now func() time.Time
+}
+
+// Service is the CardBox domain over Postgres. It is safe for concurrent use.
+type Service struct {
+	db  DB
+	q   *db.Queries
+	now func() time.Time
+	// projects records project ids known to exist, to skip EnsureTenant.
+	projects sync.Map
+}
+
+// New returns a Service over d.
+func New(d DB, opts Options) *Service {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{db: d, q: db.New(d), now: now}
+}
+
+// Card is a stored card.
+type Card struct {
+	ProjectID  string
+	CardID     string
+	Content    json.RawMessage // nil when null
+	ToolCalls  json.RawMessage // nil when null
+	ToolCallID string
+	TTLSeconds int // 0: never expires
+	Metadata   json.RawMessage
+	// Type, Role and AuthorID are metadata.type, metadata.role and
+	// metadata.author_id.
+	Type, Role, AuthorID string
+	CreatedAt            time.Time
+	ExpiresAt            *time.Time
+	// DeletedAt is set only on cards returned by AddCards for a replay of
+	// a deleted card; reads never return deleted cards.
+	DeletedAt *time.Time
+}
+
+// NewCard is a card to write.
+type NewCard struct {
+	// CardID is the card's id in the project; AddCards generates a UUIDv7
+	// when it is empty.
+	CardID string
+	// Content is any JSON value.
+	Content json.RawMessage
+	// ToolCalls is a JSON array or null.
+	ToolCalls  json.RawMessage
+	ToolCallID string
+	// TTLSeconds makes the card expire that long after it is created; 0
+	// means never.
+	TTLSeconds int
+	// Metadata is a JSON object with type (a standard type or a custom type
+	// namespaced with a dot) and role (system, user, assistant or tool;
+	// optional for standard types, which have a default role).
+	Metadata json.RawMessage
+}
+
+// Box is a stored box.
+type Box struct {
+	ProjectID string
+	BoxID     string
+	CardIDs   []string
+	ParentIDs []string
+	Metadata  json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// BoxInput is the content of a box to save.
+type BoxInput struct {
+	// CardIDs must name live cards of the project.
+	CardIDs []string
+	// ParentIDs name the boxes this one was derived from.
+	ParentIDs []string
+	// Metadata is a JSON object or null.
+	Metadata json.RawMessage
+}
+
+// ensureProject creates the project on its first write (dev mode).
+func (s *Service) ensureProject(ctx context.Context, project string) error {
+	if _, ok := s.projects.Load(project); ok {
+		return nil
+	}
+	if _, err := s.q.EnsureTenant(ctx, project); err != nil {
+		return fmt.Errorf("ensure project %q: %w", project, err)
+	}
+	s.projects.Store(project, struct{}{})
+	return nil
+}
+
+// checkProject validates a project id.
+func checkProject(project string) error {
+	return ValidateID("project_id", project)
+}
+
+// inTx runs fn in a transaction, committing when fn returns nil.
+func (s *Service) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(s.q.WithTx(tx)); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// isNoRows reports a query that found nothing.
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

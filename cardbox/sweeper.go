@@ -1,0 +1,120 @@
+package cardbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// Sweeper defaults.
+const (
+	DefaultSweepInterval    = time.Minute
+	DefaultDeletedRetention = 7 * 24 * time.Hour
+	DefaultSweepBatchSize   = 1000
+)
+
+// SweeperConfig configures a Sweeper. Zero fields take the defaults.
+type SweeperConfig struct {
+	// Interval is the time between passes.
+	Interval time.Duration
+	// DeletedRetention is how long soft-deleted cards and boxes are kept
+	// before they are purged.
+	DeletedRetention time.Duration
+	// ExpiredRetention is how long expired cards are kept past their
+	// expiry (0: purged at the first pass after they expire).
+	ExpiredRetention time.Duration
+	// BatchSize caps the rows one delete statement removes, to keep locks
+	// short.
+	BatchSize int
+	Logger    *slog.Logger
+}
+
+// SweepStats counts the rows one pass purged.
+type SweepStats struct {
+	Cards int64
+	Boxes int64
+}
+
+// Sweeper purges expired cards and long-deleted cards and boxes.
+type Sweeper struct {
+	s   *Service
+	cfg SweeperConfig
+}
+
+// NewSweeper returns a Sweeper over the service's database and clock.
+func (s *Service) NewSweeper(cfg SweeperConfig) *Sweeper {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultSweepInterval
+	}
+	if cfg.DeletedRetention <= 0 {
+		cfg.DeletedRetention = DefaultDeletedRetention
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultSweepBatchSize
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sweeper{s: s, cfg: cfg}
+}
+
+// Run sweeps at once and then every Interval until ctx is cancelled; it
+// returns nil then. A failed pass is logged and retried at the next tick.
+func (w *Sweeper) Run(ctx context.Context) error {
+	t := time.NewTicker(w.cfg.Interval)
+	defer t.Stop()
+	for {
+		st, err := w.Sweep(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			w.cfg.Logger.Error("cardbox sweep failed", "err", err)
+		case st.Cards+st.Boxes > 0:
+			w.cfg.Logger.Info("cardbox sweep", "cards", st.Cards, "boxes", st.Boxes)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep runs one pass: it deletes, in batches, cards expired more than
+// ExpiredRetention ago and cards and boxes deleted more than
+// DeletedRetention ago.
+func (w *Sweeper) Sweep(ctx context.Context) (SweepStats, error) {
+	now := w.s.now()
+	var st SweepStats
+	batch := int32(w.cfg.BatchSize)
+	for {
+		n, err := w.s.q.PurgeCards(ctx, db.PurgeCardsParams{
+			ExpiredBefore: now.Add(-w.cfg.ExpiredRetention),
+			DeletedBefore: now.Add(-w.cfg.DeletedRetention),
+			BatchSize:     batch,
+		})
+		st.Cards += n
+		if err != nil {
+			return st, fmt.Errorf("purge cards: %w", err)
+		}
+		if n < int64(batch) {
+			break
+		}
+	}
+	for {
+		n, err := w.s.q.PurgeBoxes(ctx, db.PurgeBoxesParams{
+			DeletedBefore: now.Add(-w.cfg.DeletedRetention), BatchSize: batch,
+		})
+		st.Boxes += n
+		if err != nil {
+			return st, fmt.Errorf("purge boxes: %w", err)
+		}
+		if n < int64(batch) {
+			return st, nil
+		}
+	}
+}

@@ -1,0 +1,159 @@
+-- name: InsertCards :many
+-- A card is live when it is neither deleted nor expired at @now; reads
+-- return live cards only. Batch reads take id arrays and answer in one
+-- query per table; callers restore request order.
+--
+-- Inserts the cards that do not exist yet and returns them; ids that exist
+-- (live, deleted or expired) are skipped and checked by the caller.
+INSERT INTO cards (tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds,
+                   expires_at, metadata, created_at)
+SELECT @tenant_id::text AS tenant_id, n.card_id, n.content, n.tool_calls,
+       NULLIF(n.tool_call_id, '') AS tool_call_id,
+       NULLIF(n.ttl_seconds, 0) AS ttl_seconds,
+       CASE WHEN n.ttl_seconds > 0
+            THEN n.created_at + make_interval(0, 0, 0, 0, 0, 0, n.ttl_seconds) END AS expires_at,
+       n.metadata, n.created_at
+FROM (SELECT @now::timestamptz AS created_at,
+             unnest(@card_ids::text[]) AS card_id,
+             unnest(@contents::jsonb[]) AS content,
+             unnest(@tool_calls::jsonb[]) AS tool_calls,
+             unnest(@tool_call_ids::text[]) AS tool_call_id,
+             unnest(@ttl_seconds::integer[]) AS ttl_seconds,
+             unnest(@metadatas::jsonb[]) AS metadata) AS n
+ON CONFLICT (tenant_id, card_id) DO NOTHING
+RETURNING tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
+          deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
+          coalesce(metadata->>'role', '')::text AS role,
+          coalesce(metadata->>'author_id', '')::text AS author_id;
+
+-- name: CompareCards :many
+-- Returns the stored rows (whatever their state) for the given cards and
+-- whether each has exactly the given fields, for idempotent replays.
+SELECT c.tenant_id, c.card_id, c.content, c.tool_calls, c.tool_call_id, c.ttl_seconds,
+       c.expires_at, c.deleted_at, c.metadata, c.created_at,
+       coalesce(c.metadata->>'type', '')::text AS type,
+       coalesce(c.metadata->>'role', '')::text AS role,
+       coalesce(c.metadata->>'author_id', '')::text AS author_id,
+       (c.content IS NOT DISTINCT FROM n.content
+        AND c.tool_calls IS NOT DISTINCT FROM n.tool_calls
+        AND c.tool_call_id IS NOT DISTINCT FROM NULLIF(n.tool_call_id, '')
+        AND c.ttl_seconds IS NOT DISTINCT FROM NULLIF(n.ttl_seconds, 0)
+        AND c.metadata = n.metadata)::boolean AS same
+FROM cards c
+JOIN (SELECT unnest(@card_ids::text[]) AS card_id,
+             unnest(@contents::jsonb[]) AS content,
+             unnest(@tool_calls::jsonb[]) AS tool_calls,
+             unnest(@tool_call_ids::text[]) AS tool_call_id,
+             unnest(@ttl_seconds::integer[]) AS ttl_seconds,
+             unnest(@metadatas::jsonb[]) AS metadata) AS n
+  ON c.card_id = n.card_id
+WHERE c.tenant_id = @tenant_id::text;
+
+-- name: GetLiveCards :many
+SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
+       deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
+       coalesce(metadata->>'role', '')::text AS role,
+       coalesce(metadata->>'author_id', '')::text AS author_id
+FROM cards
+WHERE tenant_id = @tenant_id::text AND card_id = ANY (@card_ids::text[])
+  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > @now::timestamptz);
+
+-- name: GetLiveCard :one
+SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
+       deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
+       coalesce(metadata->>'role', '')::text AS role,
+       coalesce(metadata->>'author_id', '')::text AS author_id
+FROM cards
+WHERE tenant_id = @tenant_id::text AND card_id = @card_id::text
+  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > @now::timestamptz);
+
+-- name: MissingCardIDs :many
+-- Returns the given ids that do not name a live card of the tenant.
+SELECT u.id::text AS card_id
+FROM unnest(@card_ids::text[]) AS u(id)
+WHERE NOT EXISTS (
+    SELECT 1 FROM cards c
+    WHERE c.tenant_id = @tenant_id::text AND c.card_id = u.id
+      AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > @now::timestamptz));
+
+-- name: SoftDeleteCard :execrows
+-- Marks a card deleted; deleting a deleted card keeps the first deletion time.
+UPDATE cards SET deleted_at = coalesce(deleted_at, @now::timestamptz)
+WHERE tenant_id = @tenant_id::text AND card_id = @card_id::text;
+
+-- name: InsertBox :one
+INSERT INTO boxes (tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at)
+VALUES (@tenant_id::text, @box_id::text, @card_ids::text[], @parent_ids::text[], @metadata::jsonb,
+        @now::timestamptz, @now::timestamptz)
+RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at;
+
+-- name: UpsertBox :one
+-- Creates or replaces a box. Replacing a deleted box brings it back as a new
+-- box (new created_at).
+INSERT INTO boxes AS b (tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at)
+VALUES (@tenant_id::text, @box_id::text, @card_ids::text[], @parent_ids::text[], @metadata::jsonb,
+        @now::timestamptz, @now::timestamptz)
+ON CONFLICT (tenant_id, box_id) DO UPDATE
+SET card_ids = excluded.card_ids,
+    parent_ids = excluded.parent_ids,
+    metadata = excluded.metadata,
+    updated_at = excluded.updated_at,
+    created_at = CASE WHEN b.deleted_at IS NULL THEN b.created_at ELSE excluded.created_at END,
+    deleted_at = NULL
+RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at;
+
+-- name: AppendToBox :one
+-- Appends under the row lock: concurrent appends to one box serialize and
+-- none is lost.
+UPDATE boxes
+SET card_ids = card_ids || @card_ids::text[], updated_at = @now::timestamptz
+WHERE tenant_id = @tenant_id::text AND box_id = @box_id::text AND deleted_at IS NULL
+RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at;
+
+-- name: GetLiveBox :one
+SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at
+FROM boxes
+WHERE tenant_id = @tenant_id::text AND box_id = @box_id::text AND deleted_at IS NULL;
+
+-- name: GetLiveBoxes :many
+SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at
+FROM boxes
+WHERE tenant_id = @tenant_id::text AND box_id = ANY (@box_ids::text[]) AND deleted_at IS NULL;
+
+-- name: GetBoxPage :one
+-- Returns one page of a box's card ids: the @page_limit ids before position
+-- @before (0-based, exclusive; negative means the end of the box), and the
+-- position where the page starts.
+SELECT p.total::integer AS total,
+       p.page_start::integer AS page_start,
+       p.card_ids[p.page_start + 1 : p.page_end]::text[] AS card_ids
+FROM (SELECT b.card_ids, cardinality(b.card_ids) AS total,
+             greatest(0, e.page_end - @page_limit::integer) AS page_start, e.page_end
+      FROM boxes b,
+           LATERAL (SELECT CASE WHEN @before::integer < 0 THEN cardinality(b.card_ids)
+                                ELSE least(@before::integer, cardinality(b.card_ids)) END AS page_end) e
+      WHERE b.tenant_id = @tenant_id::text AND b.box_id = @box_id::text AND b.deleted_at IS NULL) p;
+
+-- name: SoftDeleteBox :execrows
+UPDATE boxes SET deleted_at = coalesce(deleted_at, @now::timestamptz)
+WHERE tenant_id = @tenant_id::text AND box_id = @box_id::text;
+
+-- name: PurgeCards :execrows
+-- Removes up to @batch_size cards that expired before @expired_before or were
+-- deleted before @deleted_before.
+DELETE FROM cards c
+USING (
+    (SELECT tenant_id, card_id FROM cards
+     WHERE expires_at < @expired_before::timestamptz LIMIT @batch_size::integer)
+    UNION
+    (SELECT tenant_id, card_id FROM cards
+     WHERE deleted_at < @deleted_before::timestamptz LIMIT @batch_size::integer)
+) AS d
+WHERE c.tenant_id = d.tenant_id AND c.card_id = d.card_id;
+
+-- name: PurgeBoxes :execrows
+-- Removes up to @batch_size boxes deleted before @deleted_before.
+DELETE FROM boxes b
+USING (SELECT tenant_id, box_id FROM boxes
+       WHERE deleted_at < @deleted_before::timestamptz LIMIT @batch_size::integer) AS d
+WHERE b.tenant_id = d.tenant_id AND b.box_id = d.box_id;
