@@ -10,7 +10,7 @@
 CREATE TABLE tenants (
     tenant_id  text PRIMARY KEY CHECK (tenant_id <> ''),
     -- tenant_no is the compact number the local files record.
-    tenant_no  integer GENERATED ALWAYS AS IDENTITY UNIQUE,
+    tenant_no  integer NOT NULL GENERATED ALWAYS AS IDENTITY UNIQUE,
     name       text NOT NULL DEFAULT '',
     created_at timestamptz NOT NULL DEFAULT now()
 );

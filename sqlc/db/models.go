@@ -63,7 +63,7 @@ type IdempotencyKey struct {
 
 type Tenant struct {
 	TenantID  string
-	TenantNo  pgtype.Int4
+	TenantNo  int32
 	Name      string
 	CreatedAt time.Time
 }

@@ -7,8 +7,6 @@ package db
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const ensureTenant = `-- name: EnsureTenant :one
@@ -25,7 +23,7 @@ LIMIT 1
 
 type EnsureTenantRow struct {
 	TenantID string
-	TenantNo pgtype.Int4
+	TenantNo int32
 }
 
 // Creates the tenant on first use (dev mode projects) and returns it.
@@ -42,7 +40,7 @@ SELECT tenant_id, tenant_no FROM tenants WHERE tenant_id = $1
 
 type GetTenantRow struct {
 	TenantID string
-	TenantNo pgtype.Int4
+	TenantNo int32
 }
 
 func (q *Queries) GetTenant(ctx context.Context, tenantID string) (GetTenantRow, error) {
@@ -58,7 +56,7 @@ SELECT tenant_id, tenant_no FROM tenants ORDER BY tenant_no
 
 type ListTenantsRow struct {
 	TenantID string
-	TenantNo pgtype.Int4
+	TenantNo int32
 }
 
 func (q *Queries) ListTenants(ctx context.Context) ([]ListTenantsRow, error) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const attachFS = `-- name: AttachFS :exec
@@ -265,7 +264,7 @@ FROM contexts c JOIN tenants t USING (tenant_id)
 `
 
 type ListContextsRow struct {
-	TenantNo   pgtype.Int4
+	TenantNo   int32
 	ContextID  int64
 	HeadTurnID int64
 	HeadDepth  int64
@@ -303,7 +302,7 @@ WHERE k.created_at > $1
 `
 
 type ListIdempotencyKeysSinceRow struct {
-	TenantNo       pgtype.Int4
+	TenantNo       int32
 	ContextID      int64
 	IdempotencyKey []byte
 	TurnID         int64
@@ -342,7 +341,7 @@ FROM turn_types tt JOIN tenants t USING (tenant_id)
 `
 
 type ListTurnTypesRow struct {
-	TenantNo pgtype.Int4
+	TenantNo int32
 	TypeRef  int32
 	TypeID   string
 }

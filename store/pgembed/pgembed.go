@@ -58,6 +58,7 @@ type Server struct {
 	sockDir string
 	user    *runAs
 	log     *slog.Logger
+	started bool // this Start started postgres (it was not already running)
 }
 
 // Start initialises the cluster if needed, starts it unless it already runs,
@@ -92,7 +93,32 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := s.start(ctx, opts.Settings); err != nil {
 		return nil, err
 	}
+	s.started = true
 	return s, s.waitReady(ctx)
+}
+
+// Started reports whether Start started postgres rather than finding it
+// already running.
+func (s *Server) Started() bool { return s.started }
+
+// EnsureDatabase creates database name unless it exists.
+func (s *Server) EnsureDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("embedded postgres: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("embedded postgres: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("embedded postgres: create database %s: %w", name, err)
+	}
+	return nil
 }
 
 func (s *Server) dataDir() string { return filepath.Join(s.dir, "pgdata") }

@@ -1,0 +1,110 @@
+// Package config reads cardbox's settings from flags and environment
+// variables (a flag wins over its variable, a variable over the default).
+// The README's configuration table lists the same settings.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config is every setting of cardboxd and the cardbox CLI.
+type Config struct {
+	DataDir          string
+	DatabaseURL      string
+	PGBinDir         string
+	BinaryAddr       string
+	HTTPAddr         string
+	LogLevel         string
+	LogFormat        string
+	HTTPBodyLimit    int64
+	ShutdownTimeout  time.Duration
+	SweepInterval    time.Duration
+	DeletedRetention time.Duration
+}
+
+// setting describes one flag and its environment variable.
+type setting struct {
+	flag, env, usage string
+	bind             func(fs *flag.FlagSet, name, usage string)
+}
+
+func settings(c *Config) []setting {
+	str := func(p *string, def string) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, name, usage string) { fs.StringVar(p, name, def, usage) }
+	}
+	dur := func(p *time.Duration, def time.Duration) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, name, usage string) { fs.DurationVar(p, name, def, usage) }
+	}
+	return []setting{
+		{"data-dir", "CARDBOX_DATA_DIR", "data directory: blob pack, turn log and the embedded Postgres cluster", str(&c.DataDir, "./data")},
+		{"database-url", "CARDBOX_DATABASE_URL", "Postgres URL; empty starts an embedded Postgres in the data directory", str(&c.DatabaseURL, "")},
+		{"pg-bindir", "CARDBOX_PG_BINDIR", "directory of initdb/pg_ctl/postgres for the embedded Postgres (default: searched)", str(&c.PGBinDir, "")},
+		{"binary-addr", "CARDBOX_BINARY_ADDR", "CXDB binary protocol listen address", str(&c.BinaryAddr, "127.0.0.1:9009")},
+		{"http-addr", "CARDBOX_HTTP_ADDR", "HTTP API listen address", str(&c.HTTPAddr, "127.0.0.1:9010")},
+		{"log-level", "CARDBOX_LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel, "info")},
+		{"log-format", "CARDBOX_LOG_FORMAT", "text or json", str(&c.LogFormat, "text")},
+		{"http-body-limit", "CARDBOX_HTTP_BODY_LIMIT", "largest HTTP request body in bytes (larger: 413)", func(fs *flag.FlagSet, name, usage string) {
+			fs.Int64Var(&c.HTTPBodyLimit, name, 8<<20, usage)
+		}},
+		{"shutdown-timeout", "CARDBOX_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests", dur(&c.ShutdownTimeout, 30*time.Second)},
+		{"sweep-interval", "CARDBOX_SWEEP_INTERVAL", "how often expired and long-deleted cards and boxes are purged", dur(&c.SweepInterval, time.Minute)},
+		{"deleted-retention", "CARDBOX_DELETED_RETENTION", "how long soft-deleted cards and boxes are kept before purging", dur(&c.DeletedRetention, 7*24*time.Hour)},
+	}
+}
+
+// Parse reads args (without the program name) and the environment.
+// It returns flag.ErrHelp after printing usage for -h/--help.
+func Parse(name string, args []string, out io.Writer) (*Config, error) {
+	c := &Config{}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	all := settings(c)
+	for _, s := range all {
+		s.bind(fs, s.flag, fmt.Sprintf("%s (env %s)", s.usage, s.env))
+	}
+	fs.Usage = func() { usage(fs, name, all, out) }
+	for _, s := range all {
+		if v, ok := os.LookupEnv(s.env); ok {
+			if err := fs.Set(s.flag, v); err != nil {
+				return nil, fmt.Errorf("%s=%q: %w", s.env, v, err)
+			}
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	return c, nil
+}
+
+func usage(fs *flag.FlagSet, name string, all []setting, out io.Writer) {
+	fmt.Fprintf(out, "Usage: %s [flags]\n\nEvery flag can also be set by its environment variable.\n\n", name)
+	for _, s := range all {
+		f := fs.Lookup(s.flag)
+		def := f.DefValue
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(out, "  --%-18s %-26s %s (default %s)\n", s.flag, s.env, s.usage, def)
+	}
+}
+
+// Markdown renders the settings as the README's configuration table.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
+	c := &Config{}
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	for _, s := range settings(c) {
+		s.bind(fs, s.flag, s.usage)
+		fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` | %s |\n", s.flag, s.env, fs.Lookup(s.flag).DefValue, s.usage)
+	}
+	return b.String()
+}
