@@ -51,7 +51,7 @@ func New(opts Options) http.Handler {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(log, opts.ErrorMappers)
+	e.HTTPErrorHandler = errorHandler(log, errorMappers(opts))
 	e.Use(middleware.Recover())
 	e.Use(middleware.BodyLimit(strconv.FormatInt(limit, 10)))
 	e.GET("/healthz", healthz(opts.Health))
@@ -72,4 +72,16 @@ func healthz(h HealthChecker) echo.HandlerFunc {
 		}
 		return c.String(http.StatusOK, "ok")
 	}
+}
+
+// errorMappers returns Options.ErrorMappers plus the MapError method of
+// every route group that has one.
+func errorMappers(opts Options) []ErrorMapper {
+	mappers := append([]ErrorMapper(nil), opts.ErrorMappers...)
+	for _, r := range opts.Routes {
+		if m, ok := r.(interface{ MapError(error) *Error }); ok {
+			mappers = append(mappers, m.MapError)
+		}
+	}
+	return mappers
 }

@@ -1,0 +1,296 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/docs"
+)
+
+// NextCursorHeader carries the cursor of the next (older) page of
+// GET /projects/{project_id}/boxes/{box_id}/cards; it is absent on the last
+// page.
+const NextCursorHeader = "X-Next-Cursor"
+
+// CardBoxRoutes serves the CardBox REST API and its OpenAPI document.
+type CardBoxRoutes struct {
+	svc *cardbox.Service
+}
+
+// CardBox returns the CardBox routes over svc. Pass it in Options.Routes;
+// New also installs its error mapper (MapError).
+func CardBox(svc *cardbox.Service) *CardBoxRoutes {
+	return &CardBoxRoutes{svc: svc}
+}
+
+// Register adds the CardBox routes and GET /openapi.yaml.
+func (r *CardBoxRoutes) Register(e *echo.Echo) {
+	e.GET("/openapi.yaml", serveOpenAPI)
+	p := e.Group("/projects/:project_id")
+	p.POST("/cards", r.addCards)
+	p.POST("/cards/batch", r.cardsBatch)
+	p.GET("/cards/:card_id", r.getCard)
+	p.DELETE("/cards/:card_id", r.deleteCard)
+	p.POST("/boxes", r.createBox)
+	p.POST("/boxes/batch", r.boxesBatch)
+	p.GET("/boxes/:box_id", r.getBox)
+	p.PUT("/boxes/:box_id", r.saveBox)
+	p.DELETE("/boxes/:box_id", r.deleteBox)
+	p.GET("/boxes/:box_id/cards", r.boxCards)
+	p.POST("/boxes/:box_id/append", r.appendToBox)
+}
+
+// MapError maps cardbox errors to API errors; it is CardBoxErrors.
+func (r *CardBoxRoutes) MapError(err error) *Error { return CardBoxErrors(err) }
+
+// CardBoxErrors maps the cardbox package's errors: invalid input 400, not
+// found 404, a changed immutable card 409, unknown card ids in a box write
+// 422. It returns nil for other errors.
+func CardBoxErrors(err error) *Error {
+	var (
+		ve *cardbox.ValidationError
+		ce *cardbox.ConflictError
+		ue *cardbox.UnknownCardsError
+	)
+	switch {
+	case errors.As(err, &ve):
+		e := NewError(http.StatusBadRequest, "%s", ve.Error())
+		e.Details = map[string]any{"field": ve.Field}
+		return e
+	case errors.As(err, &ce):
+		e := NewError(http.StatusConflict, "%s", ce.Error())
+		e.Details = map[string]any{"card_ids": ce.CardIDs}
+		return e
+	case errors.As(err, &ue):
+		e := NewError(http.StatusUnprocessableEntity, "%s", ue.Error())
+		e.Details = map[string]any{"card_ids": ue.CardIDs}
+		return e
+	case errors.Is(err, cardbox.ErrNotFound):
+		return NewError(http.StatusNotFound, "%s", err.Error())
+	case errors.Is(err, cardbox.ErrInvalid):
+		return NewError(http.StatusBadRequest, "%s", err.Error())
+	case errors.Is(err, cardbox.ErrConflict):
+		return NewError(http.StatusConflict, "%s", err.Error())
+	case errors.Is(err, cardbox.ErrUnknownCard):
+		return NewError(http.StatusUnprocessableEntity, "%s", err.Error())
+	}
+	return nil
+}
+
+func serveOpenAPI(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/yaml", docs.OpenAPI)
+}
+
+// param returns a path parameter, percent-decoded.
+func param(c echo.Context, name string) (string, error) {
+	v := c.Param(name)
+	if c.Request().URL.RawPath == "" {
+		return v, nil
+	}
+	u, err := url.PathUnescape(v)
+	if err != nil {
+		return "", NewError(http.StatusBadRequest, "path parameter %s: %v", name, err)
+	}
+	return u, nil
+}
+
+// params returns the project id and one more path parameter.
+func params(c echo.Context, name string) (project, id string, err error) {
+	if project, err = param(c, "project_id"); err != nil {
+		return "", "", err
+	}
+	id, err = param(c, name)
+	return project, id, err
+}
+
+func (r *CardBoxRoutes) addCards(c echo.Context) error {
+	project, err := param(c, "project_id")
+	if err != nil {
+		return err
+	}
+	var req addCardsRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	inputs := []cardInput{req.cardInput}
+	if req.Cards != nil {
+		inputs = *req.Cards
+	}
+	cards := make([]cardbox.NewCard, len(inputs))
+	for i, in := range inputs {
+		if in.Meta != nil {
+			return CardBoxErrors(&cardbox.ValidationError{
+				Field: fmt.Sprintf("cards[%d].meta", i), Reason: "is not supported; use metadata",
+			})
+		}
+		cards[i] = in.toNewCard()
+	}
+	stored, err := r.svc.AddCards(c.Request().Context(), project, cards)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, addCardsResponse{Cards: renderCards(stored)})
+}
+
+func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
+	project, err := param(c, "project_id")
+	if err != nil {
+		return err
+	}
+	var req cardsBatchRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	res, err := r.svc.GetCards(c.Request().Context(), project, req.CardIDs)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, cardsBatchResponse{Cards: renderCards(res.Cards), MissingIDs: res.MissingIDs})
+}
+
+func (r *CardBoxRoutes) getCard(c echo.Context) error {
+	project, id, err := params(c, "card_id")
+	if err != nil {
+		return err
+	}
+	card, err := r.svc.GetCard(c.Request().Context(), project, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderCard(card))
+}
+
+func (r *CardBoxRoutes) deleteCard(c echo.Context) error {
+	project, id, err := params(c, "card_id")
+	if err != nil {
+		return err
+	}
+	if err := r.svc.DeleteCard(c.Request().Context(), project, id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (r *CardBoxRoutes) createBox(c echo.Context) error {
+	project, err := param(c, "project_id")
+	if err != nil {
+		return err
+	}
+	var req boxRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	box, err := r.svc.CreateBox(c.Request().Context(), project, req.input())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, renderBox(box))
+}
+
+func (r *CardBoxRoutes) saveBox(c echo.Context) error {
+	project, id, err := params(c, "box_id")
+	if err != nil {
+		return err
+	}
+	var req boxRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	box, err := r.svc.SaveBox(c.Request().Context(), project, id, req.input())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderBox(box))
+}
+
+func (req boxRequest) input() cardbox.BoxInput {
+	return cardbox.BoxInput{CardIDs: req.CardIDs, ParentIDs: req.ParentIDs, Metadata: req.Metadata}
+}
+
+func (r *CardBoxRoutes) getBox(c echo.Context) error {
+	project, id, err := params(c, "box_id")
+	if err != nil {
+		return err
+	}
+	box, err := r.svc.LoadBox(c.Request().Context(), project, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderBox(box))
+}
+
+func (r *CardBoxRoutes) deleteBox(c echo.Context) error {
+	project, id, err := params(c, "box_id")
+	if err != nil {
+		return err
+	}
+	if err := r.svc.DeleteBox(c.Request().Context(), project, id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
+	project, id, err := params(c, "box_id")
+	if err != nil {
+		return err
+	}
+	var req appendRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	box, err := r.svc.AppendToBox(c.Request().Context(), project, id, req.CardIDs)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderBox(box))
+}
+
+func (r *CardBoxRoutes) boxesBatch(c echo.Context) error {
+	project, err := param(c, "project_id")
+	if err != nil {
+		return err
+	}
+	var req boxesBatchRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	limit := cardbox.DefaultCardsLimit
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	res, err := r.svc.GetBoxes(c.Request().Context(), project, cardbox.BoxesQuery{
+		BoxIDs: req.BoxIDs, Hydrate: req.Hydrate, Limit: limit,
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderBoxes(res, req.Hydrate))
+}
+
+func (r *CardBoxRoutes) boxCards(c echo.Context) error {
+	project, id, err := params(c, "box_id")
+	if err != nil {
+		return err
+	}
+	limit := cardbox.DefaultCardsLimit
+	if s := c.QueryParam("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil {
+			return NewError(http.StatusBadRequest, "query parameter \"limit\": %q is not an integer", s)
+		}
+	}
+	page, err := r.svc.BoxCards(c.Request().Context(), project, id, limit, c.QueryParam("cursor"))
+	if err != nil {
+		return err
+	}
+	if page.NextCursor != "" {
+		c.Response().Header().Set(NextCursorHeader, page.NextCursor)
+	}
+	return c.JSON(http.StatusOK, renderCards(page.Cards))
+}

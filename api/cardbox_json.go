@@ -1,0 +1,151 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// decodeJSON reads the request body into v. A body over the limit is 413
+// (the BodyLimit middleware's error passes through); an empty or malformed
+// body is 400, naming the field where decoding failed.
+func decodeJSON(c echo.Context, v any) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			return he
+		}
+		return NewError(http.StatusBadRequest, "read request body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return NewError(http.StatusBadRequest, "request body is empty; expected a JSON object")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return jsonError(body, err)
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into a 400 that names the field.
+func jsonError(body []byte, err error) *Error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		field := jsonPathAt(body, se.Offset)
+		e := NewError(http.StatusBadRequest, "malformed JSON at %s (offset %d): %v", fieldName(field), se.Offset, se)
+		e.Details = map[string]any{"field": field, "offset": se.Offset}
+		return e
+	case errors.As(err, &te):
+		field := jsonPathAt(body, te.Offset)
+		e := NewError(http.StatusBadRequest, "field %s: expected %s, got JSON %s", fieldName(field), jsonKind(te), te.Value)
+		e.Details = map[string]any{"field": field, "offset": te.Offset}
+		return e
+	}
+	return NewError(http.StatusBadRequest, "malformed JSON: %v", err)
+}
+
+func fieldName(path string) string {
+	if path == "" {
+		return "the top level"
+	}
+	return strconv.Quote(path)
+}
+
+// jsonKind names the JSON type a Go type expects.
+func jsonKind(te *json.UnmarshalTypeError) string {
+	switch k := te.Type.Kind().String(); {
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
+		return "an integer"
+	case strings.HasPrefix(k, "float"):
+		return "a number"
+	case k == "string":
+		return "a string"
+	case k == "bool":
+		return "a boolean"
+	case k == "slice", k == "array":
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// jsonFrame is one open object or array while walking a document.
+type jsonFrame struct {
+	object  bool
+	key     string // object: the current member
+	wantKey bool   // object: the next string token is a key
+	index   int    // array: the current element, -1 before the first
+}
+
+// jsonPathAt returns the path (e.g. "cards[1].metadata") of the value
+// being read at offset in body: the place a decoding error points to.
+func jsonPathAt(body []byte, offset int64) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var stack []jsonFrame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		stack = stepJSON(stack, tok)
+		if dec.InputOffset() >= offset {
+			break
+		}
+	}
+	return renderJSONPath(stack)
+}
+
+// stepJSON applies one token to the stack of open containers.
+func stepJSON(stack []jsonFrame, tok json.Token) []jsonFrame {
+	top := len(stack) - 1
+	if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+		stack = stack[:top]
+		if top > 0 && stack[top-1].object {
+			stack[top-1].wantKey = true
+		}
+		return stack
+	}
+	if top >= 0 && stack[top].object && stack[top].wantKey {
+		stack[top].key, _ = tok.(string)
+		stack[top].wantKey = false
+		return stack
+	}
+	if top >= 0 && !stack[top].object {
+		stack[top].index++
+	}
+	switch tok {
+	case json.Delim('{'):
+		return append(stack, jsonFrame{object: true, wantKey: true})
+	case json.Delim('['):
+		return append(stack, jsonFrame{index: -1})
+	}
+	if top >= 0 && stack[top].object {
+		stack[top].wantKey = true
+	}
+	return stack
+}
+
+func renderJSONPath(stack []jsonFrame) string {
+	var b strings.Builder
+	for _, f := range stack {
+		switch {
+		case f.object && f.key != "":
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(f.key)
+		case !f.object && f.index >= 0:
+			fmt.Fprintf(&b, "[%d]", f.index)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,156 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cardbox"
+)
+
+// cardJSON is a card as the API renders it. The first ten fields are the
+// public CardBox service's shape; role, expires_at and deleted_at are added.
+type cardJSON struct {
+	CardID     string          `json:"card_id"`
+	ProjectID  string          `json:"project_id"`
+	Type       string          `json:"type"`
+	Content    json.RawMessage `json:"content"`
+	CreatedAt  time.Time       `json:"created_at"`
+	AuthorID   *string         `json:"author_id"`
+	Metadata   json.RawMessage `json:"metadata"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID *string         `json:"tool_call_id"`
+	TTLSeconds *int            `json:"ttl_seconds"`
+	Role       string          `json:"role"`
+	ExpiresAt  *time.Time      `json:"expires_at"`
+	// DeletedAt appears only when a write replays a deleted card.
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+}
+
+func renderCard(c cardbox.Card) cardJSON {
+	out := cardJSON{
+		CardID: c.CardID, ProjectID: c.ProjectID, Type: c.Type, Content: c.Content,
+		CreatedAt: c.CreatedAt.UTC(), Metadata: c.Metadata, ToolCalls: c.ToolCalls,
+		Role: c.Role, ExpiresAt: utcPtr(c.ExpiresAt), DeletedAt: utcPtr(c.DeletedAt),
+	}
+	if c.AuthorID != "" {
+		out.AuthorID = &c.AuthorID
+	}
+	if c.ToolCallID != "" {
+		out.ToolCallID = &c.ToolCallID
+	}
+	if c.TTLSeconds > 0 {
+		out.TTLSeconds = &c.TTLSeconds
+	}
+	return out
+}
+
+func renderCards(cards []cardbox.Card) []cardJSON {
+	out := make([]cardJSON, len(cards))
+	for i, c := range cards {
+		out[i] = renderCard(c)
+	}
+	return out
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// boxJSON is a box as the API renders it: box_id and card_ids are the
+// public service's shape, the rest is added.
+type boxJSON struct {
+	BoxID         string          `json:"box_id"`
+	CardIDs       []string        `json:"card_ids"`
+	ProjectID     string          `json:"project_id"`
+	ParentIDs     []string        `json:"parent_ids"`
+	Metadata      json.RawMessage `json:"metadata"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+	HydratedCards *[]cardJSON     `json:"hydrated_cards,omitempty"`
+}
+
+func renderBox(b cardbox.Box) boxJSON {
+	return boxJSON{
+		BoxID: b.BoxID, CardIDs: b.CardIDs, ProjectID: b.ProjectID, ParentIDs: b.ParentIDs,
+		Metadata: b.Metadata, CreatedAt: b.CreatedAt.UTC(), UpdatedAt: b.UpdatedAt.UTC(),
+	}
+}
+
+// Request and response bodies.
+type (
+	cardInput struct {
+		CardID     string          `json:"card_id"`
+		Content    json.RawMessage `json:"content"`
+		Metadata   json.RawMessage `json:"metadata"`
+		ToolCalls  json.RawMessage `json:"tool_calls"`
+		ToolCallID *string         `json:"tool_call_id"`
+		TTLSeconds *int            `json:"ttl_seconds"`
+		// Meta is the retired name of metadata; a card using it is refused.
+		Meta json.RawMessage `json:"meta"`
+	}
+	// addCardsRequest is {"cards": [...]} or a bare card.
+	addCardsRequest struct {
+		Cards *[]cardInput `json:"cards"`
+		cardInput
+	}
+	addCardsResponse struct {
+		Cards []cardJSON `json:"cards"`
+	}
+	cardsBatchRequest struct {
+		CardIDs []string `json:"card_ids"`
+	}
+	cardsBatchResponse struct {
+		Cards      []cardJSON `json:"cards"`
+		MissingIDs []string   `json:"missing_ids"`
+	}
+	boxRequest struct {
+		CardIDs   []string        `json:"card_ids"`
+		ParentIDs []string        `json:"parent_ids"`
+		Metadata  json.RawMessage `json:"metadata"`
+	}
+	appendRequest struct {
+		CardIDs []string `json:"card_ids"`
+	}
+	boxesBatchRequest struct {
+		BoxIDs  []string `json:"box_ids"`
+		Hydrate bool     `json:"hydrate"`
+		Limit   *int     `json:"limit"`
+	}
+	boxesBatchResponse struct {
+		Boxes          []boxJSON `json:"boxes"`
+		MissingBoxIDs  []string  `json:"missing_box_ids"`
+		MissingCardIDs []string  `json:"missing_card_ids"`
+	}
+)
+
+func (in cardInput) toNewCard() cardbox.NewCard {
+	c := cardbox.NewCard{
+		CardID: in.CardID, Content: in.Content, Metadata: in.Metadata, ToolCalls: in.ToolCalls,
+	}
+	if in.ToolCallID != nil {
+		c.ToolCallID = *in.ToolCallID
+	}
+	if in.TTLSeconds != nil {
+		c.TTLSeconds = *in.TTLSeconds
+	}
+	return c
+}
+
+func renderBoxes(res cardbox.BoxesResult, hydrate bool) boxesBatchResponse {
+	out := boxesBatchResponse{
+		Boxes:         make([]boxJSON, len(res.Boxes)),
+		MissingBoxIDs: res.MissingBoxIDs, MissingCardIDs: res.MissingCardIDs,
+	}
+	for i, b := range res.Boxes {
+		out.Boxes[i] = renderBox(b.Box)
+		if hydrate {
+			cards := renderCards(b.Cards)
+			out.Boxes[i].HydratedCards = &cards
+		}
+	}
+	return out
+}
