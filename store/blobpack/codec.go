@@ -1,0 +1,114 @@
+package blobpack
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// zcodec is the process-wide zstd encoder/decoder pair. EncodeAll and
+// DecodeAll are safe for concurrent use; each call borrows one of
+// GOMAXPROCS internal coders. Neither starts goroutines.
+type zcodec struct {
+	enc *zstd.Encoder
+	dec *zstd.Decoder
+}
+
+// zc returns the shared codec. Its options are constant, so failing to
+// build it is a programming error.
+var zc = sync.OnceValue(func() *zcodec {
+	enc, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderCRC(false), // the record CRC covers the stored bytes
+		zstd.WithEncoderConcurrency(0),
+	)
+	if err != nil {
+		panic(fmt.Sprintf("blobpack: zstd encoder: %v", err))
+	}
+	dec, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(0),
+		// DecodeAll may only fill the capacity of dst, which decompress
+		// sizes to the record's raw_len: a frame never decodes to more.
+		zstd.WithDecodeAllCapLimit(true),
+		zstd.WithDecoderMaxMemory(1<<32),
+	)
+	if err != nil {
+		panic(fmt.Sprintf("blobpack: zstd decoder: %v", err))
+	}
+	return &zcodec{enc: enc, dec: dec}
+})
+
+// Encode returns the stored form of a blob and its codec, as Put would
+// store it. Callers may run it in parallel ahead of Put and pass the result
+// in PutItem.Stored and PutItem.Codec, taking compression off the single
+// writer's path. Encode is safe for concurrent use.
+func Encode(data []byte) (stored []byte, codec Codec) { return zc().compress(data) }
+
+// compress returns the stored form of data and its codec: zstd when data
+// is at least compressMinLen bytes and zstd makes it smaller, else data
+// itself.
+func (z *zcodec) compress(data []byte) ([]byte, Codec) {
+	if len(data) < compressMinLen {
+		return data, CodecRaw
+	}
+	out := z.enc.EncodeAll(data, make([]byte, 0, len(data)))
+	if len(out) >= len(data) {
+		return data, CodecRaw
+	}
+	return out, CodecZstd
+}
+
+// decompress returns the raw bytes of a CRC-verified record.
+func (z *zcodec) decompress(e *Entry, stored []byte) ([]byte, error) {
+	if e.Codec == CodecRaw {
+		return stored, nil
+	}
+	out, err := z.dec.DecodeAll(stored, make([]byte, 0, e.RawLen))
+	if err != nil {
+		return nil, fmt.Errorf("blobpack: record at %d: zstd: %v: %w", e.Offset, err, ErrCorrupt)
+	}
+	if len(out) != int(e.RawLen) {
+		return nil, fmt.Errorf("blobpack: record at %d: decoded %d bytes, want %d: %w", e.Offset, len(out), e.RawLen, ErrCorrupt)
+	}
+	return out, nil
+}
+
+// parallelMinBytes is the amount of data to compress from which
+// compressAll spreads the work over GOMAXPROCS goroutines.
+const parallelMinBytes = 16 << 10
+
+// compressAll sets stored[k] and codecs[k] for items[todo[k]], compressing
+// the items that do not carry their stored form.
+func (z *zcodec) compressAll(items []PutItem, todo []int, stored [][]byte, codecs []Codec) {
+	var work []int // positions in todo that need compressing
+	total := 0
+	for k, i := range todo {
+		if it := &items[i]; it.Stored != nil {
+			stored[k], codecs[k] = it.Stored, it.Codec
+		} else {
+			work = append(work, k)
+			total += len(it.Data)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(work))
+	if workers < 2 || total < parallelMinBytes {
+		for _, k := range work {
+			stored[k], codecs[k] = z.compress(items[todo[k]].Data)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for w := next.Add(1) - 1; w < int64(len(work)); w = next.Add(1) - 1 {
+				k := work[w]
+				stored[k], codecs[k] = z.compress(items[todo[k]].Data)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,70 @@
+// Package blobpack is a content-addressed blob store kept in one
+// append-only pack file, with a rebuildable index file beside it.
+//
+// A blob's key is the BLAKE3-256 of its uncompressed bytes. A blob is
+// stored once, zstd-compressed (level 3, zstd.SpeedDefault) unless it is
+// shorter than 128 bytes or zstd does not make it smaller, in which case it
+// is stored raw. All lookups are served from an in-memory index (about
+// 60 bytes per blob); reads are one pread each.
+//
+// # Files
+//
+// A pack directory holds two files. All integers are little-endian; CRCs
+// are CRC-32C (Castagnoli).
+//
+// blobs.pack is a sequence of records, each
+//
+//	magic:u32 "CBBP" | version:u8 (1) | codec:u8 (0 raw, 1 zstd) | reserved:u16 (0)
+//	| owner:u32 | raw_len:u32 | stored_len:u32 | hash:[32]     (52-byte header)
+//	| stored bytes (stored_len)
+//	| crc32:u32 over header and stored bytes
+//
+// owner is the tenant of the writer that first stored the blob.
+//
+// blobs.idx is a sequence of fixed 64-byte entries, one per pack record,
+// in pack order:
+//
+//	hash:[32] | offset:u64 | raw_len:u32 | stored_len:u32 | owner:u32
+//	| codec:u8 | pad:[7] (0) | crc32:u32 over the preceding 60 bytes
+//
+// # Crash assumptions
+//
+// There is a single writer (Put calls are serialized). A Put appends all
+// new records of a batch with one write, fsyncs blobs.pack (fdatasync on
+// Linux), and only then makes them visible to readers and appends their
+// index entries. A record that a crash can still lose is therefore never
+// served, and a blob that Put reported is durable.
+//
+// blobs.idx is not fsynced on each Put (only on Close and after recovery):
+// it is a cache of blobs.pack, which is the source of truth. Every index
+// entry is checked against the pack on Open, and everything past the last
+// valid entry is found again by scanning the pack, so a lost or torn index
+// write costs only a longer scan on the next Open. Because index entries
+// are written after the records they describe are fsynced, the index can
+// run ahead of the pack only if the pack itself was damaged or replaced.
+//
+// Open repairs what a crash or damage leaves behind:
+//
+//   - missing files: created, and the directory fsynced.
+//   - short or corrupt index: entries are loaded while each has a valid CRC,
+//     starts where the previous record ended, lies inside the pack, and
+//     matches the header of the record it points at; the records in the
+//     last MiB of the indexed part (at least the last record) must also
+//     pass their own CRC. The index is cut at the first entry that fails;
+//     a missing index is an empty one.
+//   - index ahead of the pack: entries past the end of the pack, or whose
+//     record header disagrees, fail the check above and are cut.
+//   - unindexed records: the pack is scanned from the end of the last
+//     indexed record; each record whose CRC verifies is indexed and its
+//     entry appended to blobs.idx.
+//   - torn record or corrupt byte: the scan stops at the first partial or
+//     bad record and the pack is truncated there (and fsynced), dropping
+//     that record and everything after it. If Options.MinValidSize says
+//     the bytes there were durable, Open fails with ErrCorrupt instead and
+//     leaves the pack untouched.
+//
+// Before the last MiB, Open reads only the headers of indexed records: a
+// damaged header there is handled like a bad record at the tail (cut, or
+// ErrCorrupt under MinValidSize), while damaged stored bytes are found by
+// Read, which checks every record's CRC and returns ErrCorrupt.
+package blobpack

@@ -1,0 +1,277 @@
+package blobpack
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/zeebo/blake3"
+)
+
+// File names inside the pack directory.
+const (
+	PackFile  = "blobs.pack"
+	IndexFile = "blobs.idx"
+)
+
+// DefaultMaxBlobSize is the default Options.MaxBlobSize: the largest
+// payload the CXDB protocol accepts.
+const DefaultMaxBlobSize = 64 << 20
+
+// Sentinel errors. Errors returned by this package wrap them with context;
+// test with errors.Is.
+var (
+	ErrNotFound     = errors.New("blob not found")
+	ErrCorrupt      = errors.New("blob pack corrupt")
+	ErrClosed       = errors.New("blob pack closed")
+	ErrTooLarge     = errors.New("blob too large")
+	ErrHashMismatch = errors.New("blob hash mismatch")
+)
+
+// Options configure Open. The zero value is ready to use.
+type Options struct {
+	// MaxBlobSize is the largest blob Put accepts (uncompressed bytes).
+	// Zero means DefaultMaxBlobSize; values above 4 GiB - 1 are capped.
+	MaxBlobSize int
+
+	// MinValidSize is the pack size the caller knows to be durable (for
+	// example recorded next to committed facts). If recovery finds a bad
+	// record below it, Open fails with ErrCorrupt and leaves blobs.pack
+	// untouched instead of cutting it. Zero trusts any tail cut.
+	MinValidSize int64
+
+	// VerifyHashes is a debug switch: Put recomputes the BLAKE3 of every
+	// new blob and Read checks the hash of what it returns.
+	VerifyHashes bool
+}
+
+func (o Options) maxBlobSize() int {
+	if o.MaxBlobSize <= 0 {
+		return DefaultMaxBlobSize
+	}
+	return int(min(int64(o.MaxBlobSize), 1<<32-1))
+}
+
+// Recovery describes what Open found and repaired.
+type Recovery struct {
+	Indexed      int   // records restored from blobs.idx
+	Scanned      int   // records recovered by scanning blobs.pack past the index
+	IndexDropped int64 // bytes of blobs.idx discarded: bad, partial or stale entries
+	TornBytes    int64 // bytes cut from the end of blobs.pack
+}
+
+// Stats is a snapshot of a pack's counters.
+type Stats struct {
+	Blobs     int   // distinct blobs
+	PackBytes int64 // size of blobs.pack
+	RawBytes  int64 // sum of the blobs' uncompressed sizes
+	// IndexErr is the first error writing blobs.idx, after which the pack
+	// stops appending to it; the next Open rebuilds it from blobs.pack.
+	IndexErr error
+}
+
+// Pack is a content-addressed blob store in one append-only file.
+//
+// Lookup, Read, ReadEntry and Stats are safe for concurrent use with each
+// other and with Put. Put is meant for a single writer (the group
+// committer); concurrent calls are serialized.
+type Pack struct {
+	dir  string
+	opts Options
+	z    *zcodec
+	pack *os.File
+	idx  *os.File
+
+	closed   atomic.Bool
+	packSize atomic.Int64 // every byte below is a published, fsynced record
+
+	mu       sync.RWMutex // guards index and rawBytes
+	index    *index
+	rawBytes int64
+
+	wmu      sync.Mutex // serializes Put and Close; guards the fields below
+	wbuf     []byte
+	idxSize  int64
+	idxErr   error
+	failed   error // set when a failed fsync leaves the pack's state unknown
+	recovery Recovery
+}
+
+// PutItem is one blob to store.
+type PutItem struct {
+	Hash  Hash   // BLAKE3-256 of Data, computed and checked by the caller
+	Data  []byte // uncompressed bytes; not retained after Put returns
+	Owner uint32 // tenant storing it; kept only if the blob is new
+
+	// Stored and Codec optionally carry the result of Encode(Data). When
+	// Stored is nil, Put encodes Data itself.
+	Stored []byte
+	Codec  Codec
+}
+
+// Result is the outcome of storing one PutItem.
+type Result struct {
+	Entry Entry
+	New   bool // false if the blob was already stored, or repeated earlier in the batch
+}
+
+// Open opens the pack in dir, creating dir and its files if missing, and
+// recovers from any crash leftovers (see the package documentation).
+func Open(dir string, opts Options) (*Pack, error) {
+	p := &Pack{dir: dir, opts: opts, z: zc()}
+	if err := p.openFiles(); err != nil {
+		return nil, err
+	}
+	if err := p.recover(); err != nil {
+		p.closeFiles()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Pack) openFiles() error {
+	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+		return fmt.Errorf("blobpack: open: %w", err)
+	}
+	var createdPack, createdIdx bool
+	var err error
+	if p.pack, createdPack, err = openOrCreate(filepath.Join(p.dir, PackFile)); err != nil {
+		return err
+	}
+	if err := lockFile(p.pack); err != nil {
+		p.closeFiles()
+		return fmt.Errorf("blobpack: lock %s: %w", p.pack.Name(), err)
+	}
+	if p.idx, createdIdx, err = openOrCreate(filepath.Join(p.dir, IndexFile)); err != nil {
+		p.closeFiles()
+		return err
+	}
+	if createdPack || createdIdx {
+		if err := syncDir(p.dir); err != nil {
+			p.closeFiles()
+			return err
+		}
+	}
+	return nil
+}
+
+// openOrCreate opens name for reading and writing and reports whether it
+// had to create it.
+func openOrCreate(name string) (*os.File, bool, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return nil, false, fmt.Errorf("blobpack: open: %w", err)
+	}
+	if f, err = os.OpenFile(name, os.O_RDWR, 0); err != nil {
+		return nil, false, fmt.Errorf("blobpack: open: %w", err)
+	}
+	return f, false, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("blobpack: sync dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("blobpack: sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (p *Pack) closeFiles() {
+	for _, f := range []*os.File{p.pack, p.idx} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// Recovery reports what Open found and repaired.
+func (p *Pack) Recovery() Recovery { return p.recovery }
+
+// Lookup returns the entry of the blob with hash h.
+func (p *Pack) Lookup(h Hash) (Entry, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.index.lookup(&h)
+}
+
+// Stats returns the pack's current counters.
+func (p *Pack) Stats() Stats {
+	p.mu.RLock()
+	s := Stats{Blobs: p.index.len(), RawBytes: p.rawBytes}
+	p.mu.RUnlock()
+	s.PackBytes = p.packSize.Load()
+	p.wmu.Lock()
+	s.IndexErr = p.idxErr
+	p.wmu.Unlock()
+	return s
+}
+
+// Read returns the uncompressed bytes of the blob with hash h. The result
+// is the caller's to keep and modify.
+func (p *Pack) Read(h Hash) ([]byte, error) {
+	e, ok := p.Lookup(h)
+	if !ok {
+		return nil, fmt.Errorf("blobpack: read %x: %w", h, ErrNotFound)
+	}
+	return p.ReadEntry(e)
+}
+
+// ReadEntry returns the uncompressed bytes of the blob e describes, as
+// returned by Lookup or Put. It reads the record with one pread and checks
+// its CRC, that its header matches e, and the decompressed length.
+func (p *Pack) ReadEntry(e Entry) ([]byte, error) {
+	if p.closed.Load() {
+		return nil, fmt.Errorf("blobpack: read %x: %w", e.Hash, ErrClosed)
+	}
+	if e.Offset < 0 || e.end() > p.packSize.Load() {
+		return nil, fmt.Errorf("blobpack: read %x at %d: record past end of pack: %w", e.Hash, e.Offset, ErrNotFound)
+	}
+	buf := make([]byte, e.recordSize())
+	if _, err := p.pack.ReadAt(buf, e.Offset); err != nil {
+		return nil, fmt.Errorf("blobpack: read %x at %d: %w", e.Hash, e.Offset, err)
+	}
+	got, stored, err := decodeRecord(buf, e.Offset)
+	if err != nil {
+		return nil, fmt.Errorf("blobpack: read %x: %w", e.Hash, err)
+	}
+	if got != e {
+		return nil, fmt.Errorf("blobpack: read %x at %d: header %+v does not match entry: %w", e.Hash, e.Offset, got, ErrCorrupt)
+	}
+	data, err := p.z.decompress(&e, stored)
+	if err != nil {
+		return nil, fmt.Errorf("blobpack: read %x: %w", e.Hash, err)
+	}
+	if p.opts.VerifyHashes && blake3.Sum256(data) != e.Hash {
+		return nil, fmt.Errorf("blobpack: read %x at %d: %w", e.Hash, e.Offset, ErrHashMismatch)
+	}
+	return data, nil
+}
+
+// Close syncs blobs.idx and closes the files. It waits for a running Put.
+// Reads after Close fail with ErrClosed.
+func (p *Pack) Close() error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	if p.idxErr == nil {
+		errs = append(errs, p.idx.Sync())
+	}
+	errs = append(errs, p.idx.Close(), p.pack.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("blobpack: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,216 @@
+package blobpack
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/zeebo/blake3"
+)
+
+// maxRetainedBuf is the largest write buffer Put keeps between calls.
+const maxRetainedBuf = 4 << 20
+
+// Put stores the blobs of a batch that are not stored yet. Blobs already in
+// the pack, and repeats within the batch, are not written again. The new
+// records are appended with one write and one fsync for the whole batch;
+// only then do they become visible to Lookup and Read, so a blob is never
+// served before it is durable. Results are in the order of items.
+//
+// Put validates the whole batch first (sizes; hashes with
+// Options.VerifyHashes) and writes nothing if an item is rejected. After a
+// failed write the pack's file is cut back and stays usable; after a
+// failed fsync every later Put fails, as the file's state is unknown until
+// it is reopened.
+func (p *Pack) Put(items []PutItem) ([]Result, error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if err := p.writable(); err != nil {
+		return nil, err
+	}
+	if err := p.validate(items); err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(items))
+	todo, repeats := p.plan(items, results)
+	if len(todo) == 0 {
+		return results, nil
+	}
+	entries, err := p.appendRecords(items, todo)
+	if err != nil {
+		return nil, err
+	}
+	p.publish(entries)
+	p.appendIndex(entries)
+	for k, i := range todo {
+		results[i] = Result{Entry: entries[k], New: true}
+	}
+	for i, k := range repeats {
+		results[i].Entry = entries[k]
+	}
+	return results, nil
+}
+
+func (p *Pack) writable() error {
+	switch {
+	case p.closed.Load():
+		return fmt.Errorf("blobpack: put: %w", ErrClosed)
+	case p.failed != nil:
+		return fmt.Errorf("blobpack: put: pack unusable after failed sync: %w", p.failed)
+	}
+	return nil
+}
+
+func (p *Pack) validate(items []PutItem) error {
+	limit := p.opts.maxBlobSize()
+	for i := range items {
+		it := &items[i]
+		if len(it.Data) > limit {
+			return fmt.Errorf("blobpack: put %x: %d bytes > %d: %w", it.Hash, len(it.Data), limit, ErrTooLarge)
+		}
+		if err := p.validateStored(it); err != nil {
+			return err
+		}
+		if p.opts.VerifyHashes && blake3.Sum256(it.Data) != it.Hash {
+			return fmt.Errorf("blobpack: put %x: %w", it.Hash, ErrHashMismatch)
+		}
+	}
+	return nil
+}
+
+// validateStored checks a caller-encoded stored form: its shape always,
+// its content with Options.VerifyHashes.
+func (p *Pack) validateStored(it *PutItem) error {
+	switch {
+	case it.Stored == nil:
+		return nil
+	case it.Codec == CodecRaw && len(it.Stored) != len(it.Data):
+		return fmt.Errorf("blobpack: put %x: raw stored form of %d bytes for %d bytes of data", it.Hash, len(it.Stored), len(it.Data))
+	case it.Codec != CodecRaw && it.Codec != CodecZstd:
+		return fmt.Errorf("blobpack: put %x: unknown %v", it.Hash, it.Codec)
+	case len(it.Stored) > 1<<32-1:
+		return fmt.Errorf("blobpack: put %x: stored form of %d bytes: %w", it.Hash, len(it.Stored), ErrTooLarge)
+	case !p.opts.VerifyHashes:
+		return nil
+	}
+	e := Entry{Hash: it.Hash, RawLen: uint32(len(it.Data)), StoredLen: uint32(len(it.Stored)), Codec: it.Codec}
+	data, err := p.z.decompress(&e, it.Stored)
+	if err != nil || !bytes.Equal(data, it.Data) {
+		return fmt.Errorf("blobpack: put %x: stored form does not decode to the data: %w", it.Hash, ErrHashMismatch)
+	}
+	return nil
+}
+
+// plan fills results for items already stored and returns todo, the
+// indexes of the items to write (first occurrences of new hashes), and
+// repeats, which maps each later repeat of a new hash to its position in todo.
+func (p *Pack) plan(items []PutItem, results []Result) (todo []int, repeats map[int]int) {
+	var seen map[Hash]int // hash -> position in todo
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for i := range items {
+		h := &items[i].Hash
+		if e, ok := p.index.lookup(h); ok {
+			results[i] = Result{Entry: e}
+			continue
+		}
+		if k, ok := seen[*h]; ok {
+			if repeats == nil {
+				repeats = make(map[int]int)
+			}
+			repeats[i] = k
+			continue
+		}
+		if seen == nil {
+			seen = make(map[Hash]int, len(items)-i)
+		}
+		seen[*h] = len(todo)
+		todo = append(todo, i)
+	}
+	return todo, repeats
+}
+
+// appendRecords compresses and writes the records of items[todo] at the end
+// of the pack with one write and one fsync, and returns their entries.
+func (p *Pack) appendRecords(items []PutItem, todo []int) ([]Entry, error) {
+	stored := make([][]byte, len(todo))
+	codecs := make([]Codec, len(todo))
+	p.z.compressAll(items, todo, stored, codecs)
+
+	start := p.packSize.Load()
+	entries := make([]Entry, len(todo))
+	off, total := start, 0
+	for k, i := range todo {
+		it := &items[i]
+		entries[k] = Entry{Hash: it.Hash, Offset: off, RawLen: uint32(len(it.Data)),
+			StoredLen: uint32(len(stored[k])), Owner: it.Owner, Codec: codecs[k]}
+		off += entries[k].recordSize()
+		total += int(entries[k].recordSize())
+	}
+	if off > maxPackSize {
+		return nil, fmt.Errorf("blobpack: put: pack would grow to %d bytes, limit %d", off, int64(maxPackSize))
+	}
+	buf := p.writeBuf(total)
+	for k := range entries {
+		buf = appendRecord(buf, &entries[k], stored[k])
+	}
+	if err := p.write(buf, start); err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// writeBuf returns an empty buffer with capacity n, reused across calls
+// when small.
+func (p *Pack) writeBuf(n int) []byte {
+	if n > maxRetainedBuf {
+		return make([]byte, 0, n)
+	}
+	if cap(p.wbuf) < n {
+		p.wbuf = make([]byte, 0, max(n, 64<<10))
+	}
+	return p.wbuf[:0]
+}
+
+// write writes buf at off in the pack and fsyncs it. On a write error it
+// cuts the pack back to off.
+func (p *Pack) write(buf []byte, off int64) error {
+	if _, err := p.pack.WriteAt(buf, off); err != nil {
+		if terr := p.pack.Truncate(off); terr != nil {
+			p.failed = terr
+		}
+		return fmt.Errorf("blobpack: put: write %d bytes at %d: %w", len(buf), off, err)
+	}
+	if err := syncData(p.pack); err != nil {
+		p.failed = err
+		return fmt.Errorf("blobpack: put: sync: %w", err)
+	}
+	return nil
+}
+
+// publish makes durable records visible to readers.
+func (p *Pack) publish(entries []Entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range entries {
+		p.insert(&entries[k])
+	}
+	p.packSize.Store(entries[len(entries)-1].end())
+}
+
+// appendIndex appends index entries to blobs.idx without fsync (see doc.go
+// for why that is safe). After a write error it stops maintaining the
+// index; the next Open rebuilds it.
+func (p *Pack) appendIndex(entries []Entry) {
+	if p.idxErr != nil {
+		return
+	}
+	buf := p.writeBuf(len(entries) * idxEntrySize)[:len(entries)*idxEntrySize]
+	for k := range entries {
+		putIndexEntry(buf[k*idxEntrySize:], &entries[k])
+	}
+	if _, err := p.idx.WriteAt(buf, p.idxSize); err != nil {
+		p.idxErr = fmt.Errorf("blobpack: append %s at %d: %w", IndexFile, p.idxSize, err)
+		return
+	}
+	p.idxSize += int64(len(buf))
+}

@@ -1,0 +1,268 @@
+package blobpack
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+const (
+	scanBufSize     = 1 << 20
+	headerWindow    = 64 << 10
+	idxFlushEntries = 1024
+	tailVerifyBytes = 1 << 20
+)
+
+// recover rebuilds the in-memory index from blobs.idx and blobs.pack and
+// repairs both files; see the package documentation.
+func (p *Pack) recover() error {
+	packSize, err := fileSize(p.pack)
+	if err != nil {
+		return err
+	}
+	idxSize, err := fileSize(p.idx)
+	if err != nil {
+		return err
+	}
+	p.index = newIndex(int(idxSize / idxEntrySize))
+	n, end, err := p.loadIndex(idxSize, packSize)
+	if err != nil {
+		return err
+	}
+	p.recovery.Indexed = n
+	p.idxSize = int64(n) * idxEntrySize
+	if p.idxSize != idxSize {
+		p.recovery.IndexDropped = idxSize - p.idxSize
+		if err := p.idx.Truncate(p.idxSize); err != nil {
+			return fmt.Errorf("blobpack: open: truncate %s at %d: %w", IndexFile, p.idxSize, err)
+		}
+	}
+	if end, err = p.scan(end, packSize); err != nil {
+		return err
+	}
+	if err := p.cutTail(end, packSize); err != nil {
+		return err
+	}
+	if p.recovery.Scanned > 0 || p.recovery.IndexDropped > 0 {
+		if err := p.idx.Sync(); err != nil {
+			return fmt.Errorf("blobpack: open: sync %s: %w", IndexFile, err)
+		}
+	}
+	p.packSize.Store(end)
+	return nil
+}
+
+func fileSize(f *os.File) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("blobpack: open: %w", err)
+	}
+	return fi.Size(), nil
+}
+
+// loadIndex inserts the valid prefix of blobs.idx into the index and
+// returns its length in entries and the pack offset where it ends. An
+// entry is valid if its CRC matches, it starts where the previous record
+// ended, its record lies inside the pack, and the record's header agrees.
+// The records in the last tailVerifyBytes of the indexed part (at least
+// the last record) must also pass their CRC, as the tail is where damage
+// from a crash or a lying disk would be.
+func (p *Pack) loadIndex(idxSize, packSize int64) (n int, end int64, err error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(p.idx, 0, idxSize), scanBufSize)
+	hr := &headerReader{f: p.pack, size: packSize}
+	var tail []Entry // valid entries not yet inserted, the last ones read
+	var b [idxEntrySize]byte
+	for {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				return 0, 0, fmt.Errorf("blobpack: open: read %s: %w", IndexFile, err)
+			}
+			break
+		}
+		e, ok := decodeIndexEntry(b[:])
+		if !ok || e.Offset != end || e.end() > packSize {
+			break
+		}
+		if ok, err := hr.matches(&e); err != nil {
+			return 0, 0, err
+		} else if !ok {
+			break
+		}
+		n++
+		end = e.end()
+		tail = append(tail, e)
+		for len(tail) > 1 && tail[0].end() <= end-tailVerifyBytes {
+			p.insert(&tail[0])
+			tail = tail[1:]
+		}
+	}
+	good, err := p.verifyRecords(tail, end)
+	if err != nil {
+		return 0, 0, err
+	}
+	for k := range tail[:good] {
+		p.insert(&tail[k])
+	}
+	if good < len(tail) {
+		n -= len(tail) - good
+		end = tail[good].Offset
+	}
+	return n, end, nil
+}
+
+// verifyRecords reads the contiguous records that entries describe, up to
+// end, and returns how many of them, from the first, pass their CRC and
+// match their entry.
+func (p *Pack) verifyRecords(entries []Entry, end int64) (int, error) {
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	start := entries[0].Offset
+	r := bufio.NewReaderSize(io.NewSectionReader(p.pack, start, end-start), scanBufSize)
+	var rec []byte
+	for k := range entries {
+		e, err := readRecord(r, entries[k].Offset, end, &rec)
+		if errors.Is(err, ErrCorrupt) || (err == nil && e != entries[k]) {
+			return k, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	return len(entries), nil
+}
+
+// insert adds a verified entry to the index and the counters.
+func (p *Pack) insert(e *Entry) {
+	if p.index.insert(e) {
+		p.rawBytes += int64(e.RawLen)
+	}
+}
+
+// headerReader reads record headers at increasing offsets through a
+// window, so that small records cost far less than one pread each.
+type headerReader struct {
+	f     *os.File
+	size  int64
+	buf   []byte
+	start int64 // buf holds the pack's bytes [start, start+len(buf))
+}
+
+// matches reports whether the record header at e.Offset describes e.
+func (h *headerReader) matches(e *Entry) (bool, error) {
+	if e.Offset < h.start || e.Offset+headerSize > h.start+int64(len(h.buf)) {
+		if err := h.fill(e.Offset); err != nil {
+			return false, err
+		}
+	}
+	b := h.buf[e.Offset-h.start:]
+	got, err := parseHeader(b, e.Offset)
+	if err != nil || checkHeader(b, &got) != nil {
+		return false, nil
+	}
+	return got == *e, nil
+}
+
+func (h *headerReader) fill(off int64) error {
+	if h.buf == nil {
+		h.buf = make([]byte, headerWindow)
+	}
+	h.buf = h.buf[:min(int64(cap(h.buf)), h.size-off)]
+	h.start = off
+	if _, err := h.f.ReadAt(h.buf, off); err != nil {
+		return fmt.Errorf("blobpack: open: read %s at %d: %w", PackFile, off, err)
+	}
+	return nil
+}
+
+// scan verifies the records of blobs.pack from offset from to size, adds
+// them to the index and to blobs.idx, and returns where the last valid
+// record ends.
+func (p *Pack) scan(from, size int64) (int64, error) {
+	r := bufio.NewReaderSize(io.NewSectionReader(p.pack, from, size-from), scanBufSize)
+	var rec []byte
+	var pending []Entry
+	off := from
+	for off < size {
+		e, err := readRecord(r, off, size, &rec)
+		if errors.Is(err, ErrCorrupt) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		p.insert(&e)
+		p.recovery.Scanned++
+		off = e.end()
+		if pending = append(pending, e); len(pending) == idxFlushEntries {
+			p.appendIndex(pending)
+			pending = pending[:0]
+		}
+	}
+	if len(pending) > 0 {
+		p.appendIndex(pending)
+	}
+	if p.idxErr != nil {
+		return 0, fmt.Errorf("blobpack: open: %w", p.idxErr)
+	}
+	return off, nil
+}
+
+// readRecord reads and verifies the record at off from r, using *buf as
+// scratch. Errors wrapping ErrCorrupt mean a bad or partial record.
+func readRecord(r *bufio.Reader, off, size int64, buf *[]byte) (Entry, error) {
+	var hdr [headerSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return Entry{}, shortRead(err, off)
+	}
+	e, err := parseHeader(hdr[:], off)
+	if err != nil {
+		return Entry{}, err
+	}
+	n := e.recordSize()
+	if off+n > size {
+		return Entry{}, fmt.Errorf("blobpack: record at %d: %d bytes past end of pack: %w", off, off+n-size, ErrCorrupt)
+	}
+	if int64(cap(*buf)) < n {
+		*buf = make([]byte, n)
+	}
+	b := (*buf)[:n]
+	copy(b, hdr[:])
+	if _, err := io.ReadFull(r, b[headerSize:]); err != nil {
+		return Entry{}, shortRead(err, off)
+	}
+	e, _, err = decodeRecord(b, off)
+	return e, err
+}
+
+func shortRead(err error, off int64) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("blobpack: record at %d: partial: %w", off, ErrCorrupt)
+	}
+	return fmt.Errorf("blobpack: open: read %s at %d: %w", PackFile, off, err)
+}
+
+// cutTail truncates a torn or corrupt tail [end, size) off blobs.pack,
+// unless that would lose bytes below Options.MinValidSize.
+func (p *Pack) cutTail(end, size int64) error {
+	if end < p.opts.MinValidSize {
+		if end < size {
+			return fmt.Errorf("blobpack: open: bad record at %d, below min valid size %d (pack left untouched): %w",
+				end, p.opts.MinValidSize, ErrCorrupt)
+		}
+		return fmt.Errorf("blobpack: open: pack ends at %d, below min valid size %d: %w", end, p.opts.MinValidSize, ErrCorrupt)
+	}
+	if end == size {
+		return nil
+	}
+	if err := p.pack.Truncate(end); err != nil {
+		return fmt.Errorf("blobpack: open: truncate %s at %d: %w", PackFile, end, err)
+	}
+	if err := p.pack.Sync(); err != nil {
+		return fmt.Errorf("blobpack: open: sync %s: %w", PackFile, err)
+	}
+	p.recovery.TornBytes = size - end
+	return nil
+}
