@@ -135,7 +135,7 @@ func (r *CardBoxRoutes) addCards(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, addCardsResponse{Cards: renderCards(stored)})
+	return c.JSON(http.StatusCreated, addCardsResponse{Cards: stored})
 }
 
 func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
@@ -151,7 +151,7 @@ func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, cardsBatchResponse{Cards: renderCards(res.Cards), MissingIDs: res.MissingIDs})
+	return sendJSON(c, http.StatusOK, cardsBatchBody(res))
 }
 
 func (r *CardBoxRoutes) getCard(c echo.Context) error {
@@ -163,7 +163,7 @@ func (r *CardBoxRoutes) getCard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderCard(card))
+	return sendJSON(c, http.StatusOK, appendCard(nil, card))
 }
 
 func (r *CardBoxRoutes) deleteCard(c echo.Context) error {
@@ -292,5 +292,5 @@ func (r *CardBoxRoutes) boxCards(c echo.Context) error {
 	if page.NextCursor != "" {
 		c.Response().Header().Set(NextCursorHeader, page.NextCursor)
 	}
-	return c.JSON(http.StatusOK, renderCards(page.Cards))
+	return sendJSON(c, http.StatusOK, appendCards(make([]byte, 0, len(page.Cards)*512), page.Cards))
 }

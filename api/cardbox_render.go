@@ -7,59 +7,6 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 )
 
-// cardJSON is a card as the API renders it. The first ten fields are the
-// public CardBox service's shape; role, expires_at and deleted_at are added.
-type cardJSON struct {
-	CardID     string          `json:"card_id"`
-	ProjectID  string          `json:"project_id"`
-	Type       string          `json:"type"`
-	Content    json.RawMessage `json:"content"`
-	CreatedAt  time.Time       `json:"created_at"`
-	AuthorID   *string         `json:"author_id"`
-	Metadata   json.RawMessage `json:"metadata"`
-	ToolCalls  json.RawMessage `json:"tool_calls"`
-	ToolCallID *string         `json:"tool_call_id"`
-	TTLSeconds *int            `json:"ttl_seconds"`
-	Role       string          `json:"role"`
-	ExpiresAt  *time.Time      `json:"expires_at"`
-	// DeletedAt appears only when a write replays a deleted card.
-	DeletedAt *time.Time `json:"deleted_at,omitempty"`
-}
-
-func renderCard(c cardbox.Card) cardJSON {
-	out := cardJSON{
-		CardID: c.CardID, ProjectID: c.ProjectID, Type: c.Type, Content: c.Content,
-		CreatedAt: c.CreatedAt.UTC(), Metadata: c.Metadata, ToolCalls: c.ToolCalls,
-		Role: c.Role, ExpiresAt: utcPtr(c.ExpiresAt), DeletedAt: utcPtr(c.DeletedAt),
-	}
-	if c.AuthorID != "" {
-		out.AuthorID = &c.AuthorID
-	}
-	if c.ToolCallID != "" {
-		out.ToolCallID = &c.ToolCallID
-	}
-	if c.TTLSeconds > 0 {
-		out.TTLSeconds = &c.TTLSeconds
-	}
-	return out
-}
-
-func renderCards(cards []cardbox.Card) []cardJSON {
-	out := make([]cardJSON, len(cards))
-	for i, c := range cards {
-		out[i] = renderCard(c)
-	}
-	return out
-}
-
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 // boxJSON is a box as the API renders it: box_id and card_ids are the
 // public service's shape, the rest is added.
 type boxJSON struct {
@@ -70,7 +17,7 @@ type boxJSON struct {
 	Metadata      json.RawMessage `json:"metadata"`
 	CreatedAt     time.Time       `json:"created_at"`
 	UpdatedAt     time.Time       `json:"updated_at"`
-	HydratedCards *[]cardJSON     `json:"hydrated_cards,omitempty"`
+	HydratedCards *cardsJSON      `json:"hydrated_cards,omitempty"`
 }
 
 func renderBox(b cardbox.Box) boxJSON {
@@ -98,14 +45,10 @@ type (
 		cardInput
 	}
 	addCardsResponse struct {
-		Cards []cardJSON `json:"cards"`
+		Cards cardsJSON `json:"cards"`
 	}
 	cardsBatchRequest struct {
 		CardIDs []string `json:"card_ids"`
-	}
-	cardsBatchResponse struct {
-		Cards      []cardJSON `json:"cards"`
-		MissingIDs []string   `json:"missing_ids"`
 	}
 	boxRequest struct {
 		CardIDs   []string        `json:"card_ids"`
@@ -148,7 +91,7 @@ func renderBoxes(res cardbox.BoxesResult, hydrate bool) boxesBatchResponse {
 	for i, b := range res.Boxes {
 		out.Boxes[i] = renderBox(b.Box)
 		if hydrate {
-			cards := renderCards(b.Cards)
+			cards := cardsJSON(b.Cards)
 			out.Boxes[i].HydratedCards = &cards
 		}
 	}

@@ -509,3 +509,14 @@ func TestSweeperPurges(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 }
+
+func TestConcurrentFirstWrites(t *testing.T) {
+	h := newHarness(t)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			h.do("POST", "/projects/fresh/cards", card(fmt.Sprint("c", w), "task.instruction", "x")).want(t, 201)
+		})
+	}
+	wg.Wait()
+}

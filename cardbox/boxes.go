@@ -283,7 +283,7 @@ func (s *Service) hydrate(ctx context.Context, project string, limit int, res *B
 		b.Cards = []Card{}
 		for _, id := range tail(b.CardIDs, limit) {
 			if c, ok := cards[id]; ok {
-				b.Cards = append(b.Cards, c)
+				b.Cards = append(b.Cards, *c)
 			} else if _, seen := missing[id]; !seen {
 				missing[id] = struct{}{}
 				res.MissingCardIDs = append(res.MissingCardIDs, id)
@@ -324,7 +324,7 @@ func (s *Service) BoxCards(ctx context.Context, project, boxID string, limit int
 	out := CardPage{Cards: make([]Card, 0, len(page.CardIds))}
 	for _, id := range page.CardIds {
 		if c, ok := cards[id]; ok {
-			out.Cards = append(out.Cards, c)
+			out.Cards = append(out.Cards, *c)
 		}
 	}
 	if page.PageStart > 0 {

@@ -202,7 +202,7 @@ func (s *Service) GetCards(ctx context.Context, project string, cardIDs []string
 	res := CardsResult{Cards: make([]Card, 0, len(byID)), MissingIDs: []string{}}
 	for _, id := range ids {
 		if c, ok := byID[id]; ok {
-			res.Cards = append(res.Cards, c)
+			res.Cards = append(res.Cards, *c)
 		} else {
 			res.MissingIDs = append(res.MissingIDs, id)
 		}
@@ -211,17 +211,19 @@ func (s *Service) GetCards(ctx context.Context, project string, cardIDs []string
 }
 
 // liveCards reads the live cards among ids (one query), by id.
-func (s *Service) liveCards(ctx context.Context, project string, ids []string) (map[string]Card, error) {
+func (s *Service) liveCards(ctx context.Context, project string, ids []string) (map[string]*Card, error) {
 	if len(ids) == 0 {
-		return map[string]Card{}, nil
+		return map[string]*Card{}, nil
 	}
 	rows, err := s.q.GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: s.now()})
 	if err != nil {
 		return nil, fmt.Errorf("get cards: %w", err)
 	}
-	byID := make(map[string]Card, len(rows))
-	for _, r := range rows {
-		byID[r.CardID] = cardFromRow(r)
+	cards := make([]Card, len(rows))
+	byID := make(map[string]*Card, len(rows))
+	for i := range rows {
+		cards[i] = cardFromRow(rows[i])
+		byID[cards[i].CardID] = &cards[i]
 	}
 	return byID, nil
 }

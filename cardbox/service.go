@@ -119,7 +119,13 @@ func (s *Service) ensureProject(ctx context.Context, project string) error {
 	if _, ok := s.projects.Load(project); ok {
 		return nil
 	}
-	if _, err := s.q.EnsureTenant(ctx, project); err != nil {
+	_, err := s.q.EnsureTenant(ctx, project)
+	if isNoRows(err) {
+		// A concurrent first write created the project after this
+		// statement's snapshot; a new statement sees it.
+		_, err = s.q.EnsureTenant(ctx, project)
+	}
+	if err != nil {
 		return fmt.Errorf("ensure project %q: %w", project, err)
 	}
 	s.projects.Store(project, struct{}{})
