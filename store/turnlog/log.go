@@ -1,0 +1,333 @@
+package turnlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+)
+
+// Sentinel errors. Errors returned by this package wrap them with context;
+// test with errors.Is.
+var (
+	ErrCorrupt    = errors.New("turn log corrupt")
+	ErrClosed     = errors.New("turn log closed")
+	ErrOutOfRange = errors.New("turn log offset out of range")
+)
+
+// NoTruncate is the Options.TruncateAt value that keeps every verified
+// record.
+const NoTruncate int64 = -1
+
+// Options configure Open.
+type Options struct {
+	// MinValidSize is the log size known to hold committed records. A bad
+	// or partial record at or past it is a torn tail and is cut; one below
+	// it, or a log shorter than it, makes Open fail with ErrCorrupt
+	// without modifying the file: committed records would be lost, and
+	// the operator must decide.
+	MinValidSize int64
+
+	// TruncateAt, when >= 0, cuts the log at that offset after
+	// verification, dropping records that were written but never
+	// committed; Open visits only the records below it. It must be a
+	// multiple of RecordSize, at least MinValidSize, and at most the
+	// verified size. NoTruncate (-1) keeps everything.
+	//
+	// Note that the zero value, 0, empties the log.
+	TruncateAt int64
+}
+
+// Recovery describes what Open found and cut.
+type Recovery struct {
+	ValidSize    int64 // bytes of verified records found
+	TornBytes    int64 // bytes cut at ValidSize: a partial or bad record and all after it
+	DroppedBytes int64 // verified bytes cut by Options.TruncateAt
+}
+
+// Log is an append-only file of fixed-size turn records.
+//
+// ReadAt, Size and Recovery are safe for concurrent use with each other and
+// with Append and Truncate. Append and Truncate are meant for a single
+// writer (the group committer); concurrent calls are serialized.
+type Log struct {
+	f        *os.File
+	path     string
+	size     atomic.Int64 // every byte below is a written, fsynced record
+	closed   atomic.Bool
+	recovery Recovery
+
+	wmu    sync.Mutex // serializes Append, Truncate and Close; guards below
+	buf    []byte
+	failed error // set when a failed fsync leaves the file's state unknown
+}
+
+// Open opens the log at path, creating it if missing, verifies every
+// record and repairs the tail as Options say (see the package
+// documentation). visit, if not nil, is called in order with the offset
+// and contents of each verified record that is kept, so the caller can
+// rebuild its index in the same pass; an error from visit aborts Open. If
+// Open fails, records visited so far must be discarded.
+func Open(path string, opts Options, visit func(off int64, r Record) error) (*Log, error) {
+	f, created, err := openOrCreate(path)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{f: f, path: path}
+	if err := l.open(created, opts, visit); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Log) open(created bool, opts Options, visit func(int64, Record) error) error {
+	if err := lockFile(l.f); err != nil {
+		return fmt.Errorf("turnlog: lock %s: %w", l.path, err)
+	}
+	if created {
+		if err := syncDir(filepath.Dir(l.path)); err != nil {
+			return err
+		}
+	}
+	fi, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("turnlog: open: %w", err)
+	}
+	size := fi.Size()
+	end, err := l.scan(size, opts.TruncateAt, visit)
+	if err != nil {
+		return err
+	}
+	cut, err := cutPoint(end, size, opts)
+	if err != nil {
+		return fmt.Errorf("turnlog: open %s: %w", l.path, err)
+	}
+	if cut < size {
+		if err := l.truncateFile(cut); err != nil {
+			return err
+		}
+	}
+	l.recovery = Recovery{ValidSize: end, TornBytes: size - end, DroppedBytes: end - cut}
+	l.size.Store(cut)
+	return nil
+}
+
+// openOrCreate opens path for reading and writing and reports whether it
+// had to create it.
+func openOrCreate(path string) (*os.File, bool, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		return f, true, nil
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return nil, false, fmt.Errorf("turnlog: open: %w", err)
+	}
+	if f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
+		return nil, false, fmt.Errorf("turnlog: open: %w", err)
+	}
+	return f, false, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("turnlog: sync dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("turnlog: sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// scanChunk is how many bytes scan reads at a time.
+const scanChunk = 8192 * RecordSize
+
+// scan verifies the records of the first size bytes, calls visit for those
+// below keepBelow (all if keepBelow < 0), and returns where the first
+// partial or bad record starts (size if none).
+func (l *Log) scan(size, keepBelow int64, visit func(int64, Record) error) (int64, error) {
+	if keepBelow < 0 {
+		keepBelow = size
+	}
+	buf := make([]byte, min(scanChunk, size))
+	var off int64
+	for off < size {
+		n := min(int64(len(buf)), size-off)
+		if _, err := l.f.ReadAt(buf[:n], off); err != nil {
+			return 0, fmt.Errorf("turnlog: open: read %s at %d: %w", l.path, off, err)
+		}
+		for i := int64(0); i < n; i += RecordSize {
+			r, err := UnmarshalRecord(buf[i:n])
+			if err != nil {
+				return off + i, nil
+			}
+			if visit != nil && off+i < keepBelow {
+				if err := visit(off+i, r); err != nil {
+					return 0, fmt.Errorf("turnlog: open: record at %d: %w", off+i, err)
+				}
+			}
+		}
+		off += n
+	}
+	return size, nil
+}
+
+// cutPoint returns where the log must end after Open, given that its
+// first size bytes hold verified records up to end.
+func cutPoint(end, size int64, opts Options) (int64, error) {
+	switch {
+	case end < size && end < opts.MinValidSize:
+		return 0, fmt.Errorf("bad record at %d, below min valid size %d (file left untouched): %w",
+			end, opts.MinValidSize, ErrCorrupt)
+	case end < opts.MinValidSize:
+		return 0, fmt.Errorf("log ends at %d, below min valid size %d: %w", end, opts.MinValidSize, ErrCorrupt)
+	case opts.TruncateAt < 0:
+		return end, nil
+	case opts.TruncateAt%RecordSize != 0:
+		return 0, fmt.Errorf("truncate offset %d is not a multiple of %d", opts.TruncateAt, RecordSize)
+	case opts.TruncateAt < opts.MinValidSize:
+		return 0, fmt.Errorf("truncate offset %d is below min valid size %d", opts.TruncateAt, opts.MinValidSize)
+	case opts.TruncateAt > end:
+		return 0, fmt.Errorf("truncate offset %d is past the %d verified bytes: %w", opts.TruncateAt, end, ErrCorrupt)
+	}
+	return opts.TruncateAt, nil
+}
+
+// truncateFile cuts the file at off and fsyncs it.
+func (l *Log) truncateFile(off int64) error {
+	if err := l.f.Truncate(off); err != nil {
+		return fmt.Errorf("turnlog: truncate %s at %d: %w", l.path, off, err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("turnlog: sync %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// Recovery reports what Open found and cut.
+func (l *Log) Recovery() Recovery { return l.recovery }
+
+// Size returns the size of the log: the offset the next Append writes at.
+func (l *Log) Size() int64 { return l.size.Load() }
+
+// maxRetainedBuf is the largest encode buffer Append keeps between calls.
+const maxRetainedBuf = 1 << 20
+
+// Append writes recs at the end of the log with one write and one fsync
+// (fdatasync on Linux) and returns the offset of the first; record i is at
+// first + i*RecordSize. The records are visible to ReadAt and counted in
+// Size only once durable.
+//
+// After a failed write the file is cut back and the log stays usable;
+// after a failed fsync every later Append and Truncate fails, as the
+// file's state is unknown until it is reopened.
+func (l *Log) Append(recs []Record) (first int64, err error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	off := l.size.Load()
+	if len(recs) == 0 {
+		return off, nil
+	}
+	buf := l.buffer(len(recs) * RecordSize)
+	for i := range recs {
+		recs[i].MarshalTo(buf[i*RecordSize:])
+	}
+	if _, err := l.f.WriteAt(buf, off); err != nil {
+		if terr := l.f.Truncate(off); terr != nil {
+			l.failed = terr
+		}
+		return 0, fmt.Errorf("turnlog: append %d records at %d: %w", len(recs), off, err)
+	}
+	if err := syncData(l.f); err != nil {
+		l.failed = err
+		return 0, fmt.Errorf("turnlog: append: sync %s: %w", l.path, err)
+	}
+	l.size.Store(off + int64(len(buf)))
+	return off, nil
+}
+
+func (l *Log) writable() error {
+	switch {
+	case l.closed.Load():
+		return fmt.Errorf("turnlog: %s: %w", l.path, ErrClosed)
+	case l.failed != nil:
+		return fmt.Errorf("turnlog: %s unusable after failed sync: %w", l.path, l.failed)
+	}
+	return nil
+}
+
+// buffer returns a buffer of n bytes, reused across calls when small.
+func (l *Log) buffer(n int) []byte {
+	if n > maxRetainedBuf {
+		return make([]byte, n)
+	}
+	if cap(l.buf) < n {
+		l.buf = make([]byte, max(n, 64*RecordSize))
+	}
+	return l.buf[:n]
+}
+
+// Truncate cuts the log back to off, a record boundary at most Size, and
+// fsyncs it. The committer uses it to roll back a batch whose commit
+// failed. Records past off stop being readable at once.
+func (l *Log) Truncate(off int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if size := l.size.Load(); off < 0 || off > size || off%RecordSize != 0 {
+		return fmt.Errorf("turnlog: truncate %s at %d (size %d): %w", l.path, off, size, ErrOutOfRange)
+	}
+	l.size.Store(off)
+	if err := l.truncateFile(off); err != nil {
+		l.failed = err
+		return err
+	}
+	return nil
+}
+
+// ReadAt reads and verifies the record at off, which must be a record
+// boundary below Size.
+func (l *Log) ReadAt(off int64) (Record, error) {
+	if l.closed.Load() {
+		return Record{}, fmt.Errorf("turnlog: read %s at %d: %w", l.path, off, ErrClosed)
+	}
+	if size := l.size.Load(); off < 0 || off+RecordSize > size || off%RecordSize != 0 {
+		return Record{}, fmt.Errorf("turnlog: read %s at %d (size %d): %w", l.path, off, size, ErrOutOfRange)
+	}
+	var b [RecordSize]byte
+	if _, err := l.f.ReadAt(b[:], off); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = ErrOutOfRange // cut by a concurrent Truncate
+		}
+		return Record{}, fmt.Errorf("turnlog: read %s at %d: %w", l.path, off, err)
+	}
+	r, err := UnmarshalRecord(b[:])
+	if err != nil {
+		return Record{}, fmt.Errorf("turnlog: read %s at %d: %w", l.path, off, err)
+	}
+	return r, nil
+}
+
+// Close closes the log, waiting for a running Append or Truncate. Reads
+// after Close fail with ErrClosed.
+func (l *Log) Close() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.closed.Swap(true) {
+		return nil
+	}
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("turnlog: close %s: %w", l.path, err)
+	}
+	return nil
+}
