@@ -11,6 +11,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // HealthChecker reports whether the server can serve: Postgres answers and
@@ -33,7 +35,9 @@ type Options struct {
 	ErrorMappers []ErrorMapper
 	// BodyLimit caps request bodies in bytes; larger ones get 413.
 	BodyLimit int64
-	Logger    *slog.Logger
+	// Metrics, if set, is served at GET /metrics (Prometheus text format).
+	Metrics prometheus.Gatherer
+	Logger  *slog.Logger
 }
 
 // DefaultBodyLimit is the request body cap when Options.BodyLimit is 0.
@@ -55,6 +59,9 @@ func New(opts Options) http.Handler {
 	e.Use(middleware.Recover())
 	e.Use(middleware.BodyLimit(strconv.FormatInt(limit, 10)))
 	e.GET("/healthz", healthz(opts.Health))
+	if opts.Metrics != nil {
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(opts.Metrics, promhttp.HandlerOpts{})))
+	}
 	for _, r := range opts.Routes {
 		r.Register(e)
 	}

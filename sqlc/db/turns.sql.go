@@ -397,3 +397,16 @@ func (q *Queries) TurnExists(ctx context.Context, arg TurnExistsParams) (bool, e
 	err := row.Scan(&exists)
 	return exists, err
 }
+
+const turnStoreRelationBytes = `-- name: TurnStoreRelationBytes :one
+SELECT (pg_total_relation_size('turns') + pg_total_relation_size('contexts')
+        + pg_total_relation_size('idempotency_keys') + pg_total_relation_size('fs_attachments'))::bigint
+`
+
+// Bytes Postgres uses for the turn store's tables and their indexes.
+func (q *Queries) TurnStoreRelationBytes(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, turnStoreRelationBytes)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}

@@ -110,3 +110,8 @@ new_attachments AS (
 UPDATE turn_log_state
 SET committed_end = @committed_end, next_turn_id = @next_turn_id, updated_at = now()
 WHERE store_id = @store_id;
+
+-- name: TurnStoreRelationBytes :one
+-- Bytes Postgres uses for the turn store's tables and their indexes.
+SELECT (pg_total_relation_size('turns') + pg_total_relation_size('contexts')
+        + pg_total_relation_size('idempotency_keys') + pg_total_relation_size('fs_attachments'))::bigint;

@@ -1,0 +1,73 @@
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// StoreStats is what /metrics reports about the turn store.
+type StoreStats interface {
+	Stats() store.Stats
+	DatabaseBytes(ctx context.Context) (int64, error)
+}
+
+// NewRegistry returns a Prometheus registry with the process and Go
+// runtime collectors and, if s is not nil, the turn store's gauges.
+func NewRegistry(s StoreStats) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	if s != nil {
+		reg.MustRegister(&storeCollector{s: s})
+	}
+	return reg
+}
+
+// storeCollector reads the store's stats at scrape time.
+type storeCollector struct{ s StoreStats }
+
+var storeDescs = map[string]*prometheus.Desc{
+	"contexts":      prometheus.NewDesc("cardbox_contexts", "Contexts in the turn store.", nil, nil),
+	"turns":         prometheus.NewDesc("cardbox_turns", "Turns in the turn store.", nil, nil),
+	"blobs":         prometheus.NewDesc("cardbox_blobs", "Blobs in the blob pack.", nil, nil),
+	"pack":          prometheus.NewDesc("cardbox_blob_pack_bytes", "Size of blobs.pack.", nil, nil),
+	"log":           prometheus.NewDesc("cardbox_turn_log_bytes", "Size of turns.log.", nil, nil),
+	"db":            prometheus.NewDesc("cardbox_database_bytes", "Bytes of the turn store's Postgres tables and indexes.", nil, nil),
+	"stored":        prometheus.NewDesc("cardbox_stored_bytes", "Blob pack + turn log + Postgres turn store bytes.", nil, nil),
+	"appends_total": prometheus.NewDesc("cardbox_appends_total", "Appends committed since start.", nil, nil),
+	"commits_total": prometheus.NewDesc("cardbox_group_commits_total", "Group commits since start.", nil, nil),
+}
+
+// Describe implements prometheus.Collector.
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range storeDescs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	dbBytes, _ := c.s.DatabaseBytes(ctx) // reported as 0 when Postgres is down
+	gauge := func(name string, v float64) {
+		ch <- prometheus.MustNewConstMetric(storeDescs[name], prometheus.GaugeValue, v)
+	}
+	counter := func(name string, v float64) {
+		ch <- prometheus.MustNewConstMetric(storeDescs[name], prometheus.CounterValue, v)
+	}
+	gauge("contexts", float64(st.Contexts))
+	gauge("turns", float64(st.Turns))
+	gauge("blobs", float64(st.Blobs))
+	gauge("pack", float64(st.PackBytes))
+	gauge("log", float64(st.LogBytes))
+	gauge("db", float64(dbBytes))
+	gauge("stored", float64(st.PackBytes+st.LogBytes+dbBytes))
+	counter("appends_total", float64(st.Appends))
+	counter("commits_total", float64(st.Groups))
+}

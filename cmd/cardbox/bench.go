@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+)
+
+// benchConfig is what `cardbox bench` drives.
+type benchConfig struct {
+	addr, httpAddr string
+	conns          int
+	contexts       int
+	size           int
+	turns          int
+	duration       time.Duration
+	readDuration   time.Duration
+	latencyTurns   int
+	jsonOut        bool
+}
+
+func parseBench(args []string) (*benchConfig, error) {
+	c := &benchConfig{}
+	fs := flag.NewFlagSet("cardbox bench", flag.ContinueOnError)
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:9009", "binary protocol address of the server")
+	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:9010", "HTTP address of the server (for /metrics: RSS and stored bytes)")
+	fs.IntVar(&c.conns, "conns", 64, "connections appending in parallel (N)")
+	fs.IntVar(&c.contexts, "contexts", 64, "contexts the appends spread over (M)")
+	fs.IntVar(&c.size, "size", 1024, "payload size in bytes (S)")
+	fs.IntVar(&c.turns, "turns", 0, "stop the append phase after this many turns (0: run for --duration)")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of the append phase when --turns is 0")
+	fs.DurationVar(&c.readDuration, "read-duration", 5*time.Second, "length of the GET_LAST phase")
+	fs.IntVar(&c.latencyTurns, "latency-turns", 2000, "appends on one connection to measure single-writer latency")
+	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if c.conns < 1 || c.contexts < 1 || c.size < 1 {
+		return nil, fmt.Errorf("--conns, --contexts and --size must be positive")
+	}
+	return c, nil
+}
+
+// benchResult is what bench reports.
+type benchResult struct {
+	Conns             int     `json:"conns"`
+	Contexts          int     `json:"contexts"`
+	PayloadBytes      int     `json:"payload_bytes"`
+	Appends           int64   `json:"appends"`
+	AppendsPerSec     float64 `json:"appends_per_sec"`
+	AppendP50Ms       float64 `json:"append_p50_ms"`
+	AppendP99Ms       float64 `json:"append_p99_ms"`
+	AppendP999Ms      float64 `json:"append_p999_ms"`
+	SingleConnP50Ms   float64 `json:"single_conn_append_p50_ms"`
+	SingleConnP99Ms   float64 `json:"single_conn_append_p99_ms"`
+	GetLastPerSec     float64 `json:"get_last10_payload_per_sec"`
+	StoredBytesByTurn float64 `json:"stored_bytes_per_turn"`
+	ServerRSSMB       float64 `json:"server_rss_mb"`
+	ServerTurns       float64 `json:"server_turns"`
+}
+
+func bench(ctx context.Context, args []string) error {
+	cfg, err := parseBench(args)
+	if err != nil {
+		return err
+	}
+	r := &benchResult{Conns: cfg.conns, Contexts: cfg.contexts, PayloadBytes: cfg.size}
+	before, _ := scrapeMetrics(ctx, cfg.httpAddr)
+	contexts, err := createContexts(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := appendPhase(ctx, cfg, contexts, r); err != nil {
+		return err
+	}
+	if err := latencyPhase(ctx, cfg, contexts[0], r); err != nil {
+		return err
+	}
+	if err := readPhase(ctx, cfg, contexts, r); err != nil {
+		return err
+	}
+	if after, err := scrapeMetrics(ctx, cfg.httpAddr); err == nil {
+		r.ServerRSSMB = after["process_resident_memory_bytes"] / (1 << 20)
+		r.ServerTurns = after["cardbox_turns"]
+		if turns := after["cardbox_turns"] - before["cardbox_turns"]; turns > 0 {
+			r.StoredBytesByTurn = (after["cardbox_stored_bytes"] - before["cardbox_stored_bytes"]) / turns
+		}
+	} else {
+		fmt.Fprintf(os.Stderr, "cardbox bench: no server metrics (%v): RSS and stored bytes not reported\n", err)
+	}
+	return report(cfg, r)
+}
+
+func dial(ctx context.Context, cfg *benchConfig) (*client.Client, error) {
+	return client.Dial(ctx, cfg.addr, client.WithClientTag("cardbox-bench"))
+}
+
+func createContexts(ctx context.Context, cfg *benchConfig) ([]uint64, error) {
+	c, err := dial(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cfg.addr, err)
+	}
+	defer c.Close()
+	ids := make([]uint64, cfg.contexts)
+	for i := range ids {
+		h, err := c.CreateContext(ctx, 0)
+		if err != nil {
+			return nil, fmt.Errorf("create context: %w", err)
+		}
+		ids[i] = h.ContextID
+	}
+	return ids, nil
+}
+
+// appendPhase runs cfg.conns writers, each appending to its share of the
+// contexts, one request in flight per connection (as the official clients
+// do).
+func appendPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benchResult) error {
+	var count atomic.Int64
+	lat := make([][]time.Duration, cfg.conns)
+	deadline := time.Now().Add(cfg.duration)
+	more := func() bool {
+		if cfg.turns > 0 {
+			return count.Add(1) <= int64(cfg.turns)
+		}
+		count.Add(1)
+		return time.Now().Before(deadline)
+	}
+	start := time.Now()
+	err := forEachConn(ctx, cfg, func(i int, c *client.Client) error {
+		gen := newPayloadGen(cfg.size, uint64(i))
+		for n := 0; more(); n++ {
+			req := &client.AppendRequest{
+				ContextID: contexts[(i+n*cfg.conns)%len(contexts)], TypeID: "cxdb.ConversationItem",
+				TypeVersion: 3, Payload: gen.next(),
+			}
+			t0 := time.Now()
+			if _, err := c.AppendTurn(ctx, req); err != nil {
+				return fmt.Errorf("append: %w", err)
+			}
+			lat[i] = append(lat[i], time.Since(t0))
+		}
+		return nil
+	})
+	elapsed := time.Since(start)
+	all := slices.Concat(lat...)
+	r.Appends = int64(len(all))
+	r.AppendsPerSec = float64(len(all)) / elapsed.Seconds()
+	r.AppendP50Ms, r.AppendP99Ms, r.AppendP999Ms = percentiles(all)
+	return err
+}
+
+// latencyPhase measures appends with a single connection: no batching
+// partner, so it shows the cost of one durable commit.
+func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *benchResult) error {
+	c, err := dial(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	gen := newPayloadGen(cfg.size, 1<<32)
+	lat := make([]time.Duration, 0, cfg.latencyTurns)
+	for range cfg.latencyTurns {
+		t0 := time.Now()
+		if _, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: contextID, TypeID: "cxdb.ConversationItem", TypeVersion: 3, Payload: gen.next()}); err != nil {
+			return fmt.Errorf("append: %w", err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	r.SingleConnP50Ms, r.SingleConnP99Ms, _ = percentiles(lat)
+	return nil
+}
+
+// readPhase runs GET_LAST(10, with payload) on every connection.
+func readPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benchResult) error {
+	var ops atomic.Int64
+	deadline := time.Now().Add(cfg.readDuration)
+	start := time.Now()
+	err := forEachConn(ctx, cfg, func(i int, c *client.Client) error {
+		for n := 0; time.Now().Before(deadline); n++ {
+			turns, err := c.GetLast(ctx, contexts[(i+n)%len(contexts)], 10, true)
+			if err != nil {
+				return fmt.Errorf("get last: %w", err)
+			}
+			if len(turns) == 0 {
+				return fmt.Errorf("get last: context %d is empty", contexts[(i+n)%len(contexts)])
+			}
+			ops.Add(1)
+		}
+		return nil
+	})
+	r.GetLastPerSec = float64(ops.Load()) / time.Since(start).Seconds()
+	return err
+}
+
+// forEachConn dials cfg.conns connections and runs fn on each in parallel.
+func forEachConn(ctx context.Context, cfg *benchConfig, fn func(int, *client.Client) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, cfg.conns)
+	for i := range cfg.conns {
+		wg.Go(func() {
+			c, err := dial(ctx, cfg)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer c.Close()
+			errs[i] = fn(i, c)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func percentiles(d []time.Duration) (p50, p99, p999 float64) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(d)
+	at := func(q float64) float64 {
+		return float64(d[min(len(d)-1, int(q*float64(len(d))))].Microseconds()) / 1000
+	}
+	return at(0.50), at(0.99), at(0.999)
+}
+
+// payloadGen makes distinct msgpack payloads of about size bytes that look
+// like conversation items (text, so they compress like real ones).
+type payloadGen struct {
+	size int
+	rng  *rand.Rand
+	n    uint64
+}
+
+func newPayloadGen(size int, seed uint64) *payloadGen {
+	return &payloadGen{size: size, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}
+}
+
+var words = strings.Fields("the agent reads a file then calls a tool and writes the answer with context " +
+	"tokens model user assistant system result error retry plan step search code test build deploy")
+
+func (g *payloadGen) next() []byte {
+	g.n++
+	var text strings.Builder
+	fmt.Fprintf(&text, "%d ", g.n)
+	for text.Len() < g.size-40 {
+		text.WriteString(words[g.rng.IntN(len(words))])
+		text.WriteByte(' ')
+	}
+	b, _ := msgpack.Marshal(map[string]any{"1": "user_input", "3": time.Now().UnixMilli(), "10": map[string]any{"1": text.String()}})
+	return b
+}
+
+func report(cfg *benchConfig, r *benchResult) error {
+	if cfg.jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Printf("connections %d, contexts %d, payload %d B\n", r.Conns, r.Contexts, r.PayloadBytes)
+	fmt.Printf("appends                 %d\n", r.Appends)
+	fmt.Printf("appends/s               %.0f\n", r.AppendsPerSec)
+	fmt.Printf("append latency (N conns) p50 %.3f ms  p99 %.3f ms  p999 %.3f ms\n", r.AppendP50Ms, r.AppendP99Ms, r.AppendP999Ms)
+	fmt.Printf("append latency (1 conn)  p50 %.3f ms  p99 %.3f ms\n", r.SingleConnP50Ms, r.SingleConnP99Ms)
+	fmt.Printf("GET_LAST(10, payload)/s %.0f\n", r.GetLastPerSec)
+	fmt.Printf("stored bytes per turn   %.0f\n", r.StoredBytesByTurn)
+	fmt.Printf("server RSS              %.1f MB (server holds %.0f turns)\n", r.ServerRSSMB, r.ServerTurns)
+	return nil
+}

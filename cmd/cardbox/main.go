@@ -1,0 +1,57 @@
+// Command cardbox is the cardbox CLI:
+//
+//	cardbox migrate   apply the SQL migrations (embedded Postgres or CARDBOX_DATABASE_URL)
+//	cardbox bench     drive a running server over the binary protocol and report throughput
+//	cardbox config    print the configuration table (flags and environment variables)
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `Usage: cardbox <command> [flags]
+
+Commands:
+  migrate   apply pending SQL migrations and print their status
+  bench     benchmark a running cardboxd over the CXDB binary protocol
+  config    print the configuration table (flags and environment variables)
+
+Run "cardbox <command> --help" for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	case "migrate":
+		err = migrate(ctx, args)
+	case "bench":
+		err = bench(ctx, args)
+	case "config":
+		err = printConfig()
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "cardbox: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cardbox:", err)
+		os.Exit(1)
+	}
+}

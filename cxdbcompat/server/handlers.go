@@ -1,0 +1,194 @@
+package server
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// handle runs one request and returns its encoded response frame. A panic
+// becomes a 500 ERROR frame: input never takes the server down.
+func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.srv.log.Error("binary request panicked", "type", f.Type, "panic", p, "stack", string(debug.Stack()))
+			resp = errorFrame(f.ReqID, &protocolError{500, "INTERNAL", "internal error"})
+		}
+	}()
+	resp, err := s.route(f)
+	if err != nil {
+		if toErrorResponse(err).Code >= 500 {
+			s.srv.log.Error("binary request failed", "type", f.Type, "session", s.id, "err", err)
+		}
+		return errorFrame(f.ReqID, err)
+	}
+	return resp
+}
+
+func (s *session) route(f cxdbcompat.Frame) ([]byte, error) {
+	switch f.Type {
+	case cxdbcompat.MsgCtxCreate, cxdbcompat.MsgCtxFork:
+		return s.createContext(f)
+	case cxdbcompat.MsgGetHead:
+		return s.getHead(f)
+	case cxdbcompat.MsgAppendTurn:
+		return s.appendTurn(f)
+	case cxdbcompat.MsgGetLast:
+		return s.getLast(f)
+	case cxdbcompat.MsgGetBefore:
+		return s.getBefore(f)
+	case cxdbcompat.MsgGetBlob:
+		return s.getBlob(f)
+	case cxdbcompat.MsgPutBlob:
+		return s.putBlob(f)
+	case cxdbcompat.MsgAttachFS:
+		return s.attachFS(f)
+	default:
+		_, err := cxdbcompat.DecodeRequest(f.Type, f.Flags, f.Payload)
+		if err == nil {
+			err = fmt.Errorf("%w: %s", cxdbcompat.ErrUnknownMessage, f.Type)
+		}
+		return nil, err
+	}
+}
+
+func (s *session) createContext(f cxdbcompat.Frame) ([]byte, error) {
+	req, err := cxdbcompat.DecodeCtxCreateRequest(f.Payload) // CTX_FORK has the same layout
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.srv.opts.Store.CreateContext(s.ctx, s.tenant, req.BaseTurnID, "")
+	if err != nil {
+		return nil, err
+	}
+	return headFrame(f, h), nil
+}
+
+func (s *session) getHead(f cxdbcompat.Frame) ([]byte, error) {
+	req, err := cxdbcompat.DecodeGetHeadRequest(f.Payload)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.srv.opts.Store.Head(s.ctx, s.tenant, req.ContextID)
+	if err != nil {
+		return nil, err
+	}
+	return headFrame(f, h), nil
+}
+
+func headFrame(f cxdbcompat.Frame, h store.Head) []byte {
+	resp := cxdbcompat.HeadResponse{ContextID: h.ContextID, HeadTurnID: h.TurnID, HeadDepth: h.Depth}
+	return frame(f.Type, f.ReqID, resp.AppendTo)
+}
+
+func (s *session) appendTurn(f cxdbcompat.Frame) ([]byte, error) {
+	req, err := cxdbcompat.DecodeAppendTurnRequest(f.Flags, f.Payload)
+	if err != nil {
+		return nil, err
+	}
+	sreq := &store.AppendRequest{
+		ContextID: req.ContextID, ParentTurnID: req.ParentTurnID,
+		TypeID: req.DeclaredTypeID, TypeVersion: req.DeclaredTypeVersion,
+		Encoding: req.Encoding, Compression: req.Compression, UncompressedLen: req.UncompressedLen,
+		ContentHash: req.ContentHash, Payload: req.Payload, IdempotencyKey: req.IdempotencyKey,
+	}
+	if req.HasFSRoot {
+		root := store.Hash(req.FSRootHash)
+		sreq.FSRoot = &root
+	}
+	res, err := s.srv.opts.Store.Append(s.ctx, s.tenant, sreq)
+	if err != nil {
+		return nil, err
+	}
+	resp := cxdbcompat.AppendTurnResponse{ContextID: res.ContextID, NewTurnID: res.TurnID, NewDepth: res.Depth, ContentHash: res.ContentHash}
+	return frame(f.Type, f.ReqID, resp.AppendTo), nil
+}
+
+func (s *session) getLast(f cxdbcompat.Frame) ([]byte, error) {
+	req, err := cxdbcompat.DecodeGetLastRequest(f.Payload)
+	if err != nil {
+		return nil, err
+	}
+	turns, err := s.srv.opts.Store.Last(s.ctx, s.tenant, req.ContextID, req.Limit, req.IncludePayload)
+	if err != nil {
+		return nil, err
+	}
+	return turnListFrame(f, turns), nil
+}
+
+func (s *session) getBefore(f cxdbcompat.Frame) ([]byte, error) {
+	req, err := cxdbcompat.DecodeGetBeforeRequest(f.Payload)
+	if err != nil {
+		return nil, err
+	}
+	turns, err := s.srv.opts.Store.Before(s.ctx, s.tenant, req.ContextID, req.BeforeTurnID, req.Limit, req.IncludePayload)
+	if err != nil {
+		return nil, err
+	}
+	return turnListFrame(f, turns), nil
+}
+
+// turnListFrame streams the items into the frame without building records
+// first.
+func turnListFrame(f cxdbcompat.Frame, turns []store.Turn) []byte {
+	return frame(f.Type, f.ReqID, func(dst []byte) []byte {
+		dst = cxdbcompat.AppendTurnListHeader(dst, uint32(len(turns)))
+		for _, t := range turns {
+			dst = cxdbcompat.TurnRecord{
+				TurnID: t.ID, ParentTurnID: t.ParentID, Depth: t.Depth, DeclaredTypeID: t.TypeID,
+				DeclaredTypeVersion: t.TypeVersion, Encoding: t.Encoding, Compression: t.Compression,
+				UncompressedLen: t.UncompressedLen, ContentHash: cxdbcompat.Hash(t.Hash), Payload: t.Payload,
+			}.AppendTo(dst)
+		}
+		return dst
+	})
+}
+
+func (s *session) getBlob(f cxdbcompat.Frame) ([]byte, error) {
+	req, err := cxdbcompat.DecodeGetBlobRequest(f.Payload)
+	if err != nil {
+		return nil, err
+	}
+	data, err := s.srv.opts.Store.GetBlob(s.ctx, s.tenant, store.Hash(req.Hash))
+	if err != nil {
+		return nil, err
+	}
+	return frame(f.Type, f.ReqID, cxdbcompat.GetBlobResponse{Data: data}.AppendTo), nil
+}
+
+func (s *session) putBlob(f cxdbcompat.Frame) ([]byte, error) {
+	req, err := cxdbcompat.DecodePutBlobRequest(f.Payload)
+	if err != nil {
+		return nil, err
+	}
+	isNew, err := s.srv.opts.Store.PutBlob(s.ctx, s.tenant, store.Hash(req.Hash), req.Data)
+	if err != nil {
+		return nil, err
+	}
+	return frame(f.Type, f.ReqID, cxdbcompat.PutBlobResponse{Hash: req.Hash, WasNew: isNew}.AppendTo), nil
+}
+
+func (s *session) attachFS(f cxdbcompat.Frame) ([]byte, error) {
+	req, err := cxdbcompat.DecodeAttachFSRequest(f.Payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.srv.opts.Store.AttachFS(s.ctx, s.tenant, req.TurnID, store.Hash(req.FSRootHash)); err != nil {
+		return nil, err
+	}
+	resp := cxdbcompat.AttachFSResponse{TurnID: req.TurnID, FSRootHash: req.FSRootHash}
+	return frame(f.Type, f.ReqID, resp.AppendTo), nil
+}
+
+// frame encodes a response frame whose payload body appends.
+func frame(typ cxdbcompat.MsgType, reqID uint64, body func([]byte) []byte) []byte {
+	buf, start := cxdbcompat.StartFrame(make([]byte, 0, 128), typ, 0, reqID)
+	buf = body(buf)
+	out, err := cxdbcompat.FinishFrame(buf, start)
+	if err != nil { // the payload outgrew a frame: say so instead
+		return errorFrame(reqID, &protocolError{500, "INTERNAL", err.Error()})
+	}
+	return out
+}

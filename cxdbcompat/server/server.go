@@ -1,0 +1,154 @@
+// Package server serves the CXDB binary protocol over TCP on a
+// store.TurnStore, byte-compatible with the official CXDB clients.
+//
+// Each connection is a session that belongs to one tenant, decided at HELLO
+// (Options.Authenticate; without it, the default tenant). Requests on one
+// connection may be in flight together: each runs in its own goroutine (at
+// most Options.MaxInFlight per connection) and its response carries its
+// req_id, so pipelined responses may come back in any order. Every
+// request-level error is an ERROR frame and the connection stays open; only
+// a frame the server cannot delimit (over 64 MiB, or cut short) closes it.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// Authenticator decides a session's tenant from its HELLO.
+type Authenticator func(ctx context.Context, hello cxdbcompat.HelloRequest) (store.Tenant, error)
+
+// Options configure a Server.
+type Options struct {
+	Store store.TurnStore
+	// Authenticate picks the tenant at HELLO; nil means every session uses
+	// the default tenant (no authentication).
+	Authenticate Authenticator
+	// MaxInFlight caps concurrent requests per connection (default 64).
+	MaxInFlight int
+	Logger      *slog.Logger
+}
+
+// Server accepts binary-protocol connections.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	sessions atomic.Uint64
+
+	mu       sync.Mutex
+	closing  bool
+	conns    map[*session]struct{}
+	listener []net.Listener
+	wg       sync.WaitGroup // live sessions
+}
+
+// New returns a Server; call Serve to accept connections.
+func New(opts Options) *Server {
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 64
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{opts: opts, log: opts.Logger, conns: map[*session]struct{}{}}
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("cxdb server closed")
+
+// Serve accepts connections on ln until Shutdown, serving each in its own
+// goroutine.
+func (s *Server) Serve(ln net.Listener) error {
+	if !s.track(ln) {
+		ln.Close()
+		return ErrServerClosed
+	}
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		s.startSession(conn)
+	}
+}
+
+func (s *Server) track(ln net.Listener) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.listener = append(s.listener, ln)
+	return true
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+func (s *Server) startSession(conn net.Conn) {
+	sess := newSession(s, conn, s.sessions.Add(1))
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		conn.Close()
+		return
+	}
+	s.conns[sess] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		sess.serve()
+		s.mu.Lock()
+		delete(s.conns, sess)
+		s.mu.Unlock()
+	}()
+}
+
+// Shutdown stops accepting, stops reading new requests, lets in-flight
+// requests finish and their responses go out, then closes the connections.
+// If ctx ends first, the connections are closed at once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for _, ln := range s.listener {
+		ln.Close()
+	}
+	for sess := range s.conns {
+		sess.stopReading()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for sess := range s.conns {
+			sess.conn.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}

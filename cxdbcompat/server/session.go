@@ -1,0 +1,193 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// session is one connection: a reader that decodes frames and starts a
+// handler per request, and a writer that sends responses as they finish.
+type session struct {
+	srv  *Server
+	conn net.Conn
+	id   uint64
+
+	ctx    context.Context // cancelled when the connection is gone
+	cancel context.CancelFunc
+
+	tenant    store.Tenant // set at HELLO or at the first request
+	hasTenant bool
+
+	inflight chan struct{} // semaphore of running handlers
+	handlers sync.WaitGroup
+	out      chan []byte // encoded response frames
+}
+
+func newSession(srv *Server, conn net.Conn, id uint64) *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &session{
+		srv: srv, conn: conn, id: id, ctx: ctx, cancel: cancel,
+		inflight: make(chan struct{}, srv.opts.MaxInFlight),
+		out:      make(chan []byte, srv.opts.MaxInFlight),
+	}
+}
+
+// serve runs the session until the peer leaves, framing is lost or the
+// server shuts down; in-flight requests are answered before it returns.
+func (s *session) serve() {
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); s.writeLoop() }()
+	s.readLoop()
+	s.handlers.Wait()
+	close(s.out)
+	<-writerDone
+	s.cancel()
+	s.conn.Close()
+}
+
+// stopReading makes the blocked read return so the session winds down.
+func (s *session) stopReading() {
+	_ = s.conn.SetReadDeadline(time.Now())
+}
+
+func (s *session) readLoop() {
+	r := bufio.NewReaderSize(s.conn, 64<<10)
+	for {
+		f, err := cxdbcompat.ReadFrame(r, nil)
+		if err != nil {
+			s.readFailed(err)
+			return
+		}
+		if !s.dispatch(f) {
+			return
+		}
+	}
+}
+
+// readFailed answers an oversize frame before closing; other read errors
+// (EOF, a cut frame, shutdown) just end the session.
+func (s *session) readFailed(err error) {
+	var tooLarge *cxdbcompat.FrameTooLargeError
+	if errors.As(err, &tooLarge) {
+		s.reply(tooLarge.ReqID, errorFrame(tooLarge.ReqID, &protocolError{413, "FRAME_TOO_LARGE",
+			fmt.Sprintf("frame payload of %d bytes exceeds the %d-byte limit; closing the connection", tooLarge.Len, cxdbcompat.MaxPayload)}))
+		return
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
+		return
+	}
+	s.srv.log.Debug("binary session read", "session", s.id, "err", err)
+}
+
+// dispatch handles HELLO inline, since it decides the tenant every later
+// request uses, and starts a handler for anything else. It returns false
+// when the session must end.
+func (s *session) dispatch(f cxdbcompat.Frame) bool {
+	if f.Type == cxdbcompat.MsgHello {
+		s.reply(f.ReqID, s.hello(f))
+		return true
+	}
+	if !s.hasTenant {
+		if err := s.useDefaultTenant(); err != nil {
+			s.reply(f.ReqID, errorFrame(f.ReqID, err))
+			return true
+		}
+	}
+	select {
+	case s.inflight <- struct{}{}:
+	case <-s.ctx.Done():
+		return false
+	}
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		defer func() { <-s.inflight }()
+		s.reply(f.ReqID, s.handle(f))
+	}()
+	return true
+}
+
+func (s *session) hello(f cxdbcompat.Frame) []byte {
+	req, err := cxdbcompat.DecodeHelloRequest(f.Payload)
+	if err != nil {
+		return errorFrame(f.ReqID, err)
+	}
+	if !s.hasTenant {
+		if err := s.authenticate(req); err != nil {
+			return errorFrame(f.ReqID, err)
+		}
+	}
+	resp := cxdbcompat.HelloResponse{SessionID: s.id, ProtocolVersion: 1}
+	return frame(cxdbcompat.MsgHello, f.ReqID, resp.AppendTo)
+}
+
+// authenticate fixes the session's tenant from its HELLO.
+func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
+	if s.srv.opts.Authenticate == nil {
+		return s.useDefaultTenant()
+	}
+	t, err := s.srv.opts.Authenticate(s.ctx, req)
+	if err != nil {
+		return err
+	}
+	s.tenant, s.hasTenant = t, true
+	return nil
+}
+
+func (s *session) useDefaultTenant() error {
+	if s.srv.opts.Authenticate != nil {
+		return &protocolError{401, "UNAUTHORIZED", "send HELLO with credentials first"}
+	}
+	t, err := s.srv.opts.Store.Tenant(s.ctx, store.DefaultTenantID)
+	if err != nil {
+		return err
+	}
+	s.tenant, s.hasTenant = t, true
+	return nil
+}
+
+// reply queues a response frame; a session whose peer is gone drops it.
+func (s *session) reply(_ uint64, frame []byte) {
+	select {
+	case s.out <- frame:
+	case <-s.ctx.Done():
+	}
+}
+
+// writeLoop sends responses, flushing whenever no other response is ready,
+// so a busy connection gets several responses per write.
+func (s *session) writeLoop() {
+	w := bufio.NewWriterSize(s.conn, 64<<10)
+	for f := range s.out {
+		if _, err := w.Write(f); err != nil {
+			s.writeFailed(err)
+			return
+		}
+		if len(s.out) == 0 {
+			if err := w.Flush(); err != nil {
+				s.writeFailed(err)
+				return
+			}
+		}
+	}
+}
+
+// writeFailed ends the session: the peer is gone, so handlers stop waiting
+// and the reader is unblocked.
+func (s *session) writeFailed(err error) {
+	s.srv.log.Debug("binary session write", "session", s.id, "err", err)
+	s.cancel()
+	s.conn.Close()
+	for range s.out {
+	}
+}

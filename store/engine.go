@@ -1,0 +1,200 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/turnlog"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Dir is the data directory: Dir/blobs holds the pack, Dir/turns the
+	// turn log, Dir/STORE_ID ties the directory to its database.
+	Dir string
+	// Pool is the Postgres pool; its database must be migrated.
+	Pool *pgxpool.Pool
+	// MaxBatch caps how many appends one group commit takes (default 1024).
+	MaxBatch int
+	Logger   *slog.Logger
+	// hooks are test-only fault injection points (see hooks.go).
+	hooks *hooks
+}
+
+// Engine is the TurnStore on local files and Postgres.
+type Engine struct {
+	opts    Options
+	log     *slog.Logger
+	pool    *pgxpool.Pool
+	q       *db.Queries
+	storeID [16]byte
+
+	blobs *blobpack.Pack
+	turns *turnlog.Log
+
+	table    *turnTable
+	contexts *contextTable
+	types    *typeTable
+	tenants  *tenantCache
+
+	committer *committer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ TurnStore = (*Engine)(nil)
+
+// Open recovers the files, reconciles them with Postgres, loads the
+// in-memory index and starts the committer.
+func Open(ctx context.Context, opts Options) (*Engine, error) {
+	if opts.Pool == nil {
+		return nil, errors.New("store: Options.Pool is required")
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 1024
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		opts: opts, log: opts.Logger, pool: opts.Pool, q: db.New(opts.Pool),
+		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
+		types: newTypeTable(), tenants: newTenantCache(db.New(opts.Pool)),
+	}
+	if err := e.recover(ctx); err != nil {
+		e.closeFiles()
+		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)
+	}
+	return e, nil
+}
+
+// Close stops the committer after the queued appends are answered and
+// closes the files. It does not close the pool.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		if e.committer != nil {
+			e.committer.stop()
+		}
+		e.closeErr = e.closeFiles()
+	})
+	return e.closeErr
+}
+
+func (e *Engine) closeFiles() error {
+	var errs []error
+	if e.turns != nil {
+		errs = append(errs, e.turns.Close())
+	}
+	if e.blobs != nil {
+		errs = append(errs, e.blobs.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Healthy reports whether Postgres answers and the files are open.
+func (e *Engine) Healthy(ctx context.Context) error {
+	if err := e.committer.failed(); err != nil {
+		return err
+	}
+	if err := e.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	return nil
+}
+
+// Stats describes the store's size and work.
+type Stats struct {
+	Contexts  int
+	Turns     int64
+	LastTurn  uint64
+	Blobs     int
+	PackBytes int64 // blobs.pack
+	LogBytes  int64 // turns.log
+	Appends   int64 // appends committed by this process
+	Groups    int64 // group commits by this process
+}
+
+// Stats returns the store's current size.
+func (e *Engine) Stats() Stats {
+	bs := e.blobs.Stats()
+	return Stats{
+		Contexts: e.contexts.len(), Turns: e.table.count.Load(), LastTurn: e.table.visible.Load(),
+		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(),
+		Appends: e.committer.appends.Load(), Groups: e.committer.groups.Load(),
+	}
+}
+
+// DatabaseBytes returns the bytes Postgres uses for the turn store's
+// tables and indexes.
+func (e *Engine) DatabaseBytes(ctx context.Context) (int64, error) {
+	return e.q.TurnStoreRelationBytes(ctx)
+}
+
+// Tenant resolves a tenant id.
+func (e *Engine) Tenant(ctx context.Context, id string) (Tenant, error) {
+	return e.tenants.get(ctx, id)
+}
+
+// CreateContext makes a context whose head is baseTurnID (0 = empty).
+func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64, clientTag string) (Head, error) {
+	var depth uint32
+	if baseTurnID != 0 {
+		m, ok := e.turnOf(t, baseTurnID)
+		if !ok {
+			return Head{}, errorf(KindNotFound, "base turn %d not found", baseTurnID)
+		}
+		depth = m.depth
+	}
+	id, err := e.q.CreateContext(ctx, db.CreateContextParams{
+		TenantID: t.ID, BaseTurnID: int64(baseTurnID), HeadDepth: int64(depth), ClientTag: clientTag,
+	})
+	if err != nil {
+		return Head{}, wrapf(KindUnavailable, err, "create context")
+	}
+	h := Head{ContextID: uint64(id), TurnID: baseTurnID, Depth: depth}
+	e.contexts.put(h.ContextID, contextState{tenant: t.No, head: baseTurnID, depth: depth})
+	return h, nil
+}
+
+// Head returns a context's head.
+func (e *Engine) Head(_ context.Context, t Tenant, contextID uint64) (Head, error) {
+	s, err := e.contextOf(t, contextID)
+	if err != nil {
+		return Head{}, err
+	}
+	return Head{ContextID: contextID, TurnID: s.head, Depth: s.depth}, nil
+}
+
+// contextOf returns the tenant's context, or NOT_FOUND (also for another
+// tenant's context: its existence is not revealed).
+func (e *Engine) contextOf(t Tenant, id uint64) (contextState, error) {
+	s, ok := e.contexts.get(id)
+	if !ok || s.tenant != t.No {
+		return contextState{}, errorf(KindNotFound, "context %d not found", id)
+	}
+	return s, nil
+}
+
+// turnOf returns the tenant's committed turn.
+func (e *Engine) turnOf(t Tenant, id uint64) (turnMeta, bool) {
+	m, ok := e.table.get(id)
+	if !ok || m.tenant != t.No {
+		return turnMeta{}, false
+	}
+	return m, true
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+func blobDir(dir string) string    { return filepath.Join(dir, "blobs") }
+func turnLogPath(dir string) string { return filepath.Join(dir, "turns", "turns.log") }

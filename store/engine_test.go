@@ -1,0 +1,451 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/klauspost/compress/zstd"
+	"github.com/zeebo/blake3"
+
+	"github.com/cardboxhq/cardbox/store/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testStore is an engine on a fresh database and directory that a test can
+// reopen to check what survives.
+type testStore struct {
+	t    *testing.T
+	dir  string
+	pool *pgxpool.Pool
+	*Engine
+}
+
+func newTestStore(t *testing.T) *testStore {
+	t.Helper()
+	s := &testStore{t: t, dir: t.TempDir(), pool: pgtest.NewPool(t)}
+	s.open(nil)
+	return s
+}
+
+func (s *testStore) open(h *hooks) {
+	s.t.Helper()
+	e, err := Open(context.Background(), Options{Dir: s.dir, Pool: s.pool, hooks: h})
+	if err != nil {
+		s.t.Fatalf("open store: %v", err)
+	}
+	s.Engine = e
+	s.t.Cleanup(func() { e.Close() })
+}
+
+// reopen closes the engine and opens the same directory and database.
+func (s *testStore) reopen() {
+	s.t.Helper()
+	if err := s.Engine.Close(); err != nil {
+		s.t.Fatalf("close: %v", err)
+	}
+	s.open(nil)
+}
+
+func (s *testStore) tenant(id string) Tenant {
+	s.t.Helper()
+	if _, err := s.pool.Exec(context.Background(), `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, id); err != nil {
+		s.t.Fatal(err)
+	}
+	t, err := s.Tenant(context.Background(), id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return t
+}
+
+func (s *testStore) defaultTenant() Tenant { return s.tenant(DefaultTenantID) }
+
+func (s *testStore) create(t Tenant, base uint64) Head {
+	s.t.Helper()
+	h, err := s.CreateContext(context.Background(), t, base, "")
+	if err != nil {
+		s.t.Fatalf("create context: %v", err)
+	}
+	return h
+}
+
+func (s *testStore) append(t Tenant, req *AppendRequest) AppendResult {
+	s.t.Helper()
+	r, err := s.Append(context.Background(), t, req)
+	if err != nil {
+		s.t.Fatalf("append: %v", err)
+	}
+	return r
+}
+
+func (s *testStore) last(t Tenant, ctx uint64, n uint32, payload bool) []Turn {
+	s.t.Helper()
+	turns, err := s.Last(context.Background(), t, ctx, n, payload)
+	if err != nil {
+		s.t.Fatalf("last: %v", err)
+	}
+	return turns
+}
+
+func (s *testStore) countRows(table string) int {
+	s.t.Helper()
+	var n int
+	if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		s.t.Fatal(err)
+	}
+	return n
+}
+
+// turnReq builds an uncompressed append of payload.
+func turnReq(ctxID, parent uint64, payload []byte) *AppendRequest {
+	return &AppendRequest{
+		ContextID: ctxID, ParentTurnID: parent, TypeID: "cxdb.ConversationItem", TypeVersion: 3,
+		Encoding: 1, UncompressedLen: uint32(len(payload)), ContentHash: blake3.Sum256(payload), Payload: payload,
+	}
+}
+
+func payloadN(i int) []byte { return []byte(fmt.Sprintf("payload %d %s", i, bytes.Repeat([]byte("x"), i%300))) }
+
+func wantKind(t *testing.T, err error, kind Kind) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %v", kind)
+	}
+	if KindOf(err) != kind {
+		t.Fatalf("got %v (%v), want %v", KindOf(err), err, kind)
+	}
+}
+
+func TestAppendBuildsALinearChain(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	if h.TurnID != 0 || h.Depth != 0 {
+		t.Fatalf("empty context head = %+v", h)
+	}
+	var ids []uint64
+	for i := 1; i <= 3; i++ {
+		r := s.append(ten, turnReq(h.ContextID, 0, payloadN(i)))
+		if r.Depth != uint32(i) {
+			t.Fatalf("turn %d depth = %d, want %d (the first turn has depth 1)", i, r.Depth, i)
+		}
+		ids = append(ids, r.TurnID)
+	}
+	head, err := s.Head(context.Background(), ten, h.ContextID)
+	if err != nil || head.TurnID != ids[2] || head.Depth != 3 {
+		t.Fatalf("head = %+v, %v", head, err)
+	}
+	got := s.last(ten, h.ContextID, 2, true)
+	if len(got) != 2 || got[0].ID != ids[1] || got[1].ID != ids[2] {
+		t.Fatalf("last 2 = %+v", got)
+	}
+	if got[0].ParentID != ids[0] || !bytes.Equal(got[1].Payload, payloadN(3)) || got[1].TypeID != "cxdb.ConversationItem" {
+		t.Fatalf("turn fields wrong: %+v", got[1])
+	}
+	if meta := s.last(ten, h.ContextID, 10, false); len(meta) != 3 || meta[0].Payload != nil {
+		t.Fatalf("metadata-only last = %+v", meta)
+	}
+	if n := s.countRows("turns"); n != 3 {
+		t.Fatalf("turn rows = %d", n)
+	}
+}
+
+func TestForkSharesHistory(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	main := s.create(ten, 0)
+	a := s.append(ten, turnReq(main.ContextID, 0, []byte("a")))
+	b := s.append(ten, turnReq(main.ContextID, 0, []byte("b")))
+	s.append(ten, turnReq(main.ContextID, 0, []byte("c")))
+
+	fork := s.create(ten, b.TurnID)
+	if fork.TurnID != b.TurnID || fork.Depth != 2 {
+		t.Fatalf("fork head = %+v", fork)
+	}
+	d := s.append(ten, turnReq(fork.ContextID, 0, []byte("d")))
+	if d.Depth != 3 {
+		t.Fatalf("fork append depth = %d", d.Depth)
+	}
+	got := s.last(ten, fork.ContextID, 10, true)
+	want := []string{"a", "b", "d"}
+	if len(got) != len(want) {
+		t.Fatalf("fork history = %d turns", len(got))
+	}
+	for i, w := range want {
+		if string(got[i].Payload) != w {
+			t.Fatalf("fork turn %d = %q, want %q", i, got[i].Payload, w)
+		}
+	}
+	// An explicit parent branches in place.
+	e := s.append(ten, turnReq(main.ContextID, a.TurnID, []byte("e")))
+	if e.Depth != 2 {
+		t.Fatalf("branch depth = %d", e.Depth)
+	}
+}
+
+func TestAppendRejectsBadInputAndStoresNothing(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	good := func() *AppendRequest { return turnReq(h.ContextID, 0, []byte("hello")) }
+	missing := Hash{0xBB}
+	tests := []struct {
+		name   string
+		mutate func(*AppendRequest)
+		want   Kind
+	}{
+		{"unknown context", func(r *AppendRequest) { r.ContextID = 9999 }, KindNotFound},
+		{"unknown parent", func(r *AppendRequest) { r.ParentTurnID = 12345 }, KindNotFound},
+		{"hash mismatch", func(r *AppendRequest) { r.ContentHash[0] ^= 1 }, KindConflict},
+		{"length mismatch", func(r *AppendRequest) { r.UncompressedLen++ }, KindConflict},
+		{"unsupported compression", func(r *AppendRequest) { r.Compression = 7 }, KindUnprocessable},
+		{"bad zstd", func(r *AppendRequest) { r.Compression = CompressionZstd }, KindUnprocessable},
+		{"zstd too large", func(r *AppendRequest) { r.Compression, r.UncompressedLen = CompressionZstd, MaxPayload+1 }, KindUnprocessable},
+		{"missing fs root", func(r *AppendRequest) { r.FSRoot = &missing }, KindNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := good()
+			tt.mutate(req)
+			_, err := s.Append(context.Background(), ten, req)
+			wantKind(t, err, tt.want)
+		})
+	}
+	if n := s.countRows("turns"); n != 0 {
+		t.Fatalf("rejected appends stored %d turns", n)
+	}
+	if st := s.Stats(); st.LogBytes != 0 || st.LastTurn != 0 {
+		t.Fatalf("rejected appends wrote files: %+v", st)
+	}
+}
+
+func TestZstdPayloadIsVerifiedAndServedDecompressed(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	raw := bytes.Repeat([]byte("compress me "), 100)
+	enc, _ := zstd.NewWriter(nil)
+	req := turnReq(h.ContextID, 0, raw)
+	req.Compression, req.Payload = CompressionZstd, enc.EncodeAll(raw, nil)
+	s.append(ten, req)
+	got := s.last(ten, h.ContextID, 1, true)
+	if !bytes.Equal(got[0].Payload, raw) || got[0].Compression != 0 || got[0].UncompressedLen != uint32(len(raw)) {
+		t.Fatalf("zstd turn served as %+v", got[0])
+	}
+	meta := s.last(ten, h.ContextID, 1, false)
+	if meta[0].Compression != CompressionZstd {
+		t.Fatalf("metadata view lost the wire compression: %+v", meta[0])
+	}
+}
+
+func TestIdempotencyKeyReturnsTheOriginalTurn(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	other := s.create(ten, 0)
+	req := turnReq(h.ContextID, 0, []byte("once"))
+	req.IdempotencyKey = []byte("idem-1")
+	first := s.append(ten, req)
+	again := s.append(ten, req)
+	if again.TurnID != first.TurnID || !again.Replayed {
+		t.Fatalf("replay = %+v, first = %+v", again, first)
+	}
+	otherReq := turnReq(other.ContextID, 0, []byte("once"))
+	otherReq.IdempotencyKey = []byte("idem-1")
+	if r := s.append(ten, otherReq); r.TurnID == first.TurnID {
+		t.Fatal("a key is scoped to its context")
+	}
+	s.reopen()
+	if r := s.append(ten, req); r.TurnID != first.TurnID {
+		t.Fatalf("after reopen the key appended turn %d", r.TurnID)
+	}
+	if n := s.countRows("turns"); n != 2 {
+		t.Fatalf("turn rows = %d, want 2", n)
+	}
+}
+
+func TestIdempotencyKeyWithinOneGroup(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	req := turnReq(h.ContextID, 0, []byte("dup"))
+	req.IdempotencyKey = []byte("k")
+	results := make(chan AppendResult, 8)
+	for range 8 {
+		go func() {
+			r, err := s.Append(context.Background(), ten, req)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- r
+		}()
+	}
+	first := <-results
+	for range 7 {
+		if r := <-results; r.TurnID != first.TurnID {
+			t.Fatalf("same key produced turns %d and %d", first.TurnID, r.TurnID)
+		}
+	}
+}
+
+func TestTenantsAreIsolated(t *testing.T) {
+	s := newTestStore(t)
+	a, b := s.tenant("acme"), s.tenant("bravo")
+	ctx := context.Background()
+	ha := s.create(a, 0)
+	ra := s.append(a, turnReq(ha.ContextID, 0, []byte("secret")))
+
+	_, err := s.Head(ctx, b, ha.ContextID)
+	wantKind(t, err, KindNotFound)
+	_, err = s.Append(ctx, b, turnReq(ha.ContextID, 0, []byte("x")))
+	wantKind(t, err, KindNotFound)
+	_, err = s.CreateContext(ctx, b, ra.TurnID, "")
+	wantKind(t, err, KindNotFound)
+	_, err = s.GetBlob(ctx, b, ra.ContentHash)
+	wantKind(t, err, KindNotFound)
+	err = s.AttachFS(ctx, b, ra.TurnID, ra.ContentHash)
+	wantKind(t, err, KindNotFound)
+	hb := s.create(b, 0)
+	_, err = s.Append(ctx, b, turnReq(hb.ContextID, ra.TurnID, []byte("x")))
+	wantKind(t, err, KindNotFound)
+
+	// b storing the same bytes gets its own grant to them.
+	isNew, err := s.PutBlob(ctx, b, ra.ContentHash, []byte("secret"))
+	if err != nil || !isNew {
+		t.Fatalf("b's first put: new=%v err=%v", isNew, err)
+	}
+	if got, err := s.GetBlob(ctx, b, ra.ContentHash); err != nil || string(got) != "secret" {
+		t.Fatalf("b's own blob: %q %v", got, err)
+	}
+	if isNew, _ := s.PutBlob(ctx, b, ra.ContentHash, []byte("secret")); isNew {
+		t.Fatal("b's second put reported new")
+	}
+}
+
+func TestBlobsAndFSAttachments(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	ctx := context.Background()
+	data := []byte("hello blob")
+	h := blake3.Sum256(data)
+	if isNew, err := s.PutBlob(ctx, ten, h, data); err != nil || !isNew {
+		t.Fatalf("put: %v %v", isNew, err)
+	}
+	if isNew, err := s.PutBlob(ctx, ten, h, data); err != nil || isNew {
+		t.Fatalf("second put: %v %v", isNew, err)
+	}
+	_, err := s.PutBlob(ctx, ten, Hash{1}, data)
+	wantKind(t, err, KindConflict)
+	_, err = s.GetBlob(ctx, ten, Hash{2})
+	wantKind(t, err, KindNotFound)
+
+	c := s.create(ten, 0)
+	req := turnReq(c.ContextID, 0, []byte("with fs"))
+	req.FSRoot = &h
+	r := s.append(ten, req)
+	if err := s.AttachFS(ctx, ten, r.TurnID, h); err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, s.AttachFS(ctx, ten, 999, h), KindNotFound)
+	wantKind(t, s.AttachFS(ctx, ten, r.TurnID, Hash{3}), KindNotFound)
+	if n := s.countRows("fs_attachments"); n != 1 {
+		t.Fatalf("fs attachments = %d", n)
+	}
+	s.reopen()
+	if got, err := s.GetBlob(ctx, ten, h); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("blob after reopen: %q %v", got, err)
+	}
+}
+
+func TestBeforePagesOneContext(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	ctx := context.Background()
+	h := s.create(ten, 0)
+	var ids []uint64
+	for i := range 10 {
+		ids = append(ids, s.append(ten, turnReq(h.ContextID, 0, payloadN(i))).TurnID)
+	}
+	page, err := s.Before(ctx, ten, h.ContextID, ids[5], 3, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != 3 || page[0].ID != ids[2] || page[2].ID != ids[4] {
+		t.Fatalf("page = %v", page)
+	}
+	page, _ = s.Before(ctx, ten, h.ContextID, ids[1], 5, false)
+	if len(page) != 1 || page[0].ID != ids[0] {
+		t.Fatalf("first page = %v", page)
+	}
+	other := s.create(ten, 0)
+	o := s.append(ten, turnReq(other.ContextID, 0, []byte("other")))
+	_, err = s.Before(ctx, ten, h.ContextID, o.TurnID, 3, false)
+	wantKind(t, err, KindNotFound)
+	// A fork may page through the turns it shares.
+	fork := s.create(ten, ids[9])
+	if page, err := s.Before(ctx, ten, fork.ContextID, ids[9], 2, false); err != nil || len(page) != 2 {
+		t.Fatalf("fork page = %v, %v", page, err)
+	}
+}
+
+func TestConcurrentAppendsToOneContextStayLinear(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	const writers, each = 8, 40
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				_, err := s.Append(context.Background(), ten, turnReq(h.ContextID, 0, payloadN(w*1000+i)))
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := s.last(ten, h.ContextID, writers*each+10, false)
+	if len(got) != writers*each {
+		t.Fatalf("chain has %d turns, want %d", len(got), writers*each)
+	}
+	for i, turn := range got {
+		if turn.Depth != uint32(i+1) {
+			t.Fatalf("turn %d has depth %d", i, turn.Depth)
+		}
+	}
+}
+
+func TestEverythingSurvivesReopen(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	var want []AppendResult
+	for i := range 50 {
+		want = append(want, s.append(ten, turnReq(h.ContextID, 0, payloadN(i))))
+	}
+	s.reopen()
+	got := s.last(ten, h.ContextID, 100, true)
+	if len(got) != len(want) {
+		t.Fatalf("after reopen: %d turns, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if got[i].ID != w.TurnID || got[i].Depth != w.Depth || !bytes.Equal(got[i].Payload, payloadN(i)) {
+			t.Fatalf("turn %d after reopen = %+v, want %+v", i, got[i], w)
+		}
+	}
+	next := s.append(ten, turnReq(h.ContextID, 0, []byte("next")))
+	if next.TurnID <= want[len(want)-1].TurnID || next.Depth != 51 {
+		t.Fatalf("append after reopen = %+v", next)
+	}
+}

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies a store error; each surface maps kinds to its own codes in
+// one place (the binary protocol's ERROR frame, HTTP statuses).
+type Kind int
+
+// Kinds of store errors.
+const (
+	KindInternal      Kind = iota // a bug or an I/O failure
+	KindInvalid                   // malformed input
+	KindNotFound                  // an unknown context, turn, parent or blob
+	KindConflict                  // the bytes contradict what the client declared (hash, length)
+	KindUnprocessable             // well-formed but unsupported (compression, sizes)
+	KindUnavailable               // the database is unreachable or the store is shutting down
+)
+
+var kindNames = [...]string{"INTERNAL", "INVALID", "NOT_FOUND", "CONFLICT", "UNPROCESSABLE", "UNAVAILABLE"}
+
+// String returns the kind's protocol name, e.g. "NOT_FOUND".
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Error is a store failure with its kind and a message for the client.
+type Error struct {
+	Kind Kind
+	Msg  string
+	Err  error // cause, if any; not shown to clients for internal errors
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf reports the kind of err: KindInternal unless err is or wraps an
+// *Error.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return KindInternal
+}
+
+func errorf(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+func wrapf(kind Kind, err error, format string, args ...any) *Error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// ErrClosed is returned by calls made after Close.
+var ErrClosed = errorf(KindUnavailable, "store is shutting down")

@@ -1,0 +1,27 @@
+package store
+
+import "errors"
+
+// step names a boundary inside a group commit, for fault injection.
+type step int
+
+const (
+	stepBlobsWritten step = iota // blobs fsynced, turn records not written
+	stepTurnsWritten             // turn records fsynced, Postgres not committed
+	stepCommitted                // Postgres committed, nothing published or acknowledged
+)
+
+// hooks let tests stop a group commit at a step boundary as a crash would:
+// the committer abandons the group where it is (no rollback, no publish, no
+// acknowledgement) and refuses further work. Reopening the directory and
+// database then exercises recovery from exactly that state.
+type hooks struct {
+	crashAt func(step) bool
+}
+
+// errCrashed is what a simulated crash answers.
+var errCrashed = errors.New("simulated crash")
+
+func (h *hooks) crash(s step) bool {
+	return h != nil && h.crashAt != nil && h.crashAt(s)
+}

@@ -1,0 +1,202 @@
+package store
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// turnMeta is what reads need of a turn, kept in memory for every committed
+// turn (72 bytes each).
+type turnMeta struct {
+	parent          uint64
+	hash            Hash
+	depth           uint32
+	tenant          uint32 // 0 = no such turn (an id burned by a failed group)
+	typeRef         uint32
+	typeVersion     uint32
+	encoding        uint32
+	compression     uint32
+	uncompressedLen uint32
+}
+
+const (
+	chunkBits = 16
+	chunkSize = 1 << chunkBits
+)
+
+// turnTable maps turn ids (dense, from 1) to their metadata. Only the
+// committer writes; readers see a turn once visible has passed its id, which
+// the committer advances after filling the entries (the atomic store orders
+// the writes before it).
+type turnTable struct {
+	chunks  atomic.Pointer[[]*[chunkSize]turnMeta]
+	visible atomic.Uint64 // highest id readers may look at
+	count   atomic.Int64  // turns stored
+}
+
+func newTurnTable() *turnTable {
+	t := &turnTable{}
+	t.chunks.Store(new([]*[chunkSize]turnMeta))
+	return t
+}
+
+// get returns turn id if it exists and is visible.
+func (t *turnTable) get(id uint64) (turnMeta, bool) {
+	if id == 0 || id > t.visible.Load() {
+		return turnMeta{}, false
+	}
+	chunks := *t.chunks.Load()
+	c := id >> chunkBits
+	if c >= uint64(len(chunks)) {
+		return turnMeta{}, false
+	}
+	m := chunks[c][id&(chunkSize-1)]
+	return m, m.tenant != 0
+}
+
+// set stores a turn; the committer calls it before publish.
+func (t *turnTable) set(id uint64, m turnMeta) {
+	chunks := *t.chunks.Load()
+	c := id >> chunkBits
+	for uint64(len(chunks)) <= c {
+		grown := append(chunks[:len(chunks):len(chunks)], new([chunkSize]turnMeta))
+		t.chunks.Store(&grown)
+		chunks = grown
+	}
+	chunks[c][id&(chunkSize-1)] = m
+	t.count.Add(1)
+}
+
+// publish makes every id up to max visible.
+func (t *turnTable) publish(max uint64) {
+	if max > t.visible.Load() {
+		t.visible.Store(max)
+	}
+}
+
+// contextState is a context's tenant and head.
+type contextState struct {
+	tenant uint32
+	head   uint64
+	depth  uint32
+}
+
+// contextTable holds every context's head.
+type contextTable struct {
+	mu sync.RWMutex
+	m  map[uint64]contextState
+}
+
+func (c *contextTable) get(id uint64) (contextState, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.m[id]
+	return s, ok
+}
+
+func (c *contextTable) put(id uint64, s contextState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[id] = s
+}
+
+func (c *contextTable) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.m)
+}
+
+// typeKey names a declared type id within a tenant.
+type typeKey struct {
+	tenant uint32
+	typeID string
+}
+
+// refKey names an interned type by its compact number.
+type refKey struct {
+	tenant uint32
+	ref    uint32
+}
+
+// typeTable interns declared type ids per tenant; the numbers are recorded
+// in the turn log and in the turn_types table.
+type typeTable struct {
+	mu     sync.RWMutex
+	refs   map[typeKey]uint32
+	names  map[refKey]string
+	latest map[uint32]uint32 // highest ref per tenant
+}
+
+func newTypeTable() *typeTable {
+	return &typeTable{refs: map[typeKey]uint32{}, names: map[refKey]string{}, latest: map[uint32]uint32{}}
+}
+
+func (t *typeTable) ref(tenant uint32, typeID string) (uint32, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, ok := t.refs[typeKey{tenant, typeID}]
+	return r, ok
+}
+
+func (t *typeTable) name(tenant, ref uint32) string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.names[refKey{tenant, ref}]
+}
+
+func (t *typeTable) add(tenant, ref uint32, typeID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.refs[typeKey{tenant, typeID}] = ref
+	t.names[refKey{tenant, ref}] = typeID
+	if ref > t.latest[tenant] {
+		t.latest[tenant] = ref
+	}
+}
+
+func (t *typeTable) next(tenant uint32) uint32 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.latest[tenant] + 1
+}
+
+// IdempotencyWindow is how long a repeated idempotency key returns the
+// original turn.
+const IdempotencyWindow = 24 * time.Hour
+
+// idemKey names an idempotency key within a tenant's context.
+type idemKey struct {
+	tenant  uint32
+	context uint64
+	key     string
+}
+
+// idemEntry is the turn a key produced, and when.
+type idemEntry struct {
+	turn uint64
+	at   time.Time
+}
+
+// idemTable remembers the keys of the last IdempotencyWindow. Only the
+// committer reads and writes it, so it has no lock.
+type idemTable struct {
+	m map[idemKey]idemEntry
+}
+
+func (t *idemTable) lookup(k idemKey, now time.Time) (uint64, bool) {
+	e, ok := t.m[k]
+	if !ok || now.Sub(e.at) >= IdempotencyWindow {
+		return 0, false
+	}
+	return e.turn, true
+}
+
+// expire forgets keys older than the window.
+func (t *idemTable) expire(now time.Time) {
+	for k, e := range t.m {
+		if now.Sub(e.at) >= IdempotencyWindow {
+			delete(t.m, k)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package store
+
+import (
+	"context"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/zeebo/blake3"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// MaxPayload is the largest uncompressed payload or blob the store takes,
+// the binary protocol's frame cap.
+const MaxPayload = 64 << 20
+
+// maxListBytes caps the payload bytes of one Last/Before answer so that it
+// fits a protocol frame; older turns past it are left out.
+const maxListBytes = 48 << 20
+
+// maxListTurns caps how many turns one Last/Before answer walks.
+const maxListTurns = 100_000
+
+// Compression values of APPEND_TURN.
+const (
+	CompressionNone = 0
+	CompressionZstd = 1
+)
+
+// zstdDecoder is shared: DecodeAll is safe for concurrent use. Its memory
+// cap stops a small frame from inflating past MaxPayload.
+var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxPayload), zstd.WithDecoderConcurrency(0))
+
+// Append verifies the payload (length, decompression, BLAKE3) in the
+// caller's goroutine, so appends verify in parallel, then hands the turn to
+// the committer and waits until it is durable.
+func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (AppendResult, error) {
+	if _, err := e.contextOf(t, req.ContextID); err != nil {
+		return AppendResult{}, err
+	}
+	raw, err := uncompressed(req)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if blake3.Sum256(raw) != req.ContentHash {
+		return AppendResult{}, errorf(KindConflict, "content hash mismatch: payload does not hash to %x", req.ContentHash)
+	}
+	if req.FSRoot != nil {
+		if err := e.checkFSRoot(ctx, t, *req.FSRoot); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	o := e.committer.submit(ctx, &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)})
+	return o.res, o.err
+}
+
+// uncompressed returns the payload's original bytes, checked against the
+// declared length.
+func uncompressed(req *AppendRequest) ([]byte, error) {
+	switch req.Compression {
+	case CompressionNone:
+		if uint32(len(req.Payload)) != req.UncompressedLen || len(req.Payload) != int(req.UncompressedLen) {
+			return nil, errorf(KindConflict, "uncompressed length mismatch: declared %d, payload has %d bytes", req.UncompressedLen, len(req.Payload))
+		}
+		return req.Payload, nil
+	case CompressionZstd:
+		if req.UncompressedLen > MaxPayload {
+			return nil, errorf(KindUnprocessable, "uncompressed length %d exceeds the %d-byte limit", req.UncompressedLen, MaxPayload)
+		}
+		raw, err := zstdDecoder.DecodeAll(req.Payload, make([]byte, 0, req.UncompressedLen))
+		if err != nil {
+			return nil, wrapf(KindUnprocessable, err, "zstd decode failed")
+		}
+		if len(raw) != int(req.UncompressedLen) {
+			return nil, errorf(KindConflict, "uncompressed length mismatch: declared %d, payload decompresses to %d bytes", req.UncompressedLen, len(raw))
+		}
+		return raw, nil
+	default:
+		return nil, errorf(KindUnprocessable, "unsupported compression: %d (0 = none, 1 = zstd)", req.Compression)
+	}
+}
+
+func (e *Engine) checkFSRoot(ctx context.Context, t Tenant, root Hash) error {
+	ok, err := e.ownsBlob(ctx, t, root)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errorf(KindNotFound, "fs root tree blob %x not found", root)
+	}
+	return nil
+}
+
+// Last returns up to limit turns ending at the context's head, oldest first.
+func (e *Engine) Last(ctx context.Context, t Tenant, contextID uint64, limit uint32, withPayload bool) ([]Turn, error) {
+	s, err := e.contextOf(t, contextID)
+	if err != nil {
+		return nil, err
+	}
+	return e.walk(t, s.head, limit, withPayload)
+}
+
+// Before returns up to limit turns older than beforeTurnID, oldest first.
+// The cursor must lie on the context's chain (it may be a turn the context
+// shares with the context it was forked from).
+func (e *Engine) Before(ctx context.Context, t Tenant, contextID, beforeTurnID uint64, limit uint32, withPayload bool) ([]Turn, error) {
+	if beforeTurnID == 0 {
+		return e.Last(ctx, t, contextID, limit, withPayload)
+	}
+	s, err := e.contextOf(t, contextID)
+	if err != nil {
+		return nil, err
+	}
+	cursor, ok := e.turnOf(t, beforeTurnID)
+	if !ok || !e.onChain(s.head, beforeTurnID, cursor.depth) {
+		return nil, errorf(KindNotFound, "turn %d not found in context %d", beforeTurnID, contextID)
+	}
+	return e.walk(t, cursor.parent, limit, withPayload)
+}
+
+// onChain reports whether turn id (at depth) is an ancestor of head or head
+// itself.
+func (e *Engine) onChain(head, id uint64, depth uint32) bool {
+	for head != 0 {
+		m, ok := e.table.get(head)
+		if !ok || m.depth < depth {
+			return false
+		}
+		if m.depth == depth {
+			return head == id
+		}
+		head = m.parent
+	}
+	return false
+}
+
+// walk collects up to limit turns from `from` towards the root and returns
+// them oldest first.
+func (e *Engine) walk(t Tenant, from uint64, limit uint32, withPayload bool) ([]Turn, error) {
+	n := min(int(limit), maxListTurns)
+	out := make([]Turn, 0, min(n, 1024))
+	budget := maxListBytes
+	for id := from; id != 0 && len(out) < n; {
+		m, ok := e.table.get(id)
+		if !ok {
+			return nil, errorf(KindInternal, "turn %d: parent chain broken", id)
+		}
+		turn, err := e.turn(t, id, m, withPayload)
+		if err != nil {
+			return nil, err
+		}
+		if budget -= len(turn.Payload); budget < 0 && len(out) > 0 {
+			break
+		}
+		out = append(out, turn)
+		id = m.parent
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}
+
+// turn renders one turn. With a payload it reports it as the original
+// bytes (compression 0, length = payload length), as CXDB does.
+func (e *Engine) turn(t Tenant, id uint64, m turnMeta, withPayload bool) (Turn, error) {
+	turn := Turn{
+		ID: id, ParentID: m.parent, Depth: m.depth, TypeID: e.types.name(t.No, m.typeRef),
+		TypeVersion: m.typeVersion, Encoding: m.encoding, Compression: m.compression,
+		UncompressedLen: m.uncompressedLen, Hash: m.hash,
+	}
+	if !withPayload {
+		return turn, nil
+	}
+	data, err := e.blobs.Read(m.hash)
+	if err != nil {
+		return Turn{}, wrapf(KindInternal, err, "read payload of turn %d", id)
+	}
+	turn.Payload, turn.Compression, turn.UncompressedLen = data, CompressionNone, uint32(len(data))
+	return turn, nil
+}
+
+// GetBlob returns a blob the tenant owns.
+func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) {
+	ok, err := e.ownsBlob(ctx, t, h)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errorf(KindNotFound, "blob %x not found", h)
+	}
+	data, err := e.blobs.Read(h)
+	if err != nil {
+		return nil, wrapf(KindInternal, err, "read blob %x", h)
+	}
+	return data, nil
+}
+
+// ownsBlob reports whether the blob is stored and the tenant may read it:
+// it stored it first (recorded in the pack) or was granted it.
+func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
+	entry, ok := e.blobs.Lookup(h)
+	if !ok {
+		return false, nil
+	}
+	if entry.Owner == t.No {
+		return true, nil
+	}
+	ok, err := e.q.TenantOwnsBlob(ctx, db.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
+	if err != nil {
+		return false, wrapf(KindUnavailable, err, "look up blob %x", h)
+	}
+	return ok, nil
+}
+
+// PutBlob stores data under h after checking that it hashes to h.
+func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bool, error) {
+	if len(data) > MaxPayload {
+		return false, errorf(KindUnprocessable, "blob of %d bytes exceeds the %d-byte limit", len(data), MaxPayload)
+	}
+	if blake3.Sum256(data) != h {
+		return false, errorf(KindConflict, "blob hash mismatch: data does not hash to %x", h)
+	}
+	entry, ok := e.blobs.Lookup(h)
+	if !ok {
+		o := e.committer.submit(ctx, &job{tenant: t, raw: data, hash: h, done: make(chan outcome, 1)})
+		if o.err != nil {
+			return false, o.err
+		}
+		entry = o.entry
+		if o.isNew {
+			return true, nil
+		}
+	}
+	if entry.Owner == t.No {
+		return false, nil
+	}
+	isNew, err := e.q.GrantBlob(ctx, db.GrantBlobParams{TenantID: t.ID, BlobHash: h[:]})
+	if err != nil {
+		return false, wrapf(KindUnavailable, err, "grant blob %x", h)
+	}
+	return isNew, nil
+}
+
+// AttachFS records root as turnID's fs tree; the last attach wins.
+func (e *Engine) AttachFS(ctx context.Context, t Tenant, turnID uint64, root Hash) error {
+	if _, ok := e.turnOf(t, turnID); !ok {
+		return errorf(KindNotFound, "turn %d not found", turnID)
+	}
+	if err := e.checkFSRoot(ctx, t, root); err != nil {
+		return err
+	}
+	err := e.q.AttachFS(ctx, db.AttachFSParams{TenantID: t.ID, TurnID: int64(turnID), FsRootHash: root[:]})
+	if err != nil {
+		return wrapf(KindUnavailable, err, "attach fs root to turn %d", turnID)
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/turnlog"
+)
+
+// storeIDFile ties a data directory to the database that holds its facts.
+const storeIDFile = "STORE_ID"
+
+// recover opens the files and rebuilds memory from them and Postgres:
+//
+//  1. match the directory's STORE_ID with the database's turn_log_state;
+//  2. open the blob pack (its torn tail is cut; orphan blobs are harmless);
+//  3. open the turn log, failing on damage below committed_end and cutting
+//     everything from committed_end on (records of groups that never
+//     committed), loading every record left into the turn table;
+//  4. load tenants, type refs, heads and recent idempotency keys, and check
+//     that every head names a loaded turn.
+func (e *Engine) recover(ctx context.Context) error {
+	state, err := e.loadState(ctx)
+	if err != nil {
+		return err
+	}
+	if e.blobs, err = blobpack.Open(blobDir(e.opts.Dir), blobpack.Options{}); err != nil {
+		return err
+	}
+	if err := e.loadTenants(ctx); err != nil {
+		return err
+	}
+	maxTurn, err := e.openTurnLog(state.CommittedEnd)
+	if err != nil {
+		return err
+	}
+	if err := e.loadTypes(ctx); err != nil {
+		return err
+	}
+	if err := e.loadContexts(ctx); err != nil {
+		return err
+	}
+	idem, err := e.loadIdempotencyKeys(ctx)
+	if err != nil {
+		return err
+	}
+	next := max(uint64(state.NextTurnID), maxTurn+1)
+	e.committer = newCommitter(e, next, idem)
+	e.log.Info("turn store open", "dir", e.opts.Dir, "turns", maxTurn, "contexts", e.contexts.len(),
+		"blobs", e.blobs.Stats().Blobs, "recovery", e.blobs.Recovery())
+	return nil
+}
+
+// loadState returns the database's turn log state for this directory,
+// initialising both on first use and refusing a directory and a database
+// that belong to different stores.
+func (e *Engine) loadState(ctx context.Context) (db.GetTurnLogStateRow, error) {
+	fileID, err := readStoreID(e.opts.Dir)
+	if err != nil {
+		return db.GetTurnLogStateRow{}, err
+	}
+	state, err := e.q.GetTurnLogState(ctx)
+	switch {
+	case err == nil && fileID == uuid.Nil:
+		return state, fmt.Errorf("the database holds turn store %s but %s has no %s: is this the right data directory?",
+			state.StoreID, e.opts.Dir, storeIDFile)
+	case err == nil && fileID != state.StoreID:
+		return state, fmt.Errorf("data directory %s belongs to turn store %s, the database to turn store %s",
+			e.opts.Dir, fileID, state.StoreID)
+	case err == nil:
+		e.storeID = state.StoreID
+		return state, nil
+	case !isNoRows(err):
+		return state, fmt.Errorf("read turn log state: %w", err)
+	}
+	return e.initState(ctx, fileID)
+}
+
+// initState starts a new store, or finishes starting one whose STORE_ID was
+// written before the database row.
+func (e *Engine) initState(ctx context.Context, fileID uuid.UUID) (db.GetTurnLogStateRow, error) {
+	if fi, err := os.Stat(turnLogPath(e.opts.Dir)); err == nil && fi.Size() > 0 {
+		return db.GetTurnLogStateRow{}, fmt.Errorf("data directory %s holds turns but the database has no turn store: "+
+			"is CARDBOX_DATABASE_URL the database this directory was used with?", e.opts.Dir)
+	}
+	if fileID == uuid.Nil {
+		fileID = uuid.New()
+		if err := writeStoreID(e.opts.Dir, fileID); err != nil {
+			return db.GetTurnLogStateRow{}, err
+		}
+	}
+	if err := e.q.InitTurnLogState(ctx, fileID); err != nil {
+		return db.GetTurnLogStateRow{}, fmt.Errorf("init turn log state: %w", err)
+	}
+	e.storeID = fileID
+	return db.GetTurnLogStateRow{StoreID: fileID, CommittedEnd: 0, NextTurnID: 1}, nil
+}
+
+func readStoreID(dir string) (uuid.UUID, error) {
+	b, err := os.ReadFile(filepath.Join(dir, storeIDFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return uuid.Nil, nil
+	}
+	if err != nil {
+		return uuid.Nil, err
+	}
+	id, err := uuid.Parse(strings.TrimSpace(string(b)))
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("%s: %w", storeIDFile, err)
+	}
+	return id, nil
+}
+
+// writeStoreID writes the file durably: temp file, fsync, rename, fsync dir.
+func writeStoreID(dir string, id uuid.UUID) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, storeIDFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(id.String() + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, storeIDFile)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// openTurnLog opens the log, keeping exactly the committed records, and
+// loads them into the turn table. It returns the highest turn id.
+func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
+	path := turnLogPath(e.opts.Dir)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, err
+	}
+	var maxTurn uint64
+	load := func(_ int64, r turnlog.Record) error {
+		e.table.set(r.TurnID, turnMeta{
+			parent: r.ParentTurnID, hash: r.PayloadHash, depth: r.Depth, tenant: r.Tenant,
+			typeRef: r.TypeRef, typeVersion: r.TypeVersion, encoding: r.Encoding,
+			compression: r.Compression, uncompressedLen: r.UncompressedLen,
+		})
+		maxTurn = max(maxTurn, r.TurnID)
+		return nil
+	}
+	log, err := turnlog.Open(path, turnlog.Options{MinValidSize: committedEnd, TruncateAt: committedEnd}, load)
+	if err != nil {
+		return 0, err
+	}
+	e.turns = log
+	if log.Size() < committedEnd {
+		return 0, fmt.Errorf("turn log %s is %d bytes but %d bytes were committed: committed turns are missing "+
+			"(restore the data directory from a backup)", path, log.Size(), committedEnd)
+	}
+	e.table.publish(maxTurn)
+	return maxTurn, nil
+}
+
+func (e *Engine) loadTenants(ctx context.Context) error {
+	rows, err := e.q.ListTenants(ctx)
+	if err != nil {
+		return fmt.Errorf("load tenants: %w", err)
+	}
+	for _, r := range rows {
+		e.tenants.add(Tenant{ID: r.TenantID, No: uint32(r.TenantNo)})
+	}
+	return nil
+}
+
+func (e *Engine) loadTypes(ctx context.Context) error {
+	rows, err := e.q.ListTurnTypes(ctx)
+	if err != nil {
+		return fmt.Errorf("load turn types: %w", err)
+	}
+	for _, r := range rows {
+		e.types.add(uint32(r.TenantNo), uint32(r.TypeRef), r.TypeID)
+	}
+	return nil
+}
+
+// loadContexts loads every head and checks it names a committed turn of
+// the same tenant.
+func (e *Engine) loadContexts(ctx context.Context) error {
+	rows, err := e.q.ListContexts(ctx)
+	if err != nil {
+		return fmt.Errorf("load contexts: %w", err)
+	}
+	for _, r := range rows {
+		s := contextState{tenant: uint32(r.TenantNo), head: uint64(r.HeadTurnID), depth: uint32(r.HeadDepth)}
+		if s.head != 0 {
+			m, ok := e.table.get(s.head)
+			if !ok || m.tenant != s.tenant || m.depth != s.depth {
+				return fmt.Errorf("context %d: head turn %d is not in the turn log", r.ContextID, s.head)
+			}
+		}
+		e.contexts.put(uint64(r.ContextID), s)
+	}
+	return nil
+}
+
+func (e *Engine) loadIdempotencyKeys(ctx context.Context) (idemTable, error) {
+	t := idemTable{m: map[idemKey]idemEntry{}}
+	rows, err := e.q.ListIdempotencyKeysSince(ctx, time.Now().Add(-IdempotencyWindow))
+	if err != nil {
+		return t, fmt.Errorf("load idempotency keys: %w", err)
+	}
+	for _, r := range rows {
+		k := idemKey{tenant: uint32(r.TenantNo), context: uint64(r.ContextID), key: string(r.IdempotencyKey)}
+		t.m[k] = idemEntry{turn: uint64(r.TurnID), at: r.CreatedAt}
+	}
+	return t, nil
+}

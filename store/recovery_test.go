@@ -1,0 +1,138 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cardboxhq/cardbox/store/turnlog"
+)
+
+// TestCrashAtEveryStepKeepsAcknowledgedTurns stops a group commit at each
+// step boundary as a crash would, reopens, and checks the invariants: every
+// acknowledged turn reads back, the crashed turn exists only if Postgres
+// committed it, heads name existing turns, and new appends get fresh ids.
+func TestCrashAtEveryStepKeepsAcknowledgedTurns(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		at            step
+		crashedExists bool
+	}{
+		{"after blobs", stepBlobsWritten, false},
+		{"after turn log", stepTurnsWritten, false},
+		{"after commit", stepCommitted, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestStore(t)
+			ten := s.defaultTenant()
+			h := s.create(ten, 0)
+			var acked []AppendResult
+			for i := range 5 {
+				acked = append(acked, s.append(ten, turnReq(h.ContextID, 0, payloadN(i))))
+			}
+			var armed atomic.Bool
+			armed.Store(true)
+			s.Engine.Close()
+			s.open(&hooks{crashAt: func(st step) bool { return st == tt.at && armed.Load() }})
+			crashed := turnReq(h.ContextID, 0, []byte("in flight at the crash"))
+			if _, err := s.Append(context.Background(), ten, crashed); !errors.Is(err, errCrashed) {
+				t.Fatalf("crashed append: %v", err)
+			}
+			if _, err := s.Append(context.Background(), ten, turnReq(h.ContextID, 0, []byte("after"))); err == nil {
+				t.Fatal("a crashed store took another append")
+			}
+			s.reopen()
+
+			got := s.last(ten, h.ContextID, 100, true)
+			wantLen := len(acked)
+			if tt.crashedExists {
+				wantLen++
+			}
+			if len(got) != wantLen {
+				t.Fatalf("after recovery %d turns, want %d", len(got), wantLen)
+			}
+			for i, a := range acked {
+				if got[i].ID != a.TurnID || !bytes.Equal(got[i].Payload, payloadN(i)) {
+					t.Fatalf("acknowledged turn %d lost: %+v", a.TurnID, got[i])
+				}
+			}
+			head, _ := s.Head(context.Background(), ten, h.ContextID)
+			if head.TurnID != got[len(got)-1].ID {
+				t.Fatalf("head %d is not the last turn %d", head.TurnID, got[len(got)-1].ID)
+			}
+			next := s.append(ten, turnReq(h.ContextID, 0, []byte("next")))
+			if next.TurnID <= got[len(got)-1].ID || next.Depth != uint32(wantLen+1) {
+				t.Fatalf("append after recovery = %+v", next)
+			}
+		})
+	}
+}
+
+func TestTornTurnLogTailIsCut(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	for i := range 3 {
+		s.append(ten, turnReq(h.ContextID, 0, payloadN(i)))
+	}
+	s.Engine.Close()
+	// Half a record of garbage past the committed end, as a crash mid-write
+	// leaves it.
+	f, err := os.OpenFile(turnLogPath(s.dir), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(bytes.Repeat([]byte{0xAB}, turnlog.RecordSize/2))
+	f.Close()
+	s.open(nil)
+	if got := s.last(ten, h.ContextID, 10, true); len(got) != 3 {
+		t.Fatalf("after torn tail: %d turns", len(got))
+	}
+	if st := s.Stats(); st.LogBytes != 3*turnlog.RecordSize {
+		t.Fatalf("torn tail not cut: log is %d bytes", st.LogBytes)
+	}
+}
+
+func TestCorruptCommittedRecordRefusesToOpen(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	for i := range 3 {
+		s.append(ten, turnReq(h.ContextID, 0, payloadN(i)))
+	}
+	s.Engine.Close()
+	b, err := os.ReadFile(turnLogPath(s.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[turnlog.RecordSize+10] ^= 0xFF
+	if err := os.WriteFile(turnLogPath(s.dir), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(context.Background(), Options{Dir: s.dir, Pool: s.pool}); err == nil {
+		t.Fatal("opened a store whose committed turn record is corrupt")
+	}
+	after, _ := os.ReadFile(turnLogPath(s.dir))
+	if !bytes.Equal(after, b) {
+		t.Fatal("a failed open modified the turn log")
+	}
+}
+
+func TestMismatchedDirectoryAndDatabaseAreRefused(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	s.append(ten, turnReq(h.ContextID, 0, []byte("x")))
+	s.Engine.Close()
+	if _, err := Open(context.Background(), Options{Dir: t.TempDir(), Pool: s.pool}); err == nil {
+		t.Fatal("opened an empty directory against a database that has a store")
+	}
+	other := newTestStore(t)
+	other.Engine.Close()
+	if _, err := Open(context.Background(), Options{Dir: s.dir, Pool: other.pool}); err == nil {
+		t.Fatal("opened a directory against another store's database")
+	}
+}

@@ -1,0 +1,109 @@
+// Package store is cardbox's turn store: contexts as branch heads into an
+// append-only DAG of turns whose payloads live in a content-addressed blob
+// pack.
+//
+// Bytes live in local append-only files (package blobpack for payloads,
+// package turnlog for turn records); facts live in Postgres (tables in
+// migrations/). A turn exists if and only if its Postgres row is committed.
+// Appends are group-committed by one committer goroutine: one write and one
+// fsync per file and one Postgres statement for every append queued while
+// the previous group was committing. docs/storage.md states the protocol and
+// what recovery does with every kind of leftover.
+//
+// Reads are served from memory (turn metadata and heads) and the blob pack.
+package store
+
+import (
+	"context"
+
+	"github.com/cardboxhq/cardbox/store/blobpack"
+)
+
+// Hash is a BLAKE3-256 digest.
+type Hash = blobpack.Hash
+
+// DefaultTenantID is the tenant sessions use when no authentication is
+// configured.
+const DefaultTenantID = "default"
+
+// Tenant owns contexts, turns and blobs. No is the compact number the local
+// files record.
+type Tenant struct {
+	ID string
+	No uint32
+}
+
+// Head is a context's current head turn (0 for an empty context).
+type Head struct {
+	ContextID uint64
+	TurnID    uint64
+	Depth     uint32
+}
+
+// AppendRequest is one turn to append. Payload is the bytes as sent:
+// compressed when Compression is 1 (zstd).
+type AppendRequest struct {
+	ContextID       uint64
+	ParentTurnID    uint64 // 0 = the context's current head
+	TypeID          string
+	TypeVersion     uint32
+	Encoding        uint32
+	Compression     uint32
+	UncompressedLen uint32
+	ContentHash     Hash // BLAKE3-256 of the uncompressed payload
+	Payload         []byte
+	IdempotencyKey  []byte
+	FSRoot          *Hash // attach this fs tree to the new turn
+}
+
+// AppendResult describes the appended turn, or the original one when the
+// idempotency key was seen before (Replayed).
+type AppendResult struct {
+	ContextID   uint64
+	TurnID      uint64
+	Depth       uint32
+	ContentHash Hash
+	Replayed    bool
+}
+
+// Turn is a turn's metadata and, when asked for, its uncompressed payload.
+type Turn struct {
+	ID              uint64
+	ParentID        uint64
+	Depth           uint32
+	TypeID          string
+	TypeVersion     uint32
+	Encoding        uint32
+	Compression     uint32 // as the writer sent it
+	UncompressedLen uint32
+	Hash            Hash
+	Payload         []byte // nil unless requested
+}
+
+// TurnStore is what the protocol surfaces need from the store. Every call is
+// scoped to one tenant: another tenant's contexts, turns and blobs do not
+// exist for it.
+type TurnStore interface {
+	// Tenant resolves a tenant id.
+	Tenant(ctx context.Context, id string) (Tenant, error)
+	// CreateContext makes a context whose head is baseTurnID (0 = empty).
+	// Forking is the same call with an existing turn.
+	CreateContext(ctx context.Context, t Tenant, baseTurnID uint64, clientTag string) (Head, error)
+	// Head returns a context's head.
+	Head(ctx context.Context, t Tenant, contextID uint64) (Head, error)
+	// Append appends a turn once it is durable in the files and Postgres.
+	Append(ctx context.Context, t Tenant, req *AppendRequest) (AppendResult, error)
+	// Last returns up to limit turns ending at the head, oldest first.
+	Last(ctx context.Context, t Tenant, contextID uint64, limit uint32, withPayload bool) ([]Turn, error)
+	// Before returns up to limit turns older than beforeTurnID, oldest
+	// first; beforeTurnID must be on the context's chain (0 = the head's
+	// chain from the head, like Last).
+	Before(ctx context.Context, t Tenant, contextID, beforeTurnID uint64, limit uint32, withPayload bool) ([]Turn, error)
+	// GetBlob returns a blob's uncompressed bytes.
+	GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error)
+	// PutBlob stores data under its hash; wasNew reports whether the tenant
+	// did not have it before.
+	PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (wasNew bool, err error)
+	// AttachFS records the fs tree root of a turn (the last attach wins).
+	AttachFS(ctx context.Context, t Tenant, turnID uint64, root Hash) error
+}

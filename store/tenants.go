@@ -1,0 +1,56 @@
+package store
+
+import (
+	"context"
+	"sync"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// tenantCache resolves tenant ids; tenants are never renumbered, so an
+// answer can be kept forever.
+type tenantCache struct {
+	q  *db.Queries
+	mu sync.RWMutex
+	m  map[string]Tenant
+	// ids maps tenant numbers back to ids for the batch statement.
+	ids map[uint32]string
+}
+
+func newTenantCache(q *db.Queries) *tenantCache {
+	return &tenantCache{q: q, m: map[string]Tenant{}, ids: map[uint32]string{}}
+}
+
+func (c *tenantCache) get(ctx context.Context, id string) (Tenant, error) {
+	c.mu.RLock()
+	t, ok := c.m[id]
+	c.mu.RUnlock()
+	if ok {
+		return t, nil
+	}
+	row, err := c.q.GetTenant(ctx, id)
+	if isNoRows(err) {
+		return Tenant{}, errorf(KindNotFound, "tenant %q not found", id)
+	}
+	if err != nil {
+		return Tenant{}, wrapf(KindUnavailable, err, "look up tenant %q", id)
+	}
+	t = Tenant{ID: row.TenantID, No: uint32(row.TenantNo)}
+	c.add(t)
+	return t, nil
+}
+
+func (c *tenantCache) add(t Tenant) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[t.ID] = t
+	c.ids[t.No] = t.ID
+}
+
+// idOf returns the id of tenant number no; the committer only sees tenants
+// that were resolved through get.
+func (c *tenantCache) idOf(no uint32) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.ids[no]
+}
