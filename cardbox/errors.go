@@ -69,7 +69,7 @@ type ConflictError struct {
 
 // Error implements error.
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("cards are immutable: %s already exist with different content",
+	return fmt.Sprintf("cards are immutable; these ids exist with different content: %s",
 		quoteList(e.CardIDs))
 }
 

@@ -196,5 +196,5 @@ func (e *Engine) turnOf(t Tenant, id uint64) (turnMeta, bool) {
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
-func blobDir(dir string) string    { return filepath.Join(dir, "blobs") }
+func blobDir(dir string) string     { return filepath.Join(dir, "blobs") }
 func turnLogPath(dir string) string { return filepath.Join(dir, "turns", "turns.log") }

@@ -108,7 +108,9 @@ func turnReq(ctxID, parent uint64, payload []byte) *AppendRequest {
 	}
 }
 
-func payloadN(i int) []byte { return []byte(fmt.Sprintf("payload %d %s", i, bytes.Repeat([]byte("x"), i%300))) }
+func payloadN(i int) []byte {
+	return []byte(fmt.Sprintf("payload %d %s", i, bytes.Repeat([]byte("x"), i%300)))
+}
 
 func wantKind(t *testing.T, err error, kind Kind) {
 	t.Helper()

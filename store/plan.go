@@ -42,7 +42,7 @@ type plan struct {
 
 	puts       []blobpack.PutItem
 	putOwners  map[Hash]uint32 // first owner of each blob put by this group
-	putJobs    map[*job]int // blob puts: index into puts
+	putJobs    map[*job]int    // blob puts: index into puts
 	putResults []blobpack.Result
 
 	turns    []plannedTurn

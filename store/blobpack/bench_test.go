@@ -60,8 +60,8 @@ func BenchmarkRead1KiB(b *testing.B) {
 			items = items[:0]
 		}
 	}
-	b.SetBytes(1024)
 	b.Run("serial", func(b *testing.B) {
+		b.SetBytes(1024)
 		i := 0
 		for b.Loop() {
 			if _, err := p.Read(hashes[i%n]); err != nil {
@@ -71,6 +71,7 @@ func BenchmarkRead1KiB(b *testing.B) {
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
+		b.SetBytes(1024)
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
 			for pb.Next() {

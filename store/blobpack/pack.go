@@ -88,15 +88,15 @@ type Pack struct {
 	closed   atomic.Bool
 	packSize atomic.Int64 // every byte below is a published, fsynced record
 
-	mu       sync.RWMutex // guards index and rawBytes
+	mu       sync.RWMutex // guards the fields below; the writer also holds wmu to change idxErr
 	index    *index
 	rawBytes int64
+	idxErr   error // first blobs.idx write error; the index is no longer appended
 
 	wmu      sync.Mutex // serializes Put and Close; guards the fields below
 	wbuf     []byte
 	idxSize  int64
-	idxErr   error
-	failed   error // set when a failed fsync leaves the pack's state unknown
+	failed   error // set when a failed write or fsync leaves the pack's state unknown
 	recovery Recovery
 }
 
@@ -133,8 +133,8 @@ func Open(dir string, opts Options) (*Pack, error) {
 }
 
 func (p *Pack) openFiles() error {
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
-		return fmt.Errorf("blobpack: open: %w", err)
+	if err := mkdir(p.dir); err != nil {
+		return err
 	}
 	var createdPack, createdIdx bool
 	var err error
@@ -160,6 +160,18 @@ func (p *Pack) openFiles() error {
 
 // openOrCreate opens name for reading and writing and reports whether it
 // had to create it.
+// mkdir creates dir if missing and then fsyncs its parent, so that the new
+// directory entry is as durable as the files created in it.
+func mkdir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("blobpack: open: %w", err)
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
 func openOrCreate(name string) (*os.File, bool, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err == nil {
@@ -207,13 +219,8 @@ func (p *Pack) Lookup(h Hash) (Entry, bool) {
 // Stats returns the pack's current counters.
 func (p *Pack) Stats() Stats {
 	p.mu.RLock()
-	s := Stats{Blobs: p.index.len(), RawBytes: p.rawBytes}
-	p.mu.RUnlock()
-	s.PackBytes = p.packSize.Load()
-	p.wmu.Lock()
-	s.IndexErr = p.idxErr
-	p.wmu.Unlock()
-	return s
+	defer p.mu.RUnlock()
+	return Stats{Blobs: p.index.len(), PackBytes: p.packSize.Load(), RawBytes: p.rawBytes, IndexErr: p.idxErr}
 }
 
 // Read returns the uncompressed bytes of the blob with hash h. The result

@@ -55,7 +55,7 @@ func (p *Pack) writable() error {
 	case p.closed.Load():
 		return fmt.Errorf("blobpack: put: %w", ErrClosed)
 	case p.failed != nil:
-		return fmt.Errorf("blobpack: put: pack unusable after failed sync: %w", p.failed)
+		return fmt.Errorf("blobpack: put: pack unusable after an earlier failure (reopen it): %w", p.failed)
 	}
 	return nil
 }
@@ -209,7 +209,9 @@ func (p *Pack) appendIndex(entries []Entry) {
 		putIndexEntry(buf[k*idxEntrySize:], &entries[k])
 	}
 	if _, err := p.idx.WriteAt(buf, p.idxSize); err != nil {
+		p.mu.Lock()
 		p.idxErr = fmt.Errorf("blobpack: append %s at %d: %w", IndexFile, p.idxSize, err)
+		p.mu.Unlock()
 		return
 	}
 	p.idxSize += int64(len(buf))

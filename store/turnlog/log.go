@@ -62,7 +62,7 @@ type Log struct {
 
 	wmu    sync.Mutex // serializes Append, Truncate and Close; guards below
 	buf    []byte
-	failed error // set when a failed fsync leaves the file's state unknown
+	failed error // set when a failed write, truncate or fsync leaves the file's state unknown
 }
 
 // Open opens the log at path, creating it if missing, verifies every
@@ -259,7 +259,7 @@ func (l *Log) writable() error {
 	case l.closed.Load():
 		return fmt.Errorf("turnlog: %s: %w", l.path, ErrClosed)
 	case l.failed != nil:
-		return fmt.Errorf("turnlog: %s unusable after failed sync: %w", l.path, l.failed)
+		return fmt.Errorf("turnlog: %s unusable after an earlier failure (reopen it): %w", l.path, l.failed)
 	}
 	return nil
 }
