@@ -152,6 +152,8 @@ func checkHeader(b []byte, e *Entry) error {
 	switch {
 	case b[offVersion] != formatVersion:
 		return fmt.Errorf("blobpack: record at %d: unsupported version %d: %w", e.Offset, b[offVersion], ErrCorrupt)
+	case binary.LittleEndian.Uint16(b[offReserved:]) != 0:
+		return fmt.Errorf("blobpack: record at %d: reserved bits set: %w", e.Offset, ErrCorrupt)
 	case e.Codec != CodecRaw && e.Codec != CodecZstd:
 		return fmt.Errorf("blobpack: record at %d: unknown %v: %w", e.Offset, e.Codec, ErrCorrupt)
 	case e.Codec == CodecRaw && e.StoredLen != e.RawLen:

@@ -63,6 +63,7 @@ func TestDecodeRecordRejects(t *testing.T) {
 		{"flipped crc", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }},
 		{"bad version", func(b []byte) []byte { b[offVersion] = 2; return fixCRC(b) }},
 		{"unknown codec", func(b []byte) []byte { b[offCodec] = 9; return fixCRC(b) }},
+		{"reserved bits", func(b []byte) []byte { b[offReserved+1] = 1; return fixCRC(b) }},
 		{"raw length mismatch", func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b[offRawLen:], 4)
 			return fixCRC(b)
