@@ -5,7 +5,7 @@
 // stored once, zstd-compressed (level 3, zstd.SpeedDefault) unless it is
 // shorter than 128 bytes or zstd does not make it smaller, in which case it
 // is stored raw. All lookups are served from an in-memory index (about
-// 60 bytes per blob); reads are one pread each.
+// 70 bytes per blob); reads are one pread each.
 //
 // # Files
 //
