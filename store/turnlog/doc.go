@@ -12,6 +12,8 @@
 //	| flags:u32 @52 | created_at_unix_ms:u64 @56 | payload_hash:[32] @64
 //	| reserved:[28] (0) @96 | crc32:u32 @124 (CRC-32C over bytes 0..124)
 //
+// Writers zero the reserved bytes; readers check them only through the CRC.
+//
 // # Crash assumptions
 //
 // There is a single writer (Append and Truncate are serialized). Append
