@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -19,6 +21,8 @@ type job struct {
 	app    *AppendRequest // nil for a blob put
 	raw    []byte         // uncompressed payload, or the blob to put
 	hash   Hash           // BLAKE3 of raw
+	stored []byte         // raw as the pack stores it (see blobpack.Encode); nil if the pack has it
+	codec  blobpack.Codec // how stored is encoded
 	done   chan outcome   // buffered: the committer never blocks on it
 }
 
@@ -162,31 +166,47 @@ func (c *committer) commit(batch []*job) {
 	c.sweepKeys(now)
 }
 
-// commitPlan makes a plan durable: blobs and turn records fsynced, then
-// the Postgres statement committed.
+// commitPlan makes a plan durable. The blob pack and the turn log are
+// written and fsynced in parallel while Postgres already executes the
+// group's statement inside a transaction; COMMIT is sent only once both
+// files are durable, so a committed row never names bytes a crash could
+// lose.
 func (c *committer) commitPlan(p *plan, now time.Time) error {
+	var blobErr, logErr error
+	var wg sync.WaitGroup
 	if len(p.puts) > 0 {
-		res, err := c.e.blobs.Put(p.puts)
-		if err != nil {
-			return c.fail(wrapf(KindInternal, err, "write blobs"))
-		}
-		p.putResults = res
+		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Put(p.puts) })
 	}
-	if c.e.opts.hooks.crash(stepBlobsWritten) {
+	// The committer is the log's only writer, so the group's records start
+	// at its current end; the statement records that offset.
+	p.logStart = c.e.turns.Size()
+	if len(p.turns) > 0 {
+		wg.Go(func() {
+			start, err := c.e.turns.Append(p.records)
+			if err == nil && start != p.logStart {
+				err = fmt.Errorf("turn log grew behind the committer: records at %d, expected %d", start, p.logStart)
+			}
+			logErr = err
+		})
+	}
+	var tx pgx.Tx
+	var stmtErr error
+	if len(p.turns) > 0 {
+		tx, stmtErr = c.execInTx(p, now)
+	}
+	wg.Wait()
+	if err := c.filesWritten(p, blobErr, logErr); err != nil {
+		rollback(tx)
+		return err
+	}
+	if tx == nil && stmtErr == nil {
+		return nil // a group of blob puts only
+	}
+	if c.e.opts.hooks.crash(stepFilesWritten) {
+		rollback(tx)
 		return c.crash()
 	}
-	if len(p.turns) == 0 {
-		return nil
-	}
-	start, err := c.e.turns.Append(p.records)
-	if err != nil {
-		return c.fail(wrapf(KindInternal, err, "write turn log"))
-	}
-	p.logStart = start
-	if c.e.opts.hooks.crash(stepTurnsWritten) {
-		return c.crash()
-	}
-	if err := c.commitRows(p, now); err != nil {
+	if err := c.commitRows(p, tx, stmtErr); err != nil {
 		return err
 	}
 	if c.e.opts.hooks.crash(stepCommitted) {
@@ -195,21 +215,64 @@ func (c *committer) commitPlan(p *plan, now time.Time) error {
 	return nil
 }
 
-// commitRows commits the group's rows. When the outcome is unknown (the
-// connection broke around the commit) it asks Postgres which it was; a
+// filesWritten checks the file writes. A failed write stops the store:
+// the file is in a state only recovery sorts out.
+func (c *committer) filesWritten(p *plan, blobErr, logErr error) error {
+	if blobErr != nil {
+		if logErr == nil && len(p.turns) > 0 {
+			if err := c.e.turns.Truncate(p.logStart); err != nil {
+				return c.fail(wrapf(KindInternal, err, "roll back turn log after failed blob write (%v)", blobErr))
+			}
+		}
+		return c.fail(wrapf(KindInternal, blobErr, "write blobs"))
+	}
+	if logErr != nil {
+		return c.fail(wrapf(KindInternal, logErr, "write turn log"))
+	}
+	return nil
+}
+
+// execInTx begins a transaction and runs the group's statement in it.
+func (c *committer) execInTx(p *plan, now time.Time) (pgx.Tx, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tx, err := c.e.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.e.q.WithTx(tx).CommitAppendBatch(ctx, p.params(c.e, now, c.nextTurn)); err != nil {
+		rollback(tx)
+		return nil, err
+	}
+	return tx, nil
+}
+
+func rollback(tx pgx.Tx) {
+	if tx != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(ctx)
+	}
+}
+
+// commitRows commits the group's transaction. When the outcome is unknown
+// (the connection broke around COMMIT) it asks Postgres which it was; a
 // group that did not commit is cut from the turn log, so the log holds
 // committed turns only (plus, after a crash, a tail recovery cuts).
-func (c *committer) commitRows(p *plan, now time.Time) error {
-	err := c.execCommit(p, now)
+func (c *committer) commitRows(p *plan, tx pgx.Tx, stmtErr error) error {
+	err := stmtErr
+	committed, known := false, stmtErr != nil // a failed statement committed nothing
 	if err == nil {
-		return nil
-	}
-	committed, known := false, false
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		known = true // the server refused the statement: nothing committed
-	} else {
-		committed, known = c.wasCommitted(p)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = tx.Commit(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var pgErr *pgconn.PgError
+		if known = errors.As(err, &pgErr); !known {
+			committed, known = c.wasCommitted(p)
+		}
 	}
 	if known && committed {
 		return nil
@@ -221,16 +284,11 @@ func (c *committer) commitRows(p *plan, now time.Time) error {
 		return c.fail(wrapf(KindInternal, terr, "roll back turn log after failed commit (%v)", err))
 	}
 	kind := KindUnavailable
-	if pgErr != nil {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
 		kind = KindInternal
 	}
 	return wrapf(kind, err, "commit turns")
-}
-
-func (c *committer) execCommit(p *plan, now time.Time) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return c.e.q.CommitAppendBatch(ctx, p.params(c.e, now, c.nextTurn))
 }
 
 // wasCommitted asks Postgres whether the group's first turn exists,

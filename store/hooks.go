@@ -6,8 +6,7 @@ import "errors"
 type step int
 
 const (
-	stepBlobsWritten step = iota // blobs fsynced, turn records not written
-	stepTurnsWritten             // turn records fsynced, Postgres not committed
+	stepFilesWritten step = iota // blobs and turn records fsynced, rows inserted but not committed
 	stepCommitted                // Postgres committed, nothing published or acknowledged
 )
 

@@ -7,6 +7,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
 // MaxPayload is the largest uncompressed payload or blob the store takes,
@@ -49,8 +50,24 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 			return AppendResult{}, err
 		}
 	}
-	o := e.committer.submit(ctx, &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)})
+	j := &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)}
+	e.encodeBlob(j, req)
+	o := e.committer.submit(ctx, j)
 	return o.res, o.err
+}
+
+// encodeBlob prepares the pack's stored form of a new blob here, in the
+// caller's goroutine, so that compression runs in parallel and not in the
+// committer. A client's own zstd frame is kept as it is when it is smaller.
+func (e *Engine) encodeBlob(j *job, req *AppendRequest) {
+	if _, ok := e.blobs.Lookup(j.hash); ok {
+		return
+	}
+	if req != nil && req.Compression == CompressionZstd && len(req.Payload) < len(j.raw) {
+		j.stored, j.codec = req.Payload, blobpack.CodecZstd
+		return
+	}
+	j.stored, j.codec = blobpack.Encode(j.raw)
 }
 
 // uncompressed returns the payload's original bytes, checked against the
@@ -222,7 +239,9 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	}
 	entry, ok := e.blobs.Lookup(h)
 	if !ok {
-		o := e.committer.submit(ctx, &job{tenant: t, raw: data, hash: h, done: make(chan outcome, 1)})
+		j := &job{tenant: t, raw: data, hash: h, done: make(chan outcome, 1)}
+		e.encodeBlob(j, nil)
+		o := e.committer.submit(ctx, j)
 		if o.err != nil {
 			return false, o.err
 		}

@@ -202,7 +202,7 @@ func (p *plan) queueBlob(j *job) {
 	} else if !ok {
 		p.putOwners[j.hash] = j.tenant.No
 	}
-	p.puts = append(p.puts, blobpack.PutItem{Hash: j.hash, Data: j.raw, Owner: j.tenant.No})
+	p.puts = append(p.puts, blobpack.PutItem{Hash: j.hash, Data: j.raw, Owner: j.tenant.No, Stored: j.stored, Codec: j.codec})
 }
 
 func (p *plan) addTurn(j *job, id uint64, meta turnMeta, now time.Time) {

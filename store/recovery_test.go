@@ -21,8 +21,7 @@ func TestCrashAtEveryStepKeepsAcknowledgedTurns(t *testing.T) {
 		at            step
 		crashedExists bool
 	}{
-		{"after blobs", stepBlobsWritten, false},
-		{"after turn log", stepTurnsWritten, false},
+		{"after files", stepFilesWritten, false},
 		{"after commit", stepCommitted, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
