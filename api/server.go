@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	_ "net/http/pprof" // registers /debug/pprof on DefaultServeMux, served only with Options.Pprof
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -37,7 +38,10 @@ type Options struct {
 	BodyLimit int64
 	// Metrics, if set, is served at GET /metrics (Prometheus text format).
 	Metrics prometheus.Gatherer
-	Logger  *slog.Logger
+	// Pprof serves Go's profiler under /debug/pprof/ (off by default: it
+	// exposes internals).
+	Pprof  bool
+	Logger *slog.Logger
 }
 
 // DefaultBodyLimit is the request body cap when Options.BodyLimit is 0.
@@ -61,6 +65,9 @@ func New(opts Options) http.Handler {
 	e.GET("/healthz", healthz(opts.Health))
 	if opts.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(opts.Metrics, promhttp.HandlerOpts{})))
+	}
+	if opts.Pprof {
+		e.Any("/debug/pprof/*", echo.WrapHandler(http.DefaultServeMux))
 	}
 	for _, r := range opts.Routes {
 		r.Register(e)

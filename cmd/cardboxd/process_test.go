@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -298,5 +300,37 @@ func TestEmbeddedPostgresLifecycle(t *testing.T) {
 	turns, err := srv.dial(t).GetLast(context.Background(), h.ContextID, 10, true)
 	if err != nil || len(turns) != 1 || turns[0].TurnID != res.NewTurnID || string(turns[0].Payload) != "kept" {
 		t.Fatalf("after restart: %+v %v", turns, err)
+	}
+	checkCardBoxRoutes(t, srv)
+}
+
+// checkCardBoxRoutes writes a card and a box over the server's REST API and
+// reads them back.
+func checkCardBoxRoutes(t *testing.T, srv *serverProc) {
+	t.Helper()
+	base := "http://" + srv.httpAddr + "/projects/demo"
+	post := func(path, body string, want int) string {
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	post("/cards", `{"card_id":"c1","content":"hello","metadata":{"type":"task.instruction","role":"user"}}`, http.StatusCreated)
+	req, _ := http.NewRequest(http.MethodPut, base+"/boxes/b1", strings.NewReader(`{"card_ids":["c1"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	got := post("/cards/batch", `{"card_ids":["c1","nope"]}`, http.StatusOK)
+	if !strings.Contains(got, `"hello"`) || !strings.Contains(got, `"missing_ids":["nope"]`) {
+		t.Fatalf("cards/batch = %s", got)
 	}
 }

@@ -41,14 +41,14 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		binLn.Close()
 		return fmt.Errorf("http listener: %w", err)
 	}
-	routes, mappers, stopBackground := domainRoutes(ctx, cfg, db, log)
+	routes, stopBackground := domainRoutes(ctx, cfg, db, log)
 	defer stopBackground()
 
 	bin := server.New(server.Options{Store: engine, Logger: log})
 	web := &http.Server{
 		Handler: api.New(api.Options{
-			Health: engine, Routes: routes, ErrorMappers: mappers, BodyLimit: cfg.HTTPBodyLimit,
-			Metrics: api.NewRegistry(engine), Logger: log,
+			Health: engine, Routes: routes, BodyLimit: cfg.HTTPBodyLimit,
+			Metrics: api.NewRegistry(engine), Pprof: cfg.Pprof, Logger: log,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}

@@ -22,7 +22,8 @@ type zcodec struct {
 var zc = sync.OnceValue(func() *zcodec {
 	enc, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedDefault),
-		zstd.WithEncoderCRC(false), // the record CRC covers the stored bytes
+		zstd.WithEncoderCRC(false),     // the record CRC covers the stored bytes
+		zstd.WithLowerEncoderMem(true), // smaller tables: most blobs are small, and resetting them dominates
 		zstd.WithEncoderConcurrency(0),
 	)
 	if err != nil {

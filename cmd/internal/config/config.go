@@ -25,6 +25,7 @@ type Config struct {
 	ShutdownTimeout  time.Duration
 	SweepInterval    time.Duration
 	DeletedRetention time.Duration
+	Pprof            bool
 }
 
 // setting describes one flag and its environment variable.
@@ -53,6 +54,9 @@ func settings(c *Config) []setting {
 		}},
 		{"shutdown-timeout", "CARDBOX_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests", dur(&c.ShutdownTimeout, 30*time.Second)},
 		{"sweep-interval", "CARDBOX_SWEEP_INTERVAL", "how often expired and long-deleted cards and boxes are purged", dur(&c.SweepInterval, time.Minute)},
+		{"pprof", "CARDBOX_PPROF", "serve Go's profiler at /debug/pprof/ on the HTTP listener", func(fs *flag.FlagSet, name, usage string) {
+			fs.BoolVar(&c.Pprof, name, false, usage)
+		}},
 		{"deleted-retention", "CARDBOX_DELETED_RETENTION", "how long soft-deleted cards and boxes are kept before purging", dur(&c.DeletedRetention, 7*24*time.Hour)},
 	}
 }
