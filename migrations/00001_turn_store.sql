@@ -98,17 +98,26 @@ CREATE TABLE turn_types (
     UNIQUE (tenant_id, type_id)
 );
 
--- How far the local turn log is committed, updated in every append
--- transaction. One row per store (data directory).
-CREATE TABLE turn_log_state (
-    store_id      uuid PRIMARY KEY,
+-- The turn store whose files live in one data directory (its STORE_ID).
+CREATE TABLE turn_stores (
+    store_id   uuid PRIMARY KEY,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- How far the local turn log is committed: every group commit inserts a
+-- row in its own transaction. Insert-only, so groups in flight together
+-- never wait on one row; recovery reads the latest, old rows are pruned.
+CREATE TABLE turn_log_commits (
+    store_id      uuid NOT NULL REFERENCES turn_stores (store_id),
     committed_end bigint NOT NULL,  -- byte offset: records before it are committed turns
     next_turn_id  bigint NOT NULL,
-    updated_at    timestamptz NOT NULL DEFAULT now()
+    committed_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (store_id, committed_end)
 );
 
 -- +goose Down
-DROP TABLE turn_log_state;
+DROP TABLE turn_log_commits;
+DROP TABLE turn_stores;
 DROP TABLE turn_types;
 DROP TABLE tenant_blobs;
 DROP TABLE fs_attachments;

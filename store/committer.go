@@ -2,16 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
@@ -34,34 +29,71 @@ type outcome struct {
 	err   error
 }
 
-// committer owns every write to the files and the turn tables: one
-// goroutine takes whatever is queued and commits it as one group.
+// committer owns every write to the files and the turn tables. It is a
+// two-stage pipeline:
+//
+//   - the writer (one goroutine) takes whatever is queued as one group,
+//     plans it against memory and the groups still in flight, writes and
+//     fsyncs the blob pack and the turn log, and runs the group's statement
+//     in an open transaction;
+//   - the finisher (one goroutine) commits the groups in order, publishes
+//     them to memory and answers them.
+//
+// So while one group's COMMIT waits for Postgres, the next group's files
+// and statement are already under way. If a group fails to commit, every
+// group planned on top of it fails too, and the writer cuts their records
+// from the turn log before planning again.
 type committer struct {
-	e      *Engine
-	queue  chan *job
-	quit   chan struct{}
-	exited chan struct{}
-	once   sync.Once
+	e       *Engine
+	queue   chan *job
+	written chan *plan // writer → finisher
+	quit    chan struct{}
+	exited  chan struct{} // closed when both stages have ended
+	once    sync.Once
 
+	// Writer state.
 	idem     idemTable
 	nextTurn uint64
+	seq      uint64 // groups planned
+	epoch    uint64 // bumped by every rollback
+	shadow   *shadow
 	lastSwep time.Time
-	broken   atomic.Pointer[error]
+
+	// Shared between the stages.
+	published   atomic.Uint64 // seq of the last group published
+	failedEpoch atomic.Uint64 // groups of this epoch or older must not commit
+	rollback    atomic.Pointer[rollbackRequest]
+	broken      atomic.Pointer[error]
 
 	appends, groups atomic.Int64 // committed by this process
 }
 
-// newCommitter starts the committer goroutine; stop ends it.
+// rollbackRequest asks the writer to cut the turn log back to where a
+// failed group started, and to forget what it planned since.
+type rollbackRequest struct {
+	seq      uint64
+	logStart int64
+}
+
+// newCommitter starts both stages; stop ends them.
 func newCommitter(e *Engine, nextTurn uint64, idem idemTable) *committer {
 	c := &committer{
-		e: e, queue: make(chan *job, 4*e.opts.MaxBatch), quit: make(chan struct{}), exited: make(chan struct{}),
-		idem: idem, nextTurn: nextTurn, lastSwep: time.Now(),
+		e: e, queue: make(chan *job, 4*e.opts.MaxBatch), written: make(chan *plan, 1),
+		quit: make(chan struct{}), exited: make(chan struct{}),
+		idem: idem, nextTurn: nextTurn, epoch: 1, shadow: newShadow(), lastSwep: time.Now(),
 	}
-	go c.run()
+	finished := make(chan struct{})
+	go func() { defer close(finished); c.finishLoop() }()
+	go func() {
+		c.writeLoop()
+		close(c.written)
+		<-finished
+		close(c.exited)
+	}()
 	return c
 }
 
-// stop answers what is queued, then ends the goroutine.
+// stop answers what is queued, then ends both stages.
 func (c *committer) stop() {
 	c.once.Do(func() { close(c.quit) })
 	<-c.exited
@@ -108,12 +140,11 @@ func (c *committer) submit(ctx context.Context, j *job) outcome {
 	}
 }
 
-func (c *committer) run() {
-	defer close(c.exited)
+func (c *committer) writeLoop() {
 	for {
 		select {
 		case j := <-c.queue:
-			c.commit(c.collect(j))
+			c.write(c.collect(j))
 		case <-c.quit:
 			c.drain()
 			return
@@ -121,12 +152,12 @@ func (c *committer) run() {
 	}
 }
 
-// drain commits whatever was queued before stop.
+// drain writes whatever was queued before stop.
 func (c *committer) drain() {
 	for {
 		select {
 		case j := <-c.queue:
-			c.commit(c.collect(j))
+			c.write(c.collect(j))
 		default:
 			return
 		}
@@ -148,168 +179,130 @@ func (c *committer) collect(first *job) []*job {
 	return batch
 }
 
-// commit runs one group: plan, write files, commit Postgres, publish, answer.
-func (c *committer) commit(batch []*job) {
+// write is the writer stage for one group: plan, write the files and run
+// the statement, then hand the group to the finisher.
+func (c *committer) write(batch []*job) {
+	if err := c.applyRollback(); err != nil {
+		answerAll(batch, outcome{err: err})
+		return
+	}
 	if err := c.failed(); err != nil {
 		answerAll(batch, outcome{err: err})
 		return
 	}
+	c.shadow.forget(c.published.Load())
 	now := time.Now()
+	c.seq++
 	p := c.plan(batch, now)
-	if err := c.commitPlan(p, now); err != nil {
+	p.seq, p.epoch = c.seq, c.epoch
+	if err := c.writeGroup(p, now); err != nil {
 		p.failPending(err)
 		return
 	}
-	c.publish(p, now)
-	c.appends.Add(int64(len(p.turns)))
-	c.groups.Add(1)
-	c.sweepKeys(now)
+	c.remember(p, now)
+	c.written <- p
 }
 
-// commitPlan makes a plan durable. The blob pack and the turn log are
-// written and fsynced in parallel while Postgres already executes the
-// group's statement inside a transaction; COMMIT is sent only once both
-// files are durable, so a committed row never names bytes a crash could
-// lose.
-func (c *committer) commitPlan(p *plan, now time.Time) error {
+// applyRollback cuts the records of failed groups from the turn log and
+// forgets what was planned on top of them. Only the writer writes the log,
+// so the cut cannot race a write.
+func (c *committer) applyRollback() error {
+	r := c.rollback.Swap(nil)
+	if r == nil {
+		return nil
+	}
+	if c.e.turns.Size() > r.logStart {
+		if err := c.e.turns.Truncate(r.logStart); err != nil {
+			return c.fail(wrapf(KindInternal, err, "roll back turn log to %d", r.logStart))
+		}
+	}
+	c.shadow = newShadow()
+	c.idem.forgetFrom(r.seq)
+	c.epoch++
+	return nil
+}
+
+// remember records a written group in the planner's view: later groups
+// build on its heads, turns, types and idempotency keys.
+func (c *committer) remember(p *plan, now time.Time) {
+	c.shadow.add(p)
+	for k, i := range p.keys {
+		c.idem.m[k] = idemEntry{turn: p.turns[i].id, at: now, seq: p.seq}
+	}
+	if now.Sub(c.lastSwep) >= time.Minute {
+		c.lastSwep = now
+		c.idem.expire(now)
+	}
+}
+
+// writeGroup makes a group's bytes durable and prepares its rows. The blob
+// pack and the turn log are written and fsynced in parallel while Postgres
+// executes the group's statement in a transaction; the finisher sends
+// COMMIT only after all of it, so a committed row never names bytes a
+// crash could lose.
+func (c *committer) writeGroup(p *plan, now time.Time) error {
 	var blobErr, logErr error
 	var wg sync.WaitGroup
 	if len(p.puts) > 0 {
 		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Put(p.puts) })
 	}
-	// The committer is the log's only writer, so the group's records start
-	// at its current end; the statement records that offset.
+	// The writer is the log's only writer, so the group's records start at
+	// its current end; the statement records that offset.
 	p.logStart = c.e.turns.Size()
 	if len(p.turns) > 0 {
-		wg.Go(func() {
-			start, err := c.e.turns.Append(p.records)
-			if err == nil && start != p.logStart {
-				err = fmt.Errorf("turn log grew behind the committer: records at %d, expected %d", start, p.logStart)
-			}
-			logErr = err
-		})
+		wg.Go(func() { logErr = c.appendRecords(p) })
 	}
-	var tx pgx.Tx
 	var stmtErr error
 	if len(p.turns) > 0 {
-		tx, stmtErr = c.execInTx(p, now)
+		p.tx, stmtErr = c.e.beginGroup(p.params(c.e, now, c.nextTurn))
 	}
 	wg.Wait()
 	if err := c.filesWritten(p, blobErr, logErr); err != nil {
-		rollback(tx)
+		p.tx.rollback()
 		return err
 	}
-	if tx == nil && stmtErr == nil {
-		return nil // a group of blob puts only
+	if stmtErr != nil {
+		return c.statementFailed(p, stmtErr)
 	}
 	if c.e.opts.hooks.crash(stepFilesWritten) {
-		rollback(tx)
-		return c.crash()
-	}
-	if err := c.commitRows(p, tx, stmtErr); err != nil {
-		return err
-	}
-	if c.e.opts.hooks.crash(stepCommitted) {
+		p.tx.rollback()
 		return c.crash()
 	}
 	return nil
 }
 
+func (c *committer) appendRecords(p *plan) error {
+	start, err := c.e.turns.Append(p.records)
+	if err == nil && start != p.logStart {
+		err = fmt.Errorf("turn log grew behind the committer: records at %d, expected %d", start, p.logStart)
+	}
+	return err
+}
+
 // filesWritten checks the file writes. A failed write stops the store:
 // the file is in a state only recovery sorts out.
 func (c *committer) filesWritten(p *plan, blobErr, logErr error) error {
+	if logErr != nil {
+		return c.fail(wrapf(KindInternal, logErr, "write turn log"))
+	}
 	if blobErr != nil {
-		if logErr == nil && len(p.turns) > 0 {
+		if len(p.turns) > 0 {
 			if err := c.e.turns.Truncate(p.logStart); err != nil {
 				return c.fail(wrapf(KindInternal, err, "roll back turn log after failed blob write (%v)", blobErr))
 			}
 		}
 		return c.fail(wrapf(KindInternal, blobErr, "write blobs"))
 	}
-	if logErr != nil {
-		return c.fail(wrapf(KindInternal, logErr, "write turn log"))
-	}
 	return nil
 }
 
-// execInTx begins a transaction and runs the group's statement in it.
-func (c *committer) execInTx(p *plan, now time.Time) (pgx.Tx, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	tx, err := c.e.pool.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.e.q.WithTx(tx).CommitAppendBatch(ctx, p.params(c.e, now, c.nextTurn)); err != nil {
-		rollback(tx)
-		return nil, err
-	}
-	return tx, nil
-}
-
-func rollback(tx pgx.Tx) {
-	if tx != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tx.Rollback(ctx)
-	}
-}
-
-// commitRows commits the group's transaction. When the outcome is unknown
-// (the connection broke around COMMIT) it asks Postgres which it was; a
-// group that did not commit is cut from the turn log, so the log holds
-// committed turns only (plus, after a crash, a tail recovery cuts).
-func (c *committer) commitRows(p *plan, tx pgx.Tx, stmtErr error) error {
-	err := stmtErr
-	committed, known := false, stmtErr != nil // a failed statement committed nothing
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = tx.Commit(ctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		var pgErr *pgconn.PgError
-		if known = errors.As(err, &pgErr); !known {
-			committed, known = c.wasCommitted(p)
-		}
-	}
-	if known && committed {
-		return nil
-	}
-	if !known {
-		return c.fail(wrapf(KindUnavailable, err, "commit turns: outcome unknown, restart to reconcile"))
-	}
+// statementFailed cuts the group's records (nothing of it committed) and
+// fails it. The groups before it are unaffected.
+func (c *committer) statementFailed(p *plan, err error) error {
 	if terr := c.e.turns.Truncate(p.logStart); terr != nil {
-		return c.fail(wrapf(KindInternal, terr, "roll back turn log after failed commit (%v)", err))
+		return c.fail(wrapf(KindInternal, terr, "roll back turn log after failed statement (%v)", err))
 	}
-	kind := KindUnavailable
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		kind = KindInternal
-	}
-	return wrapf(kind, err, "commit turns")
-}
-
-// wasCommitted asks Postgres whether the group's first turn exists,
-// retrying while Postgres is unreachable (every append waits meanwhile)
-// until it answers or the store shuts down.
-func (c *committer) wasCommitted(p *plan) (committed, known bool) {
-	first := p.turns[0]
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ok, err := c.e.q.TurnExists(ctx, db.TurnExistsParams{TenantID: first.tenantID(c.e), TurnID: int64(first.id)})
-		cancel()
-		if err == nil {
-			return ok, true
-		}
-		c.e.log.Warn("cannot tell whether a group committed; retrying", "err", err, "retry_in", delay)
-		select {
-		case <-c.quit:
-			return false, false
-		case <-time.After(delay):
-		}
-	}
+	return commitError(err)
 }
 
 // fail marks the committer broken: its files or Postgres are in a state
@@ -323,33 +316,6 @@ func (c *committer) fail(err *Error) error {
 func (c *committer) crash() error {
 	c.breakDown(errCrashed)
 	return errCrashed
-}
-
-// publish makes the group visible, then answers it.
-func (c *committer) publish(p *plan, now time.Time) {
-	for _, t := range p.turns {
-		c.e.table.set(t.id, t.meta)
-	}
-	c.e.table.publish(p.maxTurn)
-	for id, s := range p.heads {
-		c.e.contexts.put(id, s)
-	}
-	for _, t := range p.newTypes {
-		c.e.types.add(t.tenant, t.ref, t.typeID)
-	}
-	for k, i := range p.keys {
-		c.idem.m[k] = idemEntry{turn: p.turns[i].id, at: now}
-	}
-	p.answer()
-}
-
-// sweepKeys forgets expired idempotency keys once a minute.
-func (c *committer) sweepKeys(now time.Time) {
-	if now.Sub(c.lastSwep) < time.Minute {
-		return
-	}
-	c.lastSwep = now
-	c.idem.expire(now)
 }
 
 func answerAll(batch []*job, o outcome) {

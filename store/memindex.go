@@ -172,14 +172,17 @@ type idemKey struct {
 	key     string
 }
 
-// idemEntry is the turn a key produced, and when.
+// idemEntry is the turn a key produced, when, and in which group (0 for
+// keys loaded at start).
 type idemEntry struct {
 	turn uint64
 	at   time.Time
+	seq  uint64
 }
 
-// idemTable remembers the keys of the last IdempotencyWindow. Only the
-// committer reads and writes it, so it has no lock.
+// idemTable remembers the keys of the last IdempotencyWindow, including
+// those of groups still in flight. Only the committer's writer stage reads
+// and writes it, so it has no lock.
 type idemTable struct {
 	m map[idemKey]idemEntry
 }
@@ -190,6 +193,15 @@ func (t *idemTable) lookup(k idemKey, now time.Time) (uint64, bool) {
 		return 0, false
 	}
 	return e.turn, true
+}
+
+// forgetFrom drops the keys of group seq and later (they did not commit).
+func (t *idemTable) forgetFrom(seq uint64) {
+	for k, e := range t.m {
+		if e.seq >= seq {
+			delete(t.m, k)
+		}
+	}
 }
 
 // expire forgets keys older than the window.

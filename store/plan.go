@@ -56,6 +56,10 @@ type plan struct {
 	typeRefs map[typeKey]uint32
 	keys     map[idemKey]int // new idempotency keys: index into turns
 	grants   map[grant]struct{}
+
+	seq   uint64   // position in the pipeline
+	epoch uint64   // the rollback epoch it was planned in
+	tx    *groupTx // open transaction with the group's statement; nil without turns
 }
 
 func (c *committer) plan(batch []*job, now time.Time) *plan {
@@ -80,7 +84,7 @@ func (c *committer) plan(batch []*job, now time.Time) *plan {
 // planAppend resolves one append against memory and the group so far.
 func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 	req, t := j.app, j.tenant
-	state, err := p.context(c.e, t, req.ContextID)
+	state, err := p.context(c, t, req.ContextID)
 	if err != nil {
 		return err
 	}
@@ -89,7 +93,7 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 			return nil
 		}
 	}
-	parent, depth, err := p.parent(c.e, t, req.ParentTurnID, state)
+	parent, depth, err := p.parent(c, t, req.ParentTurnID, state)
 	if err != nil {
 		return err
 	}
@@ -97,7 +101,7 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 	c.nextTurn++
 	meta := turnMeta{
 		parent: parent, hash: req.ContentHash, depth: depth, tenant: t.No,
-		typeRef: p.typeRef(c.e, t.No, req.TypeID), typeVersion: req.TypeVersion,
+		typeRef: p.typeRef(c, t.No, req.TypeID), typeVersion: req.TypeVersion,
 		encoding: req.Encoding, compression: req.Compression, uncompressedLen: req.UncompressedLen,
 	}
 	p.addBlob(c.e, j)
@@ -108,8 +112,9 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 	return nil
 }
 
-// replay answers j from its idempotency key if the key is known, from
-// memory or from earlier in this group.
+// replay answers j from its idempotency key if the key is known: from a
+// published turn, a group in flight, or earlier in this group. The answer
+// goes out when j's group commits, which is after the original's.
 func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 	k := idemKey{j.tenant.No, j.app.ContextID, string(j.app.IdempotencyKey)}
 	if i, ok := p.keys[k]; ok {
@@ -122,6 +127,9 @@ func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 	}
 	m, ok := c.e.table.get(id)
 	if !ok {
+		m, ok = c.shadow.turns[id]
+	}
+	if !ok {
 		return false
 	}
 	p.outcomes[j] = outcome{res: AppendResult{
@@ -130,17 +138,21 @@ func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 	return true
 }
 
-// context returns the tenant's context as this group has left it.
-func (p *plan) context(e *Engine, t Tenant, id uint64) (contextState, error) {
+// context returns the tenant's context as this group, or a group in
+// flight, has left it.
+func (p *plan) context(c *committer, t Tenant, id uint64) (contextState, error) {
 	if s, ok := p.heads[id]; ok && s.tenant == t.No {
 		return s, nil
 	}
-	return e.contextOf(t, id)
+	if h, ok := c.shadow.heads[id]; ok && h.state.tenant == t.No {
+		return h.state, nil
+	}
+	return c.e.contextOf(t, id)
 }
 
 // parent resolves the parent turn and the new depth: an explicit parent
 // (committed or earlier in the group) or the context's head.
-func (p *plan) parent(e *Engine, t Tenant, parentID uint64, state contextState) (uint64, uint32, error) {
+func (p *plan) parent(c *committer, t Tenant, parentID uint64, state contextState) (uint64, uint32, error) {
 	if parentID == 0 {
 		parentID = state.head
 		if parentID == 0 {
@@ -150,7 +162,10 @@ func (p *plan) parent(e *Engine, t Tenant, parentID uint64, state contextState) 
 	}
 	m, ok := p.pending[parentID]
 	if !ok {
-		m, ok = e.turnOf(t, parentID)
+		m, ok = c.shadow.turns[parentID]
+	}
+	if !ok {
+		m, ok = c.e.turnOf(t, parentID)
 	}
 	if !ok || m.tenant != t.No {
 		return 0, 0, errorf(KindNotFound, "parent turn %d not found", parentID)
@@ -162,15 +177,18 @@ func (p *plan) parent(e *Engine, t Tenant, parentID uint64, state contextState) 
 }
 
 // typeRef interns typeID for the tenant, allocating a new ref if needed.
-func (p *plan) typeRef(e *Engine, tenant uint32, typeID string) uint32 {
-	if r, ok := e.types.ref(tenant, typeID); ok {
+func (p *plan) typeRef(c *committer, tenant uint32, typeID string) uint32 {
+	if r, ok := c.e.types.ref(tenant, typeID); ok {
 		return r
 	}
 	k := typeKey{tenant, typeID}
 	if r, ok := p.typeRefs[k]; ok {
 		return r
 	}
-	r := e.types.next(tenant)
+	if st, ok := c.shadow.types[k]; ok {
+		return st.ref
+	}
+	r := max(c.e.types.next(tenant), c.shadow.nextTypeRef(tenant))
 	for _, nt := range p.newTypes {
 		if nt.tenant == tenant && nt.ref >= r {
 			r = nt.ref + 1
@@ -223,12 +241,19 @@ func (p *plan) addTurn(j *job, id uint64, meta turnMeta, now time.Time) {
 	})
 }
 
+// pruneEvery is how often (in groups) a group deletes old turn_log_commits
+// rows.
+const pruneEvery = 1024
+
 // params builds the group's one Postgres statement.
 func (p *plan) params(e *Engine, now time.Time, nextTurn uint64) db.CommitAppendBatchParams {
 	a := db.CommitAppendBatchParams{
 		StoreID:      e.storeID,
 		CommittedEnd: p.logStart + int64(len(p.records))*turnlog.RecordSize,
 		NextTurnID:   int64(nextTurn),
+	}
+	if p.seq%pruneEvery == 0 {
+		a.PruneBelow = p.logStart // commit rows of earlier groups are no longer needed
 	}
 	for _, t := range p.turns {
 		p.appendTurnRow(&a, e, t, now)
@@ -313,10 +338,12 @@ func (p *plan) outcomeOf(j *job, results map[*job]AppendResult) outcome {
 	return outcome{res: results[j]}
 }
 
-// failPending answers err to every job not already decided while planning.
+// failPending answers err to every job of a group that did not commit,
+// except those that failed their own validation. Replays fail too: their
+// original may be in a group that failed as well.
 func (p *plan) failPending(err error) {
 	for _, j := range p.jobs {
-		if o, ok := p.outcomes[j]; ok {
+		if o, ok := p.outcomes[j]; ok && o.err != nil {
 			j.done <- o
 			continue
 		}

@@ -21,7 +21,7 @@ const storeIDFile = "STORE_ID"
 
 // recover opens the files and rebuilds memory from them and Postgres:
 //
-//  1. match the directory's STORE_ID with the database's turn_log_state;
+//  1. match the directory's STORE_ID with the database's turn_stores row;
 //  2. open the blob pack (its torn tail is cut; orphan blobs are harmless);
 //  3. open the turn log, failing on damage below committed_end and cutting
 //     everything from committed_end on (records of groups that never

@@ -173,8 +173,9 @@ func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *be
 	gen := newPayloadGen(cfg.size, 1<<32)
 	lat := make([]time.Duration, 0, cfg.latencyTurns)
 	for range cfg.latencyTurns {
+		req := &client.AppendRequest{ContextID: contextID, TypeID: "cxdb.ConversationItem", TypeVersion: 3, Payload: gen.next()}
 		t0 := time.Now()
-		if _, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: contextID, TypeID: "cxdb.ConversationItem", TypeVersion: 3, Payload: gen.next()}); err != nil {
+		if _, err := c.AppendTurn(ctx, req); err != nil {
 			return fmt.Errorf("append: %w", err)
 		}
 		lat = append(lat, time.Since(t0))

@@ -91,11 +91,16 @@ type Turn struct {
 	CreatedAt       time.Time
 }
 
-type TurnLogState struct {
+type TurnLogCommit struct {
 	StoreID      uuid.UUID
 	CommittedEnd int64
 	NextTurnID   int64
-	UpdatedAt    time.Time
+	CommittedAt  time.Time
+}
+
+type TurnStore struct {
+	StoreID   uuid.UUID
+	CreatedAt time.Time
 }
 
 type TurnType struct {

@@ -80,21 +80,24 @@ new_grants AS (
            unnest($31::bytea[])
     ON CONFLICT DO NOTHING
 ),
+pruned AS (
+    -- old commit rows; @prune_below is 0 (nothing) for most groups
+    DELETE FROM turn_log_commits old WHERE old.store_id = $1 AND old.committed_end < $32
+),
 new_attachments AS (
     INSERT INTO fs_attachments (tenant_id, turn_id, fs_root_hash)
-    SELECT unnest($32::text[]),
-           unnest($33::bigint[]),
-           unnest($34::bytea[])
+    SELECT unnest($33::text[]),
+           unnest($34::bigint[]),
+           unnest($35::bytea[])
 )
-UPDATE turn_log_state
-SET committed_end = $1, next_turn_id = $2, updated_at = now()
-WHERE store_id = $3
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id)
+VALUES ($1, $2, $3)
 `
 
 type CommitAppendBatchParams struct {
+	StoreID          uuid.UUID
 	CommittedEnd     int64
 	NextTurnID       int64
-	StoreID          uuid.UUID
 	TypeTenantIds    []string
 	TypeRefs         []int32
 	TypeIds          []string
@@ -123,6 +126,7 @@ type CommitAppendBatchParams struct {
 	KeyCreatedAts    []time.Time
 	GrantTenantIds   []string
 	GrantHashes      [][]byte
+	PruneBelow       int64
 	FsTenantIds      []string
 	FsTurnIds        []int64
 	FsHashes         [][]byte
@@ -130,13 +134,14 @@ type CommitAppendBatchParams struct {
 
 // One statement, so one round trip and one implicit transaction, commits a
 // whole group of appends: the turn rows, the new heads, idempotency keys,
-// type refs, blob grants, fs attachments and the turn log checkpoint.
+// type refs, blob grants, fs attachments and the turn log checkpoint
+// (insert-only, so that groups in flight together do not contend on it).
 // Foreign keys are checked at the end of the statement.
 func (q *Queries) CommitAppendBatch(ctx context.Context, arg CommitAppendBatchParams) error {
 	_, err := q.db.Exec(ctx, commitAppendBatch,
+		arg.StoreID,
 		arg.CommittedEnd,
 		arg.NextTurnID,
-		arg.StoreID,
 		arg.TypeTenantIds,
 		arg.TypeRefs,
 		arg.TypeIds,
@@ -165,6 +170,7 @@ func (q *Queries) CommitAppendBatch(ctx context.Context, arg CommitAppendBatchPa
 		arg.KeyCreatedAts,
 		arg.GrantTenantIds,
 		arg.GrantHashes,
+		arg.PruneBelow,
 		arg.FsTenantIds,
 		arg.FsTurnIds,
 		arg.FsHashes,
@@ -210,7 +216,15 @@ func (q *Queries) DeleteIdempotencyKeysBefore(ctx context.Context, before time.T
 }
 
 const getTurnLogState = `-- name: GetTurnLogState :one
-SELECT store_id, committed_end, next_turn_id FROM turn_log_state
+SELECT s.store_id,
+       coalesce(c.committed_end, 0)::bigint AS committed_end,
+       coalesce(c.next_turn_id, 1)::bigint AS next_turn_id
+FROM turn_stores s
+LEFT JOIN LATERAL (
+    SELECT committed_end, next_turn_id FROM turn_log_commits
+    WHERE store_id = s.store_id ORDER BY committed_end DESC LIMIT 1
+) c ON true
+LIMIT 1
 `
 
 type GetTurnLogStateRow struct {
@@ -219,6 +233,7 @@ type GetTurnLogStateRow struct {
 	NextTurnID   int64
 }
 
+// The store and its latest commit (0 and 1 before the first).
 func (q *Queries) GetTurnLogState(ctx context.Context) (GetTurnLogStateRow, error) {
 	row := q.db.QueryRow(ctx, getTurnLogState)
 	var i GetTurnLogStateRow
@@ -250,7 +265,7 @@ func (q *Queries) GrantBlob(ctx context.Context, arg GrantBlobParams) (bool, err
 }
 
 const initTurnLogState = `-- name: InitTurnLogState :exec
-INSERT INTO turn_log_state (store_id, committed_end, next_turn_id) VALUES ($1, 0, 1)
+INSERT INTO turn_stores (store_id) VALUES ($1)
 `
 
 func (q *Queries) InitTurnLogState(ctx context.Context, storeID uuid.UUID) error {

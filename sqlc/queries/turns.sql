@@ -1,8 +1,17 @@
 -- name: GetTurnLogState :one
-SELECT store_id, committed_end, next_turn_id FROM turn_log_state;
+-- The store and its latest commit (0 and 1 before the first).
+SELECT s.store_id,
+       coalesce(c.committed_end, 0)::bigint AS committed_end,
+       coalesce(c.next_turn_id, 1)::bigint AS next_turn_id
+FROM turn_stores s
+LEFT JOIN LATERAL (
+    SELECT committed_end, next_turn_id FROM turn_log_commits
+    WHERE store_id = s.store_id ORDER BY committed_end DESC LIMIT 1
+) c ON true
+LIMIT 1;
 
 -- name: InitTurnLogState :exec
-INSERT INTO turn_log_state (store_id, committed_end, next_turn_id) VALUES (@store_id, 0, 1);
+INSERT INTO turn_stores (store_id) VALUES (@store_id);
 
 -- name: ListContexts :many
 SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth
@@ -51,7 +60,8 @@ UPDATE turns t SET fs_root_hash = @fs_root_hash WHERE t.tenant_id = @tenant_id A
 -- name: CommitAppendBatch :exec
 -- One statement, so one round trip and one implicit transaction, commits a
 -- whole group of appends: the turn rows, the new heads, idempotency keys,
--- type refs, blob grants, fs attachments and the turn log checkpoint.
+-- type refs, blob grants, fs attachments and the turn log checkpoint
+-- (insert-only, so that groups in flight together do not contend on it).
 -- Foreign keys are checked at the end of the statement.
 WITH new_types AS (
     INSERT INTO turn_types (tenant_id, type_ref, type_id)
@@ -101,15 +111,18 @@ new_grants AS (
            unnest(@grant_hashes::bytea[])
     ON CONFLICT DO NOTHING
 ),
+pruned AS (
+    -- old commit rows; @prune_below is 0 (nothing) for most groups
+    DELETE FROM turn_log_commits old WHERE old.store_id = @store_id AND old.committed_end < @prune_below
+),
 new_attachments AS (
     INSERT INTO fs_attachments (tenant_id, turn_id, fs_root_hash)
     SELECT unnest(@fs_tenant_ids::text[]),
            unnest(@fs_turn_ids::bigint[]),
            unnest(@fs_hashes::bytea[])
 )
-UPDATE turn_log_state
-SET committed_end = @committed_end, next_turn_id = @next_turn_id, updated_at = now()
-WHERE store_id = @store_id;
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id)
+VALUES (@store_id, @committed_end, @next_turn_id);
 
 -- name: TurnStoreRelationBytes :one
 -- Bytes Postgres uses for the turn store's tables and their indexes.

@@ -1,0 +1,122 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// finishLoop is the finisher stage: it commits the written groups in order,
+// publishes and answers them.
+func (c *committer) finishLoop() {
+	for p := range c.written {
+		c.finish(p)
+	}
+}
+
+func (c *committer) finish(p *plan) {
+	if err := c.doomed(p); err != nil {
+		p.tx.rollback()
+		p.failPending(err)
+		return
+	}
+	if p.tx != nil {
+		if err := c.commitGroup(p); err != nil {
+			c.failedEpoch.Store(p.epoch)
+			c.rollback.Store(&rollbackRequest{seq: p.seq, logStart: p.logStart})
+			p.failPending(err)
+			return
+		}
+		if c.e.opts.hooks.crash(stepCommitted) {
+			p.failPending(c.crash())
+			return
+		}
+	}
+	c.publish(p)
+}
+
+// doomed says why a group must not commit: the store broke, or a group it
+// was planned on failed.
+func (c *committer) doomed(p *plan) error {
+	if err := c.failed(); err != nil {
+		return err
+	}
+	if p.epoch <= c.failedEpoch.Load() {
+		return errorf(KindUnavailable, "an earlier append it depends on failed to commit; retry")
+	}
+	return nil
+}
+
+// commitGroup commits the group's transaction. When the outcome is unknown
+// (the connection broke around COMMIT) it asks Postgres which it was.
+func (c *committer) commitGroup(p *plan) error {
+	err := p.tx.commit()
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return commitError(err) // the server refused: nothing committed
+	}
+	committed, known := c.wasCommitted(p)
+	switch {
+	case known && committed:
+		return nil
+	case known:
+		return commitError(err)
+	default:
+		return c.fail(wrapf(KindUnavailable, err, "commit turns: outcome unknown, restart to reconcile"))
+	}
+}
+
+// commitError is what the clients of a group that did not commit hear.
+func commitError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return wrapf(KindInternal, err, "commit turns")
+	}
+	return wrapf(KindUnavailable, err, "commit turns: database unavailable")
+}
+
+// wasCommitted asks Postgres whether the group's first turn exists,
+// retrying while Postgres is unreachable (the pipeline waits meanwhile)
+// until it answers or the store shuts down.
+func (c *committer) wasCommitted(p *plan) (committed, known bool) {
+	first := p.turns[0]
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ok, err := c.e.q.TurnExists(ctx, db.TurnExistsParams{TenantID: first.tenantID(c.e), TurnID: int64(first.id)})
+		cancel()
+		if err == nil {
+			return ok, true
+		}
+		c.e.log.Warn("cannot tell whether a group committed; retrying", "err", err, "retry_in", delay)
+		select {
+		case <-c.quit:
+			return false, false
+		case <-time.After(delay):
+		}
+	}
+}
+
+// publish makes the group visible to reads, then answers it.
+func (c *committer) publish(p *plan) {
+	for _, t := range p.turns {
+		c.e.table.set(t.id, t.meta)
+	}
+	c.e.table.publish(p.maxTurn)
+	for id, s := range p.heads {
+		c.e.contexts.put(id, s)
+	}
+	for _, t := range p.newTypes {
+		c.e.types.add(t.tenant, t.ref, t.typeID)
+	}
+	c.published.Store(p.seq)
+	c.appends.Add(int64(len(p.turns)))
+	c.groups.Add(1)
+	p.answer()
+}
