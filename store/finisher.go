@@ -54,6 +54,10 @@ func (c *committer) doomed(p *plan) error {
 // commitGroup commits the group's transaction. When the outcome is unknown
 // (the connection broke around COMMIT) it asks Postgres which it was.
 func (c *committer) commitGroup(p *plan) error {
+	if c.e.opts.hooks.commitFails() {
+		p.tx.rollback()
+		return commitError(errInjected)
+	}
 	err := p.tx.commit()
 	if err == nil {
 		return nil

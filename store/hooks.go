@@ -16,6 +16,9 @@ const (
 // database then exercises recovery from exactly that state.
 type hooks struct {
 	crashAt func(step) bool
+	// failCommit makes the finisher roll a group back instead of
+	// committing it, as a refused COMMIT would.
+	failCommit func() bool
 }
 
 // errCrashed is what a simulated crash answers.
@@ -24,3 +27,10 @@ var errCrashed = errors.New("simulated crash")
 func (h *hooks) crash(s step) bool {
 	return h != nil && h.crashAt != nil && h.crashAt(s)
 }
+
+func (h *hooks) commitFails() bool {
+	return h != nil && h.failCommit != nil && h.failCommit()
+}
+
+// errInjected is what an injected commit failure reports.
+var errInjected = errors.New("injected commit failure")
