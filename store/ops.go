@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/blake3"
@@ -156,12 +157,13 @@ func (e *Engine) walk(t Tenant, from uint64, limit uint32, withPayload bool) ([]
 	n := min(int(limit), maxListTurns)
 	out := make([]Turn, 0, min(n, 1024))
 	budget := maxListBytes
+	names := typeNames{types: e.types, tenant: t.No}
 	for id := from; id != 0 && len(out) < n; {
 		m, ok := e.table.get(id)
 		if !ok {
 			return nil, errorf(KindInternal, "turn %d: parent chain broken", id)
 		}
-		turn, err := e.turn(t, id, m, withPayload)
+		turn, err := e.turn(id, &m, names.name(m.typeRef), withPayload)
 		if err != nil {
 			return nil, err
 		}
@@ -171,24 +173,40 @@ func (e *Engine) walk(t Tenant, from uint64, limit uint32, withPayload bool) ([]
 		out = append(out, turn)
 		id = m.parent
 	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
+	slices.Reverse(out)
 	return out, nil
 }
 
+// typeNames looks up a tenant's type names for one walk, remembering the
+// last one: a chain's turns mostly share their type.
+type typeNames struct {
+	types  *typeTable
+	tenant uint32
+	ref    uint32 // of last, when known
+	last   string
+	known  bool
+}
+
+func (n *typeNames) name(ref uint32) string {
+	if !n.known || n.ref != ref {
+		n.ref, n.last, n.known = ref, n.types.name(n.tenant, ref), true
+	}
+	return n.last
+}
+
 // turn renders one turn. With a payload it reports it as the original
-// bytes (compression 0, length = payload length), as CXDB does.
-func (e *Engine) turn(t Tenant, id uint64, m turnMeta, withPayload bool) (Turn, error) {
+// bytes (compression 0, length = payload length), as CXDB does. The
+// payload is read-only: it may be shared with the blob pack's cache.
+func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (Turn, error) {
 	turn := Turn{
-		ID: id, ParentID: m.parent, Depth: m.depth, TypeID: e.types.name(t.No, m.typeRef),
+		ID: id, ParentID: m.parent, Depth: m.depth, TypeID: typeID,
 		TypeVersion: m.typeVersion, Encoding: m.encoding, Compression: m.compression,
 		UncompressedLen: m.uncompressedLen, Hash: m.hash,
 	}
 	if !withPayload {
 		return turn, nil
 	}
-	data, err := e.blobs.Read(m.hash)
+	data, err := e.blobs.View(m.hash)
 	if err != nil {
 		return Turn{}, wrapf(KindInternal, err, "read payload of turn %d", id)
 	}
@@ -196,7 +214,8 @@ func (e *Engine) turn(t Tenant, id uint64, m turnMeta, withPayload bool) (Turn, 
 	return turn, nil
 }
 
-// GetBlob returns a blob the tenant owns.
+// GetBlob returns a blob the tenant owns. The bytes are read-only: they
+// may be shared with the blob pack's cache.
 func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) {
 	ok, err := e.ownsBlob(ctx, t, h)
 	if err != nil {
@@ -205,7 +224,7 @@ func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) 
 	if !ok {
 		return nil, errorf(KindNotFound, "blob %x not found", h)
 	}
-	data, err := e.blobs.Read(h)
+	data, err := e.blobs.View(h)
 	if err != nil {
 		return nil, wrapf(KindInternal, err, "read blob %x", h)
 	}

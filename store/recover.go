@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cardboxhq/cardbox/store/syncfile"
+
 	"github.com/google/uuid"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -144,16 +146,7 @@ func writeStoreID(dir string, id uuid.UUID) error {
 	if err := os.Rename(tmp, filepath.Join(dir, storeIDFile)); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return syncfile.Dir(dir)
 }
 
 // openTurnLog opens the log, keeping exactly the committed records, and

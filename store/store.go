@@ -77,7 +77,9 @@ type Turn struct {
 	Compression     uint32 // as the writer sent it
 	UncompressedLen uint32
 	Hash            Hash
-	Payload         []byte // nil unless requested
+	// Payload is nil unless requested. It is read-only: the store may
+	// share it with its cache and other readers.
+	Payload []byte
 }
 
 // TurnStore is what the protocol surfaces need from the store. Every call is
@@ -99,7 +101,8 @@ type TurnStore interface {
 	// first; beforeTurnID must be on the context's chain (0 = the head's
 	// chain from the head, like Last).
 	Before(ctx context.Context, t Tenant, contextID, beforeTurnID uint64, limit uint32, withPayload bool) ([]Turn, error)
-	// GetBlob returns a blob's uncompressed bytes.
+	// GetBlob returns a blob's uncompressed bytes, read-only (they may be
+	// shared like Turn.Payload).
 	GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error)
 	// PutBlob stores data under its hash; wasNew reports whether the tenant
 	// did not have it before.

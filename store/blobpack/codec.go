@@ -1,6 +1,7 @@
 package blobpack
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"sync"
@@ -75,6 +76,15 @@ func (z *zcodec) decompress(e *Entry, stored []byte) ([]byte, error) {
 		return nil, fmt.Errorf("blobpack: record at %d: decoded %d bytes, want %d: %w", e.Offset, len(out), e.RawLen, ErrCorrupt)
 	}
 	return out, nil
+}
+
+// decompressOwned is decompress for stored bytes the caller will reuse:
+// the result never aliases stored.
+func (z *zcodec) decompressOwned(e *Entry, stored []byte) ([]byte, error) {
+	if e.Codec == CodecRaw {
+		return bytes.Clone(stored), nil
+	}
+	return z.decompress(e, stored)
 }
 
 // parallelMinBytes is the amount of data to compress from which

@@ -1,12 +1,15 @@
 package blobpack
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cardboxhq/cardbox/store/syncfile"
 
 	"github.com/zeebo/blake3"
 )
@@ -46,6 +49,17 @@ type Options struct {
 	// VerifyHashes is a debug switch: Put recomputes the BLAKE3 of every
 	// new blob and Read checks the hash of what it returns.
 	VerifyHashes bool
+
+	// CacheBytes bounds the cache of uncompressed blobs that View keeps.
+	// Zero means DefaultCacheBytes; a negative value disables the cache.
+	CacheBytes int
+}
+
+func (o Options) cacheBytes() int {
+	if o.CacheBytes == 0 {
+		return DefaultCacheBytes
+	}
+	return max(o.CacheBytes, 0)
 }
 
 func (o Options) maxBlobSize() int {
@@ -75,15 +89,16 @@ type Stats struct {
 
 // Pack is a content-addressed blob store in one append-only file.
 //
-// Lookup, Read, ReadEntry and Stats are safe for concurrent use with each
+// Lookup, Read, View, ReadEntry and Stats are safe for concurrent use with each
 // other and with Put. Put is meant for a single writer (the group
 // committer); concurrent calls are serialized.
 type Pack struct {
-	dir  string
-	opts Options
-	z    *zcodec
-	pack *os.File
-	idx  *os.File
+	dir   string
+	opts  Options
+	z     *zcodec
+	cache *blobCache // nil: no cache
+	pack  *os.File
+	idx   *os.File
 
 	closed   atomic.Bool
 	packSize atomic.Int64 // every byte below is a published, fsynced record
@@ -121,7 +136,7 @@ type Result struct {
 // Open opens the pack in dir, creating dir and its files if missing, and
 // recovers from any crash leftovers (see the package documentation).
 func Open(dir string, opts Options) (*Pack, error) {
-	p := &Pack{dir: dir, opts: opts, z: zc()}
+	p := &Pack{dir: dir, opts: opts, z: zc(), cache: newBlobCache(opts.cacheBytes())}
 	if err := p.openFiles(); err != nil {
 		return nil, err
 	}
@@ -141,7 +156,7 @@ func (p *Pack) openFiles() error {
 	if p.pack, createdPack, err = openOrCreate(filepath.Join(p.dir, PackFile)); err != nil {
 		return err
 	}
-	if err := lockFile(p.pack); err != nil {
+	if err := syncfile.Lock(p.pack); err != nil {
 		p.closeFiles()
 		return fmt.Errorf("blobpack: lock %s: %w", p.pack.Name(), err)
 	}
@@ -150,7 +165,7 @@ func (p *Pack) openFiles() error {
 		return err
 	}
 	if createdPack || createdIdx {
-		if err := syncDir(p.dir); err != nil {
+		if err := syncfile.Dir(p.dir); err != nil {
 			p.closeFiles()
 			return err
 		}
@@ -169,7 +184,7 @@ func mkdir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("blobpack: open: %w", err)
 	}
-	return syncDir(filepath.Dir(dir))
+	return syncfile.Dir(filepath.Dir(dir))
 }
 
 func openOrCreate(name string) (*os.File, bool, error) {
@@ -184,18 +199,6 @@ func openOrCreate(name string) (*os.File, bool, error) {
 		return nil, false, fmt.Errorf("blobpack: open: %w", err)
 	}
 	return f, false, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("blobpack: sync dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("blobpack: sync dir %s: %w", dir, err)
-	}
-	return nil
 }
 
 func (p *Pack) closeFiles() {
@@ -226,6 +229,11 @@ func (p *Pack) Stats() Stats {
 // Read returns the uncompressed bytes of the blob with hash h. The result
 // is the caller's to keep and modify.
 func (p *Pack) Read(h Hash) ([]byte, error) {
+	if p.cache != nil && !p.closed.Load() {
+		if data, ok := p.cache.get(&h); ok {
+			return bytes.Clone(data), nil
+		}
+	}
 	e, ok := p.Lookup(h)
 	if !ok {
 		return nil, fmt.Errorf("blobpack: read %x: %w", h, ErrNotFound)
@@ -233,9 +241,38 @@ func (p *Pack) Read(h Hash) ([]byte, error) {
 	return p.ReadEntry(e)
 }
 
+// View returns the uncompressed bytes of the blob with hash h, like Read,
+// but they may be shared with the pack's cache and with other callers:
+// the caller must not modify them. A blob read once stays in the cache
+// (Options.CacheBytes) while it is read often, saving the pread and the
+// decompression; cached bytes are checked against a CRC on every hit.
+func (p *Pack) View(h Hash) ([]byte, error) {
+	if p.closed.Load() {
+		return nil, fmt.Errorf("blobpack: read %x: %w", h, ErrClosed)
+	}
+	if p.cache != nil {
+		if data, ok := p.cache.get(&h); ok {
+			return data, nil
+		}
+	}
+	e, ok := p.Lookup(h)
+	if !ok {
+		return nil, fmt.Errorf("blobpack: read %x: %w", h, ErrNotFound)
+	}
+	data, err := p.ReadEntry(e)
+	if err != nil {
+		return nil, err
+	}
+	if p.cache != nil {
+		p.cache.put(&h, data)
+	}
+	return data, nil
+}
+
 // ReadEntry returns the uncompressed bytes of the blob e describes, as
 // returned by Lookup or Put. It reads the record with one pread and checks
-// its CRC, that its header matches e, and the decompressed length.
+// its CRC, that its header matches e, and the decompressed length. The
+// result is the caller's to keep and modify.
 func (p *Pack) ReadEntry(e Entry) ([]byte, error) {
 	if p.closed.Load() {
 		return nil, fmt.Errorf("blobpack: read %x: %w", e.Hash, ErrClosed)
@@ -243,18 +280,19 @@ func (p *Pack) ReadEntry(e Entry) ([]byte, error) {
 	if e.Offset < 0 || e.end() > p.packSize.Load() {
 		return nil, fmt.Errorf("blobpack: read %x at %d: record past end of pack: %w", e.Hash, e.Offset, ErrNotFound)
 	}
-	buf := make([]byte, e.recordSize())
-	if _, err := p.pack.ReadAt(buf, e.Offset); err != nil {
+	buf := getReadBuf(int(e.recordSize()))
+	defer putReadBuf(buf)
+	if _, err := p.pack.ReadAt(*buf, e.Offset); err != nil {
 		return nil, fmt.Errorf("blobpack: read %x at %d: %w", e.Hash, e.Offset, err)
 	}
-	got, stored, err := decodeRecord(buf, e.Offset)
+	got, stored, err := decodeRecord(*buf, e.Offset)
 	if err != nil {
 		return nil, fmt.Errorf("blobpack: read %x: %w", e.Hash, err)
 	}
 	if got != e {
 		return nil, fmt.Errorf("blobpack: read %x at %d: header %+v does not match entry: %w", e.Hash, e.Offset, got, ErrCorrupt)
 	}
-	data, err := p.z.decompress(&e, stored)
+	data, err := p.z.decompressOwned(&e, stored)
 	if err != nil {
 		return nil, fmt.Errorf("blobpack: read %x: %w", e.Hash, err)
 	}
@@ -262,6 +300,32 @@ func (p *Pack) ReadEntry(e Entry) ([]byte, error) {
 		return nil, fmt.Errorf("blobpack: read %x at %d: %w", e.Hash, e.Offset, ErrHashMismatch)
 	}
 	return data, nil
+}
+
+// maxPooledRead is the largest record read into a pooled buffer; larger
+// ones are rare and get their own.
+const maxPooledRead = maxCachedBlob + recordOverhead
+
+// readBufs holds record read buffers (*[]byte), so that a read allocates
+// only the uncompressed bytes it returns.
+var readBufs sync.Pool
+
+// getReadBuf returns a buffer of length n; putReadBuf takes it back.
+func getReadBuf(n int) *[]byte {
+	if n <= maxPooledRead {
+		if b, ok := readBufs.Get().(*[]byte); ok && cap(*b) >= n {
+			*b = (*b)[:n]
+			return b
+		}
+	}
+	b := make([]byte, n, max(n, min(maxPooledRead, 4<<10)))
+	return &b
+}
+
+func putReadBuf(b *[]byte) {
+	if cap(*b) <= maxPooledRead {
+		readBufs.Put(b)
+	}
 }
 
 // Close syncs blobs.idx and closes the files. It waits for a running Put.

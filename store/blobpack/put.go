@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/cardboxhq/cardbox/store/syncfile"
+
 	"github.com/zeebo/blake3"
 )
 
@@ -180,7 +182,7 @@ func (p *Pack) write(buf []byte, off int64) error {
 		}
 		return fmt.Errorf("blobpack: put: write %d bytes at %d: %w", len(buf), off, err)
 	}
-	if err := syncData(p.pack); err != nil {
+	if err := syncfile.Data(p.pack); err != nil {
 		p.failed = err
 		return fmt.Errorf("blobpack: put: sync: %w", err)
 	}

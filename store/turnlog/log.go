@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cardboxhq/cardbox/store/syncfile"
 )
 
 // Sentinel errors. Errors returned by this package wrap them with context;
@@ -85,11 +87,11 @@ func Open(path string, opts Options, visit func(off int64, r Record) error) (*Lo
 }
 
 func (l *Log) open(created bool, opts Options, visit func(int64, Record) error) error {
-	if err := lockFile(l.f); err != nil {
+	if err := syncfile.Lock(l.f); err != nil {
 		return fmt.Errorf("turnlog: lock %s: %w", l.path, err)
 	}
 	if created {
-		if err := syncDir(filepath.Dir(l.path)); err != nil {
+		if err := syncfile.Dir(filepath.Dir(l.path)); err != nil {
 			return err
 		}
 	}
@@ -130,18 +132,6 @@ func openOrCreate(path string) (*os.File, bool, error) {
 		return nil, false, fmt.Errorf("turnlog: open: %w", err)
 	}
 	return f, false, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("turnlog: sync dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("turnlog: sync dir %s: %w", dir, err)
-	}
-	return nil
 }
 
 // scanChunk is how many bytes scan reads at a time.
@@ -246,7 +236,7 @@ func (l *Log) Append(recs []Record) (first int64, err error) {
 		}
 		return 0, fmt.Errorf("turnlog: append %d records at %d: %w", len(recs), off, err)
 	}
-	if err := syncData(l.f); err != nil {
+	if err := syncfile.Data(l.f); err != nil {
 		l.failed = err
 		return 0, fmt.Errorf("turnlog: append: sync %s: %w", l.path, err)
 	}

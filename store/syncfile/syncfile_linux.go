@@ -1,6 +1,6 @@
 //go:build linux
 
-package turnlog
+package syncfile
 
 import (
 	"os"
@@ -8,15 +8,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// syncData flushes f's data and the metadata needed to read it back
-// (including its size) with fdatasync(2).
-func syncData(f *os.File) error {
+// Data flushes f's data and the metadata needed to read it back (including
+// its size) with fdatasync(2).
+func Data(f *os.File) error {
 	return control(f, func(fd int) error { return unix.Fdatasync(fd) })
 }
 
-// lockFile takes an exclusive, non-blocking flock(2) on f. The lock goes
-// away when f is closed or the process dies.
-func lockFile(f *os.File) error {
+// Lock takes an exclusive, non-blocking flock(2) on f. The lock goes away
+// when f is closed or the process dies.
+func Lock(f *os.File) error {
 	return control(f, func(fd int) error { return unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) })
 }
 

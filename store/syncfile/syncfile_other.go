@@ -1,0 +1,11 @@
+//go:build !linux
+
+package syncfile
+
+import "os"
+
+// Data flushes f to stable storage.
+func Data(f *os.File) error { return f.Sync() }
+
+// Lock is a no-op outside Linux; a single process must own the directory.
+func Lock(*os.File) error { return nil }
