@@ -23,7 +23,10 @@ import (
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// Authenticator decides a session's tenant from its HELLO.
+// Authenticator decides a session's tenant from its HELLO. An error
+// refuses the HELLO with ERROR 401 (the session stays unauthenticated),
+// except a *store.Error of kind UNAVAILABLE or INTERNAL, which is answered
+// with its own code (503, 500).
 type Authenticator func(ctx context.Context, hello cxdbcompat.HelloRequest) (store.Tenant, error)
 
 // Options configure a Server.

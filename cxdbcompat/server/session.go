@@ -138,7 +138,10 @@ func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 	}
 	t, err := s.srv.opts.Authenticate(s.ctx, req)
 	if err != nil {
-		return err
+		if k := store.KindOf(err); errors.As(err, new(*store.Error)) && (k == store.KindUnavailable || k == store.KindInternal) {
+			return err // the authenticator could not decide: 503 / 500
+		}
+		return &protocolError{401, "UNAUTHORIZED", "authentication failed: " + err.Error()}
 	}
 	s.tenant, s.hasTenant = t, true
 	return nil
