@@ -129,7 +129,9 @@ func (s *Server) startSession(conn net.Conn) {
 
 // Shutdown stops accepting, stops reading new requests, lets in-flight
 // requests finish and their responses go out, then closes the connections.
-// If ctx ends first, the connections are closed at once.
+// If ctx ends first, the connections are closed at once and the requests
+// still running are cancelled (a store call stuck on Postgres must not
+// hold Shutdown past its deadline).
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
@@ -148,6 +150,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.mu.Lock()
 		for sess := range s.conns {
+			sess.cancel()
 			sess.conn.Close()
 		}
 		s.mu.Unlock()
