@@ -52,12 +52,13 @@ type committer struct {
 	once    sync.Once
 
 	// Writer state.
-	idem     idemTable
-	nextTurn uint64
-	seq      uint64 // groups planned
-	epoch    uint64 // bumped by every rollback
-	shadow   *shadow
-	lastSwep time.Time
+	idem      idemTable
+	nextTurn  uint64
+	seq       uint64 // groups planned
+	lastGroup int    // size of the last group, for collect
+	epoch     uint64 // bumped by every rollback
+	shadow    *shadow
+	lastSwep  time.Time
 
 	// Shared between the stages.
 	published   atomic.Uint64 // seq of the last group published
@@ -164,15 +165,46 @@ func (c *committer) drain() {
 	}
 }
 
-// collect takes first and everything queued behind it, up to MaxBatch: no
-// timer, so a lone append commits at once and a busy queue batches itself.
+// collect takes first and everything queued behind it, up to MaxBatch, so
+// a lone append commits at once and a busy queue batches itself. One
+// refinement: when the last group was large and this one is tiny, the
+// writer lingers briefly for the rest. Without it, writers that wait for
+// their answers fall into a rhythm of one group of one (the first request
+// back) and one group of everyone else, wasting every other round trip.
 func (c *committer) collect(first *job) []*job {
-	batch := []*job{first}
+	batch := c.takeQueued([]*job{first})
+	if want := c.lastGroup / 2; len(batch) < want && len(batch) < c.e.opts.MaxBatch {
+		batch = c.linger(batch, want)
+	}
+	c.lastGroup = len(batch)
+	return batch
+}
+
+// takeQueued appends what is queued now to batch, up to MaxBatch.
+func (c *committer) takeQueued(batch []*job) []*job {
 	for len(batch) < c.e.opts.MaxBatch {
 		select {
 		case j := <-c.queue:
 			batch = append(batch, j)
 		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// maxLinger bounds how long a small group waits for company.
+const maxLinger = time.Millisecond
+
+// linger waits up to maxLinger for batch to reach want jobs.
+func (c *committer) linger(batch []*job, want int) []*job {
+	timer := time.NewTimer(maxLinger)
+	defer timer.Stop()
+	for len(batch) < want {
+		select {
+		case j := <-c.queue:
+			batch = c.takeQueued(append(batch, j))
+		case <-timer.C:
 			return batch
 		}
 	}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func TestPayloadsAreDistinctMsgpackOfTheRequestedSize(t *testing.T) {
+	a, b := newPayloadGen(1024, 1), newPayloadGen(1024, 2)
+	seen := map[string]bool{}
+	for range 100 {
+		for _, g := range []*payloadGen{a, b} {
+			p := g.next()
+			if seen[string(p)] {
+				t.Fatal("repeated payload")
+			}
+			seen[string(p)] = true
+			if len(p) < 900 || len(p) > 1100 {
+				t.Fatalf("payload of %d bytes, want about 1024", len(p))
+			}
+			var m map[string]any
+			if err := msgpack.Unmarshal(p, &m); err != nil || m["1"] != "user_input" {
+				t.Fatalf("not a conversation item: %v %v", m, err)
+			}
+		}
+	}
+	if bytes.Equal(a.template, b.template) {
+		t.Fatal("generators share a template")
+	}
+}
