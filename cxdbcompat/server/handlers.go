@@ -130,12 +130,21 @@ func (s *session) getBefore(f cxdbcompat.Frame) ([]byte, error) {
 	return turnListFrame(f, turns), nil
 }
 
-// turnListFrame streams the items into the frame without building records
-// first.
+// turnRecordFixed is the encoded size of a turn record without its type id
+// and payload bytes (see cxdbcompat.TurnRecord).
+const turnRecordFixed = 8 + 8 + 4 + 4 + 4*4 + cxdbcompat.HashSize + 4
+
+// turnListFrame encodes the turns straight into a frame buffer of the
+// right size, without building records first.
 func turnListFrame(f cxdbcompat.Frame, turns []store.Turn) []byte {
-	return frame(f.Type, f.ReqID, func(dst []byte) []byte {
+	size := 4
+	for i := range turns {
+		size += turnRecordFixed + len(turns[i].TypeID) + len(turns[i].Payload)
+	}
+	return sizedFrame(f.Type, f.ReqID, size, func(dst []byte) []byte {
 		dst = cxdbcompat.AppendTurnListHeader(dst, uint32(len(turns)))
-		for _, t := range turns {
+		for i := range turns {
+			t := &turns[i]
 			dst = cxdbcompat.TurnRecord{
 				TurnID: t.ID, ParentTurnID: t.ParentID, Depth: t.Depth, DeclaredTypeID: t.TypeID,
 				DeclaredTypeVersion: t.TypeVersion, Encoding: t.Encoding, Compression: t.Compression,
@@ -155,7 +164,7 @@ func (s *session) getBlob(f cxdbcompat.Frame) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return frame(f.Type, f.ReqID, cxdbcompat.GetBlobResponse{Data: data}.AppendTo), nil
+	return sizedFrame(f.Type, f.ReqID, 4+len(data), cxdbcompat.GetBlobResponse{Data: data}.AppendTo), nil
 }
 
 func (s *session) putBlob(f cxdbcompat.Frame) ([]byte, error) {
@@ -182,9 +191,16 @@ func (s *session) attachFS(f cxdbcompat.Frame) ([]byte, error) {
 	return frame(f.Type, f.ReqID, resp.AppendTo), nil
 }
 
-// frame encodes a response frame whose payload body appends.
+// frame encodes a small response frame whose payload body appends.
 func frame(typ cxdbcompat.MsgType, reqID uint64, body func([]byte) []byte) []byte {
-	buf, start := cxdbcompat.StartFrame(make([]byte, 0, 128), typ, 0, reqID)
+	return sizedFrame(typ, reqID, 128-cxdbcompat.HeaderSize, body)
+}
+
+// sizedFrame encodes a response frame whose payload body appends, in a
+// buffer with room for a payload of size bytes (pooled when large; see
+// frameBuf).
+func sizedFrame(typ cxdbcompat.MsgType, reqID uint64, size int, body func([]byte) []byte) []byte {
+	buf, start := cxdbcompat.StartFrame(frameBuf(cxdbcompat.HeaderSize+size), typ, 0, reqID)
 	buf = body(buf)
 	out, err := cxdbcompat.FinishFrame(buf, start)
 	if err != nil { // the payload outgrew a frame: say so instead

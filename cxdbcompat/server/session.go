@@ -167,22 +167,59 @@ func (s *session) reply(_ uint64, frame []byte) {
 	}
 }
 
-// writeLoop sends responses, flushing whenever no other response is ready,
-// so a busy connection gets several responses per write.
+// maxWriteBatch caps how many ready responses one write sends.
+const maxWriteBatch = 64
+
+// writeLoop sends responses. Whatever is ready when it wakes goes out in
+// one vectored write, without copying the frames into a buffer first; then
+// their buffers are recycled (see frameBuf).
 func (s *session) writeLoop() {
-	w := bufio.NewWriterSize(s.conn, 64<<10)
+	batch := make([][]byte, 0, maxWriteBatch)
+	vec := make(net.Buffers, 0, maxWriteBatch)
+	open := true
 	for f := range s.out {
-		if _, err := w.Write(f); err != nil {
+		batch, open = s.collect(append(batch[:0], f))
+		if err := s.write(batch, vec); err != nil {
 			s.writeFailed(err)
 			return
 		}
-		if len(s.out) == 0 {
-			if err := w.Flush(); err != nil {
-				s.writeFailed(err)
-				return
-			}
+		for i, b := range batch {
+			recycleFrame(b)
+			batch[i] = nil
+		}
+		if !open {
+			return
 		}
 	}
+}
+
+// collect adds the responses that are ready without waiting to batch; open
+// is false once s.out is closed and drained.
+func (s *session) collect(batch [][]byte) (_ [][]byte, open bool) {
+	for len(batch) < cap(batch) {
+		select {
+		case f, ok := <-s.out:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, f)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
+}
+
+// write sends the frames with one write (writev for several). vec is
+// scratch space: WriteTo consumes the slice it is given.
+func (s *session) write(frames [][]byte, vec net.Buffers) error {
+	if len(frames) == 1 {
+		_, err := s.conn.Write(frames[0])
+		return err
+	}
+	vec = append(vec[:0], frames...)
+	_, err := vec.WriteTo(s.conn)
+	return err
 }
 
 // writeFailed ends the session: the peer is gone, so handlers stop waiting
