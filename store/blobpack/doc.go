@@ -5,7 +5,9 @@
 // stored once, zstd-compressed (level 3, zstd.SpeedDefault) unless it is
 // shorter than 128 bytes or zstd does not make it smaller, in which case it
 // is stored raw. All lookups are served from an in-memory index (about
-// 70 bytes per blob); reads are one pread each.
+// 70 bytes per blob); reads are one pread each. View also keeps recently
+// read blobs uncompressed in a bounded cache (Options.CacheBytes), each
+// checked against a CRC-32C whenever it is served.
 //
 // # Files
 //

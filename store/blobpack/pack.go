@@ -227,7 +227,9 @@ func (p *Pack) Stats() Stats {
 }
 
 // Read returns the uncompressed bytes of the blob with hash h. The result
-// is the caller's to keep and modify.
+// is the caller's to keep and modify. A blob in View's cache is copied
+// from there (it was CRC-checked when read and is checked again); Read
+// does not add blobs to the cache.
 func (p *Pack) Read(h Hash) ([]byte, error) {
 	if p.cache != nil && !p.closed.Load() {
 		if data, ok := p.cache.get(&h); ok {
