@@ -1,0 +1,204 @@
+package server_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+)
+
+// TestPipelinedRawFrames writes hundreds of mixed requests with distinct,
+// unordered req_ids back-to-back in one write, then checks that each gets
+// exactly one answer of the right type, matched by req_id, with the server
+// allowed to answer in any order (and with a per-connection limit of 1,
+// 4 and the default on requests in flight).
+func TestPipelinedRawFrames(t *testing.T) {
+	t.Parallel()
+	for _, inFlight := range []int{1, 4, 0} {
+		t.Run(fmt.Sprint("max_in_flight_", inFlight), func(t *testing.T) {
+			t.Parallel()
+			e := newEnvWith(t, envConfig{maxInFlight: inFlight})
+			setup := dialRaw(t, e.addr)
+			const contexts = 4
+			var ctxIDs []uint64
+			for range contexts {
+				h, _ := cxdbcompat.DecodeHeadResponse(setup.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+				ctxIDs = append(ctxIDs, h.ContextID)
+			}
+
+			type expect struct {
+				typ  cxdbcompat.MsgType
+				code uint32 // for ERROR
+				ctx  uint64 // for appends
+				data []byte // blob / payload
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			want := map[uint64]expect{}
+			var stream []byte
+			const n = 400
+			for i := range n {
+				var id uint64
+				for id == 0 || want[id].typ != 0 {
+					id = rng.Uint64()
+				}
+				ctxID := ctxIDs[i%contexts]
+				var req cxdbcompat.Request
+				x := expect{}
+				switch i % 8 {
+				case 0, 1, 2, 3:
+					p := []byte(fmt.Sprintf("\xa9pipe %04d", i))
+					req, x = appendReq(ctxID, 0, p), expect{typ: cxdbcompat.MsgAppendTurn, ctx: ctxID, data: p}
+				case 4:
+					req, x.typ = cxdbcompat.GetLastRequest{ContextID: ctxID, Limit: 3, IncludePayload: true}, cxdbcompat.MsgGetLast
+				case 5:
+					d := []byte(fmt.Sprintf("blob %d", i))
+					req, x = cxdbcompat.PutBlobRequest{Hash: hashOf(d), Data: d}, expect{typ: cxdbcompat.MsgPutBlob, data: d}
+				case 6:
+					req, x.typ = cxdbcompat.GetHeadRequest{ContextID: ctxID}, cxdbcompat.MsgGetHead
+				case 7:
+					req, x = cxdbcompat.GetHeadRequest{ContextID: 1 << 40}, expect{typ: cxdbcompat.MsgError, code: 404}
+				}
+				want[id] = x
+				stream = cxdbcompat.AppendFrame(stream, req.MsgType(), req.Flags(), id, req.AppendTo(nil))
+			}
+
+			c := dialRaw(t, e.addr)
+			c.expectOK(cxdbcompat.MsgHello, 0, nil)
+			got := make(chan cxdbcompat.Frame, n)
+			readErr := make(chan error, 1)
+			go func() {
+				for range n {
+					f, err := c.read()
+					if err != nil {
+						readErr <- err
+						return
+					}
+					got <- f
+				}
+				close(got)
+			}()
+			c.write(stream)
+
+			seen := map[uint64]bool{}
+			turnsOf := map[uint64][]uint64{}
+			for range n {
+				var f cxdbcompat.Frame
+				select {
+				case f = <-got:
+				case err := <-readErr:
+					t.Fatalf("after %d responses: %v", len(seen), err)
+				}
+				x, ok := want[f.ReqID]
+				if !ok || seen[f.ReqID] {
+					t.Fatalf("response for req_id %d: unknown or duplicate", f.ReqID)
+				}
+				seen[f.ReqID] = true
+				if x.typ == cxdbcompat.MsgError {
+					requireError(t, f, x.code)
+					continue
+				}
+				if f.Type != x.typ {
+					t.Fatalf("req %d: got %s %s, want %s", f.ReqID, f.Type, describe(f), x.typ)
+				}
+				switch x.typ {
+				case cxdbcompat.MsgAppendTurn:
+					r, err := cxdbcompat.DecodeAppendTurnResponse(f.Payload)
+					if err != nil || r.ContextID != x.ctx || r.ContentHash != hashOf(x.data) {
+						t.Fatalf("append req %d: %+v %v", f.ReqID, r, err)
+					}
+					turnsOf[x.ctx] = append(turnsOf[x.ctx], r.NewTurnID)
+				case cxdbcompat.MsgPutBlob:
+					r, err := cxdbcompat.DecodePutBlobResponse(f.Payload)
+					if err != nil || r.Hash != hashOf(x.data) || !r.WasNew {
+						t.Fatalf("put blob req %d: %+v %v", f.ReqID, r, err)
+					}
+				case cxdbcompat.MsgGetLast:
+					if _, err := cxdbcompat.DecodeTurnList(f.Payload); err != nil {
+						t.Fatalf("get last req %d: %v", f.ReqID, err)
+					}
+				}
+			}
+			// Each context is one linear chain holding exactly its appends.
+			for _, ctxID := range ctxIDs {
+				chain, err := cxdbcompat.DecodeTurnList(setup.expectOK(cxdbcompat.MsgGetLast, 0,
+					cxdbcompat.GetLastRequest{ContextID: ctxID, Limit: n, IncludePayload: true}.AppendTo(nil)))
+				if err != nil || len(chain) != len(turnsOf[ctxID]) {
+					t.Fatalf("context %d: %d turns (%v), %d appends acknowledged", ctxID, len(chain), err, len(turnsOf[ctxID]))
+				}
+				acked := map[uint64]bool{}
+				for _, id := range turnsOf[ctxID] {
+					acked[id] = true
+				}
+				for i, turn := range chain {
+					if turn.Depth != uint32(i+1) || !acked[turn.TurnID] || !bytes.HasPrefix(turn.Payload, []byte("\xa9pipe ")) {
+						t.Fatalf("context %d turn %d: %+v", ctxID, i, turn)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestPipelinedClient runs many typed calls at once on one client with
+// WithPipelining.
+func TestPipelinedClient(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.dial(client.WithPipelining())
+	ctx := testCtx(t)
+	const workers, each = 16, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	heads := make([]uint64, workers)
+	for w := range workers {
+		wg.Go(func() {
+			h, err := c.CreateContext(ctx, 0)
+			if err != nil {
+				errs <- err
+				return
+			}
+			heads[w] = h.ContextID
+			var last client.AppendResult
+			for i := range each {
+				p := []byte(fmt.Sprintf("w%d-%d", w, i))
+				r, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: h.ContextID, TypeID: "t", TypeVersion: 1, Payload: p})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if r.ContextID != h.ContextID || r.NewDepth != uint32(i+1) || r.ContentHash != hashOf(p) {
+					errs <- fmt.Errorf("worker %d append %d: %+v", w, i, r)
+					return
+				}
+				last = r
+				if _, err := c.GetHead(ctx, h.ContextID); err != nil {
+					errs <- err
+					return
+				}
+			}
+			turns, err := c.GetLast(ctx, h.ContextID, each, true)
+			if err != nil || len(turns) != each || turns[each-1].TurnID != last.NewTurnID {
+				errs <- fmt.Errorf("worker %d: GetLast %d turns, %v", w, len(turns), err)
+				return
+			}
+			for i, turn := range turns {
+				if string(turn.Payload) != fmt.Sprintf("w%d-%d", w, i) {
+					errs <- fmt.Errorf("worker %d turn %d payload %q", w, i, turn.Payload)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := e.count(`SELECT count(*) FROM turns`); n != workers*each {
+		t.Fatalf("turn rows = %d, want %d", n, workers*each)
+	}
+}

@@ -1,0 +1,309 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// waitListenerClosed waits until new connections are refused.
+func waitListenerClosed(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(ioTimeout)
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return
+		}
+		conn.Close()
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the listener still accepts after Shutdown")
+}
+
+// TestShutdownAnswersInFlightAppends holds appends inside the store, shuts
+// down, and checks that Shutdown waits for them, that each is answered and
+// stored, and that the connections close afterwards.
+func TestShutdownAnswersInFlightAppends(t *testing.T) {
+	t.Parallel()
+	var g *gate
+	e := newEnvWith(t, envConfig{wrap: func(en *store.Engine) store.TurnStore { g = newGate(en); return g }})
+	t.Cleanup(g.release)
+	ctx := testCtx(t)
+
+	// Three official clients, one append each, and a raw connection with
+	// five pipelined appends.
+	const clients, pipelined = 3, 5
+	type ack struct {
+		res client.AppendResult
+		err error
+	}
+	acks := make(chan ack, clients)
+	var cs []*client.Client
+	for i := range clients {
+		c := e.dial()
+		h, err := c.CreateContext(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+		go func() {
+			r, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: h.ContextID, TypeID: "t", Payload: []byte(fmt.Sprint("client ", i))})
+			acks <- ack{r, err}
+		}()
+	}
+	raw := dialRaw(t, e.addr)
+	h, _ := cxdbcompat.DecodeHeadResponse(raw.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	var stream []byte
+	for i := range pipelined {
+		stream = cxdbcompat.AppendFrame(stream, cxdbcompat.MsgAppendTurn, 0, uint64(100+i), appendReq(h.ContextID, 0, []byte(fmt.Sprint("raw ", i))).AppendTo(nil))
+	}
+	raw.write(stream)
+	g.waitEntered(t, clients+pipelined)
+	before := e.count(`SELECT count(*) FROM turns`)
+
+	shutdown := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		shutdown <- e.srv.Shutdown(sctx)
+	}()
+	waitListenerClosed(t, e.addr)
+	// A request written now may or may not be read; if it is answered it
+	// must be stored, if not it must not be.
+	late := appendReq(h.ContextID, 0, []byte("late"))
+	raw.send(cxdbcompat.MsgAppendTurn, 0, 999, late.AppendTo(nil))
+
+	select {
+	case err := <-shutdown:
+		t.Fatalf("Shutdown returned (%v) while appends were in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	g.release()
+	select {
+	case err := <-shutdown:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+	case <-time.After(ioTimeout):
+		t.Fatal("Shutdown did not return after the appends finished")
+	}
+
+	var acked []uint64
+	for range clients {
+		a := <-acks
+		if a.err != nil {
+			t.Fatalf("in-flight client append: %v", a.err)
+		}
+		acked = append(acked, a.res.NewTurnID)
+	}
+	lateAnswered := false
+	for {
+		f, err := raw.read()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("raw connection not closed after Shutdown")
+			}
+			break // closed after the answers
+		}
+		if f.ReqID == 999 {
+			lateAnswered = true
+		}
+		if f.Type != cxdbcompat.MsgAppendTurn {
+			t.Fatalf("req %d: %s %s", f.ReqID, f.Type, describe(f))
+		}
+		r, _ := cxdbcompat.DecodeAppendTurnResponse(f.Payload)
+		acked = append(acked, r.NewTurnID)
+	}
+	wantAcked := clients + pipelined
+	if lateAnswered {
+		wantAcked++
+	}
+	if len(acked) != wantAcked {
+		t.Fatalf("%d appends answered, want %d", len(acked), wantAcked)
+	}
+	for _, id := range acked {
+		if e.count(`SELECT count(*) FROM turns WHERE turn_id = $1`, int64(id)) != 1 {
+			t.Fatalf("acknowledged turn %d is not stored", id)
+		}
+	}
+	if got := e.count(`SELECT count(*) FROM turns`); got != before+len(acked) {
+		t.Fatalf("%d turns stored, %d acknowledged", got-before, len(acked))
+	}
+	// The client connections are closed too.
+	for _, c := range cs {
+		if _, err := c.GetHead(ctx, 1); err == nil || errors.As(err, new(*client.ServerError)) {
+			t.Fatalf("client still served after Shutdown: %v", err)
+		}
+	}
+}
+
+// TestShutdownUnderLoad shuts down while clients append as fast as they
+// can: every acknowledged append is stored, every client is let go.
+func TestShutdownUnderLoad(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testCtx(t)
+	const writers = 4
+	var (
+		mu     sync.Mutex
+		acked  []uint64
+		wg     sync.WaitGroup
+		counts = make(chan struct{}, 1<<16)
+	)
+	for w := range writers {
+		c := e.dial(client.WithPipelining())
+		h, err := c.CreateContext(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range 4 { // several appends in flight per connection
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					r, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: h.ContextID, TypeID: "t", Payload: []byte(fmt.Sprintf("%d/%d/%d", w, k, i))})
+					if err != nil {
+						if errors.As(err, new(*client.ServerError)) {
+							t.Errorf("append refused instead of answered or cut: %v", err)
+						}
+						return
+					}
+					mu.Lock()
+					acked = append(acked, r.NewTurnID)
+					mu.Unlock()
+					counts <- struct{}{}
+				}
+			})
+		}
+	}
+	for range 100 {
+		select {
+		case <-counts:
+		case <-time.After(ioTimeout):
+			t.Fatal("appends are not progressing")
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	if err := e.srv.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	wg.Wait() // every writer got an answer or lost its connection
+	mu.Lock()
+	defer mu.Unlock()
+	stored := map[uint64]bool{}
+	rows, err := e.pool.Query(ctx, `SELECT turn_id FROM turns`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		stored[uint64(id)] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range acked {
+		if !stored[id] {
+			t.Fatalf("acknowledged turn %d is not stored", id)
+		}
+	}
+	// Every stored turn was acknowledged: requests are read only before
+	// Shutdown and every one that was read is answered.
+	if len(stored) != len(acked) {
+		t.Fatalf("%d turns stored, %d acknowledged", len(stored), len(acked))
+	}
+	t.Logf("%d appends acknowledged before and during Shutdown", len(acked))
+}
+
+// TestShutdownDeadlineCutsStuckRequests: when Shutdown's context ends
+// while a request is stuck in the store, Shutdown returns the context's
+// error promptly instead of waiting for the store.
+func TestShutdownDeadlineCutsStuckRequests(t *testing.T) {
+	t.Parallel()
+	var g *gate
+	e := newEnvWith(t, envConfig{
+		wrap: func(en *store.Engine) store.TurnStore { g = newGate(en); return g },
+		// the cancelled append is logged as a failed request
+		allowErrorLogs: true,
+	})
+	t.Cleanup(g.release)
+	raw := dialRaw(t, e.addr)
+	h, _ := cxdbcompat.DecodeHeadResponse(raw.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	raw.send(cxdbcompat.MsgAppendTurn, 0, 1, appendReq(h.ContextID, 0, []byte("stuck")).AppendTo(nil))
+	g.waitEntered(t, 1)
+
+	sctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- e.srv.Shutdown(sctx) }()
+	select {
+	case err := <-shutdown:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown = %v, want context.DeadlineExceeded", err)
+		}
+	case <-time.After(5 * time.Second):
+		g.release() // let the test end
+		<-shutdown
+		t.Fatal("Shutdown ignored its deadline: it waited for a request stuck in the store")
+	}
+	// The cancelled append may or may not get its 503 out before the
+	// connection closes; nothing else comes.
+	for {
+		f, err := raw.read()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("connection not closed after Shutdown")
+			}
+			break
+		}
+		requireError(t, f, 503)
+	}
+	if n := e.count(`SELECT count(*) FROM turns`); n > 1 {
+		t.Fatalf("%d turns stored", n)
+	}
+}
+
+// TestShutdownDeadlineWithAPeerThatDoesNotRead: responses a peer never
+// reads do not hold Shutdown past its deadline.
+func TestShutdownDeadlineWithAPeerThatDoesNotRead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	raw := dialRaw(t, e.addr)
+	h, _ := cxdbcompat.DecodeHeadResponse(raw.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	big := make([]byte, 256<<10)
+	for i := range 4 {
+		big[0] = byte(i)
+		raw.expectOK(cxdbcompat.MsgAppendTurn, 0, appendReq(h.ContextID, 0, big).AppendTo(nil))
+	}
+	// 1 MiB answers, far more than the socket buffers hold.
+	var stream []byte
+	for i := range 200 {
+		stream = cxdbcompat.AppendFrame(stream, cxdbcompat.MsgGetLast, 0, uint64(i+1),
+			cxdbcompat.GetLastRequest{ContextID: h.ContextID, Limit: 4, IncludePayload: true}.AppendTo(nil))
+	}
+	raw.write(stream)
+	time.Sleep(100 * time.Millisecond) // let the server fill the socket
+
+	sctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := e.srv.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Shutdown took %v", d)
+	}
+}
