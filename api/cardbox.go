@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/appendjson"
 	"github.com/cardboxhq/cardbox/docs"
 )
 
@@ -147,7 +148,7 @@ func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	res, err := r.svc.GetCards(c.Request().Context(), project, req.CardIDs)
+	res, err := r.svc.GetCardsJSON(c.Request().Context(), project, req.CardIDs)
 	if err != nil {
 		return err
 	}
@@ -159,11 +160,11 @@ func (r *CardBoxRoutes) getCard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	card, err := r.svc.GetCard(c.Request().Context(), project, id)
+	card, err := r.svc.GetCardJSON(c.Request().Context(), project, id)
 	if err != nil {
 		return err
 	}
-	return sendJSON(c, http.StatusOK, appendCard(nil, card))
+	return sendJSON(c, http.StatusOK, card)
 }
 
 func (r *CardBoxRoutes) deleteCard(c echo.Context) error {
@@ -265,7 +266,7 @@ func (r *CardBoxRoutes) boxesBatch(c echo.Context) error {
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
-	res, err := r.svc.GetBoxes(c.Request().Context(), project, cardbox.BoxesQuery{
+	res, err := r.svc.GetBoxesJSON(c.Request().Context(), project, cardbox.BoxesQuery{
 		BoxIDs: req.BoxIDs, Hydrate: req.Hydrate, Limit: limit,
 	})
 	if err != nil {
@@ -285,12 +286,12 @@ func (r *CardBoxRoutes) boxCards(c echo.Context) error {
 			return NewError(http.StatusBadRequest, "query parameter \"limit\": %q is not an integer", s)
 		}
 	}
-	page, err := r.svc.BoxCards(c.Request().Context(), project, id, limit, c.QueryParam("cursor"))
+	page, err := r.svc.BoxCardsJSON(c.Request().Context(), project, id, limit, c.QueryParam("cursor"))
 	if err != nil {
 		return err
 	}
 	if page.NextCursor != "" {
 		c.Response().Header().Set(NextCursorHeader, page.NextCursor)
 	}
-	return sendJSON(c, http.StatusOK, appendCards(make([]byte, 0, len(page.Cards)*512), page.Cards))
+	return sendJSON(c, http.StatusOK, appendjson.RawList(make([]byte, 0, appendjson.RawListLen(page.Cards)), page.Cards))
 }

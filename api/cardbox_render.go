@@ -17,7 +17,7 @@ type boxJSON struct {
 	Metadata      json.RawMessage `json:"metadata"`
 	CreatedAt     time.Time       `json:"created_at"`
 	UpdatedAt     time.Time       `json:"updated_at"`
-	HydratedCards *cardsJSON      `json:"hydrated_cards,omitempty"`
+	HydratedCards *rawCards       `json:"hydrated_cards,omitempty"`
 }
 
 func renderBox(b cardbox.Box) boxJSON {
@@ -83,7 +83,7 @@ func (in cardInput) toNewCard() cardbox.NewCard {
 	return c
 }
 
-func renderBoxes(res cardbox.BoxesResult, hydrate bool) boxesBatchResponse {
+func renderBoxes(res cardbox.BoxesJSON, hydrate bool) boxesBatchResponse {
 	out := boxesBatchResponse{
 		Boxes:         make([]boxJSON, len(res.Boxes)),
 		MissingBoxIDs: res.MissingBoxIDs, MissingCardIDs: res.MissingCardIDs,
@@ -91,7 +91,7 @@ func renderBoxes(res cardbox.BoxesResult, hydrate bool) boxesBatchResponse {
 	for i, b := range res.Boxes {
 		out.Boxes[i] = renderBox(b.Box)
 		if hydrate {
-			cards := cardsJSON(b.Cards)
+			cards := rawCards(b.Cards)
 			out.Boxes[i].HydratedCards = &cards
 		}
 	}

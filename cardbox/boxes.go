@@ -3,6 +3,7 @@ package cardbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,18 +37,22 @@ type BoxesQuery struct {
 	Limit int
 }
 
-// HydratedBox is a box of a batch read.
-type HydratedBox struct {
+// HydratedBoxOf is a box of a batch read. C is Card, or json.RawMessage
+// for GetBoxesJSON.
+type HydratedBoxOf[C any] struct {
 	Box
 	// Cards are the live cards among the box's last Limit ids, in box
 	// order; nil unless the read hydrates.
-	Cards []Card
+	Cards []C
 }
 
-// BoxesResult answers a batch box read.
-type BoxesResult struct {
+// HydratedBox is a box of GetBoxes.
+type HydratedBox = HydratedBoxOf[Card]
+
+// BoxesOf answers a batch box read.
+type BoxesOf[C any] struct {
 	// Boxes are the live boxes, in request order without repeats.
-	Boxes []HydratedBox
+	Boxes []HydratedBoxOf[C]
 	// MissingBoxIDs are the requested ids that are absent, deleted or
 	// another project's.
 	MissingBoxIDs []string
@@ -56,13 +61,27 @@ type BoxesResult struct {
 	MissingCardIDs []string
 }
 
-// CardPage is one page of a box's cards.
-type CardPage struct {
+// BoxesResult answers GetBoxes.
+type BoxesResult = BoxesOf[Card]
+
+// BoxesJSON answers GetBoxesJSON. Its cards' bytes are shared with the
+// card cache: do not modify them.
+type BoxesJSON = BoxesOf[json.RawMessage]
+
+// CardPageOf is one page of a box's cards.
+type CardPageOf[C any] struct {
 	// Cards are the page's live cards in box order.
-	Cards []Card
+	Cards []C
 	// NextCursor pages further back; empty at the start of the box.
 	NextCursor string
 }
+
+// CardPage answers BoxCards.
+type CardPage = CardPageOf[Card]
+
+// CardPageJSON answers BoxCardsJSON. Its cards' bytes are shared with the
+// card cache: do not modify them.
+type CardPageJSON = CardPageOf[json.RawMessage]
 
 // CreateBox creates a box with a generated UUIDv7 id.
 func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (Box, error) {
@@ -235,20 +254,29 @@ func (s *Service) DeleteBox(ctx context.Context, project, boxID string) error {
 // GetBoxes reads up to MaxBatchIDs boxes in one query and, when hydrating,
 // their last cards in one more.
 func (s *Service) GetBoxes(ctx context.Context, project string, query BoxesQuery) (BoxesResult, error) {
+	return getBoxes(ctx, s, project, query, s.liveCards)
+}
+
+// GetBoxesJSON is GetBoxes returning each hydrated card's JSON.
+func (s *Service) GetBoxesJSON(ctx context.Context, project string, query BoxesQuery) (BoxesJSON, error) {
+	return getBoxes(ctx, s, project, query, s.liveJSON)
+}
+
+func getBoxes[C any](ctx context.Context, s *Service, project string, query BoxesQuery, read cardReader[C]) (BoxesOf[C], error) {
 	if err := checkProject(project); err != nil {
-		return BoxesResult{}, err
+		return BoxesOf[C]{}, err
 	}
 	ids, err := batchIDs("box_ids", query.BoxIDs)
 	if err != nil {
-		return BoxesResult{}, err
+		return BoxesOf[C]{}, err
 	}
-	res := BoxesResult{Boxes: []HydratedBox{}, MissingBoxIDs: []string{}, MissingCardIDs: []string{}}
+	res := BoxesOf[C]{Boxes: []HydratedBoxOf[C]{}, MissingBoxIDs: []string{}, MissingCardIDs: []string{}}
 	if len(ids) == 0 {
 		return res, nil
 	}
 	rows, err := s.q.GetLiveBoxes(ctx, db.GetLiveBoxesParams{TenantID: project, BoxIds: ids})
 	if err != nil {
-		return BoxesResult{}, fmt.Errorf("get boxes: %w", err)
+		return BoxesOf[C]{}, fmt.Errorf("get boxes: %w", err)
 	}
 	byID := make(map[string]db.Box, len(rows))
 	for _, r := range rows {
@@ -256,34 +284,34 @@ func (s *Service) GetBoxes(ctx context.Context, project string, query BoxesQuery
 	}
 	for _, id := range ids {
 		if r, ok := byID[id]; ok {
-			res.Boxes = append(res.Boxes, HydratedBox{Box: boxFromRow(r)})
+			res.Boxes = append(res.Boxes, HydratedBoxOf[C]{Box: boxFromRow(r)})
 		} else {
 			res.MissingBoxIDs = append(res.MissingBoxIDs, id)
 		}
 	}
 	if query.Hydrate {
-		err = s.hydrate(ctx, project, ClampLimit(query.Limit), &res)
+		err = hydrate(ctx, project, ClampLimit(query.Limit), &res, read)
 	}
 	return res, err
 }
 
-// hydrate fills in the last limit cards of each box with one card query.
-func (s *Service) hydrate(ctx context.Context, project string, limit int, res *BoxesResult) error {
+// hydrate fills in the last limit cards of each box with one card read.
+func hydrate[C any](ctx context.Context, project string, limit int, res *BoxesOf[C], read cardReader[C]) error {
 	var want []string
 	for _, b := range res.Boxes {
 		want = append(want, tail(b.CardIDs, limit)...)
 	}
-	cards, err := s.liveCards(ctx, project, dedupe(want))
+	cards, err := read(ctx, project, dedupe(want))
 	if err != nil {
 		return err
 	}
 	missing := make(map[string]struct{})
 	for i := range res.Boxes {
 		b := &res.Boxes[i]
-		b.Cards = []Card{}
+		b.Cards = []C{}
 		for _, id := range tail(b.CardIDs, limit) {
 			if c, ok := cards[id]; ok {
-				b.Cards = append(b.Cards, *c)
+				b.Cards = append(b.Cards, c)
 			} else if _, seen := missing[id]; !seen {
 				missing[id] = struct{}{}
 				res.MissingCardIDs = append(res.MissingCardIDs, id)
@@ -298,33 +326,42 @@ func (s *Service) hydrate(ctx context.Context, project string, limit int, res *B
 // previous page's NextCursor). Absent, deleted and expired cards are left
 // out, so a page may hold fewer than limit cards.
 func (s *Service) BoxCards(ctx context.Context, project, boxID string, limit int, cursor string) (CardPage, error) {
+	return boxCards(ctx, s, project, boxID, limit, cursor, s.liveCards)
+}
+
+// BoxCardsJSON is BoxCards returning each card's JSON.
+func (s *Service) BoxCardsJSON(ctx context.Context, project, boxID string, limit int, cursor string) (CardPageJSON, error) {
+	return boxCards(ctx, s, project, boxID, limit, cursor, s.liveJSON)
+}
+
+func boxCards[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
 	if err := checkProject(project); err != nil {
-		return CardPage{}, err
+		return CardPageOf[C]{}, err
 	}
 	if err := ValidateID("box_id", boxID); err != nil {
-		return CardPage{}, err
+		return CardPageOf[C]{}, err
 	}
 	before, err := parseCursor(cursor)
 	if err != nil {
-		return CardPage{}, err
+		return CardPageOf[C]{}, err
 	}
 	page, err := s.q.GetBoxPage(ctx, db.GetBoxPageParams{
 		TenantID: project, BoxID: boxID, PageLimit: int32(ClampLimit(limit)), Before: before,
 	})
 	if isNoRows(err) {
-		return CardPage{}, notFound("box", boxID)
+		return CardPageOf[C]{}, notFound("box", boxID)
 	}
 	if err != nil {
-		return CardPage{}, fmt.Errorf("read box %q: %w", boxID, err)
+		return CardPageOf[C]{}, fmt.Errorf("read box %q: %w", boxID, err)
 	}
-	cards, err := s.liveCards(ctx, project, dedupe(page.CardIds))
+	cards, err := read(ctx, project, dedupe(page.CardIds))
 	if err != nil {
-		return CardPage{}, err
+		return CardPageOf[C]{}, err
 	}
-	out := CardPage{Cards: make([]Card, 0, len(page.CardIds))}
+	out := CardPageOf[C]{Cards: make([]C, 0, len(page.CardIds))}
 	for _, id := range page.CardIds {
 		if c, ok := cards[id]; ok {
-			out.Cards = append(out.Cards, *c)
+			out.Cards = append(out.Cards, c)
 		}
 	}
 	if page.PageStart > 0 {

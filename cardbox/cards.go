@@ -11,15 +11,6 @@ import (
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
-// CardsResult answers a batch card read.
-type CardsResult struct {
-	// Cards are the live cards, in request order without repeats.
-	Cards []Card
-	// MissingIDs are the requested ids that are absent, deleted, expired
-	// or another project's, in request order without repeats.
-	MissingIDs []string
-}
-
 // AddCard writes one card; see AddCards.
 func (s *Service) AddCard(ctx context.Context, project string, c NewCard) (Card, error) {
 	cards, err := s.AddCards(ctx, project, []NewCard{c})
@@ -164,68 +155,6 @@ func fillColumns(cards []normalCard, ids *[]string, contents, toolCalls *[][]byt
 		*ttls = append(*ttls, n.ttl)
 		*metas = append(*metas, n.metadata)
 	}
-}
-
-// GetCard returns a live card; an absent, deleted or expired card is
-// ErrNotFound.
-func (s *Service) GetCard(ctx context.Context, project, cardID string) (Card, error) {
-	if err := checkProject(project); err != nil {
-		return Card{}, err
-	}
-	if err := ValidateID("card_id", cardID); err != nil {
-		return Card{}, err
-	}
-	row, err := s.q.GetLiveCard(ctx, db.GetLiveCardParams{TenantID: project, CardID: cardID, Now: s.now()})
-	if isNoRows(err) {
-		return Card{}, notFound("card", cardID)
-	}
-	if err != nil {
-		return Card{}, fmt.Errorf("get card %q: %w", cardID, err)
-	}
-	return cardFromRow(db.GetLiveCardsRow(row)), nil
-}
-
-// GetCards reads up to MaxBatchIDs cards in one query. Ids are deduplicated
-// keeping the first occurrence; results follow request order.
-func (s *Service) GetCards(ctx context.Context, project string, cardIDs []string) (CardsResult, error) {
-	if err := checkProject(project); err != nil {
-		return CardsResult{}, err
-	}
-	ids, err := batchIDs("card_ids", cardIDs)
-	if err != nil {
-		return CardsResult{}, err
-	}
-	byID, err := s.liveCards(ctx, project, ids)
-	if err != nil {
-		return CardsResult{}, err
-	}
-	res := CardsResult{Cards: make([]Card, 0, len(byID)), MissingIDs: []string{}}
-	for _, id := range ids {
-		if c, ok := byID[id]; ok {
-			res.Cards = append(res.Cards, *c)
-		} else {
-			res.MissingIDs = append(res.MissingIDs, id)
-		}
-	}
-	return res, nil
-}
-
-// liveCards reads the live cards among ids (one query), by id.
-func (s *Service) liveCards(ctx context.Context, project string, ids []string) (map[string]*Card, error) {
-	if len(ids) == 0 {
-		return map[string]*Card{}, nil
-	}
-	rows, err := s.q.GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: s.now()})
-	if err != nil {
-		return nil, fmt.Errorf("get cards: %w", err)
-	}
-	cards := make([]Card, len(rows))
-	byID := make(map[string]*Card, len(rows))
-	for i := range rows {
-		cards[i] = cardFromRow(rows[i])
-		byID[cards[i].CardID] = &cards[i]
-	}
-	return byID, nil
 }
 
 // DeleteCard soft-deletes a card: reads stop returning it at once and the

@@ -35,6 +35,10 @@ type DB interface {
 type Options struct {
 	// Now is the clock for created_at, expiry and deletion; time.Now when nil.
 	Now func() time.Time
+	// CardCacheBytes bounds the memory of the cache of rendered cards that
+	// the JSON reads serve from: DefaultCardCacheBytes when 0, no cache
+	// when negative.
+	CardCacheBytes int64
 }
 
 // Service is the CardBox domain over Postgres. It is safe for concurrent use.
@@ -42,6 +46,8 @@ type Service struct {
 	db  DB
 	q   *db.Queries
 	now func() time.Time
+	// cache holds rendered cards for the JSON reads; nil when off.
+	cache *cardCache
 	// projects records project ids known to exist, to skip EnsureTenant.
 	projects sync.Map
 }
@@ -52,7 +58,11 @@ func New(d DB, opts Options) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{db: d, q: db.New(d), now: now}
+	size := opts.CardCacheBytes
+	if size == 0 {
+		size = DefaultCardCacheBytes
+	}
+	return &Service{db: d, q: db.New(d), now: now, cache: newCardCache(size)}
 }
 
 // Card is a stored card.

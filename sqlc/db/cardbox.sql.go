@@ -507,6 +507,48 @@ func (q *Queries) InsertCards(ctx context.Context, arg InsertCardsParams) ([]Ins
 	return items, nil
 }
 
+const liveCardVersions = `-- name: LiveCardVersions :many
+SELECT card_id, created_at
+FROM cards
+WHERE tenant_id = $1::text AND card_id = ANY ($2::text[])
+  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > $3::timestamptz)
+`
+
+type LiveCardVersionsParams struct {
+	TenantID string
+	CardIds  []string
+	Now      time.Time
+}
+
+type LiveCardVersionsRow struct {
+	CardID    string
+	CreatedAt time.Time
+}
+
+// Returns the id and version (created_at) of each live card among the
+// given ids: the check that cached cards are still live. It reads only
+// columns of the cards_liveness index, so Postgres can answer it with an
+// index-only scan.
+func (q *Queries) LiveCardVersions(ctx context.Context, arg LiveCardVersionsParams) ([]LiveCardVersionsRow, error) {
+	rows, err := q.db.Query(ctx, liveCardVersions, arg.TenantID, arg.CardIds, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LiveCardVersionsRow
+	for rows.Next() {
+		var i LiveCardVersionsRow
+		if err := rows.Scan(&i.CardID, &i.CreatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const missingCardIDs = `-- name: MissingCardIDs :many
 SELECT u.id::text AS card_id
 FROM unnest($1::text[]) AS u(id)

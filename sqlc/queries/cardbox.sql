@@ -58,6 +58,16 @@ FROM cards
 WHERE tenant_id = @tenant_id::text AND card_id = ANY (@card_ids::text[])
   AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > @now::timestamptz);
 
+-- name: LiveCardVersions :many
+-- Returns the id and version (created_at) of each live card among the
+-- given ids: the check that cached cards are still live. It reads only
+-- columns of the cards_liveness index, so Postgres can answer it with an
+-- index-only scan.
+SELECT card_id, created_at
+FROM cards
+WHERE tenant_id = @tenant_id::text AND card_id = ANY (@card_ids::text[])
+  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > @now::timestamptz);
+
 -- name: GetLiveCard :one
 SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
        deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
