@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -208,6 +209,11 @@ func TestAppendRejectsBadInputAndStoresNothing(t *testing.T) {
 		{"bad zstd", func(r *AppendRequest) { r.Compression = CompressionZstd }, KindUnprocessable},
 		{"zstd too large", func(r *AppendRequest) { r.Compression, r.UncompressedLen = CompressionZstd, MaxPayload+1 }, KindUnprocessable},
 		{"missing fs root", func(r *AppendRequest) { r.FSRoot = &missing }, KindNotFound},
+		{"type id too long", func(r *AppendRequest) { r.TypeID = strings.Repeat("t", MaxTypeIDLen+1) }, KindUnprocessable},
+		{"type id with NUL", func(r *AppendRequest) { r.TypeID = "a\x00b" }, KindUnprocessable},
+		{"type id not UTF-8", func(r *AppendRequest) { r.TypeID = "\xff" }, KindInvalid},
+		{"key too long", func(r *AppendRequest) { r.IdempotencyKey = make([]byte, MaxIdempotencyKeyLen+1) }, KindUnprocessable},
+		{"payload too large", func(r *AppendRequest) { r.UncompressedLen = MaxPayload + 1 }, KindUnprocessable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

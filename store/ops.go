@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/blake3"
@@ -11,9 +13,17 @@ import (
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
-// MaxPayload is the largest uncompressed payload or blob the store takes,
-// the binary protocol's frame cap.
-const MaxPayload = 64 << 20
+// MaxPayload is the largest uncompressed payload or blob the store takes:
+// the binary protocol's 64 MiB frame cap less room for a response's other
+// fields, so that whatever is stored can also be read back in one frame.
+const MaxPayload = 64<<20 - 64<<10
+
+// Limits on the declared type id and the idempotency key: both are indexed
+// in Postgres, whose index entries hold at most about 2.7 kB.
+const (
+	MaxTypeIDLen         = 1024
+	MaxIdempotencyKeyLen = 1024
+)
 
 // maxListBytes caps the payload bytes of one Last/Before answer so that it
 // fits a protocol frame; older turns past it are left out.
@@ -37,6 +47,9 @@ var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxPayload), 
 // the committer and waits until it is durable.
 func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (AppendResult, error) {
 	if _, err := e.contextOf(t, req.ContextID); err != nil {
+		return AppendResult{}, err
+	}
+	if err := checkAppendFields(req); err != nil {
 		return AppendResult{}, err
 	}
 	raw, err := uncompressed(req)
@@ -71,6 +84,24 @@ func (e *Engine) encodeBlob(j *job, req *AppendRequest) {
 	j.stored, j.codec = blobpack.Encode(j.raw)
 }
 
+// checkAppendFields refuses what Postgres could not store, before anything
+// is queued: a bad append must fail alone, not the group it would join.
+func checkAppendFields(req *AppendRequest) error {
+	switch {
+	case len(req.TypeID) > MaxTypeIDLen:
+		return errorf(KindUnprocessable, "declared_type_id of %d bytes exceeds the %d-byte limit", len(req.TypeID), MaxTypeIDLen)
+	case strings.IndexByte(req.TypeID, 0) >= 0:
+		return errorf(KindUnprocessable, "declared_type_id contains a NUL byte")
+	case !utf8.ValidString(req.TypeID):
+		return errorf(KindInvalid, "declared_type_id is not UTF-8")
+	case len(req.IdempotencyKey) > MaxIdempotencyKeyLen:
+		return errorf(KindUnprocessable, "idempotency_key of %d bytes exceeds the %d-byte limit", len(req.IdempotencyKey), MaxIdempotencyKeyLen)
+	case req.UncompressedLen > MaxPayload:
+		return errorf(KindUnprocessable, "uncompressed length %d exceeds the %d-byte limit", req.UncompressedLen, MaxPayload)
+	}
+	return nil
+}
+
 // uncompressed returns the payload's original bytes, checked against the
 // declared length.
 func uncompressed(req *AppendRequest) ([]byte, error) {
@@ -81,9 +112,6 @@ func uncompressed(req *AppendRequest) ([]byte, error) {
 		}
 		return req.Payload, nil
 	case CompressionZstd:
-		if req.UncompressedLen > MaxPayload {
-			return nil, errorf(KindUnprocessable, "uncompressed length %d exceeds the %d-byte limit", req.UncompressedLen, MaxPayload)
-		}
 		raw, err := zstdDecoder.DecodeAll(req.Payload, make([]byte, 0, req.UncompressedLen))
 		if err != nil {
 			return nil, wrapf(KindUnprocessable, err, "zstd decode failed")

@@ -7,9 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
-	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -61,10 +59,6 @@ func feed(t testing.TB, addr string, data []byte) {
 				t.Fatalf("bad ERROR frame %x: %v (input %x)", f.Payload, err, truncate(data))
 			}
 			if er.Code >= 500 {
-				if knownCommitFailure(er.Message) {
-					t.Logf("known bug: input caused ERROR %d %s: %s (input %x)", er.Code, er.Kind, er.Message, truncate(data))
-					continue
-				}
 				t.Fatalf("input caused ERROR %d %s: %s (input %x)", er.Code, er.Kind, er.Message, truncate(data))
 			}
 		}
@@ -73,22 +67,8 @@ func feed(t testing.TB, addr string, data []byte) {
 
 func truncate(b []byte) []byte { return b[:min(len(b), 256)] }
 
-// knownCommitFailure reports a 500 from the known store bug that a type id
-// or idempotency key Postgres cannot store (NUL bytes, over ~2.7 kB) fails
-// the group commit; tolerated unless CARDBOX_KNOWN_BUGS is set. See
-// TestTypeIDWithNULIsRefused and TestOverlongIdentifiersAreRefused.
-func knownCommitFailure(msg string) bool {
-	return os.Getenv(knownBugsEnv) == "" && strings.HasPrefix(msg, "commit turns")
-}
-
-// fuzzEnv is a server for random input: it excuses the known commit
-// failures in the log as feed does in responses.
-func fuzzEnv(t testing.TB) *env {
-	return newEnvWith(t, envConfig{allowLog: func(rec string) bool {
-		_, cause, ok := strings.Cut(rec, " err=")
-		return ok && knownCommitFailure(cause)
-	}})
-}
+// fuzzEnv is a server for random input.
+func fuzzEnv(t testing.TB) *env { return newEnv(t) }
 
 // fuzzSeeds are streams of frames built from valid requests, so that
 // mutations reach the handlers and the store, not only the framing.

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,18 +11,6 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/store"
 )
-
-// knownBugsEnv runs the tests of bugs that are reported but not fixed yet.
-const knownBugsEnv = "CARDBOX_KNOWN_BUGS"
-
-// knownBug skips a test that fails until the bug it names is fixed; set
-// CARDBOX_KNOWN_BUGS=1 to run it. Remove the call with the fix.
-func knownBug(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv(knownBugsEnv) == "" {
-		t.Skipf("known bug, fails until fixed (set %s=1 to run): %s", knownBugsEnv, bug)
-	}
-}
 
 // longText is n bytes of varied ASCII (so Postgres cannot compress it
 // below its index row limit).
@@ -40,8 +27,7 @@ func longText(n int) string {
 // not fail the commit with a 500.
 func TestOverlongIdentifiersAreRefused(t *testing.T) {
 	t.Parallel()
-	knownBug(t, "store.Append does not bound type_id / idempotency_key: the group commit fails with 500 (index row size exceeds btree maximum)")
-	e := newEnvWith(t, envConfig{allowErrorLogs: true})
+	e := newEnv(t)
 	c := dialRaw(t, e.addr)
 	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
 	longType := appendReq(h.ContextID, 0, []byte("a"))
@@ -66,8 +52,7 @@ func TestOverlongIdentifiersAreRefused(t *testing.T) {
 // refused as bad input, not fail the commit with a 500.
 func TestTypeIDWithNULIsRefused(t *testing.T) {
 	t.Parallel()
-	knownBug(t, "store.Append passes a type_id containing NUL to Postgres: 500 (invalid byte sequence for encoding \"UTF8\": 0x00)")
-	e := newEnvWith(t, envConfig{allowErrorLogs: true})
+	e := newEnv(t)
 	c := dialRaw(t, e.addr)
 	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
 	req := appendReq(h.ContextID, 0, []byte("a"))
@@ -89,7 +74,6 @@ func TestTypeIDWithNULIsRefused(t *testing.T) {
 // tenants.
 func TestOneBadAppendDoesNotFailOthers(t *testing.T) {
 	t.Parallel()
-	knownBug(t, "a statement error of one job fails the whole group commit (store/committer.go statementFailed)")
 	var g *gate
 	e := newEnvWith(t, envConfig{
 		wrap:           func(en *store.Engine) store.TurnStore { g = newGate(en); return g },
@@ -131,7 +115,6 @@ func TestOneBadAppendDoesNotFailOthers(t *testing.T) {
 // return it in a frame: both answer 500.
 func TestAcknowledgedTurnsAreReadable(t *testing.T) {
 	t.Parallel()
-	knownBug(t, "store accepts uncompressed payloads up to 64 MiB, which no response frame can carry (store/ops.go uncompressed)")
 	e := newEnvWith(t, envConfig{allowErrorLogs: true})
 	c := dialRaw(t, e.addr)
 	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
