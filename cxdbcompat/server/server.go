@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -37,7 +39,12 @@ type Options struct {
 	Authenticate Authenticator
 	// MaxInFlight caps concurrent requests per connection (default 64).
 	MaxInFlight int
-	Logger      *slog.Logger
+	// MaxInFlightBytes caps the request payload bytes held by requests in
+	// progress across all connections (default 1 GiB); a reader waits for
+	// room before taking on more, so many large frames cannot exhaust
+	// memory.
+	MaxInFlightBytes int64
+	Logger           *slog.Logger
 }
 
 // Server accepts binary-protocol connections.
@@ -45,6 +52,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	sessions atomic.Uint64
+	bytes    *semaphore.Weighted // payload bytes of requests in progress
 
 	mu       sync.Mutex
 	closing  bool
@@ -58,10 +66,13 @@ func New(opts Options) *Server {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
 	}
+	if opts.MaxInFlightBytes <= 0 {
+		opts.MaxInFlightBytes = 1 << 30
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: opts.Logger, conns: map[*session]struct{}{}}
+	return &Server{opts: opts, log: opts.Logger, conns: map[*session]struct{}{}, bytes: semaphore.NewWeighted(opts.MaxInFlightBytes)}
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.

@@ -108,10 +108,15 @@ func (s *session) dispatch(f cxdbcompat.Frame) bool {
 	case <-s.ctx.Done():
 		return false
 	}
+	weight := max(int64(len(f.Payload)), 1)
+	if err := s.srv.bytes.Acquire(s.ctx, weight); err != nil {
+		<-s.inflight
+		return false
+	}
 	s.handlers.Add(1)
 	go func() {
 		defer s.handlers.Done()
-		defer func() { <-s.inflight }()
+		defer func() { <-s.inflight; s.srv.bytes.Release(weight) }()
 		s.reply(f.ReqID, s.handle(f))
 	}()
 	return true
