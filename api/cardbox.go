@@ -152,7 +152,7 @@ func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return sendJSON(c, http.StatusOK, cardsBatchBody(res))
+	return sendCards(c, cardsBatchSize(res), func(b []byte) []byte { return cardsBatchBody(b, res) })
 }
 
 func (r *CardBoxRoutes) getCard(c echo.Context) error {
@@ -293,5 +293,7 @@ func (r *CardBoxRoutes) boxCards(c echo.Context) error {
 	if page.NextCursor != "" {
 		c.Response().Header().Set(NextCursorHeader, page.NextCursor)
 	}
-	return sendJSON(c, http.StatusOK, appendjson.RawList(make([]byte, 0, appendjson.RawListLen(page.Cards)), page.Cards))
+	return sendCards(c, appendjson.RawListLen(page.Cards), func(b []byte) []byte {
+		return appendjson.RawList(b, page.Cards)
+	})
 }

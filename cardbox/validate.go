@@ -98,8 +98,10 @@ func ValidateID(field, id string) error {
 // validateIDs checks a list of ids, naming the bad one by index.
 func validateIDs(field string, ids []string) error {
 	for i, id := range ids {
-		if err := ValidateID(fmt.Sprintf("%s[%d]", field, i), id); err != nil {
-			return err
+		// The indexed field name is built only for a bad id: batch reads
+		// check up to 100 ids per request.
+		if ValidateID(field, id) != nil {
+			return ValidateID(fmt.Sprintf("%s[%d]", field, i), id)
 		}
 	}
 	return nil
