@@ -1,6 +1,7 @@
 package store
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,15 +30,28 @@ const (
 // committer writes; readers see a turn once visible has passed its id, which
 // the committer advances after filling the entries (the atomic store orders
 // the writes before it).
+//
+// Chunks are mapped outside the Go heap where the platform allows (see
+// mapTurnChunk); they are released when the table becomes unreachable.
 type turnTable struct {
-	chunks  atomic.Pointer[[]*[chunkSize]turnMeta]
-	visible atomic.Uint64 // highest id readers may look at
-	count   atomic.Int64  // turns stored
+	chunks   atomic.Pointer[[]*[chunkSize]turnMeta]
+	visible  atomic.Uint64 // highest id readers may look at
+	count    atomic.Int64  // turns stored
+	mappings *turnMappings
 }
 
+// turnMappings holds the memory mappings behind a table's chunks, apart
+// from the table, so that the table's cleanup can release them.
+type turnMappings struct{ m [][]byte }
+
 func newTurnTable() *turnTable {
-	t := &turnTable{}
+	t := &turnTable{mappings: &turnMappings{}}
 	t.chunks.Store(new([]*[chunkSize]turnMeta))
+	runtime.AddCleanup(t, func(ms *turnMappings) {
+		for _, m := range ms.m {
+			unmapTurnChunk(m)
+		}
+	}, t.mappings)
 	return t
 }
 
@@ -52,6 +66,7 @@ func (t *turnTable) get(id uint64) (turnMeta, bool) {
 		return turnMeta{}, false
 	}
 	m := chunks[c][id&(chunkSize-1)]
+	runtime.KeepAlive(t) // its cleanup unmaps the chunk just read
 	return m, m.tenant != 0
 }
 
@@ -60,12 +75,22 @@ func (t *turnTable) set(id uint64, m turnMeta) {
 	chunks := *t.chunks.Load()
 	c := id >> chunkBits
 	for uint64(len(chunks)) <= c {
-		grown := append(chunks[:len(chunks):len(chunks)], new([chunkSize]turnMeta))
+		grown := append(chunks[:len(chunks):len(chunks)], t.newChunk())
 		t.chunks.Store(&grown)
 		chunks = grown
 	}
 	chunks[c][id&(chunkSize-1)] = m
 	t.count.Add(1)
+	runtime.KeepAlive(t)
+}
+
+// newChunk returns a zeroed chunk, mapped if possible, else on the heap.
+func (t *turnTable) newChunk() *[chunkSize]turnMeta {
+	if c, mapping, ok := mapTurnChunk(); ok {
+		t.mappings.m = append(t.mappings.m, mapping)
+		return c
+	}
+	return new([chunkSize]turnMeta)
 }
 
 // publish makes every id up to max visible.
