@@ -39,6 +39,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "cardboxd:", err)
 		os.Exit(1)
 	}
+	log.Info("cardboxd stopped")
 }
 
 func newLogger(cfg *config.Config) (*slog.Logger, error) {

@@ -141,6 +141,13 @@ func (s *Server) Stop(ctx context.Context) error {
 }
 
 func (s *Server) prepareDirs() error {
+	if s.user != nil {
+		// Parents this creates (the data directory, typically) must let the
+		// postgres user pass through; 0711 lets it enter without listing.
+		if err := os.MkdirAll(filepath.Dir(s.dir), 0o711); err != nil {
+			return fmt.Errorf("embedded postgres: %w", err)
+		}
+	}
 	for _, d := range []string{s.dir, s.sockDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("embedded postgres: %w", err)
