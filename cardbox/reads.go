@@ -139,12 +139,19 @@ func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (m
 	if err != nil {
 		return nil, fmt.Errorf("get cards: %w", err)
 	}
+	if len(live.Positions) != len(live.Versions) {
+		return nil, fmt.Errorf("get cards: %d positions for %d versions", len(live.Positions), len(live.Versions))
+	}
 	var misses []string
-	for _, v := range live {
-		if b := s.cache.get(project, v.CardID, v.CreatedAt.UnixMicro()); b != nil {
-			byID[v.CardID] = b
+	for i, pos := range live.Positions {
+		if pos < 1 || int(pos) > len(ids) {
+			return nil, fmt.Errorf("get cards: position %d out of 1..%d", pos, len(ids))
+		}
+		id := ids[pos-1]
+		if b := s.cache.get(project, id, live.Versions[i].UnixMicro()); b != nil {
+			byID[id] = b
 		} else {
-			misses = append(misses, v.CardID)
+			misses = append(misses, id)
 		}
 	}
 	if len(misses) > 0 {

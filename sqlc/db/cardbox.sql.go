@@ -507,46 +507,43 @@ func (q *Queries) InsertCards(ctx context.Context, arg InsertCardsParams) ([]Ins
 	return items, nil
 }
 
-const liveCardVersions = `-- name: LiveCardVersions :many
-SELECT card_id, created_at
-FROM cards
-WHERE tenant_id = $1::text AND card_id = ANY ($2::text[])
-  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > $3::timestamptz)
+const liveCardVersions = `-- name: LiveCardVersions :one
+SELECT coalesce(array_agg(u.n) FILTER (WHERE v.created_at IS NOT NULL), '{}')::integer[] AS positions,
+       coalesce(array_agg(v.created_at) FILTER (WHERE v.created_at IS NOT NULL), '{}')::timestamptz[] AS versions
+FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n)
+LEFT JOIN LATERAL (
+    SELECT c.created_at FROM cards c
+    WHERE c.tenant_id = $2::text AND c.card_id = u.id
+      AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > $3::timestamptz)
+) v ON true
 `
 
 type LiveCardVersionsParams struct {
-	TenantID string
 	CardIds  []string
+	TenantID string
 	Now      time.Time
 }
 
 type LiveCardVersionsRow struct {
-	CardID    string
-	CreatedAt time.Time
+	Positions []int32
+	Versions  []time.Time
 }
 
-// Returns the id and version (created_at) of each live card among the
-// given ids: the check that cached cards are still live. It reads only
-// columns of the cards_liveness index, so Postgres can answer it with an
-// index-only scan.
-func (q *Queries) LiveCardVersions(ctx context.Context, arg LiveCardVersionsParams) ([]LiveCardVersionsRow, error) {
-	rows, err := q.db.Query(ctx, liveCardVersions, arg.TenantID, arg.CardIds, arg.Now)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []LiveCardVersionsRow
-	for rows.Next() {
-		var i LiveCardVersionsRow
-		if err := rows.Scan(&i.CardID, &i.CreatedAt); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+// Finds the live cards among the given ids: the check that cached cards
+// are still live. It returns their positions in @card_ids (1-based) and
+// their versions (created_at), as one row of two arrays, which costs the
+// client far less to decode than a row per card.
+//
+// The lateral join looks each id up by the primary key's columns, and it
+// reads only columns of the cards_liveness index (an index-only scan once
+// the table is vacuumed). For a project with few cards Postgres hashes the
+// ids instead; card_id = ANY (@card_ids) would compare every row with
+// every id.
+func (q *Queries) LiveCardVersions(ctx context.Context, arg LiveCardVersionsParams) (LiveCardVersionsRow, error) {
+	row := q.db.QueryRow(ctx, liveCardVersions, arg.CardIds, arg.TenantID, arg.Now)
+	var i LiveCardVersionsRow
+	err := row.Scan(&i.Positions, &i.Versions)
+	return i, err
 }
 
 const missingCardIDs = `-- name: MissingCardIDs :many

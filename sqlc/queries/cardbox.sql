@@ -58,15 +58,25 @@ FROM cards
 WHERE tenant_id = @tenant_id::text AND card_id = ANY (@card_ids::text[])
   AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > @now::timestamptz);
 
--- name: LiveCardVersions :many
--- Returns the id and version (created_at) of each live card among the
--- given ids: the check that cached cards are still live. It reads only
--- columns of the cards_liveness index, so Postgres can answer it with an
--- index-only scan.
-SELECT card_id, created_at
-FROM cards
-WHERE tenant_id = @tenant_id::text AND card_id = ANY (@card_ids::text[])
-  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > @now::timestamptz);
+-- name: LiveCardVersions :one
+-- Finds the live cards among the given ids: the check that cached cards
+-- are still live. It returns their positions in @card_ids (1-based) and
+-- their versions (created_at), as one row of two arrays, which costs the
+-- client far less to decode than a row per card.
+--
+-- The lateral join looks each id up by the primary key's columns, and it
+-- reads only columns of the cards_liveness index (an index-only scan once
+-- the table is vacuumed). For a project with few cards Postgres hashes the
+-- ids instead; card_id = ANY (@card_ids) would compare every row with
+-- every id.
+SELECT coalesce(array_agg(u.n) FILTER (WHERE v.created_at IS NOT NULL), '{}')::integer[] AS positions,
+       coalesce(array_agg(v.created_at) FILTER (WHERE v.created_at IS NOT NULL), '{}')::timestamptz[] AS versions
+FROM unnest(@card_ids::text[]) WITH ORDINALITY AS u(id, n)
+LEFT JOIN LATERAL (
+    SELECT c.created_at FROM cards c
+    WHERE c.tenant_id = @tenant_id::text AND c.card_id = u.id
+      AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > @now::timestamptz)
+) v ON true;
 
 -- name: GetLiveCard :one
 SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
