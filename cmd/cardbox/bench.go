@@ -185,26 +185,46 @@ func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *be
 	return nil
 }
 
-// readPhase runs GET_LAST(10, with payload) on every connection.
+// readPhase runs GET_LAST(10, with payload) on cfg.conns connections for
+// cfg.readDuration, one request in flight on each (as the official clients
+// do), and checks every answer (see checkTurnList).
 func readPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benchResult) error {
-	var ops atomic.Int64
 	deadline := time.Now().Add(cfg.readDuration)
 	start := time.Now()
-	err := forEachConn(ctx, cfg, func(i int, c *client.Client) error {
-		for n := 0; time.Now().Before(deadline); n++ {
-			turns, err := c.GetLast(ctx, contexts[(i+n)%len(contexts)], 10, true)
-			if err != nil {
-				return fmt.Errorf("get last: %w", err)
-			}
-			if len(turns) == 0 {
-				return fmt.Errorf("get last: context %d is empty", contexts[(i+n)%len(contexts)])
-			}
-			ops.Add(1)
+	ops := make([]int64, cfg.conns)
+	errs := make([]error, cfg.conns)
+	var wg sync.WaitGroup
+	for i := range cfg.conns {
+		wg.Go(func() { ops[i], errs[i] = readLoop(ctx, cfg.addr, contexts, i, deadline) })
+	}
+	wg.Wait()
+	r.GetLastPerSec = float64(sumInt64(ops)) / time.Since(start).Seconds()
+	return firstError(errs)
+}
+
+// readLoop is connection i's share of the read phase: it walks the
+// contexts from the i-th on and returns how many answers it checked.
+func readLoop(ctx context.Context, addr string, contexts []uint64, i int, deadline time.Time) (int64, error) {
+	c, err := dialRead(ctx, addr)
+	if err != nil {
+		return 0, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	defer c.Close()
+	var n int64
+	for ; time.Now().Before(deadline); n++ {
+		if _, err := c.getLast(contexts[(i+int(n))%len(contexts)], 10); err != nil {
+			return n, fmt.Errorf("get last: %w", err)
 		}
-		return nil
-	})
-	r.GetLastPerSec = float64(ops.Load()) / time.Since(start).Seconds()
-	return err
+	}
+	return n, nil
+}
+
+func sumInt64(v []int64) int64 {
+	var n int64
+	for _, x := range v {
+		n += x
+	}
+	return n
 }
 
 // forEachConn dials cfg.conns connections and runs fn on each in parallel.
@@ -223,6 +243,10 @@ func forEachConn(ctx context.Context, cfg *benchConfig, fn func(int, *client.Cli
 		})
 	}
 	wg.Wait()
+	return firstError(errs)
+}
+
+func firstError(errs []error) error {
 	for _, err := range errs {
 		if err != nil {
 			return err
