@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,7 +16,7 @@ import (
 // (the BodyLimit middleware's error passes through); an empty or malformed
 // body is 400, naming the field where decoding failed.
 func decodeJSON(c echo.Context, v any) error {
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readBody(c.Request())
 	if err != nil {
 		var he *echo.HTTPError
 		if errors.As(err, &he) {
@@ -28,10 +27,123 @@ func decodeJSON(c echo.Context, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return NewError(http.StatusBadRequest, "request body is empty; expected a JSON object")
 	}
+	if f, ok := v.(fastDecoder); ok && f.decodeFast(body) {
+		return nil
+	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return jsonError(body, err)
 	}
 	return nil
+}
+
+// maxPresizedBody caps the buffer readBody allocates on the word of
+// Content-Length alone.
+const maxPresizedBody = 64 << 10
+
+// readBody reads a request body into a buffer sized by its Content-Length,
+// rather than growing one as io.ReadAll does.
+func readBody(r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 {
+		buf.Grow(int(min(n, maxPresizedBody)) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(r.Body)
+	return buf.Bytes(), err
+}
+
+// fastDecoder is a request body type with a decoder for its common shape,
+// tried before encoding/json.
+type fastDecoder interface {
+	// decodeFast decodes body if it has the common shape, which must give
+	// the result encoding/json would, and reports whether it did.
+	decodeFast(body []byte) bool
+}
+
+func (req *cardsBatchRequest) decodeFast(body []byte) bool {
+	ids, ok := scanIDList(body, "card_ids")
+	req.CardIDs = ids
+	return ok
+}
+
+// scanIDList decodes body when it is exactly {"<key>": [<strings>]}, the
+// batch read request, with JSON whitespace between tokens and ids of
+// printable ASCII without escapes; it returns what encoding/json would.
+// It reports false for any other body, which the caller then hands to
+// encoding/json: other members, escapes, other bytes, null, bad syntax.
+// Batch reads decode 100 ids per request, and this costs a fraction of
+// encoding/json and one allocation for all the ids.
+func scanIDList(body []byte, key string) ([]string, bool) {
+	p := idScanner{s: string(body)} // the ids are substrings of this copy
+	if !p.next('{') {
+		return nil, false
+	}
+	if k, ok := p.str(); !ok || k != key || !p.next(':') || !p.next('[') {
+		return nil, false
+	}
+	// Each id has two quotes, and so does the key.
+	ids := make([]string, 0, max(0, strings.Count(p.s, `"`)/2-1))
+	for first := true; !p.next(']'); first = false {
+		if !first && !p.next(',') {
+			return nil, false
+		}
+		id, ok := p.str()
+		if !ok {
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	if !p.next('}') {
+		return nil, false
+	}
+	p.space()
+	return ids, p.i == len(p.s)
+}
+
+// idScanner reads tokens of a JSON text for scanIDList.
+type idScanner struct {
+	s string
+	i int
+}
+
+// space skips JSON whitespace.
+func (p *idScanner) space() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// next consumes the byte c after whitespace, if it is there.
+func (p *idScanner) next(c byte) bool {
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// str consumes a string of printable ASCII without escapes, after
+// whitespace, and returns its content.
+func (p *idScanner) str() (string, bool) {
+	if !p.next('"') {
+		return "", false
+	}
+	for j := p.i; j < len(p.s); j++ {
+		switch c := p.s[j]; {
+		case c == '"':
+			s := p.s[p.i:j]
+			p.i = j + 1
+			return s, true
+		case c < 0x20 || c == '\\' || c > 0x7e:
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // jsonError turns a decoding error into a 400 that names the field.
