@@ -1,0 +1,203 @@
+package cardbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/store/pgtest"
+)
+
+// jsonIDs returns the card_id of each rendered card.
+func jsonIDs(t *testing.T, cards []json.RawMessage) []string {
+	t.Helper()
+	ids := make([]string, len(cards))
+	for i, raw := range cards {
+		var c struct {
+			CardID string `json:"card_id"`
+		}
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatalf("card %s: %v", raw, err)
+		}
+		ids[i] = c.CardID
+	}
+	return ids
+}
+
+// liveIDs reads ids through every JSON read (batch, single, box page and
+// hydrated box) and fails unless each returns exactly want, in order.
+func liveIDs(t *testing.T, s *cardbox.Service, project, box string, ids, want []string) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := s.GetCardsJSON(ctx, project, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jsonIDs(t, res.Cards); !slices.Equal(got, want) {
+		t.Errorf("GetCardsJSON = %v, want %v", got, want)
+	}
+	var single []string
+	for _, id := range ids {
+		raw, err := s.GetCardJSON(ctx, project, id)
+		switch {
+		case err == nil:
+			single = append(single, jsonIDs(t, []json.RawMessage{raw})...)
+		case !errors.Is(err, cardbox.ErrNotFound):
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(single, want) {
+		t.Errorf("GetCardJSON = %v, want %v", single, want)
+	}
+	page, err := s.BoxCardsJSON(ctx, project, box, cardbox.MaxCardsLimit, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jsonIDs(t, page.Cards); !slices.Equal(got, want) {
+		t.Errorf("BoxCardsJSON = %v, want %v", got, want)
+	}
+	boxes, err := s.GetBoxesJSON(ctx, project, cardbox.BoxesQuery{BoxIDs: []string{box}, Hydrate: true, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jsonIDs(t, boxes.Boxes[0].Cards); !slices.Equal(got, want) {
+		t.Errorf("GetBoxesJSON = %v, want %v", got, want)
+	}
+}
+
+// newPoolService is a Service on a database of its own, which other
+// writers (a second Service, plain SQL) share.
+func newPoolService(t *testing.T) (*cardbox.Service, *pgxpool.Pool, *clock) {
+	t.Helper()
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	pool := pgtest.NewPool(t)
+	return cardbox.New(pool, cardbox.Options{Now: clk.Now}), pool, clk
+}
+
+func TestCachedReadsSeeOtherWritersDeletes(t *testing.T) {
+	ctx := context.Background()
+	s, pool, clk := newPoolService(t)
+	ids := []string{"a", "b", "c", "d"}
+	var cards []cardbox.NewCard
+	for _, id := range ids {
+		cards = append(cards, note(id, "text of "+id))
+	}
+	if _, err := s.AddCards(ctx, "p1", cards); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveBox(ctx, "p1", "box", cardbox.BoxInput{CardIDs: ids}); err != nil {
+		t.Fatal(err)
+	}
+	liveIDs(t, s, "p1", "box", ids, ids) // reads, then serves from the cache
+	liveIDs(t, s, "p1", "box", ids, ids)
+
+	// Another process's delete, and a plain SQL one.
+	other := cardbox.New(pool, cardbox.Options{Now: clk.Now})
+	if err := other.DeleteCard(ctx, "p1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE cards SET deleted_at = now() WHERE tenant_id = 'p1' AND card_id = 'd'`); err != nil {
+		t.Fatal(err)
+	}
+	liveIDs(t, s, "p1", "box", ids, []string{"a", "c"})
+
+	// Expiry set behind the service's back is honoured too.
+	if _, err := pool.Exec(ctx, `UPDATE cards SET expires_at = $1 WHERE tenant_id = 'p1' AND card_id = 'c'`, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	liveIDs(t, s, "p1", "box", ids, []string{"a"})
+}
+
+// A purged id can name a new card with other content; the cache must not
+// serve the old one.
+func TestCachedReadsAfterPurgeAndRewrite(t *testing.T) {
+	ctx := context.Background()
+	s, pool, clk := newPoolService(t)
+	if _, err := s.AddCard(ctx, "p1", note("a", "first")); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := s.GetCardJSON(ctx, "p1", "a"); err != nil || !json.Valid(raw) {
+		t.Fatalf("%s, %v", raw, err)
+	}
+	// Another process deletes and purges it, then writes it anew.
+	if _, err := pool.Exec(ctx, `DELETE FROM cards WHERE tenant_id = 'p1' AND card_id = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Second)
+	other := cardbox.New(pool, cardbox.Options{Now: clk.Now})
+	if _, err := other.AddCard(ctx, "p1", note("a", "second")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.GetCardJSON(ctx, "p1", "a")
+	var got struct {
+		Content string `json:"content"`
+	}
+	if err != nil || json.Unmarshal(raw, &got) != nil || got.Content != "second" {
+		t.Fatalf("card a = %s, %v", raw, err)
+	}
+}
+
+func TestCachedReadsKeepProjectsApart(t *testing.T) {
+	ctx := context.Background()
+	s, _, _ := newPoolService(t)
+	for _, p := range []string{"p1", "p2"} {
+		if _, err := s.AddCard(ctx, p, note("a", "belongs to "+p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // cold, then cached
+		for _, p := range []string{"p1", "p2"} {
+			raw, err := s.GetCardJSON(ctx, p, "a")
+			var got struct {
+				ProjectID string `json:"project_id"`
+				Content   string `json:"content"`
+			}
+			if err != nil || json.Unmarshal(raw, &got) != nil || got.ProjectID != p || got.Content != "belongs to "+p {
+				t.Fatalf("%s: card a = %s, %v", p, raw, err)
+			}
+		}
+		if _, err := s.GetCardJSON(ctx, "p3", "a"); !errors.Is(err, cardbox.ErrNotFound) {
+			t.Fatalf("p3 reads p1's or p2's card: %v", err)
+		}
+	}
+}
+
+// The JSON reads answer what the Card reads answer, rendered.
+func TestJSONReadsMatchCardReads(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t)
+	ttl := note("ttl", "expires")
+	ttl.TTLSeconds = 3600
+	tool := cardbox.NewCard{
+		CardID: "tool", Metadata: json.RawMessage(`{"type":"tool.result","step_id":"s\u00e9"}`),
+		ToolCallID: "call-1", Content: json.RawMessage(`{"rows": [1, 2]}`),
+	}
+	if _, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("a", "x\"y\n"), ttl, tool}); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"tool", "nope", "a", "ttl", "a"}
+	for range 2 { // cold, then cached
+		cards, err := s.GetCards(ctx, "p1", ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rendered, err := s.GetCardsJSON(ctx, "p1", ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rendered.Cards) != len(cards.Cards) || !slices.Equal(rendered.MissingIDs, cards.MissingIDs) {
+			t.Fatalf("JSON read %+v, Card read %+v", rendered, cards)
+		}
+		for i := range cards.Cards {
+			if want := cards.Cards[i].AppendJSON(nil); string(rendered.Cards[i]) != string(want) {
+				t.Errorf("card %d:\n got %s\nwant %s", i, rendered.Cards[i], want)
+			}
+		}
+	}
+}
