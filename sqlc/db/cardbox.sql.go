@@ -250,59 +250,6 @@ func (q *Queries) GetLiveBoxes(ctx context.Context, arg GetLiveBoxesParams) ([]B
 	return items, nil
 }
 
-const getLiveCard = `-- name: GetLiveCard :one
-SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
-       deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
-       coalesce(metadata->>'role', '')::text AS role,
-       coalesce(metadata->>'author_id', '')::text AS author_id
-FROM cards
-WHERE tenant_id = $1::text AND card_id = $2::text
-  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > $3::timestamptz)
-`
-
-type GetLiveCardParams struct {
-	TenantID string
-	CardID   string
-	Now      time.Time
-}
-
-type GetLiveCardRow struct {
-	TenantID   string
-	CardID     string
-	Content    []byte
-	ToolCalls  []byte
-	ToolCallID pgtype.Text
-	TtlSeconds pgtype.Int4
-	ExpiresAt  pgtype.Timestamptz
-	DeletedAt  pgtype.Timestamptz
-	Metadata   []byte
-	CreatedAt  time.Time
-	Type       string
-	Role       string
-	AuthorID   string
-}
-
-func (q *Queries) GetLiveCard(ctx context.Context, arg GetLiveCardParams) (GetLiveCardRow, error) {
-	row := q.db.QueryRow(ctx, getLiveCard, arg.TenantID, arg.CardID, arg.Now)
-	var i GetLiveCardRow
-	err := row.Scan(
-		&i.TenantID,
-		&i.CardID,
-		&i.Content,
-		&i.ToolCalls,
-		&i.ToolCallID,
-		&i.TtlSeconds,
-		&i.ExpiresAt,
-		&i.DeletedAt,
-		&i.Metadata,
-		&i.CreatedAt,
-		&i.Type,
-		&i.Role,
-		&i.AuthorID,
-	)
-	return i, err
-}
-
 const getLiveCards = `-- name: GetLiveCards :many
 SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
        deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,

@@ -78,15 +78,6 @@ LEFT JOIN LATERAL (
       AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > @now::timestamptz)
 ) v ON true;
 
--- name: GetLiveCard :one
-SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
-       deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
-       coalesce(metadata->>'role', '')::text AS role,
-       coalesce(metadata->>'author_id', '')::text AS author_id
-FROM cards
-WHERE tenant_id = @tenant_id::text AND card_id = @card_id::text
-  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > @now::timestamptz);
-
 -- name: MissingCardIDs :many
 -- Returns the given ids that do not name a live card of the tenant.
 SELECT u.id::text AS card_id
