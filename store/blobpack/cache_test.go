@@ -142,3 +142,24 @@ func items(blobs [][]byte) []PutItem {
 	}
 	return out
 }
+
+// BenchmarkView1KiB reads the same 640 blobs (ten turns of 64 contexts)
+// over and over, as GET_LAST does: after the first pass every View is a
+// cache hit. Compare BenchmarkRead1KiB, which decompresses every time.
+func BenchmarkView1KiB(b *testing.B) {
+	p := openPack(b, b.TempDir(), Options{})
+	hashes := make([]Hash, 640)
+	for i := range hashes {
+		data := uniqueText(uint64(i), 1024)
+		put(b, p, item(data, 1))
+		hashes[i] = hashOf(data)
+	}
+	b.SetBytes(1024)
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			if _, err := p.View(hashes[i%len(hashes)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
