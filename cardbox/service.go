@@ -7,6 +7,10 @@
 // project. Reads return live cards only: a deleted or expired card reads as
 // missing. A Sweeper purges expired and long-deleted rows.
 //
+// The JSON reads (GetCardsJSON and the like) serve rendered cards from a
+// bounded in-memory cache and check in Postgres on every read which cards
+// are live, so deletes by other processes show at once.
+//
 // Every method takes the project id first; no call of one project can read
 // or change another project's rows.
 package cardbox
