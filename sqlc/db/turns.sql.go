@@ -132,10 +132,11 @@ type CommitAppendBatchParams struct {
 	FsHashes         [][]byte
 }
 
-// One statement, so one round trip and one implicit transaction, commits a
-// whole group of appends: the turn rows, the new heads, idempotency keys,
-// type refs, blob grants, fs attachments and the turn log checkpoint
-// (insert-only, so that groups in flight together do not contend on it).
+// One statement writes a whole group of appends: the turn rows, the new
+// heads, idempotency keys, type refs, blob grants, fs attachments and the
+// turn log checkpoint (insert-only, so that groups in flight together do
+// not contend on it). It runs inside the group's transaction, sent in one
+// round trip with BEGIN; COMMIT follows once the group's files are durable.
 // Foreign keys are checked at the end of the statement.
 func (q *Queries) CommitAppendBatch(ctx context.Context, arg CommitAppendBatchParams) error {
 	_, err := q.db.Exec(ctx, commitAppendBatch,

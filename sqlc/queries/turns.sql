@@ -58,10 +58,11 @@ WITH att AS (
 UPDATE turns t SET fs_root_hash = @fs_root_hash WHERE t.tenant_id = @tenant_id AND t.turn_id = @turn_id;
 
 -- name: CommitAppendBatch :exec
--- One statement, so one round trip and one implicit transaction, commits a
--- whole group of appends: the turn rows, the new heads, idempotency keys,
--- type refs, blob grants, fs attachments and the turn log checkpoint
--- (insert-only, so that groups in flight together do not contend on it).
+-- One statement writes a whole group of appends: the turn rows, the new
+-- heads, idempotency keys, type refs, blob grants, fs attachments and the
+-- turn log checkpoint (insert-only, so that groups in flight together do
+-- not contend on it). It runs inside the group's transaction, sent in one
+-- round trip with BEGIN; COMMIT follows once the group's files are durable.
 -- Foreign keys are checked at the end of the statement.
 WITH new_types AS (
     INSERT INTO turn_types (tenant_id, type_ref, type_id)
