@@ -15,7 +15,7 @@ import (
 // expired and long-deleted cards and boxes. The returned func stops the
 // sweeper and waits for it.
 func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, log *slog.Logger) ([]api.Routes, func()) {
-	svc := cardbox.New(db.Pool, cardbox.Options{})
+	svc := cardbox.New(db.Pool, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes})
 	sweeper := svc.NewSweeper(cardbox.SweeperConfig{
 		Interval: cfg.SweepInterval, DeletedRetention: cfg.DeletedRetention, Logger: log,
 	})

@@ -26,6 +26,7 @@ type Config struct {
 	SweepInterval    time.Duration
 	DeletedRetention time.Duration
 	Pprof            bool
+	CardCacheBytes   int64
 }
 
 // setting describes one flag and its environment variable.
@@ -54,6 +55,9 @@ func settings(c *Config) []setting {
 		}},
 		{"shutdown-timeout", "CARDBOX_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests", dur(&c.ShutdownTimeout, 30*time.Second)},
 		{"sweep-interval", "CARDBOX_SWEEP_INTERVAL", "how often expired and long-deleted cards and boxes are purged", dur(&c.SweepInterval, time.Minute)},
+		{"card-cache-bytes", "CARDBOX_CARD_CACHE_BYTES", "memory for rendered cards (cards are immutable; liveness is still read from Postgres); negative disables", func(fs *flag.FlagSet, name, usage string) {
+			fs.Int64Var(&c.CardCacheBytes, name, 64<<20, usage)
+		}},
 		{"pprof", "CARDBOX_PPROF", "serve Go's profiler at /debug/pprof/ on the HTTP listener", func(fs *flag.FlagSet, name, usage string) {
 			fs.BoolVar(&c.Pprof, name, false, usage)
 		}},
