@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 
@@ -19,7 +21,11 @@ func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
 	}()
 	resp, err := s.route(f)
 	if err != nil {
-		if toErrorResponse(err).Code >= 500 {
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			// The peer left or the server is shutting down: not a fault.
+			s.srv.log.Debug("binary request cancelled", "type", f.Type, "session", s.id)
+		case toErrorResponse(err).Code >= 500:
 			s.srv.log.Error("binary request failed", "type", f.Type, "session", s.id, "err", err)
 		}
 		return errorFrame(f.ReqID, err)
