@@ -457,3 +457,24 @@ func TestEverythingSurvivesReopen(t *testing.T) {
 		t.Fatalf("append after reopen = %+v", next)
 	}
 }
+
+// An answer keeps the newest turns that fit maxListBytes, so it always
+// fits a protocol frame.
+func TestLastStopsAtTheByteBudget(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	const size = 20 << 20 // three of these exceed the 48 MiB budget
+	var ids []uint64
+	for i := range 3 {
+		payload := bytes.Repeat([]byte{byte('a' + i)}, size)
+		ids = append(ids, s.append(ten, turnReq(h.ContextID, 0, payload)).TurnID)
+	}
+	got := s.last(ten, h.ContextID, 10, true)
+	if len(got) != 2 || got[0].ID != ids[1] || got[1].ID != ids[2] || len(got[1].Payload) != size {
+		t.Fatalf("got %d turns, want the newest 2 of 3", len(got))
+	}
+	if meta := s.last(ten, h.ContextID, 10, false); len(meta) != 3 {
+		t.Fatalf("without payloads: %d turns, want 3", len(meta))
+	}
+}
