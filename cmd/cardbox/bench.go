@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 )
 
 // benchConfig is what `cardbox bench` drives.
@@ -104,23 +102,17 @@ func bench(ctx context.Context, args []string) error {
 	return report(cfg, r)
 }
 
-func dial(ctx context.Context, cfg *benchConfig) (*client.Client, error) {
-	return client.Dial(ctx, cfg.addr, client.WithClientTag("cardbox-bench"))
-}
-
 func createContexts(ctx context.Context, cfg *benchConfig) ([]uint64, error) {
-	c, err := dial(ctx, cfg)
+	c, err := dialBench(ctx, cfg.addr)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.addr, err)
 	}
 	defer c.Close()
 	ids := make([]uint64, cfg.contexts)
 	for i := range ids {
-		h, err := c.CreateContext(ctx, 0)
-		if err != nil {
+		if ids[i], err = c.createContext(); err != nil {
 			return nil, fmt.Errorf("create context: %w", err)
 		}
-		ids[i] = h.ContextID
 	}
 	return ids, nil
 }
@@ -140,15 +132,12 @@ func appendPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *be
 		return time.Now().Before(deadline)
 	}
 	start := time.Now()
-	err := forEachConn(ctx, cfg, func(i int, c *client.Client) error {
+	err := forEachConn(ctx, cfg, func(i int, c *benchConn) error {
 		gen := newPayloadGen(cfg.size, uint64(i))
 		for n := 0; more(); n++ {
-			req := &client.AppendRequest{
-				ContextID: contexts[(i+n*cfg.conns)%len(contexts)], TypeID: "cxdb.ConversationItem",
-				TypeVersion: 3, Payload: gen.next(),
-			}
+			contextID, payload := contexts[(i+n*cfg.conns)%len(contexts)], gen.next()
 			t0 := time.Now()
-			if _, err := c.AppendTurn(ctx, req); err != nil {
+			if err := c.appendTurn(contextID, payload); err != nil {
 				return fmt.Errorf("append: %w", err)
 			}
 			lat[i] = append(lat[i], time.Since(t0))
@@ -166,7 +155,7 @@ func appendPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *be
 // latencyPhase measures appends with a single connection: no batching
 // partner, so it shows the cost of one durable commit.
 func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *benchResult) error {
-	c, err := dial(ctx, cfg)
+	c, err := dialBench(ctx, cfg.addr)
 	if err != nil {
 		return err
 	}
@@ -174,9 +163,9 @@ func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *be
 	gen := newPayloadGen(cfg.size, 1<<32)
 	lat := make([]time.Duration, 0, cfg.latencyTurns)
 	for range cfg.latencyTurns {
-		req := &client.AppendRequest{ContextID: contextID, TypeID: "cxdb.ConversationItem", TypeVersion: 3, Payload: gen.next()}
+		payload := gen.next()
 		t0 := time.Now()
-		if _, err := c.AppendTurn(ctx, req); err != nil {
+		if err := c.appendTurn(contextID, payload); err != nil {
 			return fmt.Errorf("append: %w", err)
 		}
 		lat = append(lat, time.Since(t0))
@@ -205,7 +194,7 @@ func readPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benc
 // readLoop is connection i's share of the read phase: it walks the
 // contexts from the i-th on and returns how many answers it checked.
 func readLoop(ctx context.Context, addr string, contexts []uint64, i int, deadline time.Time) (int64, error) {
-	c, err := dialRead(ctx, addr)
+	c, err := dialBench(ctx, addr)
 	if err != nil {
 		return 0, fmt.Errorf("connect to %s: %w", addr, err)
 	}
@@ -228,12 +217,12 @@ func sumInt64(v []int64) int64 {
 }
 
 // forEachConn dials cfg.conns connections and runs fn on each in parallel.
-func forEachConn(ctx context.Context, cfg *benchConfig, fn func(int, *client.Client) error) error {
+func forEachConn(ctx context.Context, cfg *benchConfig, fn func(int, *benchConn) error) error {
 	var wg sync.WaitGroup
 	errs := make([]error, cfg.conns)
 	for i := range cfg.conns {
 		wg.Go(func() {
-			c, err := dial(ctx, cfg)
+			c, err := dialBench(ctx, cfg.addr)
 			if err != nil {
 				errs[i] = err
 				return
@@ -295,10 +284,11 @@ func newPayloadGen(size int, seed uint64) *payloadGen {
 	return &payloadGen{template: b, counter: bytes.Index(b, []byte(strings.Repeat("0", counterDigits)))}
 }
 
-// next returns a fresh payload; its counter makes it unique.
+// next returns a fresh payload, valid until the next call; its counter
+// makes it unique.
 func (g *payloadGen) next() []byte {
 	g.n++
-	p := slices.Clone(g.template)
+	p := g.template
 	v := g.n
 	for i := g.counter + counterDigits - 1; i >= g.counter; i-- {
 		p[i] = byte('0' + v%10)

@@ -16,7 +16,7 @@ import (
 )
 
 // session is one connection: a reader that decodes frames and starts a
-// handler per request, and a writer that sends responses as they finish.
+// handler per request; each handler writes its response as it finishes.
 type session struct {
 	srv  *Server
 	conn net.Conn
@@ -30,7 +30,9 @@ type session struct {
 
 	inflight chan struct{} // semaphore of running handlers
 	handlers sync.WaitGroup
-	out      chan []byte // encoded response frames
+
+	wmu      sync.Mutex // serializes response writes
+	writeErr bool       // a write failed: the peer is gone; guarded by wmu
 }
 
 func newSession(srv *Server, conn net.Conn, id uint64) *session {
@@ -38,19 +40,14 @@ func newSession(srv *Server, conn net.Conn, id uint64) *session {
 	return &session{
 		srv: srv, conn: conn, id: id, ctx: ctx, cancel: cancel,
 		inflight: make(chan struct{}, srv.opts.MaxInFlight),
-		out:      make(chan []byte, srv.opts.MaxInFlight),
 	}
 }
 
 // serve runs the session until the peer leaves, framing is lost or the
 // server shuts down; in-flight requests are answered before it returns.
 func (s *session) serve() {
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); s.writeLoop() }()
 	s.readLoop()
 	s.handlers.Wait()
-	close(s.out)
-	<-writerDone
 	s.cancel()
 	s.conn.Close()
 }
@@ -164,75 +161,28 @@ func (s *session) useDefaultTenant() error {
 	return nil
 }
 
-// reply queues a response frame; a session whose peer is gone drops it.
+// reply writes a response frame. Handlers write their own answers, under
+// wmu, rather than handing them to a writer goroutine: with one request in
+// flight per connection (as the official clients run) that saves a
+// goroutine wake-up on every request. A session whose peer is gone drops
+// the frame.
 func (s *session) reply(_ uint64, frame []byte) {
-	select {
-	case s.out <- frame:
-	case <-s.ctx.Done():
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	defer recycleFrame(frame)
+	if s.writeErr {
+		return
 	}
-}
-
-// maxWriteBatch caps how many ready responses one write sends.
-const maxWriteBatch = 64
-
-// writeLoop sends responses. Whatever is ready when it wakes goes out in
-// one vectored write, without copying the frames into a buffer first; then
-// their buffers are recycled (see frameBuf).
-func (s *session) writeLoop() {
-	batch := make([][]byte, 0, maxWriteBatch)
-	vec := make(net.Buffers, 0, maxWriteBatch)
-	open := true
-	for f := range s.out {
-		batch, open = s.collect(append(batch[:0], f))
-		if err := s.write(batch, vec); err != nil {
-			s.writeFailed(err)
-			return
-		}
-		for i, b := range batch {
-			recycleFrame(b)
-			batch[i] = nil
-		}
-		if !open {
-			return
-		}
+	if _, err := s.conn.Write(frame); err != nil {
+		s.writeFailed(err)
 	}
-}
-
-// collect adds the responses that are ready without waiting to batch; open
-// is false once s.out is closed and drained.
-func (s *session) collect(batch [][]byte) (_ [][]byte, open bool) {
-	for len(batch) < cap(batch) {
-		select {
-		case f, ok := <-s.out:
-			if !ok {
-				return batch, false
-			}
-			batch = append(batch, f)
-		default:
-			return batch, true
-		}
-	}
-	return batch, true
-}
-
-// write sends the frames with one write (writev for several). vec is
-// scratch space: WriteTo consumes the slice it is given.
-func (s *session) write(frames [][]byte, vec net.Buffers) error {
-	if len(frames) == 1 {
-		_, err := s.conn.Write(frames[0])
-		return err
-	}
-	vec = append(vec[:0], frames...)
-	_, err := vec.WriteTo(s.conn)
-	return err
 }
 
 // writeFailed ends the session: the peer is gone, so handlers stop waiting
-// and the reader is unblocked.
+// and the reader is unblocked. The caller holds wmu.
 func (s *session) writeFailed(err error) {
 	s.srv.log.Debug("binary session write", "session", s.id, "err", err)
+	s.writeErr = true
 	s.cancel()
 	s.conn.Close()
-	for range s.out {
-	}
 }
