@@ -273,7 +273,7 @@ func (c *committer) remember(p *plan, now time.Time) {
 // COMMIT only after all of it, so a committed row never names bytes a
 // crash could lose.
 func (c *committer) writeGroup(p *plan, now time.Time) error {
-	var blobErr, logErr error
+	var blobErr, logErr, stmtErr error
 	var wg sync.WaitGroup
 	if len(p.puts) > 0 {
 		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Put(p.puts) })
@@ -283,10 +283,12 @@ func (c *committer) writeGroup(p *plan, now time.Time) error {
 	p.logStart = c.e.turns.Size()
 	if len(p.turns) > 0 {
 		wg.Go(func() { logErr = c.appendRecords(p) })
-	}
-	var stmtErr error
-	if len(p.turns) > 0 {
-		p.tx, stmtErr = c.e.beginGroup(p.params(c.e, now, c.nextTurn))
+		p.tx, stmtErr = c.e.sendGroup(p.params(c.e, now, c.nextTurn))
+		if stmtErr == nil {
+			if stmtErr = p.tx.await(); stmtErr != nil {
+				p.tx = nil
+			}
+		}
 	}
 	wg.Wait()
 	if err := c.filesWritten(p, blobErr, logErr); err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -25,9 +26,24 @@ type Options struct {
 	Pool *pgxpool.Pool
 	// MaxBatch caps how many appends one group commit takes (default 1024).
 	MaxBatch int
-	Logger   *slog.Logger
+	// FileReserve is how many bytes of zeros the blob pack and the turn
+	// log keep written ahead of their ends, so that the fdatasync of every
+	// group commit flushes data only, not a new size or new blocks
+	// (default DefaultFileReserve; negative: none).
+	FileReserve int64
+	Logger      *slog.Logger
 	// hooks are test-only fault injection points (see hooks.go).
 	hooks *hooks
+}
+
+// DefaultFileReserve is the default Options.FileReserve.
+const DefaultFileReserve = 4 << 20
+
+func (o Options) fileReserve() int64 {
+	if o.FileReserve == 0 {
+		return DefaultFileReserve
+	}
+	return max(o.FileReserve, 0)
 }
 
 // Engine is the TurnStore on local files and Postgres.
@@ -36,7 +52,7 @@ type Engine struct {
 	log     *slog.Logger
 	pool    *pgxpool.Pool
 	q       *db.Queries
-	storeID [16]byte
+	storeID pgtype.UUID // pgx encodes its own UUID type without reflection
 
 	blobs *blobpack.Pack
 	turns *turnlog.Log

@@ -13,35 +13,46 @@ import (
 )
 
 // groupTx is a group's open transaction: BEGIN and the group's statement
-// have run, COMMIT waits until the group's files are durable.
+// were sent, COMMIT waits until the group's files are durable.
 type groupTx struct {
-	conn *pgxpool.Conn
+	conn    *pgxpool.Conn
+	results pgx.BatchResults // of BEGIN and the statement, until awaited
+	cancel  context.CancelFunc
 }
 
 // groupTimeout bounds each round trip of a group's transaction.
 const groupTimeout = 30 * time.Second
 
-// beginGroup sends BEGIN and the group's statement in one round trip.
-func (e *Engine) beginGroup(params db.CommitAppendBatchParams) (*groupTx, error) {
+// sendGroup sends BEGIN and the group's statement in one round trip and
+// returns without waiting for Postgres, which runs the statement while the
+// caller writes the group's files; await collects the outcome.
+func (e *Engine) sendGroup(params db.CommitAppendBatchParams) (*groupTx, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
-	defer cancel()
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	// The query text and arguments come from sqlc; batchQueue only queues.
 	if err := db.New(batchQueue{b}).CommitAppendBatch(ctx, params); err != nil {
+		cancel()
 		conn.Release()
 		return nil, err
 	}
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		tx := &groupTx{conn: conn}
-		tx.rollback()
-		return nil, err
+	return &groupTx{conn: conn, results: conn.SendBatch(ctx, b), cancel: cancel}, nil
+}
+
+// await waits for BEGIN and the statement; on failure the transaction is
+// rolled back and the groupTx must not be used again.
+func (t *groupTx) await() error {
+	err := t.results.Close()
+	t.cancel()
+	if err != nil {
+		t.rollback()
 	}
-	return &groupTx{conn: conn}, nil
+	return err
 }
 
 // commit sends COMMIT and returns the connection to the pool.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/store/syncfile"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/google/uuid"
 
@@ -35,7 +36,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if e.blobs, err = blobpack.Open(blobDir(e.opts.Dir), blobpack.Options{}); err != nil {
+	if e.blobs, err = blobpack.Open(blobDir(e.opts.Dir), blobpack.Options{Reserve: e.opts.fileReserve()}); err != nil {
 		return err
 	}
 	if err := e.loadTenants(ctx); err != nil {
@@ -74,10 +75,10 @@ func (e *Engine) loadState(ctx context.Context) (db.GetTurnLogStateRow, error) {
 	switch {
 	case err == nil && fileID == uuid.Nil:
 		return state, fmt.Errorf("the database holds turn store %s but %s has no %s: is this the right data directory?",
-			state.StoreID, e.opts.Dir, storeIDFile)
-	case err == nil && fileID != state.StoreID:
+			uuid.UUID(state.StoreID.Bytes), e.opts.Dir, storeIDFile)
+	case err == nil && fileID != state.StoreID.Bytes:
 		return state, fmt.Errorf("data directory %s belongs to turn store %s, the database to turn store %s",
-			e.opts.Dir, fileID, state.StoreID)
+			e.opts.Dir, fileID, uuid.UUID(state.StoreID.Bytes))
 	case err == nil:
 		e.storeID = state.StoreID
 		return state, nil
@@ -100,11 +101,12 @@ func (e *Engine) initState(ctx context.Context, fileID uuid.UUID) (db.GetTurnLog
 			return db.GetTurnLogStateRow{}, err
 		}
 	}
-	if err := e.q.InitTurnLogState(ctx, fileID); err != nil {
+	id := pgtype.UUID{Bytes: fileID, Valid: true}
+	if err := e.q.InitTurnLogState(ctx, id); err != nil {
 		return db.GetTurnLogStateRow{}, fmt.Errorf("init turn log state: %w", err)
 	}
-	e.storeID = fileID
-	return db.GetTurnLogStateRow{StoreID: fileID, CommittedEnd: 0, NextTurnID: 1}, nil
+	e.storeID = id
+	return db.GetTurnLogStateRow{StoreID: id, CommittedEnd: 0, NextTurnID: 1}, nil
 }
 
 func readStoreID(dir string) (uuid.UUID, error) {
@@ -166,7 +168,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 		maxTurn = max(maxTurn, r.TurnID)
 		return nil
 	}
-	log, err := turnlog.Open(path, turnlog.Options{MinValidSize: committedEnd, TruncateAt: committedEnd}, load)
+	log, err := turnlog.Open(path, turnlog.Options{MinValidSize: committedEnd, TruncateAt: committedEnd, Reserve: e.opts.fileReserve()}, load)
 	if err != nil {
 		return 0, err
 	}

@@ -7,7 +7,6 @@ package db
 import (
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -92,14 +91,14 @@ type Turn struct {
 }
 
 type TurnLogCommit struct {
-	StoreID      uuid.UUID
+	StoreID      pgtype.UUID
 	CommittedEnd int64
 	NextTurnID   int64
 	CommittedAt  time.Time
 }
 
 type TurnStore struct {
-	StoreID   uuid.UUID
+	StoreID   pgtype.UUID
 	CreatedAt time.Time
 }
 

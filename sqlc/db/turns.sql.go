@@ -9,7 +9,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const attachFS = `-- name: AttachFS :exec
@@ -95,7 +95,7 @@ VALUES ($1, $2, $3)
 `
 
 type CommitAppendBatchParams struct {
-	StoreID          uuid.UUID
+	StoreID          pgtype.UUID
 	CommittedEnd     int64
 	NextTurnID       int64
 	TypeTenantIds    []string
@@ -229,7 +229,7 @@ LIMIT 1
 `
 
 type GetTurnLogStateRow struct {
-	StoreID      uuid.UUID
+	StoreID      pgtype.UUID
 	CommittedEnd int64
 	NextTurnID   int64
 }
@@ -269,7 +269,7 @@ const initTurnLogState = `-- name: InitTurnLogState :exec
 INSERT INTO turn_stores (store_id) VALUES ($1)
 `
 
-func (q *Queries) InitTurnLogState(ctx context.Context, storeID uuid.UUID) error {
+func (q *Queries) InitTurnLogState(ctx context.Context, storeID pgtype.UUID) error {
 	_, err := q.db.Exec(ctx, initTurnLogState, storeID)
 	return err
 }

@@ -45,6 +45,12 @@
 // are written after the records they describe are fsynced, the index can
 // run ahead of the pack only if the pack itself was damaged or replaced.
 //
+// With Options.Reserve, blobs.pack keeps zeros written ahead of its last
+// record (see syncfile.Reserve), so that a Put's fdatasync flushes data
+// only. The pack is then records, then zeros; a record header of zeros ends
+// the scan below, and if only zeros follow, they are the reservation and
+// stay.
+//
 // Open repairs what a crash or damage leaves behind:
 //
 //   - missing files: created, and the directory fsynced.
@@ -60,7 +66,8 @@
 //     indexed record; each record whose CRC verifies is indexed and its
 //     entry appended to blobs.idx.
 //   - torn record or corrupt byte: the scan stops at the first partial or
-//     bad record and the pack is truncated there (and fsynced), dropping
+//     bad record; unless only zeros follow it (the reservation), the pack
+//     is truncated there (and fsynced), dropping
 //     that record and everything after it. If Options.MinValidSize says
 //     the bytes there were durable, Open fails with ErrCorrupt instead and
 //     leaves the pack untouched.

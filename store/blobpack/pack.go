@@ -53,6 +53,12 @@ type Options struct {
 	// CacheBytes bounds the cache of uncompressed blobs that View keeps.
 	// Zero means DefaultCacheBytes; a negative value disables the cache.
 	CacheBytes int
+
+	// Reserve, when > 0, keeps zeros written ahead of the end of
+	// blobs.pack, this many bytes at a time, so that a Put's fdatasync
+	// flushes data only (see syncfile.Reserve). 0 grows the file with
+	// every Put.
+	Reserve int64
 }
 
 func (o Options) cacheBytes() int {
@@ -74,7 +80,7 @@ type Recovery struct {
 	Indexed      int   // records restored from blobs.idx
 	Scanned      int   // records recovered by scanning blobs.pack past the index
 	IndexDropped int64 // bytes of blobs.idx discarded: bad, partial or stale entries
-	TornBytes    int64 // bytes cut from the end of blobs.pack
+	TornBytes    int64 // bytes cut from the end of blobs.pack (not a zero reservation)
 }
 
 // Stats is a snapshot of a pack's counters.
@@ -99,6 +105,8 @@ type Pack struct {
 	cache *blobCache // nil: no cache
 	pack  *os.File
 	idx   *os.File
+
+	reserve *syncfile.Reserve // nil without Options.Reserve
 
 	closed   atomic.Bool
 	packSize atomic.Int64 // every byte below is a published, fsynced record
@@ -337,6 +345,9 @@ func (p *Pack) Close() error {
 	defer p.wmu.Unlock()
 	if p.closed.Swap(true) {
 		return nil
+	}
+	if p.reserve != nil {
+		p.reserve.Close()
 	}
 	var errs []error
 	if p.idxErr == nil {

@@ -176,8 +176,13 @@ func (p *Pack) writeBuf(n int) []byte {
 // write writes buf at off in the pack and fsyncs it. On a write error it
 // cuts the pack back to off.
 func (p *Pack) write(buf []byte, off int64) error {
+	if p.reserve != nil {
+		if err := p.reserve.Ensure(off + int64(len(buf))); err != nil {
+			return fmt.Errorf("blobpack: put: %w", err)
+		}
+	}
 	if _, err := p.pack.WriteAt(buf, off); err != nil {
-		if terr := p.pack.Truncate(off); terr != nil {
+		if terr := p.truncate(off); terr != nil {
 			p.failed = terr
 		}
 		return fmt.Errorf("blobpack: put: write %d bytes at %d: %w", len(buf), off, err)
@@ -187,6 +192,15 @@ func (p *Pack) write(buf []byte, off int64) error {
 		return fmt.Errorf("blobpack: put: sync: %w", err)
 	}
 	return nil
+}
+
+// truncate cuts blobs.pack at off, with its reservation: zeros, if any,
+// must follow the last record.
+func (p *Pack) truncate(off int64) error {
+	if p.reserve != nil {
+		return p.reserve.Truncate(off)
+	}
+	return p.pack.Truncate(off)
 }
 
 // publish makes durable records visible to readers.

@@ -1,6 +1,8 @@
 package blobpack
 
 import (
+	"github.com/cardboxhq/cardbox/store/syncfile"
+
 	"bufio"
 	"errors"
 	"fmt"
@@ -42,8 +44,11 @@ func (p *Pack) recover() error {
 	if end, err = p.scan(end, packSize); err != nil {
 		return err
 	}
-	if err := p.cutTail(end, packSize); err != nil {
+	if packSize, err = p.cutTail(end, packSize); err != nil {
 		return err
+	}
+	if p.opts.Reserve > 0 {
+		p.reserve = syncfile.NewReserve(p.pack, packSize, p.opts.Reserve)
 	}
 	if p.recovery.Scanned > 0 || p.recovery.IndexDropped > 0 {
 		if err := p.idx.Sync(); err != nil {
@@ -245,24 +250,34 @@ func shortRead(err error, off int64) error {
 }
 
 // cutTail truncates a torn or corrupt tail [end, size) off blobs.pack,
-// unless that would lose bytes below Options.MinValidSize.
-func (p *Pack) cutTail(end, size int64) error {
+// unless that would lose bytes below Options.MinValidSize, and returns the
+// file's size after. Zeros after end are a reservation, not a torn tail,
+// and stay.
+func (p *Pack) cutTail(end, size int64) (int64, error) {
+	torn := false
+	if end < size {
+		zero, err := syncfile.ZeroTail(p.pack, end, size)
+		if err != nil {
+			return 0, fmt.Errorf("blobpack: open: %w", err)
+		}
+		torn = !zero
+	}
 	if end < p.opts.MinValidSize {
-		if end < size {
-			return fmt.Errorf("blobpack: open: bad record at %d, below min valid size %d (pack left untouched): %w",
+		if torn {
+			return 0, fmt.Errorf("blobpack: open: bad record at %d, below min valid size %d (pack left untouched): %w",
 				end, p.opts.MinValidSize, ErrCorrupt)
 		}
-		return fmt.Errorf("blobpack: open: pack ends at %d, below min valid size %d: %w", end, p.opts.MinValidSize, ErrCorrupt)
+		return 0, fmt.Errorf("blobpack: open: pack ends at %d, below min valid size %d: %w", end, p.opts.MinValidSize, ErrCorrupt)
 	}
-	if end == size {
-		return nil
+	if !torn {
+		return size, nil
 	}
 	if err := p.pack.Truncate(end); err != nil {
-		return fmt.Errorf("blobpack: open: truncate %s at %d: %w", PackFile, end, err)
+		return 0, fmt.Errorf("blobpack: open: truncate %s at %d: %w", PackFile, end, err)
 	}
 	if err := p.pack.Sync(); err != nil {
-		return fmt.Errorf("blobpack: open: sync %s: %w", PackFile, err)
+		return 0, fmt.Errorf("blobpack: open: sync %s: %w", PackFile, err)
 	}
 	p.recovery.TornBytes = size - end
-	return nil
+	return end, nil
 }

@@ -1,6 +1,8 @@
 // Package syncfile holds the few file-system calls the store's append-only
 // files need for durability and ownership: flushing a file's data, making a
-// directory entry durable, and locking a file against a second process.
+// directory entry durable, locking a file against a second process, and
+// keeping zeros written ahead of a file's end (Reserve) so that flushing
+// its data is cheap.
 package syncfile
 
 import (

@@ -31,3 +31,10 @@ func control(f *os.File, fn func(fd int) error) error {
 	}
 	return opErr
 }
+
+// startWriteback asks the kernel to start writing f's dirty pages in
+// [off, off+n) to disk, without waiting and without flushing the device
+// cache (sync_file_range(2)); it is a hint, so errors are ignored.
+func startWriteback(f *os.File, off, n int64) {
+	_ = control(f, func(fd int) error { return unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE) })
+}

@@ -9,3 +9,6 @@ func Data(f *os.File) error { return f.Sync() }
 
 // Lock is a no-op outside Linux; a single process must own the directory.
 func Lock(*os.File) error { return nil }
+
+// startWriteback is a no-op outside Linux.
+func startWriteback(*os.File, int64, int64) {}

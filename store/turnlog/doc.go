@@ -24,9 +24,17 @@
 // caller records how far the log is committed (MinValidSize) next to its
 // facts, and what lies past that is uncommitted.
 //
-// Open reads and CRC-checks every record, then:
+// With Options.Reserve the file keeps zeros written ahead of its last
+// record (see syncfile.Reserve), so that an Append's fdatasync flushes data
+// only. A file is then records, then zeros.
 //
-//   - torn record (a partial record, or a bad CRC) at offset X >=
+// Open reads and CRC-checks every record up to the first partial or bad
+// one, then:
+//
+//   - zeros from there to the end of the file: the reservation, kept; not
+//     a torn tail.
+//   - torn record (a partial record, a bad CRC, or any non-zero byte among
+//     the zeros after it) at offset X >=
 //     Options.MinValidSize: the file is truncated at X, dropping it and
 //     everything after it, and fsynced. Recovery reports the bytes cut.
 //   - corrupt byte below Options.MinValidSize (or a file shorter than it):

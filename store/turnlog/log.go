@@ -41,12 +41,17 @@ type Options struct {
 	//
 	// Note that the zero value, 0, empties the log.
 	TruncateAt int64
+
+	// Reserve, when > 0, keeps zeros written ahead of the log's end, this
+	// many bytes at a time, so that an Append's fdatasync flushes data
+	// only (see syncfile.Reserve). 0 grows the file with every Append.
+	Reserve int64
 }
 
 // Recovery describes what Open found and cut.
 type Recovery struct {
 	ValidSize    int64 // bytes of verified records found
-	TornBytes    int64 // bytes cut at ValidSize: a partial or bad record and all after it
+	TornBytes    int64 // bytes cut at ValidSize: a partial or bad record and all after it (not a zero reservation)
 	DroppedBytes int64 // verified bytes cut by Options.TruncateAt
 }
 
@@ -61,6 +66,7 @@ type Log struct {
 	size     atomic.Int64 // every byte below is a written, fsynced record
 	closed   atomic.Bool
 	recovery Recovery
+	reserve  *syncfile.Reserve // nil without Options.Reserve
 
 	wmu    sync.Mutex // serializes Append, Truncate and Close; guards below
 	buf    []byte
@@ -104,18 +110,42 @@ func (l *Log) open(created bool, opts Options, visit func(int64, Record) error) 
 	if err != nil {
 		return err
 	}
-	cut, err := cutPoint(end, size, opts)
+	torn, err := l.tornAfter(end, size)
+	if err != nil {
+		return err
+	}
+	cut, err := cutPoint(end, torn, opts)
 	if err != nil {
 		return fmt.Errorf("turnlog: open %s: %w", l.path, err)
 	}
-	if cut < size {
+	if torn || cut < end {
 		if err := l.truncateFile(cut); err != nil {
 			return err
 		}
+		size = cut
 	}
-	l.recovery = Recovery{ValidSize: end, TornBytes: size - end, DroppedBytes: end - cut}
+	l.recovery = Recovery{ValidSize: end, DroppedBytes: end - cut}
+	if torn {
+		l.recovery.TornBytes = fi.Size() - end
+	}
 	l.size.Store(cut)
+	if opts.Reserve > 0 {
+		l.reserve = syncfile.NewReserve(l.f, size, opts.Reserve)
+	}
 	return nil
+}
+
+// tornAfter reports whether the bytes from end, where verified records
+// stop, to size are a torn write rather than zeros of a reservation.
+func (l *Log) tornAfter(end, size int64) (bool, error) {
+	if end == size {
+		return false, nil
+	}
+	zero, err := syncfile.ZeroTail(l.f, end, size)
+	if err != nil {
+		return false, fmt.Errorf("turnlog: open: %w", err)
+	}
+	return !zero, nil
 }
 
 // openOrCreate opens path for reading and writing and reports whether it
@@ -167,11 +197,11 @@ func (l *Log) scan(size, keepBelow int64, visit func(int64, Record) error) (int6
 	return size, nil
 }
 
-// cutPoint returns where the log must end after Open, given that its
-// first size bytes hold verified records up to end.
-func cutPoint(end, size int64, opts Options) (int64, error) {
+// cutPoint returns where the log must end after Open, given that it holds
+// verified records up to end, followed by a torn write if torn.
+func cutPoint(end int64, torn bool, opts Options) (int64, error) {
 	switch {
-	case end < size && end < opts.MinValidSize:
+	case torn && end < opts.MinValidSize:
 		return 0, fmt.Errorf("bad record at %d, below min valid size %d (file left untouched): %w",
 			end, opts.MinValidSize, ErrCorrupt)
 	case end < opts.MinValidSize:
@@ -188,8 +218,14 @@ func cutPoint(end, size int64, opts Options) (int64, error) {
 	return opts.TruncateAt, nil
 }
 
-// truncateFile cuts the file at off and fsyncs it.
+// truncateFile cuts the file at off, with its reservation, and fsyncs it.
 func (l *Log) truncateFile(off int64) error {
+	if l.reserve != nil {
+		if err := l.reserve.Truncate(off); err != nil {
+			return fmt.Errorf("turnlog: truncate %s at %d: %w", l.path, off, err)
+		}
+		return nil
+	}
 	if err := l.f.Truncate(off); err != nil {
 		return fmt.Errorf("turnlog: truncate %s at %d: %w", l.path, off, err)
 	}
@@ -230,8 +266,15 @@ func (l *Log) Append(recs []Record) (first int64, err error) {
 	for i := range recs {
 		recs[i].MarshalTo(buf[i*RecordSize:])
 	}
+	if l.reserve != nil {
+		if err := l.reserve.Ensure(off + int64(len(buf))); err != nil {
+			return 0, fmt.Errorf("turnlog: append %d records at %d: %w", len(recs), off, err)
+		}
+	}
 	if _, err := l.f.WriteAt(buf, off); err != nil {
-		if terr := l.f.Truncate(off); terr != nil {
+		// Cut what was written, with any reservation: zeros must follow
+		// the last record.
+		if terr := l.truncateFile(off); terr != nil {
 			l.failed = terr
 		}
 		return 0, fmt.Errorf("turnlog: append %d records at %d: %w", len(recs), off, err)
@@ -315,6 +358,9 @@ func (l *Log) Close() error {
 	defer l.wmu.Unlock()
 	if l.closed.Swap(true) {
 		return nil
+	}
+	if l.reserve != nil {
+		l.reserve.Close()
 	}
 	if err := l.f.Close(); err != nil {
 		return fmt.Errorf("turnlog: close %s: %w", l.path, err)
