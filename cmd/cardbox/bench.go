@@ -260,7 +260,10 @@ func percentiles(d []time.Duration) (p50, p99, p999 float64) {
 // compress like real text. Each generator builds one template and then
 // only rewrites a 20-digit counter inside it, so that the load generator
 // spends its CPU on the protocol, not on making payloads (it shares the
-// machine with the server).
+// machine with the server). The counter starts at a random value, so that
+// a run never repeats the payloads of an earlier run against the same
+// server: the server would deduplicate them, skipping compression and blob
+// writes, and the run would measure less than an append costs.
 type payloadGen struct {
 	template []byte
 	counter  int // offset of the counter digits in template
@@ -281,7 +284,7 @@ func newPayloadGen(size int, seed uint64) *payloadGen {
 		text.WriteString(words[rng.IntN(len(words))])
 	}
 	b, _ := msgpack.Marshal(map[string]any{"1": "user_input", "3": int64(1700000000000), "10": map[string]any{"1": text.String()}})
-	return &payloadGen{template: b, counter: bytes.Index(b, []byte(strings.Repeat("0", counterDigits)))}
+	return &payloadGen{template: b, counter: bytes.Index(b, []byte(strings.Repeat("0", counterDigits))), n: rand.Uint64()}
 }
 
 // next returns a fresh payload, valid until the next call; its counter

@@ -30,3 +30,16 @@ func TestPayloadsAreDistinctMsgpackOfTheRequestedSize(t *testing.T) {
 		t.Fatal("generators share a template")
 	}
 }
+
+func TestRunsDoNotRepeatPayloads(t *testing.T) {
+	first, second := newPayloadGen(1024, 7), newPayloadGen(1024, 7) // the same connection in two runs
+	seen := map[string]bool{}
+	for range 1000 {
+		seen[string(first.next())] = true
+	}
+	for range 1000 {
+		if seen[string(second.next())] {
+			t.Fatal("a second run repeats a payload of the first: the server would deduplicate it")
+		}
+	}
+}
