@@ -70,18 +70,28 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 	return o.res, o.err
 }
 
-// encodeBlob prepares the pack's stored form of a new blob here, in the
-// caller's goroutine, so that compression runs in parallel and not in the
-// committer. A client's own zstd frame is kept as it is when it is smaller.
+// packCompressMax is the largest blob the pack compresses itself when the
+// group is written; larger ones are compressed by their caller, in
+// parallel and off the committer's path.
+const packCompressMax = 4 << 10
+
+// encodeBlob prepares the pack's stored form of a new blob in the caller's
+// goroutine where that pays: a client's own zstd frame is kept when it is
+// smaller, and a large blob is compressed here. A small blob is left to
+// the pack (blobpack.Pack.Put), which compresses a group's blobs one after
+// another on warm encoder tables: that costs markedly less CPU than
+// compressing each on its own connection's goroutine, and adds little to
+// the group's write.
 func (e *Engine) encodeBlob(j *job, req *AppendRequest) {
 	if _, ok := e.blobs.Lookup(j.hash); ok {
 		return
 	}
-	if req != nil && req.Compression == CompressionZstd && len(req.Payload) < len(j.raw) {
+	switch {
+	case req != nil && req.Compression == CompressionZstd && len(req.Payload) < len(j.raw):
 		j.stored, j.codec = req.Payload, blobpack.CodecZstd
-		return
+	case len(j.raw) > packCompressMax:
+		j.stored, j.codec = blobpack.Encode(j.raw)
 	}
-	j.stored, j.codec = blobpack.Encode(j.raw)
 }
 
 // checkAppendFields refuses what Postgres could not store, before anything
