@@ -74,8 +74,9 @@ type TenantBlob struct {
 }
 
 type Turn struct {
-	TenantID        string
-	TurnID          int64
+	TenantID string
+	TurnID   int64
+	// the context the turn was appended to: contexts (tenant_id, context_id); checked by the turn store, not by a foreign key, to keep appends cheap
 	ContextID       int64
 	ParentTurnID    int64
 	Depth           int64
