@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -24,6 +25,8 @@ const storeIDFile = "STORE_ID"
 
 // recover opens the files and rebuilds memory from them and Postgres:
 //
+//  0. end the sessions an earlier process left open (see SessionName), so
+//     that nothing of it commits after this process has read the database;
 //  1. match the directory's STORE_ID with the database's turn_stores row;
 //  2. open the blob pack (its torn tail is cut; orphan blobs are harmless);
 //  3. open the turn log, failing on damage below committed_end and cutting
@@ -32,6 +35,9 @@ const storeIDFile = "STORE_ID"
 //  4. load tenants, type refs, heads and recent idempotency keys, and check
 //     that every head names a loaded turn.
 func (e *Engine) recover(ctx context.Context) error {
+	if err := e.endEarlierSessions(ctx); err != nil {
+		return err
+	}
 	state, err := e.loadState(ctx)
 	if err != nil {
 		return err
@@ -60,6 +66,33 @@ func (e *Engine) recover(ctx context.Context) error {
 	e.committer = newCommitter(e, next, idem)
 	e.log.Info("turn store open", "dir", e.opts.Dir, "turns", maxTurn, "contexts", e.contexts.len(),
 		"blobs", e.blobs.Stats().Blobs, "recovery", e.blobs.Recovery())
+	return nil
+}
+
+// SessionPrefix starts the application_name of every session of a
+// cardboxd process (see SessionName).
+const SessionPrefix = "cardboxd/"
+
+// SessionName returns an application_name for the Postgres sessions of
+// one process: SessionPrefix and a random token. When a process names its
+// sessions so, its recovery ends the sessions of every other process with
+// the prefix, including those of a predecessor killed with transactions
+// still open (their COMMIT could land after recovery read the database).
+func SessionName() string {
+	return SessionPrefix + rand.Text()
+}
+
+// endEarlierSessions ends the sessions of earlier processes on this
+// database (a no-op unless this process's sessions have SessionPrefix).
+func (e *Engine) endEarlierSessions(ctx context.Context) error {
+	left, err := e.q.EndEarlierSessions(ctx, SessionPrefix)
+	if err != nil {
+		return fmt.Errorf("end the sessions of earlier processes: %w", err)
+	}
+	if left > 0 {
+		return fmt.Errorf("%d Postgres sessions of an earlier cardboxd process (application_name %s...) did not end within 10 s: "+
+			"stop that process first", left, SessionPrefix)
+	}
 	return nil
 }
 

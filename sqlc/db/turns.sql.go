@@ -216,6 +216,19 @@ func (q *Queries) DeleteIdempotencyKeysBefore(ctx context.Context, before time.T
 	return result.RowsAffected(), nil
 }
 
+const endEarlierSessions = `-- name: EndEarlierSessions :one
+SELECT end_earlier_sessions($1::text)::integer AS still_running
+`
+
+// Ends the sessions another cardboxd process left on this database (see
+// end_earlier_sessions in the migrations) and returns how many did not end.
+func (q *Queries) EndEarlierSessions(ctx context.Context, prefix string) (int32, error) {
+	row := q.db.QueryRow(ctx, endEarlierSessions, prefix)
+	var still_running int32
+	err := row.Scan(&still_running)
+	return still_running, err
+}
+
 const getTurnLogState = `-- name: GetTurnLogState :one
 SELECT s.store_id,
        coalesce(c.committed_end, 0)::bigint AS committed_end,

@@ -129,3 +129,8 @@ VALUES (@store_id, @committed_end, @next_turn_id);
 -- Bytes Postgres uses for the turn store's tables and their indexes.
 SELECT (pg_total_relation_size('turns') + pg_total_relation_size('contexts')
         + pg_total_relation_size('idempotency_keys') + pg_total_relation_size('fs_attachments'))::bigint;
+
+-- name: EndEarlierSessions :one
+-- Ends the sessions another cardboxd process left on this database (see
+-- end_earlier_sessions in the migrations) and returns how many did not end.
+SELECT end_earlier_sessions(@prefix::text)::integer AS still_running;

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/migrations"
+	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/pgembed"
 )
 
@@ -84,6 +85,9 @@ func (d *DB) connect(ctx context.Context, url string) error {
 	}
 	pcfg.MaxConns = 32
 	pcfg.MaxConnIdleTime = 5 * time.Minute
+	// Names this process's sessions, so that the next process's recovery
+	// can end them if this one dies with transactions open.
+	pcfg.ConnConfig.RuntimeParams["application_name"] = store.SessionName()
 	if d.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}
