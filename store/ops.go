@@ -7,7 +7,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -56,7 +55,7 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if blake3.Sum256(raw) != req.ContentHash {
+	if hashOf(raw) != req.ContentHash {
 		return AppendResult{}, errorf(KindConflict, "content hash mismatch: payload does not hash to %x", req.ContentHash)
 	}
 	if req.FSRoot != nil {
@@ -291,7 +290,7 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	if len(data) > MaxPayload {
 		return false, errorf(KindUnprocessable, "blob of %d bytes exceeds the %d-byte limit", len(data), MaxPayload)
 	}
-	if blake3.Sum256(data) != h {
+	if hashOf(data) != h {
 		return false, errorf(KindConflict, "blob hash mismatch: data does not hash to %x", h)
 	}
 	entry, ok := e.blobs.Lookup(h)
