@@ -63,10 +63,12 @@ type plan struct {
 }
 
 func (c *committer) plan(batch []*job, now time.Time) *plan {
+	n := len(batch) // sizes the group's slices and maps once
 	p := &plan{
 		jobs: batch, outcomes: map[*job]outcome{}, follows: map[*job]int{}, putJobs: map[*job]int{},
-		heads: map[uint64]contextState{}, pending: map[uint64]turnMeta{}, typeRefs: map[typeKey]uint32{},
-		keys: map[idemKey]int{}, grants: map[grant]struct{}{}, putOwners: map[Hash]uint32{},
+		heads: make(map[uint64]contextState, n), pending: make(map[uint64]turnMeta, n), typeRefs: map[typeKey]uint32{},
+		keys: map[idemKey]int{}, grants: map[grant]struct{}{}, putOwners: make(map[Hash]uint32, n),
+		puts: make([]blobpack.PutItem, 0, n), turns: make([]plannedTurn, 0, n), records: make([]turnlog.Record, 0, n),
 	}
 	for _, j := range batch {
 		if j.app == nil {
@@ -255,6 +257,12 @@ func (p *plan) params(e *Engine, now time.Time, nextTurn uint64) db.CommitAppend
 	if p.seq%pruneEvery == 0 {
 		a.PruneBelow = p.logStart // commit rows of earlier groups are no longer needed
 	}
+	n := len(p.turns) // each turn column is sized once
+	a.TenantIds, a.TurnTypeIds = make([]string, 0, n), make([]string, 0, n)
+	a.TurnIds, a.ContextIds, a.ParentTurnIds, a.Depths = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	a.TypeVersions, a.Encodings, a.Compressions, a.UncompressedLens = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	a.PayloadHashes, a.FsRootHashes, a.IdempotencyKeys = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
+	a.CreatedAts = make([]time.Time, 0, n)
 	for _, t := range p.turns {
 		p.appendTurnRow(&a, e, t, now)
 	}

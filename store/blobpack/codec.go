@@ -47,16 +47,22 @@ var zc = sync.OnceValue(func() *zcodec {
 // store it. Callers may run it in parallel ahead of Put and pass the result
 // in PutItem.Stored and PutItem.Codec, taking compression off the single
 // writer's path. Encode is safe for concurrent use.
-func Encode(data []byte) (stored []byte, codec Codec) { return zc().compress(data) }
+func Encode(data []byte) (stored []byte, codec Codec) { return zc().compress(data, nil) }
 
 // compress returns the stored form of data and its codec: zstd when data
 // is at least compressMinLen bytes and zstd makes it smaller, else data
-// itself.
-func (z *zcodec) compress(data []byte) ([]byte, Codec) {
+// itself. The zstd form is written to dst when it fits (len(dst) >=
+// len(data)), else to a new buffer.
+func (z *zcodec) compress(data, dst []byte) ([]byte, Codec) {
 	if len(data) < compressMinLen {
 		return data, CodecRaw
 	}
-	out := z.enc.EncodeAll(data, make([]byte, 0, len(data)))
+	if len(dst) < len(data) {
+		dst = make([]byte, len(data))
+	}
+	// A capacity of len(data) bounds the output: what does not fit is not
+	// smaller, and is stored raw.
+	out := z.enc.EncodeAll(data, dst[:0:len(data)])
 	if len(out) >= len(data) {
 		return data, CodecRaw
 	}
@@ -92,7 +98,8 @@ func (z *zcodec) decompressOwned(e *Entry, stored []byte) ([]byte, error) {
 const parallelMinBytes = 16 << 10
 
 // compressAll sets stored[k] and codecs[k] for items[todo[k]], compressing
-// the items that do not carry their stored form.
+// the items that do not carry their stored form. Their zstd forms share one
+// buffer, each in a region as long as its input.
 func (z *zcodec) compressAll(items []PutItem, todo []int, stored [][]byte, codecs []Codec) {
 	var work []int // positions in todo that need compressing
 	total := 0
@@ -104,10 +111,16 @@ func (z *zcodec) compressAll(items []PutItem, todo []int, stored [][]byte, codec
 			total += len(it.Data)
 		}
 	}
+	arena := make([]byte, total)
+	dst := make([][]byte, len(work)) // work[w]'s region of arena
+	for w, off := 0, 0; w < len(work); w++ {
+		n := len(items[todo[work[w]]].Data)
+		dst[w], off = arena[off:off+n:off+n], off+n
+	}
 	workers := min(runtime.GOMAXPROCS(0), len(work))
 	if workers < 2 || total < parallelMinBytes {
-		for _, k := range work {
-			stored[k], codecs[k] = z.compress(items[todo[k]].Data)
+		for w, k := range work {
+			stored[k], codecs[k] = z.compress(items[todo[k]].Data, dst[w])
 		}
 		return
 	}
@@ -117,7 +130,7 @@ func (z *zcodec) compressAll(items []PutItem, todo []int, stored [][]byte, codec
 		wg.Go(func() {
 			for w := next.Add(1) - 1; w < int64(len(work)); w = next.Add(1) - 1 {
 				k := work[w]
-				stored[k], codecs[k] = z.compress(items[todo[k]].Data)
+				stored[k], codecs[k] = z.compress(items[todo[k]].Data, dst[w])
 			}
 		})
 	}

@@ -23,7 +23,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stored, codec := z.compress(tt.data)
+			stored, codec := z.compress(tt.data, nil)
 			if codec != tt.wantCodec {
 				t.Fatalf("codec = %v, want %v", codec, tt.wantCodec)
 			}
@@ -112,7 +112,7 @@ func fixCRC(b []byte) []byte {
 func FuzzDecodeRecord(f *testing.F) {
 	z := zc()
 	for _, data := range [][]byte{nil, []byte("small"), textBytes(600), randBytes(2, 300)} {
-		stored, codec := z.compress(data)
+		stored, codec := z.compress(data, nil)
 		e := Entry{Hash: hashOf(data), RawLen: uint32(len(data)), StoredLen: uint32(len(stored)), Owner: 3, Codec: codec}
 		rec := appendRecord(nil, &e, stored)
 		f.Add(rec, false)
@@ -144,4 +144,36 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("decompress error %v does not wrap ErrCorrupt", err)
 		}
 	})
+}
+
+// TestCompressAllSharesOneBufferSafely compresses a group whose items'
+// zstd forms share one buffer, in one goroutine and in several, with
+// incompressible items (whose zstd form would not fit its region) among
+// them, and checks that every stored form decodes to its own item.
+func TestCompressAllSharesOneBufferSafely(t *testing.T) {
+	z := zc()
+	for _, n := range []int{3, 40} { // 40 items pass parallelMinBytes
+		var items []PutItem
+		var todo []int
+		for i := range n {
+			data := uniqueText(uint64(i), 1000)
+			if i%3 == 1 {
+				data = randBytes(uint64(i), 1000)
+			}
+			items = append(items, PutItem{Hash: hashOf(data), Data: data})
+			todo = append(todo, i)
+		}
+		stored, codecs := make([][]byte, n), make([]Codec, n)
+		z.compressAll(items, todo, stored, codecs)
+		for k, i := range todo {
+			e := Entry{RawLen: uint32(len(items[i].Data)), Codec: codecs[k]}
+			got, err := z.decompress(&e, stored[k])
+			if err != nil || !bytes.Equal(got, items[i].Data) {
+				t.Fatalf("%d items: item %d (codec %v) decodes to %d bytes, %v", n, i, codecs[k], len(got), err)
+			}
+			if wantRaw := i%3 == 1; wantRaw != (codecs[k] == CodecRaw) {
+				t.Errorf("%d items: item %d codec %v", n, i, codecs[k])
+			}
+		}
+	}
 }
