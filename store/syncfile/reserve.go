@@ -12,8 +12,8 @@ import (
 // Reserve keeps zero-filled space written ahead of the data end of an
 // append-only file with a single writer. Appends then overwrite blocks
 // that already exist on disk, so the fdatasync after each one flushes data
-// only: no block allocation and no size change has to go through the file
-// system's journal. On ext4 that makes the fdatasync on every group commit
+// only: no blocks to allocate and no new size or extent map to write (or
+// to journal). On ext4 that makes the fdatasync on every group commit
 // markedly cheaper, in latency and in CPU.
 //
 // The file therefore ends with zeros past its data. Readers of the file
