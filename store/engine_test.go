@@ -478,3 +478,22 @@ func TestLastStopsAtTheByteBudget(t *testing.T) {
 		t.Fatalf("without payloads: %d turns, want 3", len(meta))
 	}
 }
+
+// Small payloads are compressed by the pack in the group's write, large
+// ones by the appending goroutine; both are stored compressed and read
+// back whole.
+func TestPayloadsAreStoredCompressedWhereverCompressed(t *testing.T) {
+	for _, size := range []int{1 << 10, packCompressMax, packCompressMax + 1, 64 << 10} {
+		s := newTestStore(t)
+		ten := s.defaultTenant()
+		h := s.create(ten, 0)
+		payload := bytes.Repeat([]byte("a turn of conversation "), size/23+1)[:size]
+		s.append(ten, turnReq(h.ContextID, 0, payload))
+		if st := s.blobs.Stats(); st.PackBytes >= int64(size) {
+			t.Errorf("%d bytes: pack holds %d bytes, want it compressed", size, st.PackBytes)
+		}
+		if got := s.last(ten, h.ContextID, 1, true); len(got) != 1 || !bytes.Equal(got[0].Payload, payload) {
+			t.Errorf("%d bytes: payload does not read back", size)
+		}
+	}
+}

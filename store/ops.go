@@ -82,15 +82,18 @@ const packCompressMax = 4 << 10
 // compressing each on its own connection's goroutine, and adds little to
 // the group's write.
 func (e *Engine) encodeBlob(j *job, req *AppendRequest) {
+	clientFrame := req != nil && req.Compression == CompressionZstd && len(req.Payload) < len(j.raw)
+	if !clientFrame && len(j.raw) <= packCompressMax {
+		return // the pack compresses it, if it is new (the plan looks it up)
+	}
 	if _, ok := e.blobs.Lookup(j.hash); ok {
 		return
 	}
-	switch {
-	case req != nil && req.Compression == CompressionZstd && len(req.Payload) < len(j.raw):
+	if clientFrame {
 		j.stored, j.codec = req.Payload, blobpack.CodecZstd
-	case len(j.raw) > packCompressMax:
-		j.stored, j.codec = blobpack.Encode(j.raw)
+		return
 	}
+	j.stored, j.codec = blobpack.Encode(j.raw)
 }
 
 // checkAppendFields refuses what Postgres could not store, before anything

@@ -20,7 +20,7 @@ import (
 // listeners stop taking work and finish in-flight requests, the store
 // answers its queued appends and closes its files, Postgres stops last.
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	db, err := database.Open(ctx, cfg, database.Options{Logger: log})
+	db, err := database.Open(ctx, cfg, database.Options{NameSessions: true, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,11 @@ type Options struct {
 	// already running when Open found it (the CLI uses this so that it does
 	// not stop a server's database).
 	KeepEmbedded bool
+	// NameSessions names this process's Postgres sessions with
+	// store.SessionName, for the server: its turn store's recovery ends the
+	// sessions of other processes so named. The CLI leaves its sessions
+	// unnamed, so that a server starting meanwhile does not end them.
+	NameSessions bool
 	Logger       *slog.Logger
 }
 
@@ -71,23 +76,25 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 		}
 		url = srv.URL(embeddedDB)
 	}
-	if err := d.connect(ctx, url); err != nil {
+	if err := d.connect(ctx, url, opts.NameSessions); err != nil {
 		d.Close(ctx)
 		return nil, err
 	}
 	return d, nil
 }
 
-func (d *DB) connect(ctx context.Context, url string) error {
+func (d *DB) connect(ctx context.Context, url string, nameSessions bool) error {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return fmt.Errorf("CARDBOX_DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = 32
 	pcfg.MaxConnIdleTime = 5 * time.Minute
-	// Names this process's sessions, so that the next process's recovery
-	// can end them if this one dies with transactions open.
-	pcfg.ConnConfig.RuntimeParams["application_name"] = store.SessionName()
+	if nameSessions {
+		// So that the next server's recovery can end them if this one dies
+		// with transactions open.
+		pcfg.ConnConfig.RuntimeParams["application_name"] = store.SessionName()
+	}
 	if d.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}
