@@ -14,7 +14,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/cardbox"
-	"github.com/cardboxhq/cardbox/store/pgtest"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

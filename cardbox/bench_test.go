@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
-	"github.com/cardboxhq/cardbox/store/pgtest"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 // BenchmarkAddCards100 measures AddCards of 100 new cards per call against

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cardboxhq/cardbox/store/pgtest"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 // checkCache verifies a cache's accounting: each shard's bytes are the sum

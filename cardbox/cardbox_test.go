@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox"
-	"github.com/cardboxhq/cardbox/store/pgtest"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
-	"github.com/cardboxhq/cardbox/store/pgtest"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 // benchContexts and benchDepth shape the read benchmarks like `cardbox

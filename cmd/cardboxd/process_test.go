@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
-	"github.com/cardboxhq/cardbox/store/pgtest"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -24,8 +24,8 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
-	"github.com/cardboxhq/cardbox/store/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
+	"github.com/cardboxhq/cardbox/internal/pgembed"
 	"github.com/cardboxhq/cardbox/migrations"
 	"github.com/cardboxhq/cardbox/store"
-	"github.com/cardboxhq/cardbox/store/pgembed"
 )
 
 // embeddedDB is the database cardbox uses inside its embedded cluster.

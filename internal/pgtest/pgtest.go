@@ -26,8 +26,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/pgembed"
 	"github.com/cardboxhq/cardbox/migrations"
-	"github.com/cardboxhq/cardbox/store/pgembed"
 )
 
 // EnvURL names the variable that points tests at an existing server.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/cardboxhq/cardbox/store/pgtest"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
