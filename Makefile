@@ -8,6 +8,7 @@ FUZZTIME ?= 200000x
 # target that drives a live server over TCP runs fewer inputs.
 FUZZ_TARGETS = \
 	./api:FuzzScanIDList \
+	./api:FuzzCheckBody \
 	./cxdbcompat:FuzzReadFrame \
 	./cxdbcompat:FuzzDecodeRequest \
 	./cxdbcompat:FuzzDecodeResponses \

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -52,7 +53,7 @@ func (r *CardBoxRoutes) MapError(err error) *Error { return CardBoxErrors(err) }
 
 // CardBoxErrors maps the cardbox package's errors: invalid input 400, not
 // found 404, a changed immutable card 409, unknown card ids in a box write
-// 422. It returns nil for other errors.
+// 422, Postgres unavailable 503. It returns nil for other errors.
 func CardBoxErrors(err error) *Error {
 	var (
 		ve *cardbox.ValidationError
@@ -80,6 +81,8 @@ func CardBoxErrors(err error) *Error {
 		return NewError(http.StatusConflict, "%s", err.Error())
 	case errors.Is(err, cardbox.ErrUnknownCard):
 		return NewError(http.StatusUnprocessableEntity, "%s", err.Error())
+	case cardbox.Unavailable(err):
+		return NewError(http.StatusServiceUnavailable, "database unavailable; retry later")
 	}
 	return nil
 }
@@ -123,20 +126,41 @@ func (r *CardBoxRoutes) addCards(c echo.Context) error {
 	if req.Cards != nil {
 		inputs = *req.Cards
 	}
-	cards := make([]cardbox.NewCard, len(inputs))
-	for i, in := range inputs {
-		if in.Meta != nil {
-			return CardBoxErrors(&cardbox.ValidationError{
-				Field: fmt.Sprintf("cards[%d].meta", i), Reason: "is not supported; use metadata",
-			})
-		}
-		cards[i] = in.toNewCard()
+	stored, err := r.addInputs(c, project, inputs)
+	if err != nil && req.Cards == nil {
+		return bareCardError(err)
 	}
-	stored, err := r.svc.AddCards(c.Request().Context(), project, cards)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, addCardsResponse{Cards: stored})
+}
+
+func (r *CardBoxRoutes) addInputs(c echo.Context, project string, inputs []cardInput) ([]cardbox.Card, error) {
+	cards := make([]cardbox.NewCard, len(inputs))
+	for i, in := range inputs {
+		if in.Meta != nil {
+			return nil, &cardbox.ValidationError{
+				Field: fmt.Sprintf("cards[%d].meta", i), Reason: "is not supported; use metadata",
+			}
+		}
+		cards[i] = in.toNewCard()
+	}
+	return r.svc.AddCards(c.Request().Context(), project, cards)
+}
+
+// bareCardError names the fields of a bare card as the client sent them:
+// "metadata", not "cards[0].metadata".
+func bareCardError(err error) error {
+	var ve *cardbox.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	field, ok := strings.CutPrefix(ve.Field, "cards[0].")
+	if !ok {
+		return err
+	}
+	return &cardbox.ValidationError{Field: field, Reason: ve.Reason}
 }
 
 func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
@@ -246,7 +270,19 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	box, err := r.svc.AppendToBox(c.Request().Context(), project, id, req.CardIDs)
+	ret := c.QueryParam("return")
+	if ret != "" && ret != "box" {
+		return NewError(http.StatusBadRequest, `return=%q: the only value is "box" (answer the whole box)`, ret)
+	}
+	ctx := c.Request().Context()
+	appended, err := r.svc.AppendToBox(ctx, project, id, req.CardIDs)
+	if err != nil {
+		return err
+	}
+	if ret == "" {
+		return c.JSON(http.StatusOK, renderAppended(appended))
+	}
+	box, err := r.svc.LoadBox(ctx, project, id)
 	if err != nil {
 		return err
 	}

@@ -43,9 +43,15 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
+	return newHarnessOn(t, pgtest.NewPool(t), testBodyLimit)
+}
+
+// newHarnessOn is a CardBox server over pool with a body limit.
+func newHarnessOn(t testing.TB, pool cardbox.DB, bodyLimit int64) *harness {
+	t.Helper()
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	svc := cardbox.New(pgtest.NewPool(t), cardbox.Options{Now: clk.Now})
-	h := api.New(api.Options{Routes: []api.Routes{api.CardBox(svc)}, BodyLimit: testBodyLimit})
+	svc := cardbox.New(pool, cardbox.Options{Now: clk.Now})
+	h := api.New(api.Options{Routes: []api.Routes{api.CardBox(svc)}, BodyLimit: bodyLimit})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &harness{t: t, url: srv.URL, svc: svc, clk: clk, h: h}

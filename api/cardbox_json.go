@@ -14,7 +14,9 @@ import (
 
 // decodeJSON reads the request body into v. A body over the limit is 413
 // (the BodyLimit middleware's error passes through); an empty or malformed
-// body is 400, naming the field where decoding failed.
+// body is 400, naming the field where decoding failed, and so is a body
+// that checkBody refuses: unknown or repeated members, strings and numbers
+// that cannot be stored.
 func decodeJSON(c echo.Context, v any) error {
 	body, err := readBody(c.Request())
 	if err != nil {
@@ -29,6 +31,9 @@ func decodeJSON(c echo.Context, v any) error {
 	}
 	if f, ok := v.(fastDecoder); ok && f.decodeFast(body) {
 		return nil
+	}
+	if e := checkBody(body, shapeFor(v)); e != nil {
+		return e
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return jsonError(body, err)
@@ -106,25 +111,13 @@ type idScanner struct {
 }
 
 // space skips JSON whitespace.
-func (p *idScanner) space() {
-	for p.i < len(p.s) {
-		switch p.s[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *idScanner) space() { p.i = skipSpace(p.s, p.i) }
 
 // next consumes the byte c after whitespace, if it is there.
 func (p *idScanner) next(c byte) bool {
-	p.space()
-	if p.i < len(p.s) && p.s[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
+	var ok bool
+	p.i, ok = skipByte(p.s, p.i, c)
+	return ok
 }
 
 // str consumes a string of printable ASCII without escapes, after
@@ -260,4 +253,28 @@ func renderJSONPath(stack []jsonFrame) string {
 		}
 	}
 	return b.String()
+}
+
+// skipSpace returns the index of the first byte of s at or after i that
+// is not JSON whitespace.
+func skipSpace[T string | []byte](s T, i int) int {
+	for i < len(s) {
+		switch s[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipByte skips whitespace and then the byte c, reporting whether c was
+// there; it returns where the scan stands.
+func skipByte[T string | []byte](s T, i int, c byte) (int, bool) {
+	i = skipSpace(s, i)
+	if i < len(s) && s[i] == c {
+		return i + 1, true
+	}
+	return i, false
 }

@@ -39,9 +39,9 @@ type (
 		// Meta is the retired name of metadata; a card using it is refused.
 		Meta json.RawMessage `json:"meta"`
 	}
-	// addCardsRequest is {"cards": [...]} or a bare card.
+	// addCardsRequest is {"cards": [...]} or a bare card, not both.
 	addCardsRequest struct {
-		Cards *[]cardInput `json:"cards"`
+		Cards *[]cardInput `json:"cards" strict:"alone"`
 		cardInput
 	}
 	addCardsResponse struct {
@@ -81,6 +81,23 @@ func (in cardInput) toNewCard() cardbox.NewCard {
 		c.TTLSeconds = *in.TTLSeconds
 	}
 	return c
+}
+
+// appendedJSON answers an append: the box's new length and the cursor of
+// the page that ends with the appended ids.
+type appendedJSON struct {
+	ProjectID string    `json:"project_id"`
+	BoxID     string    `json:"box_id"`
+	Length    int       `json:"length"`
+	Cursor    string    `json:"cursor"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func renderAppended(a cardbox.Appended) appendedJSON {
+	return appendedJSON{
+		ProjectID: a.ProjectID, BoxID: a.BoxID, Length: a.Length,
+		Cursor: a.Cursor(), UpdatedAt: a.UpdatedAt.UTC(),
+	}
 }
 
 func renderBoxes(res cardbox.BoxesJSON, hydrate bool) boxesBatchResponse {

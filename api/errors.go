@@ -58,6 +58,10 @@ func NewError(status int, format string, args ...any) *Error {
 // errors it does not know. Domain packages register theirs in Options.
 type ErrorMapper func(error) *Error
 
+// retryAfterSeconds is the Retry-After of a 503: Postgres restarts and
+// reconnects take about this long.
+const retryAfterSeconds = "1"
+
 // errorHandler renders every error the same way; it is the one place where
 // errors become HTTP statuses.
 func errorHandler(log *slog.Logger, mappers []ErrorMapper) echo.HTTPErrorHandler {
@@ -68,6 +72,9 @@ func errorHandler(log *slog.Logger, mappers []ErrorMapper) echo.HTTPErrorHandler
 		apiErr := toAPIError(err, mappers)
 		if apiErr.Status >= 500 {
 			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+		}
+		if apiErr.Status == http.StatusServiceUnavailable {
+			c.Response().Header().Set("Retry-After", retryAfterSeconds)
 		}
 		if werr := c.JSON(apiErr.Status, errorBody{apiErr}); werr != nil {
 			log.Debug("write error response", "err", werr)

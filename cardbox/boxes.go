@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -137,6 +138,9 @@ func (s *Service) checkBoxWrite(ctx context.Context, project string, in BoxInput
 	if err := validateIDs("parent_ids", in.ParentIDs); err != nil {
 		return nil, err
 	}
+	if err := checkBoxSize(in); err != nil {
+		return nil, err
+	}
 	meta, err := boxMetadata(in.Metadata)
 	if err != nil {
 		return nil, err
@@ -145,6 +149,18 @@ func (s *Service) checkBoxWrite(ctx context.Context, project string, in BoxInput
 		return nil, err
 	}
 	return meta, s.ensureProject(ctx, project)
+}
+
+// checkBoxSize checks a box body against MaxBoxCards and MaxBoxParents,
+// and that no parent is named twice (card ids may repeat: a box is a list).
+func checkBoxSize(in BoxInput) error {
+	if len(in.CardIDs) > MaxBoxCards {
+		return invalid("card_ids", "a box holds at most %d card ids, got %d", MaxBoxCards, len(in.CardIDs))
+	}
+	if len(in.ParentIDs) > MaxBoxParents {
+		return invalid("parent_ids", "a box names at most %d parents, got %d", MaxBoxParents, len(in.ParentIDs))
+	}
+	return uniqueIDs("parent_ids", in.ParentIDs)
 }
 
 // boxMetadata checks a box's metadata: a JSON object, {} when absent.
@@ -159,7 +175,7 @@ func boxMetadata(raw []byte) ([]byte, error) {
 	if m[0] != '{' {
 		return nil, invalid("metadata", "must be a JSON object")
 	}
-	return m, nil
+	return m, checkMetadataSize(m)
 }
 
 // checkCards returns UnknownCardsError when some ids do not name live cards
@@ -180,38 +196,84 @@ func (s *Service) checkCards(ctx context.Context, project string, ids []string) 
 	return nil
 }
 
+// Appended is the outcome of an append: the box's new length and update
+// time, not its ids, so that an append's answer does not grow with the box.
+type Appended struct {
+	ProjectID string
+	BoxID     string
+	// Length is the number of card ids in the box after the append.
+	Length    int
+	UpdatedAt time.Time
+}
+
+// Cursor is the BoxCards cursor of the page that ends with the appended
+// ids.
+func (a Appended) Cursor() string { return strconv.Itoa(a.Length) }
+
 // AppendToBox appends card ids to a box atomically: concurrent appends to
-// one box all land, in some order. The box must exist (ErrNotFound) and
-// every id must name a live card of the project (UnknownCardsError).
-func (s *Service) AppendToBox(ctx context.Context, project, boxID string, cardIDs []string) (Box, error) {
-	if err := checkProject(project); err != nil {
-		return Box{}, err
-	}
-	if err := ValidateID("box_id", boxID); err != nil {
-		return Box{}, err
-	}
-	if len(cardIDs) == 0 {
-		return Box{}, invalid("card_ids", "at least one card id is required")
-	}
-	if err := validateIDs("card_ids", cardIDs); err != nil {
-		return Box{}, err
-	}
-	if err := s.checkCards(ctx, project, cardIDs); err != nil {
-		if _, lerr := s.LoadBox(ctx, project, boxID); errors.Is(lerr, ErrNotFound) {
-			return Box{}, lerr // an unknown box outranks unknown cards
-		}
-		return Box{}, err
+// one box all land, in some order. The box must exist (ErrNotFound), every
+// id must name a live card of the project (UnknownCardsError), and the box
+// must stay within MaxBoxCards.
+func (s *Service) AppendToBox(ctx context.Context, project, boxID string, cardIDs []string) (Appended, error) {
+	if err := s.checkAppend(ctx, project, boxID, cardIDs); err != nil {
+		return Appended{}, err
 	}
 	row, err := s.q.AppendToBox(ctx, db.AppendToBoxParams{
-		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(),
+		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(), MaxCards: MaxBoxCards,
 	})
 	if isNoRows(err) {
-		return Box{}, notFound("box", boxID)
+		return Appended{}, s.appendRefused(ctx, project, boxID, len(cardIDs))
 	}
 	if err != nil {
-		return Box{}, fmt.Errorf("append to box %q: %w", boxID, err)
+		return Appended{}, fmt.Errorf("append to box %q: %w", boxID, err)
 	}
-	return boxFromRow(row), nil
+	return Appended{ProjectID: project, BoxID: boxID, Length: int(row.Length), UpdatedAt: row.UpdatedAt}, nil
+}
+
+// checkAppend validates an append and checks that its cards exist.
+func (s *Service) checkAppend(ctx context.Context, project, boxID string, cardIDs []string) error {
+	if err := checkProject(project); err != nil {
+		return err
+	}
+	if err := ValidateID("box_id", boxID); err != nil {
+		return err
+	}
+	if len(cardIDs) == 0 {
+		return invalid("card_ids", "at least one card id is required")
+	}
+	if err := validateIDs("card_ids", cardIDs); err != nil {
+		return err
+	}
+	err := s.checkCards(ctx, project, cardIDs)
+	if err != nil {
+		if _, lerr := s.boxLength(ctx, project, boxID); errors.Is(lerr, ErrNotFound) {
+			return lerr // an unknown box outranks unknown cards
+		}
+	}
+	return err
+}
+
+// appendRefused says why an append changed nothing: the box is absent or
+// deleted, or it would grow beyond MaxBoxCards.
+func (s *Service) appendRefused(ctx context.Context, project, boxID string, adding int) error {
+	n, err := s.boxLength(ctx, project, boxID)
+	if err != nil {
+		return err
+	}
+	return invalid("card_ids", "a box holds at most %d card ids; box %q holds %d and this append adds %d",
+		MaxBoxCards, boxID, n, adding)
+}
+
+// boxLength returns how many card ids a live box holds.
+func (s *Service) boxLength(ctx context.Context, project, boxID string) (int, error) {
+	n, err := s.q.LiveBoxLength(ctx, db.LiveBoxLengthParams{TenantID: project, BoxID: boxID})
+	if isNoRows(err) {
+		return 0, notFound("box", boxID)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read length of box %q: %w", boxID, err)
+	}
+	return int(n), nil
 }
 
 // LoadBox returns a live box; an absent or deleted box is ErrNotFound.

@@ -152,9 +152,9 @@ func TestBoxes(t *testing.T) {
 	if string(b.Metadata) != "{}" || len(b.ParentIDs) != 0 {
 		t.Fatalf("box = %+v", b)
 	}
-	b, err = s.AppendToBox(ctx, "p1", "box", []string{"c", "a"})
-	if err != nil || len(b.CardIDs) != 4 {
-		t.Fatalf("append = %+v, %v", b, err)
+	appended, err := s.AppendToBox(ctx, "p1", "box", []string{"c", "a"})
+	if err != nil || appended.Length != 4 || appended.Cursor() != "4" {
+		t.Fatalf("append = %+v, %v", appended, err)
 	}
 	_, err = s.AppendToBox(ctx, "p1", "box", []string{"zz"})
 	var ue *cardbox.UnknownCardsError

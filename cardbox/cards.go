@@ -21,7 +21,7 @@ func (s *Service) AddCard(ctx context.Context, project string, c NewCard) (Card,
 }
 
 // AddCards writes up to MaxAddCards cards, all or nothing, and returns them
-// as stored, one per distinct id in request order. A card whose id exists
+// as stored, in request order; an id named twice is invalid. A card whose id exists
 // with the same content is an idempotent replay: it is left as it is (a
 // deleted card stays deleted) and returned as stored. An id that exists
 // with different content is a ConflictError, and nothing is written.
@@ -51,8 +51,8 @@ func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard)
 	return out, nil
 }
 
-// normalizeAll validates a batch, generates missing ids and drops exact
-// repeats; the same id twice with different content is a conflict.
+// normalizeAll validates a batch and generates missing ids; an id named
+// twice is invalid, whatever the content.
 func normalizeAll(cards []NewCard) ([]normalCard, error) {
 	if len(cards) == 0 {
 		return nil, invalid("cards", "at least one card is required")
@@ -75,12 +75,9 @@ func normalizeAll(cards []NewCard) ([]normalCard, error) {
 			return nil, within(fmt.Sprintf("cards[%d]", i), err)
 		}
 		if j, ok := seen[n.id]; ok {
-			if !out[j].same(n) {
-				return nil, &ConflictError{CardIDs: []string{n.id}}
-			}
-			continue
+			return nil, invalid(fmt.Sprintf("cards[%d].card_id", i), "%q is named twice in this request (first at cards[%d])", n.id, j)
 		}
-		seen[n.id] = len(out)
+		seen[n.id] = i
 		out = append(out, n)
 	}
 	return out, nil

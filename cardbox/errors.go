@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/cardboxhq/cardbox/internal/pgerr"
 )
 
 // Domain errors. Every error the Service returns for a caller mistake wraps
@@ -21,6 +23,11 @@ var (
 	// project; see UnknownCardsError.
 	ErrUnknownCard = errors.New("unknown card")
 )
+
+// Unavailable reports whether err means Postgres could not serve the call
+// now (unreachable, shutting down, out of connections, timed out): the
+// caller may retry later, and the request is not at fault.
+func Unavailable(err error) bool { return pgerr.Unavailable(err) }
 
 // ValidationError says which field of a request is wrong and why. It
 // matches ErrInvalid.

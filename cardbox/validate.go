@@ -22,6 +22,14 @@ const (
 	MaxTypeLength = 128
 	// MaxTTLSeconds is the longest card time to live.
 	MaxTTLSeconds = 1<<31 - 1
+	// MaxBoxCards is the most card ids a box holds. It bounds what one
+	// box read answers and what a box write costs.
+	MaxBoxCards = 10_000
+	// MaxBoxParents is the most parent ids a box names.
+	MaxBoxParents = 1_000
+	// MaxMetadataBytes caps the metadata of a card or a box, as compact
+	// JSON.
+	MaxMetadataBytes = 64 << 10
 )
 
 // Roles the LLM sees (metadata.role).
@@ -103,6 +111,26 @@ func validateIDs(field string, ids []string) error {
 		if ValidateID(field, id) != nil {
 			return ValidateID(fmt.Sprintf("%s[%d]", field, i), id)
 		}
+	}
+	return nil
+}
+
+// uniqueIDs refuses a list that names an id twice, naming the repeat.
+func uniqueIDs(field string, ids []string) error {
+	first := make(map[string]int, len(ids))
+	for i, id := range ids {
+		if j, ok := first[id]; ok {
+			return invalid(fmt.Sprintf("%s[%d]", field, i), "%q is named twice in this request (first at %s[%d])", id, field, j)
+		}
+		first[id] = i
+	}
+	return nil
+}
+
+// checkMetadataSize refuses metadata (compact JSON) beyond MaxMetadataBytes.
+func checkMetadataSize(m []byte) error {
+	if len(m) > MaxMetadataBytes {
+		return invalid("metadata", "is %d bytes as compact JSON; at most %d bytes are stored", len(m), MaxMetadataBytes)
 	}
 	return nil
 }
@@ -217,7 +245,11 @@ func normalizeMetadata(raw json.RawMessage) ([]byte, error) {
 	if _, err := metadataString(m, "author_id"); err != nil {
 		return nil, err
 	}
-	return json.Marshal(m)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode metadata: %w", err)
+	}
+	return out, checkMetadataSize(out)
 }
 
 // metadataString reads a string member of metadata; absent and null read
@@ -232,11 +264,4 @@ func metadataString(m map[string]json.RawMessage, key string) (string, error) {
 		return "", invalid("metadata."+key, "must be a string")
 	}
 	return s, nil
-}
-
-// same reports whether two normalized cards would be stored identically.
-func (n normalCard) same(o normalCard) bool {
-	return n.id == o.id && bytes.Equal(n.content, o.content) &&
-		bytes.Equal(n.toolCalls, o.toolCalls) && n.toolCallID == o.toolCallID &&
-		n.ttl == o.ttl && bytes.Equal(n.metadata, o.metadata)
 }

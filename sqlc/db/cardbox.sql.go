@@ -16,7 +16,8 @@ const appendToBox = `-- name: AppendToBox :one
 UPDATE boxes
 SET card_ids = card_ids || $1::text[], updated_at = $2::timestamptz
 WHERE tenant_id = $3::text AND box_id = $4::text AND deleted_at IS NULL
-RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at
+  AND cardinality(card_ids) + cardinality($1::text[]) <= $5::int
+RETURNING cardinality(card_ids)::int AS length, updated_at
 `
 
 type AppendToBoxParams struct {
@@ -24,28 +25,28 @@ type AppendToBoxParams struct {
 	Now      time.Time
 	TenantID string
 	BoxID    string
+	MaxCards int32
+}
+
+type AppendToBoxRow struct {
+	Length    int32
+	UpdatedAt time.Time
 }
 
 // Appends under the row lock: concurrent appends to one box serialize and
-// none is lost.
-func (q *Queries) AppendToBox(ctx context.Context, arg AppendToBoxParams) (Box, error) {
+// none is lost. A box that would grow beyond @max_cards is left as it is
+// (no row). Answers the new length, not the ids, so that an append costs
+// the same answer whatever the box holds.
+func (q *Queries) AppendToBox(ctx context.Context, arg AppendToBoxParams) (AppendToBoxRow, error) {
 	row := q.db.QueryRow(ctx, appendToBox,
 		arg.CardIds,
 		arg.Now,
 		arg.TenantID,
 		arg.BoxID,
+		arg.MaxCards,
 	)
-	var i Box
-	err := row.Scan(
-		&i.TenantID,
-		&i.BoxID,
-		&i.CardIds,
-		&i.ParentIds,
-		&i.Metadata,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DeletedAt,
-	)
+	var i AppendToBoxRow
+	err := row.Scan(&i.Length, &i.UpdatedAt)
 	return i, err
 }
 
@@ -452,6 +453,24 @@ func (q *Queries) InsertCards(ctx context.Context, arg InsertCardsParams) ([]Ins
 		return nil, err
 	}
 	return items, nil
+}
+
+const liveBoxLength = `-- name: LiveBoxLength :one
+SELECT cardinality(card_ids)::int AS length
+FROM boxes
+WHERE tenant_id = $1::text AND box_id = $2::text AND deleted_at IS NULL
+`
+
+type LiveBoxLengthParams struct {
+	TenantID string
+	BoxID    string
+}
+
+func (q *Queries) LiveBoxLength(ctx context.Context, arg LiveBoxLengthParams) (int32, error) {
+	row := q.db.QueryRow(ctx, liveBoxLength, arg.TenantID, arg.BoxID)
+	var length int32
+	err := row.Scan(&length)
+	return length, err
 }
 
 const liveCardVersions = `-- name: LiveCardVersions :one

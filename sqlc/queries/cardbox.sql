@@ -115,11 +115,19 @@ RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated
 
 -- name: AppendToBox :one
 -- Appends under the row lock: concurrent appends to one box serialize and
--- none is lost.
+-- none is lost. A box that would grow beyond @max_cards is left as it is
+-- (no row). Answers the new length, not the ids, so that an append costs
+-- the same answer whatever the box holds.
 UPDATE boxes
 SET card_ids = card_ids || @card_ids::text[], updated_at = @now::timestamptz
 WHERE tenant_id = @tenant_id::text AND box_id = @box_id::text AND deleted_at IS NULL
-RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at;
+  AND cardinality(card_ids) + cardinality(@card_ids::text[]) <= @max_cards::int
+RETURNING cardinality(card_ids)::int AS length, updated_at;
+
+-- name: LiveBoxLength :one
+SELECT cardinality(card_ids)::int AS length
+FROM boxes
+WHERE tenant_id = @tenant_id::text AND box_id = @box_id::text AND deleted_at IS NULL;
 
 -- name: GetLiveBox :one
 SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at
