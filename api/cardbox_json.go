@@ -24,6 +24,10 @@ func decodeJSON(c echo.Context, v any) error {
 		if errors.As(err, &he) {
 			return he
 		}
+		var e *Error
+		if errors.As(err, &e) {
+			return e
+		}
 		return NewError(http.StatusBadRequest, "read request body: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {

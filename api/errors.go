@@ -37,6 +37,7 @@ var kinds = map[int]string{
 	http.StatusForbidden:             "FORBIDDEN",
 	http.StatusNotFound:              "NOT_FOUND",
 	http.StatusMethodNotAllowed:      "METHOD_NOT_ALLOWED",
+	http.StatusRequestTimeout:        "REQUEST_TIMEOUT",
 	http.StatusConflict:              "CONFLICT",
 	http.StatusRequestEntityTooLarge: "PAYLOAD_TOO_LARGE",
 	http.StatusUnsupportedMediaType:  "UNSUPPORTED_MEDIA_TYPE",

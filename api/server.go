@@ -38,6 +38,9 @@ type Options struct {
 	BodyLimit int64
 	// Metrics, if set, is served at GET /metrics (Prometheus text format).
 	Metrics prometheus.Gatherer
+	// Deadlines bound slow request bodies and responses; DefaultDeadlines
+	// when zero.
+	Deadlines Deadlines
 	// Pprof serves Go's profiler under /debug/pprof/ (off by default: it
 	// exposes internals).
 	Pprof  bool
@@ -60,7 +63,12 @@ func New(opts Options) http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(log, errorMappers(opts))
+	deadlines := opts.Deadlines
+	if deadlines == (Deadlines{}) {
+		deadlines = DefaultDeadlines
+	}
 	e.Use(middleware.Recover())
+	e.Use(withDeadlines(deadlines))
 	e.Use(middleware.BodyLimit(strconv.FormatInt(limit, 10)))
 	e.GET("/healthz", healthz(opts.Health))
 	if opts.Metrics != nil {

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Deadlines bound how long one request may hold its connection, so that a
+// client sending or reading slowly, on purpose or not, cannot pin a
+// connection and its memory. The server's IdleTimeout and
+// ReadHeaderTimeout cover the time between requests and the headers.
+type Deadlines struct {
+	// BodyGrace is how long a request body may take before BodyMinRate
+	// applies.
+	BodyGrace time.Duration
+	// BodyMinRate is the slowest average rate, in bytes per second, at
+	// which a body must arrive after BodyGrace; a slower one is cut and
+	// answered 408.
+	BodyMinRate int64
+	// Write bounds writing one response. Routes that stream (server-sent
+	// events, large downloads) move it forward as they make progress, with
+	// http.ResponseController.SetWriteDeadline.
+	Write time.Duration
+}
+
+// DefaultDeadlines are the Deadlines when Options.Deadlines is zero.
+var DefaultDeadlines = Deadlines{BodyGrace: 10 * time.Second, BodyMinRate: 4 << 10, Write: time.Minute}
+
+// errBodyTooSlow is a body that arrived slower than BodyMinRate.
+var errBodyTooSlow = NewError(http.StatusRequestTimeout, "request body arrived too slowly")
+
+// withDeadlines sets the write deadline of each response and makes the
+// request body keep to the minimum rate.
+func withDeadlines(d Deadlines) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			rc := http.NewResponseController(c.Response())
+			if d.Write > 0 {
+				_ = rc.SetWriteDeadline(time.Now().Add(d.Write))
+			}
+			req := c.Request()
+			if d.BodyMinRate > 0 && req.Body != nil && req.Body != http.NoBody {
+				req.Body = &minRateBody{ReadCloser: req.Body, rc: rc, d: d, start: time.Now()}
+			}
+			return next(c)
+		}
+	}
+}
+
+// minRateBody moves the connection's read deadline forward as the body
+// arrives: BodyGrace plus the time BodyMinRate allows for the bytes read
+// so far.
+type minRateBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	d     Deadlines
+	start time.Time
+	read  int64
+}
+
+// Read implements io.Reader.
+func (b *minRateBody) Read(p []byte) (int, error) {
+	allowed := b.d.BodyGrace + time.Duration(b.read)*time.Second/time.Duration(b.d.BodyMinRate)
+	_ = b.rc.SetReadDeadline(b.start.Add(allowed))
+	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
+	switch {
+	case errors.Is(err, io.EOF):
+		// The whole body is in: no deadline may cut the connection's
+		// background read while the handler runs.
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = errBodyTooSlow
+	}
+	return n, err
+}
