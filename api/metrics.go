@@ -17,10 +17,12 @@ type StoreStats interface {
 }
 
 // NewRegistry returns a Prometheus registry with the process and Go
-// runtime collectors and, if s is not nil, the turn store's gauges.
-func NewRegistry(s StoreStats) *prometheus.Registry {
+// runtime collectors, the extra collectors (HTTPMetrics, listeners, ...)
+// and, if s is not nil, the turn store's gauges.
+func NewRegistry(s StoreStats, extra ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	reg.MustRegister(extra...)
 	if s != nil {
 		reg.MustRegister(&storeCollector{s: s})
 	}

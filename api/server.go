@@ -41,6 +41,10 @@ type Options struct {
 	// Deadlines bound slow request bodies and responses; DefaultDeadlines
 	// when zero.
 	Deadlines Deadlines
+	// HTTPMetrics, if set, counts and times requests by route and status.
+	HTTPMetrics *HTTPMetrics
+	// AccessLog logs every request at info.
+	AccessLog bool
 	// Pprof serves Go's profiler under /debug/pprof/ (off by default: it
 	// exposes internals).
 	Pprof  bool
@@ -67,6 +71,7 @@ func New(opts Options) http.Handler {
 	if deadlines == (Deadlines{}) {
 		deadlines = DefaultDeadlines
 	}
+	e.Use(observe(log, opts.HTTPMetrics, opts.AccessLog))
 	e.Use(middleware.Recover())
 	e.Use(withDeadlines(deadlines))
 	e.Use(middleware.BodyLimit(strconv.FormatInt(limit, 10)))
