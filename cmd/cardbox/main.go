@@ -3,6 +3,7 @@
 //	cardbox migrate   apply the SQL migrations (embedded Postgres or CARDBOX_DATABASE_URL)
 //	cardbox bench     drive a running server over the binary protocol and report throughput
 //	cardbox config    print the configuration table (flags and environment variables)
+//	cardbox attack    run the hostile-client attacks against a running server and check it survives
 package main
 
 import (
@@ -21,6 +22,7 @@ Commands:
   migrate   apply pending SQL migrations and print their status
   bench     benchmark a running cardboxd over the CXDB binary protocol
   config    print the configuration table (flags and environment variables)
+  attack    run hostile-client attacks against a running cardboxd and check it survives
 
 Run "cardbox <command> --help" for a command's flags.
 `
@@ -40,6 +42,8 @@ func main() {
 		err = bench(ctx, args)
 	case "config":
 		err = printConfig()
+	case "attack":
+		err = attack(ctx, args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return
