@@ -2,7 +2,9 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -79,3 +81,14 @@ func (b *minRateBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// refusalBody is the body of the answer to a connection over the
+// connection limit.
+const refusalBody = `{"error":{"code":503,"message":"the server is at its connection limit; retry later","kind":"UNAVAILABLE"}}` + "\n"
+
+// refusal is that whole answer.
+var refusal = fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(refusalBody), refusalBody)
+
+// RefuseConn answers a connection over the HTTP listener's connection
+// limit with a 503 (see connlimit).
+func RefuseConn(c net.Conn) { _, _ = io.WriteString(c, refusal) }

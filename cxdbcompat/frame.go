@@ -18,6 +18,10 @@ const (
 	// caller's buffer; larger payloads grow geometrically as bytes arrive,
 	// so memory tracks what the peer actually sent, not what it announced.
 	readChunk = 64 << 10
+	// wholeAfter ends the growth: a peer that has sent this much of a
+	// payload gets room for all of it at once, which spares the copies and
+	// the garbage of growing a large payload step by step.
+	wholeAfter = 1 << 20
 )
 
 // Frame is one protocol frame. Responses always carry Flags == 0 and echo
@@ -41,6 +45,16 @@ type Frame struct {
 // byte returns io.EOF itself; a stream ending inside a frame returns an
 // error wrapping io.ErrUnexpectedEOF.
 func ReadFrame(r io.Reader, buf []byte) (Frame, error) {
+	return ReadFrameReserving(r, buf, nil)
+}
+
+// ReadFrameReserving is ReadFrame that calls reserve(n) before it makes
+// room for n more payload bytes, so that a server can count the memory a
+// frame holds while it arrives, and stop reading (reserve blocks) or give
+// up (reserve fails) when a budget is spent. Room is made in the steps the
+// bytes arrive in, so a peer that announces 64 MiB and sends 1 KiB is
+// charged about 64 KiB. A nil reserve allows everything.
+func ReadFrameReserving(r io.Reader, buf []byte, reserve func(n int) error) (Frame, error) {
 	var hdr [HeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if err == io.EOF {
@@ -52,7 +66,7 @@ func ReadFrame(r io.Reader, buf []byte) (Frame, error) {
 	if n > MaxPayload {
 		return Frame{}, &FrameTooLargeError{Len: uint64(n), Type: f.Type, Flags: f.Flags, ReqID: f.ReqID}
 	}
-	p, err := readPayload(r, buf, int(n))
+	p, err := readPayload(r, buf, int(n), reserve)
 	if err != nil {
 		return Frame{}, fmt.Errorf("read %s frame payload (%d bytes): %w", f.Type, n, err)
 	}
@@ -69,9 +83,16 @@ func parseHeader(h *[HeaderSize]byte) (uint32, Frame) {
 }
 
 // readPayload reads exactly n bytes. It reuses buf when it is large enough
-// and otherwise grows a new slice geometrically while data arrives.
-func readPayload(r io.Reader, buf []byte, n int) ([]byte, error) {
+// and otherwise grows a new slice geometrically while data arrives; reserve
+// (if not nil) is told of each growth first.
+func readPayload(r io.Reader, buf []byte, n int, reserve func(int) error) ([]byte, error) {
+	if reserve == nil {
+		reserve = func(int) error { return nil }
+	}
 	if n <= cap(buf) {
+		if err := reserve(n); err != nil {
+			return nil, err
+		}
 		p := buf[:n]
 		_, err := io.ReadFull(r, p)
 		return p, noEOF(err)
@@ -79,6 +100,12 @@ func readPayload(r io.Reader, buf []byte, n int) ([]byte, error) {
 	var p []byte
 	for len(p) < n {
 		want := min(n, max(2*len(p), readChunk))
+		if len(p) >= wholeAfter {
+			want = n
+		}
+		if err := reserve(want - len(p)); err != nil {
+			return nil, err
+		}
 		grown := make([]byte, len(p), want)
 		copy(grown, p)
 		m, err := io.ReadFull(r, grown[len(p):want])

@@ -13,6 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/connlimit"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -32,25 +33,29 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	defer engine.Close()
 
-	binLn, err := net.Listen("tcp", cfg.BinaryAddr)
+	binLn, httpLn, err := listen(cfg)
 	if err != nil {
-		return fmt.Errorf("binary listener: %w", err)
-	}
-	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		binLn.Close()
-		return fmt.Errorf("http listener: %w", err)
+		return err
 	}
 	routes, stopBackground := domainRoutes(ctx, cfg, db, log)
 	defer stopBackground()
 
-	bin := server.New(server.Options{Store: engine, Logger: log})
+	bin := server.New(server.Options{
+		Store: engine, Logger: log, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
+	})
+	httpMetrics := api.NewHTTPMetrics()
+	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn})
+	deadlines := api.DefaultDeadlines
+	deadlines.Write = cfg.WriteTimeout
 	web := &http.Server{
 		Handler: api.New(api.Options{
 			Health: engine, Routes: routes, BodyLimit: cfg.HTTPBodyLimit,
-			Metrics: api.NewRegistry(engine), Pprof: cfg.Pprof, Logger: log,
+			Metrics: api.NewRegistry(engine, httpMetrics, listeners), HTTPMetrics: httpMetrics,
+			AccessLog: cfg.AccessLog, Deadlines: deadlines, Pprof: cfg.Pprof, Logger: log,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- bin.Serve(binLn) }()
@@ -70,6 +75,23 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		serveErr = nil
 	}
 	return errors.Join(serveErr, err)
+}
+
+// listen opens both listeners with the connection limit; a connection
+// over it is refused with a message in the listener's protocol.
+func listen(cfg *config.Config) (binLn, httpLn *connlimit.Listener, err error) {
+	b, err := net.Listen("tcp", cfg.BinaryAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("binary listener: %w", err)
+	}
+	h, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		b.Close()
+		return nil, nil, fmt.Errorf("http listener: %w", err)
+	}
+	binLn = connlimit.New(b, connlimit.Options{Max: cfg.MaxConns, Refuse: server.RefuseConn})
+	httpLn = connlimit.New(h, connlimit.Options{Max: cfg.MaxConns, Refuse: api.RefuseConn})
+	return binLn, httpLn, nil
 }
 
 func closeDB(db *database.DB, cfg *config.Config, log *slog.Logger) {

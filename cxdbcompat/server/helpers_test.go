@@ -64,6 +64,8 @@ type envConfig struct {
 	allowErrorLogs bool
 	// allowLog, if set, excuses the ERROR-level logs it returns true for.
 	allowLog func(string) bool
+	// options, if set, adjusts the server's options (limits).
+	options func(*server.Options)
 }
 
 func newEnv(t testing.TB) *env { return newEnvWith(t, envConfig{}) }
@@ -88,6 +90,9 @@ func newEnvWith(t testing.TB, cfg envConfig) *env {
 	opts := server.Options{Store: ts, MaxInFlight: cfg.maxInFlight, Logger: slog.New(e.logs)}
 	if cfg.auth != nil {
 		opts.Authenticate = cfg.auth(e)
+	}
+	if cfg.options != nil {
+		cfg.options(&opts)
 	}
 	e.srv = server.New(opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -39,12 +39,30 @@ type Options struct {
 	Authenticate Authenticator
 	// MaxInFlight caps concurrent requests per connection (default 64).
 	MaxInFlight int
-	// MaxInFlightBytes caps the request payload bytes held by requests in
-	// progress across all connections (default 1 GiB); a reader waits for
-	// room before taking on more, so many large frames cannot exhaust
-	// memory.
+	// MaxInFlightBytes caps the request payload bytes held by frames
+	// arriving and requests in progress, across all connections (default
+	// 64 MiB, at least one whole frame); a reader waits for room before
+	// taking on more, so many large frames cannot exhaust memory.
 	MaxInFlightBytes int64
-	Logger           *slog.Logger
+	// MaxReplyBytes caps the bytes of large responses built and not yet
+	// written, across all connections (default 64 MiB, at least one whole
+	// frame).
+	MaxReplyBytes int64
+	// IdleTimeout closes a session that sends no frame for so long
+	// (default 5 minutes).
+	IdleTimeout time.Duration
+	// FrameTimeout is the longest pause inside a frame; after the first
+	// FrameTimeout, a frame must also arrive at MinFrameRate bytes per
+	// second on average (defaults 10 s, 64 KiB/s). A slower frame ends
+	// the session.
+	FrameTimeout time.Duration
+	MinFrameRate int64
+	// WriteTimeout is how long a peer has to take a response, plus its
+	// size at MinWriteRate bytes per second (defaults 30 s, 1 MiB/s); a
+	// peer that does not read is disconnected.
+	WriteTimeout time.Duration
+	MinWriteRate int64
+	Logger       *slog.Logger
 }
 
 // Server accepts binary-protocol connections.
@@ -52,7 +70,9 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	sessions atomic.Uint64
-	bytes    *semaphore.Weighted // payload bytes of requests in progress
+	bytes    *semaphore.Weighted // payload bytes of requests arriving or in progress
+	replies  *semaphore.Weighted // bytes of large responses not yet written
+	builds   *semaphore.Weighted // payload-carrying responses being built
 
 	mu       sync.Mutex
 	closing  bool
@@ -66,13 +86,16 @@ func New(opts Options) *Server {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
 	}
-	if opts.MaxInFlightBytes <= 0 {
-		opts.MaxInFlightBytes = 1 << 30
-	}
+	opts = withLimitDefaults(opts)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: opts.Logger, conns: map[*session]struct{}{}, bytes: semaphore.NewWeighted(opts.MaxInFlightBytes)}
+	return &Server{
+		opts: opts, log: opts.Logger, conns: map[*session]struct{}{},
+		bytes:   semaphore.NewWeighted(opts.MaxInFlightBytes),
+		replies: semaphore.NewWeighted(opts.MaxReplyBytes),
+		builds:  semaphore.NewWeighted(maxBuilds),
+	}
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/store"
@@ -28,7 +27,9 @@ type session struct {
 	tenant    store.Tenant // set at HELLO or at the first request
 	hasTenant bool
 
+	in       *pacedReader
 	inflight chan struct{} // semaphore of running handlers
+	large    chan struct{} // one payload-carrying request at a time
 	handlers sync.WaitGroup
 
 	wmu      sync.Mutex // serializes response writes
@@ -39,7 +40,9 @@ func newSession(srv *Server, conn net.Conn, id uint64) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &session{
 		srv: srv, conn: conn, id: id, ctx: ctx, cancel: cancel,
+		in:       &pacedReader{conn: conn, opts: &srv.opts},
 		inflight: make(chan struct{}, srv.opts.MaxInFlight),
+		large:    make(chan struct{}, 1),
 	}
 }
 
@@ -53,19 +56,21 @@ func (s *session) serve() {
 }
 
 // stopReading makes the blocked read return so the session winds down.
-func (s *session) stopReading() {
-	_ = s.conn.SetReadDeadline(time.Now())
-}
+func (s *session) stopReading() { s.in.stop() }
 
 func (s *session) readLoop() {
-	r := bufio.NewReaderSize(s.conn, 64<<10)
+	r := bufio.NewReaderSize(s.in, readBufferSize)
 	for {
-		f, err := cxdbcompat.ReadFrame(r, nil)
+		charge := &frameCharge{s: s}
+		f, err := cxdbcompat.ReadFrameReserving(r, nil, charge.reserve)
 		if err != nil {
+			charge.release()
 			s.readFailed(err)
 			return
 		}
-		if !s.dispatch(f) {
+		s.in.frameDone()
+		if !s.dispatch(f, charge) {
+			charge.release()
 			return
 		}
 	}
@@ -87,9 +92,10 @@ func (s *session) readFailed(err error) {
 }
 
 // dispatch handles HELLO inline, since it decides the tenant every later
-// request uses, and starts a handler for anything else. It returns false
-// when the session must end.
-func (s *session) dispatch(f cxdbcompat.Frame) bool {
+// request uses, and starts a handler for anything else, which releases
+// the frame's charge when answered. It returns false when the session
+// must end.
+func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 	if f.Type == cxdbcompat.MsgHello {
 		s.reply(f.ReqID, s.hello(f))
 		return true
@@ -105,18 +111,36 @@ func (s *session) dispatch(f cxdbcompat.Frame) bool {
 	case <-s.ctx.Done():
 		return false
 	}
-	weight := max(int64(len(f.Payload)), 1)
-	if err := s.srv.bytes.Acquire(s.ctx, weight); err != nil {
-		<-s.inflight
-		return false
-	}
 	s.handlers.Add(1)
 	go func() {
 		defer s.handlers.Done()
-		defer func() { <-s.inflight; s.srv.bytes.Release(weight) }()
+		defer func() { <-s.inflight; charge.release() }()
+		if carriesPayloads(f.Type) {
+			s.serveLarge(f)
+			return
+		}
 		s.reply(f.ReqID, s.handle(f))
 	}()
 	return true
+}
+
+// serveLarge answers a payload-carrying request within the response
+// limits (see limits.go).
+func (s *session) serveLarge(f cxdbcompat.Frame) {
+	select {
+	case s.large <- struct{}{}:
+	case <-s.ctx.Done():
+		return
+	}
+	defer func() { <-s.large }()
+	resp, charged, err := s.buildLarge(s.ctx, func() []byte { return s.handle(f) })
+	if err != nil {
+		return // the session is ending
+	}
+	s.reply(f.ReqID, resp)
+	if charged > 0 {
+		s.srv.replies.Release(charged)
+	}
 }
 
 func (s *session) hello(f cxdbcompat.Frame) []byte {
@@ -173,6 +197,7 @@ func (s *session) reply(_ uint64, frame []byte) {
 	if s.writeErr {
 		return
 	}
+	_ = s.conn.SetWriteDeadline(s.writeDeadline(len(frame)))
 	if _, err := s.conn.Write(frame); err != nil {
 		s.writeFailed(err)
 	}

@@ -27,6 +27,10 @@ type Config struct {
 	DeletedRetention time.Duration
 	Pprof            bool
 	CardCacheBytes   int64
+	MaxConns         int
+	IdleTimeout      time.Duration
+	WriteTimeout     time.Duration
+	AccessLog        bool
 }
 
 // setting describes one flag and its environment variable.
@@ -62,6 +66,14 @@ func settings(c *Config) []setting {
 			fs.BoolVar(&c.Pprof, name, false, usage)
 		}},
 		{"deleted-retention", "CARDBOX_DELETED_RETENTION", "how long soft-deleted cards and boxes are kept before purging", dur(&c.DeletedRetention, 7*24*time.Hour)},
+		{"max-conns", "CARDBOX_MAX_CONNS", "most open connections per listener; more are refused (binary: ERROR 503, HTTP: 503) and counted", func(fs *flag.FlagSet, name, usage string) {
+			fs.IntVar(&c.MaxConns, name, 1024, usage)
+		}},
+		{"idle-timeout", "CARDBOX_IDLE_TIMEOUT", "close a connection idle between requests for this long (binary sessions and HTTP keep-alive)", dur(&c.IdleTimeout, 5*time.Minute)},
+		{"write-timeout", "CARDBOX_WRITE_TIMEOUT", "how long a client has to take a response (plus a second per MiB on the binary port); streams extend it as they progress", dur(&c.WriteTimeout, 30*time.Second)},
+		{"access-log", "CARDBOX_ACCESS_LOG", "log every HTTP request at info (method, route, status, bytes, duration, peer)", func(fs *flag.FlagSet, name, usage string) {
+			fs.BoolVar(&c.AccessLog, name, true, usage)
+		}},
 	}
 }
 

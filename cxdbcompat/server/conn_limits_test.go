@@ -1,0 +1,95 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+)
+
+// Limits on what one client can make the server hold (issue 12): idle and
+// stalled sessions are closed, a peer that stops reading is disconnected,
+// and none of it slows other clients down.
+
+func TestIdleSessionIsClosed(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envConfig{options: func(o *server.Options) { o.IdleTimeout = 200 * time.Millisecond }})
+	c := dialRaw(t, e.addr)
+	c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)) // a live session
+	start := time.Now()
+	c.expectClosed()
+	if waited := time.Since(start); waited < 150*time.Millisecond {
+		t.Fatalf("closed after %v, before the idle timeout", waited)
+	}
+	e.requireServing()
+}
+
+func TestStalledFrameIsCutAndItsMemoryReturned(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envConfig{options: func(o *server.Options) {
+		o.FrameTimeout = 300 * time.Millisecond
+		o.MaxInFlightBytes = cxdbcompat.MaxPayload // one frame's worth
+	}})
+	// A frame announcing 64 MiB: its first 40 MiB arrive, then nothing.
+	stalled := dialRaw(t, e.addr)
+	hdr := cxdbcompat.AppendFrame(nil, cxdbcompat.MsgPutBlob, 0, 1, nil)
+	copy(hdr, []byte{0, 0, 0, 4}) // len = 64 MiB
+	stalled.write(hdr)
+	stalled.write(make([]byte, 40<<20))
+	stalled.expectClosed()
+	// The budget is whole again: a full-size frame goes through.
+	c := dialRaw(t, e.addr)
+	blob := bytes.Repeat([]byte("x"), 32<<20) // fits only if the 40 MiB were returned
+	req := cxdbcompat.PutBlobRequest{Hash: hashOf(blob), Data: blob}
+	c.expectOK(cxdbcompat.MsgPutBlob, 0, req.AppendTo(nil))
+}
+
+func TestPeerThatStopsReadingIsDisconnected(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envConfig{options: func(o *server.Options) {
+		o.WriteTimeout, o.MinWriteRate = 200*time.Millisecond, 64<<20
+	}})
+	c := dialRaw(t, e.addr)
+	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	for i := range 4 {
+		c.expectOK(cxdbcompat.MsgAppendTurn, 0, appendReq(h.ContextID, 0, bytes.Repeat([]byte{byte(i)}, 2<<20)).AppendTo(nil))
+	}
+	// 64 GET_LAST of 8 MiB each, never read: far more than the socket
+	// buffers hold.
+	var reqs []byte
+	for i := range 64 {
+		get := cxdbcompat.GetLastRequest{ContextID: h.ContextID, Limit: 4, IncludePayload: true}
+		reqs = cxdbcompat.AppendFrame(reqs, cxdbcompat.MsgGetLast, 0, uint64(i+1), get.AppendTo(nil))
+	}
+	c.write(reqs)
+	// Meanwhile another client is served at once.
+	other := dialRaw(t, e.addr)
+	other.expectOK(cxdbcompat.MsgGetHead, 0, u64(h.ContextID))
+	// The server gives up on the reader: reading now finds the connection
+	// closed after whatever had been sent.
+	_ = c.conn.SetReadDeadline(time.Now().Add(ioTimeout))
+	for {
+		if _, err := cxdbcompat.ReadFrame(c.r, nil); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("connection not closed within %v", ioTimeout)
+			}
+			break
+		}
+	}
+	e.requireServing()
+}
+
+func TestRefusedConnectionHearsWhy(t *testing.T) {
+	t.Parallel()
+	client, srv := net.Pipe()
+	go func() { server.RefuseConn(srv); srv.Close() }()
+	c := &rawConn{t: t, connState: &connState{conn: client, r: bufio.NewReader(client)}}
+	e := requireError(t, c.mustRead(), 503)
+	if e.Kind != "TOO_MANY_CONNECTIONS" {
+		t.Fatalf("refusal = %+v", e)
+	}
+}

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+)
+
+// What a client can make the server hold is bounded three ways:
+//
+//   - Time: a session idle between frames for IdleTimeout is closed; once
+//     a frame starts, its bytes must keep coming (no pause over
+//     FrameTimeout, and on average MinFrameRate after the first
+//     FrameTimeout); a response must be taken by the peer within
+//     WriteTimeout plus its size at MinWriteRate, else the session is
+//     closed.
+//   - Request memory: payload bytes beyond the first freeFrameBytes of a
+//     frame are charged to MaxInFlightBytes as they arrive and until the
+//     request is answered; when it is spent, readers wait (and stop
+//     reading their sockets) until requests finish or stalled frames are
+//     cut.
+//   - Response memory: requests whose answer carries payloads (GET_LAST,
+//     GET_BEFORE, GET_BLOB) run one at a time per session, at most
+//     maxBuilds at once across sessions, and their answers are charged to
+//     MaxReplyBytes until written. A peer that stops reading holds one
+//     answer, until its write deadline closes the session.
+//
+// Small frames and small answers are not charged, so that GET_HEAD and the
+// like stay fast while the budgets are spent by others.
+
+// Defaults of the limits in Options.
+const (
+	DefaultIdleTimeout      = 5 * time.Minute
+	DefaultFrameTimeout     = 10 * time.Second
+	DefaultMinFrameRate     = 64 << 10 // bytes per second
+	DefaultWriteTimeout     = 30 * time.Second
+	DefaultMinWriteRate     = 1 << 20 // bytes per second
+	DefaultMaxInFlightBytes = 64 << 20
+	DefaultMaxReplyBytes    = 64 << 20
+)
+
+const (
+	// freeFrameBytes of each frame are not charged: with at most so many
+	// connections, they are bounded anyway.
+	freeFrameBytes = 64 << 10
+	// maxBuilds is how many payload-carrying answers are built at once.
+	maxBuilds = 4
+	// readBufferSize is a session's read buffer: small, since idle
+	// sessions may be many, and large payloads are read past it.
+	readBufferSize = 16 << 10
+)
+
+// withLimitDefaults fills in the zero limits of o.
+func withLimitDefaults(o Options) Options {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	def(&o.FrameTimeout, DefaultFrameTimeout)
+	def(&o.WriteTimeout, DefaultWriteTimeout)
+	if o.MinFrameRate <= 0 {
+		o.MinFrameRate = DefaultMinFrameRate
+	}
+	if o.MinWriteRate <= 0 {
+		o.MinWriteRate = DefaultMinWriteRate
+	}
+	if o.MaxInFlightBytes <= 0 {
+		o.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	if o.MaxReplyBytes <= 0 {
+		o.MaxReplyBytes = DefaultMaxReplyBytes
+	}
+	// One whole frame must always fit, or it would wait forever.
+	o.MaxInFlightBytes = max(o.MaxInFlightBytes, cxdbcompat.MaxPayload)
+	o.MaxReplyBytes = max(o.MaxReplyBytes, cxdbcompat.MaxPayload+cxdbcompat.HeaderSize+1)
+	return o
+}
+
+// pacedReader sets the connection's read deadline before each read from
+// it, as the limits above say.
+type pacedReader struct {
+	conn    net.Conn
+	opts    *Options
+	stopped atomic.Bool // set by stop: every read fails at once
+	inFrame bool
+	start   time.Time // when the frame's first bytes arrived
+	got     int64     // bytes read since
+}
+
+// Read implements io.Reader.
+func (p *pacedReader) Read(b []byte) (int, error) {
+	now := time.Now()
+	_ = p.conn.SetReadDeadline(p.deadline(now))
+	if p.stopped.Load() { // stop may have run between the two lines above
+		_ = p.conn.SetReadDeadline(now)
+	}
+	n, err := p.conn.Read(b)
+	if n > 0 && !p.inFrame {
+		// The frame starts when its first bytes arrive, not when the
+		// idle read began.
+		p.inFrame, p.start, p.got = true, time.Now(), 0
+	}
+	p.got += int64(n)
+	return n, err
+}
+
+func (p *pacedReader) deadline(now time.Time) time.Time {
+	if !p.inFrame {
+		return now.Add(p.opts.IdleTimeout)
+	}
+	stall := now.Add(p.opts.FrameTimeout)
+	rate := p.start.Add(p.opts.FrameTimeout + time.Duration(p.got)*time.Second/time.Duration(p.opts.MinFrameRate))
+	if rate.Before(stall) {
+		return rate
+	}
+	return stall
+}
+
+// frameDone says the frame being read is complete: what follows is idle
+// time until the next one.
+func (p *pacedReader) frameDone() { p.inFrame = false }
+
+// stop makes the read in progress, and every later one, fail at once.
+func (p *pacedReader) stop() {
+	p.stopped.Store(true)
+	_ = p.conn.SetReadDeadline(time.Now())
+}
+
+// frameCharge counts the bytes of one frame charged to the server's
+// request budget.
+type frameCharge struct {
+	s       *session
+	total   int64 // bytes room was made for
+	charged int64 // of which charged
+}
+
+// reserve is the cxdbcompat.ReadFrameReserving hook: it charges room
+// beyond freeFrameBytes, waiting while the budget is spent, but no longer
+// than a frame may pause: a frame that cannot go on is a stalled frame,
+// and a session blocked here would not see its peer leave.
+func (c *frameCharge) reserve(n int) error {
+	c.total += int64(n)
+	need := max(0, c.total-freeFrameBytes) - c.charged
+	if need <= 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.srv.opts.FrameTimeout)
+	defer cancel()
+	if err := c.s.srv.bytes.Acquire(ctx, need); err != nil {
+		return fmt.Errorf("no room for %d more bytes of a frame within %v: %w", need, c.s.srv.opts.FrameTimeout, err)
+	}
+	c.charged += need
+	return nil
+}
+
+// release gives the charged bytes back.
+func (c *frameCharge) release() {
+	if c.charged > 0 {
+		c.s.srv.bytes.Release(c.charged)
+		c.charged = 0
+	}
+}
+
+// carriesPayloads reports whether a request's answer may be large.
+func carriesPayloads(t cxdbcompat.MsgType) bool {
+	return t == cxdbcompat.MsgGetLast || t == cxdbcompat.MsgGetBefore || t == cxdbcompat.MsgGetBlob
+}
+
+// buildLarge runs build for a payload-carrying request within the
+// response limits and returns its answer and the reply bytes charged for
+// it, to release once written.
+func (s *session) buildLarge(ctx context.Context, build func() []byte) ([]byte, int64, error) {
+	if err := s.srv.builds.Acquire(ctx, 1); err != nil {
+		return nil, 0, err
+	}
+	defer s.srv.builds.Release(1)
+	resp := build()
+	n := int64(len(resp))
+	if n <= freeFrameBytes {
+		return resp, 0, nil
+	}
+	if err := s.srv.replies.Acquire(ctx, n); err != nil {
+		recycleFrame(resp)
+		return nil, 0, err
+	}
+	return resp, n, nil
+}
+
+// writeDeadline is how long the peer has to take a response of n bytes.
+func (s *session) writeDeadline(n int) time.Time {
+	return time.Now().Add(s.srv.opts.WriteTimeout + time.Duration(n)*time.Second/time.Duration(s.srv.opts.MinWriteRate))
+}
+
+// RefuseConn tells a connection over the server's connection limit why it
+// is closed: an ERROR 503 frame with request id 0 (see connlimit).
+func RefuseConn(c net.Conn) {
+	_, _ = c.Write(errorFrame(0, &protocolError{503, "TOO_MANY_CONNECTIONS", "the server is at its connection limit; retry later"}))
+}
