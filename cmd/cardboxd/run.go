@@ -50,7 +50,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	web := &http.Server{
 		Handler: api.New(api.Options{
 			Health: engine, Routes: routes, BodyLimit: cfg.HTTPBodyLimit,
-			Metrics: api.NewRegistry(engine, httpMetrics, listeners), HTTPMetrics: httpMetrics,
+			Metrics: api.NewRegistry(engine, httpMetrics, listeners, bin.Collector()), HTTPMetrics: httpMetrics,
 			AccessLog: cfg.AccessLog, Deadlines: deadlines, Pprof: cfg.Pprof, Logger: log,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,

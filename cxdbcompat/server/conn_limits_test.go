@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"net"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
@@ -91,5 +94,27 @@ func TestRefusedConnectionHearsWhy(t *testing.T) {
 	e := requireError(t, c.mustRead(), 503)
 	if e.Kind != "TOO_MANY_CONNECTIONS" {
 		t.Fatalf("refusal = %+v", e)
+	}
+}
+
+func TestRequestMetrics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := dialRaw(t, e.addr)
+	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	c.expectOK(cxdbcompat.MsgGetHead, 0, u64(h.ContextID))
+	c.expectOK(cxdbcompat.MsgGetHead, 0, u64(h.ContextID))
+	c.expectError(cxdbcompat.MsgGetHead, 0, u64(h.ContextID+999), 404)
+	c.expectError(cxdbcompat.MsgType(77), 0, nil, 422)
+	want := `
+# HELP cardbox_binary_requests_total Binary protocol requests answered, by message type and code (0: success, else the ERROR code).
+# TYPE cardbox_binary_requests_total counter
+cardbox_binary_requests_total{code="0",type="CTX_CREATE"} 1
+cardbox_binary_requests_total{code="0",type="GET_HEAD"} 2
+cardbox_binary_requests_total{code="422",type="unknown"} 1
+cardbox_binary_requests_total{code="404",type="GET_HEAD"} 1
+`
+	if err := testutil.CollectAndCompare(e.srv.Collector(), strings.NewReader(want), "cardbox_binary_requests_total"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -156,6 +156,7 @@ func (c *frameCharge) reserve(n int) error {
 		return fmt.Errorf("no room for %d more bytes of a frame within %v: %w", need, c.s.srv.opts.FrameTimeout, err)
 	}
 	c.charged += need
+	c.s.srv.metrics.requestBytes.Add(need)
 	return nil
 }
 
@@ -163,6 +164,7 @@ func (c *frameCharge) reserve(n int) error {
 func (c *frameCharge) release() {
 	if c.charged > 0 {
 		c.s.srv.bytes.Release(c.charged)
+		c.s.srv.metrics.requestBytes.Add(-c.charged)
 		c.charged = 0
 	}
 }
@@ -189,6 +191,7 @@ func (s *session) buildLarge(ctx context.Context, build func() []byte) ([]byte, 
 		recycleFrame(resp)
 		return nil, 0, err
 	}
+	s.srv.metrics.replyBytes.Add(n)
 	return resp, n, nil
 }
 

@@ -73,6 +73,7 @@ type Server struct {
 	bytes    *semaphore.Weighted // payload bytes of requests arriving or in progress
 	replies  *semaphore.Weighted // bytes of large responses not yet written
 	builds   *semaphore.Weighted // payload-carrying responses being built
+	metrics  *metrics
 
 	mu       sync.Mutex
 	closing  bool
@@ -95,6 +96,7 @@ func New(opts Options) *Server {
 		bytes:   semaphore.NewWeighted(opts.MaxInFlightBytes),
 		replies: semaphore.NewWeighted(opts.MaxReplyBytes),
 		builds:  semaphore.NewWeighted(maxBuilds),
+		metrics: newMetrics(),
 	}
 }
 

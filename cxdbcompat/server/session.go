@@ -97,7 +97,7 @@ func (s *session) readFailed(err error) {
 // must end.
 func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 	if f.Type == cxdbcompat.MsgHello {
-		s.reply(f.ReqID, s.hello(f))
+		s.answer(f, s.hello(f))
 		return true
 	}
 	if !s.hasTenant {
@@ -119,7 +119,7 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 			s.serveLarge(f)
 			return
 		}
-		s.reply(f.ReqID, s.handle(f))
+		s.answer(f, s.handle(f))
 	}()
 	return true
 }
@@ -137,10 +137,17 @@ func (s *session) serveLarge(f cxdbcompat.Frame) {
 	if err != nil {
 		return // the session is ending
 	}
-	s.reply(f.ReqID, resp)
+	s.answer(f, resp)
 	if charged > 0 {
 		s.srv.replies.Release(charged)
+		s.srv.metrics.replyBytes.Add(-charged)
 	}
+}
+
+// answer counts the answer to f and writes it.
+func (s *session) answer(f cxdbcompat.Frame, resp []byte) {
+	s.srv.metrics.answered(f.Type, resp)
+	s.reply(f.ReqID, resp)
 }
 
 func (s *session) hello(f cxdbcompat.Frame) []byte {

@@ -1,0 +1,77 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+)
+
+// metrics counts what the server does, for Prometheus (Server.Collector).
+type metrics struct {
+	requests     *prometheus.CounterVec
+	requestBytes atomic.Int64 // charged to MaxInFlightBytes now
+	replyBytes   atomic.Int64 // charged to MaxReplyBytes now
+}
+
+func newMetrics() *metrics {
+	return &metrics{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cardbox_binary_requests_total",
+		Help: "Binary protocol requests answered, by message type and code (0: success, else the ERROR code).",
+	}, []string{"type", "code"})}
+}
+
+// answered counts a request by its type and the answer's code.
+func (m *metrics) answered(t cxdbcompat.MsgType, resp []byte) {
+	code := "0"
+	if len(resp) >= cxdbcompat.HeaderSize && cxdbcompat.MsgType(le16(resp[4:6])) == cxdbcompat.MsgError {
+		if e, err := cxdbcompat.DecodeErrorResponse(resp[cxdbcompat.HeaderSize:]); err == nil {
+			code = strconv.Itoa(int(e.Code))
+		}
+	}
+	name := t.String()
+	if strings.HasPrefix(name, "MsgType(") {
+		name = "unknown" // a bounded label, whatever clients send
+	}
+	m.requests.WithLabelValues(name, code).Inc()
+}
+
+func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
+
+var (
+	requestBytesDesc = prometheus.NewDesc("cardbox_binary_request_bytes_held",
+		"Bytes of binary frames arriving or in progress charged to the request budget.", nil, nil)
+	replyBytesDesc = prometheus.NewDesc("cardbox_binary_reply_bytes_held",
+		"Bytes of large binary answers built and not yet written.", nil, nil)
+	sessionsDesc = prometheus.NewDesc("cardbox_binary_sessions",
+		"Binary protocol sessions open.", nil, nil)
+)
+
+// Collector returns the server's Prometheus collector: requests by type
+// and code, bytes held in flight, sessions open.
+func (s *Server) Collector() prometheus.Collector { return serverCollector{s} }
+
+type serverCollector struct{ s *Server }
+
+// Describe implements prometheus.Collector.
+func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.s.metrics.requests.Describe(ch)
+	ch <- requestBytesDesc
+	ch <- replyBytesDesc
+	ch <- sessionsDesc
+}
+
+// Collect implements prometheus.Collector.
+func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.s.metrics
+	m.requests.Collect(ch)
+	ch <- prometheus.MustNewConstMetric(requestBytesDesc, prometheus.GaugeValue, float64(m.requestBytes.Load()))
+	ch <- prometheus.MustNewConstMetric(replyBytesDesc, prometheus.GaugeValue, float64(m.replyBytes.Load()))
+	c.s.mu.Lock()
+	n := len(c.s.conns)
+	c.s.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(n))
+}
