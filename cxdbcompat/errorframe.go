@@ -8,8 +8,10 @@ import (
 // ErrorResponse is the ERROR (255) frame payload: code:u32 | detail:str32.
 //
 // cardbox sends an HTTP-style Code (404, 422, …) and a JSON detail
-// {"code":Kind,"message":Message}; the reference server sends a plain-text
-// detail, which decodes into Message with an empty Kind.
+// {"code":Kind,"message":Message} with "details":{…} when it has facts to
+// add (a reused idempotency key names its original turn); the reference
+// server sends a plain-text detail, which decodes into Message with an
+// empty Kind.
 type ErrorResponse struct {
 	// Code is the HTTP-style status code (404 not found, 422 invalid, …).
 	Code uint32
@@ -18,6 +20,9 @@ type ErrorResponse struct {
 	Kind string
 	// Message is the human-readable explanation.
 	Message string
+	// Details are facts beside the message, as a JSON object; nil when
+	// there are none.
+	Details map[string]any
 }
 
 // AppendTo appends code and the JSON detail {"code":Kind,"message":Message}.
@@ -30,6 +35,12 @@ func (r ErrorResponse) AppendTo(dst []byte) []byte {
 	dst = appendJSONString(dst, r.Kind)
 	dst = append(dst, `,"message":`...)
 	dst = appendJSONString(dst, r.Message)
+	if len(r.Details) > 0 {
+		if details, err := json.Marshal(r.Details); err == nil {
+			dst = append(dst, `,"details":`...)
+			dst = append(dst, details...)
+		}
+	}
 	dst = append(dst, '}')
 	le.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
 	return dst
@@ -46,24 +57,27 @@ func DecodeErrorResponse(p []byte) (ErrorResponse, error) {
 		return ErrorResponse{}, d.err
 	}
 	r := ErrorResponse{Code: code}
-	r.Kind, r.Message = parseErrorDetail(detail)
+	r.Kind, r.Message, r.Details = parseErrorDetail(detail)
 	return r, nil
 }
 
-// parseErrorDetail splits a detail into (kind, message).
-func parseErrorDetail(detail []byte) (string, string) {
+// parseErrorDetail splits a detail into kind, message and details.
+func parseErrorDetail(detail []byte) (string, string, map[string]any) {
 	if len(detail) > 0 && detail[0] == '{' {
 		var v struct {
 			Code    json.RawMessage `json:"code"`
 			Message *string         `json:"message"`
+			Details json.RawMessage `json:"details"`
 		}
 		if json.Unmarshal(detail, &v) == nil && v.Message != nil {
 			var kind string
 			_ = json.Unmarshal(v.Code, &kind) // a non-string code leaves Kind empty
-			return kind, *v.Message
+			var details map[string]any
+			_ = json.Unmarshal(v.Details, &details) // anything but an object leaves it nil
+			return kind, *v.Message, details
 		}
 	}
-	return "", string(detail)
+	return "", string(detail), nil
 }
 
 const hexDigits = "0123456789abcdef"

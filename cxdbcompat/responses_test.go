@@ -174,6 +174,9 @@ func TestErrorResponseDetail(t *testing.T) {
 		want   ErrorResponse
 	}{
 		{"cardbox json", `{"code":"NOT_FOUND","message":"context 7 not found"}`, ErrorResponse{Code: 404, Kind: "NOT_FOUND", Message: "context 7 not found"}},
+		{"cardbox json with details", `{"code":"CONFLICT","message":"m","details":{"original_turn_id":"7","differs":["payload"]}}`,
+			ErrorResponse{Code: 404, Kind: "CONFLICT", Message: "m", Details: map[string]any{"original_turn_id": "7", "differs": []any{"payload"}}}},
+		{"details not an object", `{"code":"X","message":"m","details":[1]}`, ErrorResponse{Code: 404, Kind: "X", Message: "m"}},
 		{"reference plain text", "unknown msg_type", ErrorResponse{Code: 404, Message: "unknown msg_type"}},
 		{"json without message", `{"code":"X"}`, ErrorResponse{Code: 404, Message: `{"code":"X"}`}},
 		{"json numeric code", `{"code":404,"message":"m"}`, ErrorResponse{Code: 404, Message: "m"}},
@@ -184,7 +187,7 @@ func TestErrorResponseDetail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := appendStr32(appendU32(nil, 404), tc.detail)
 			got, err := DecodeErrorResponse(p)
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
@@ -197,6 +200,7 @@ func TestErrorResponseEncodesJSON(t *testing.T) {
 		{Code: 422, Kind: "", Message: ""},
 		{Code: 500, Kind: "K\"\\", Message: "ctl \x00\x01\x1f\t\r\n quote \" back \\ uni é 世 \u2028\u2029 </script>"},
 		{Code: 500, Kind: "bad", Message: "invalid \xff utf8 \xe2 end"},
+		{Code: 409, Kind: "CONFLICT", Message: "reused", Details: map[string]any{"original_turn_id": "12"}},
 	}
 	for _, tc := range tests {
 		p := tc.AppendTo(nil)
@@ -215,7 +219,7 @@ func TestErrorResponseEncodesJSON(t *testing.T) {
 			t.Errorf("JSON detail = %+v, want code %q message %q", v, tc.Kind, wantMsg)
 		}
 		got, err := DecodeErrorResponse(p)
-		if err != nil || got.Code != tc.Code || got.Kind != tc.Kind || got.Message != wantMsg {
+		if err != nil || got.Code != tc.Code || got.Kind != tc.Kind || got.Message != wantMsg || !reflect.DeepEqual(got.Details, tc.Details) {
 			t.Errorf("decode = %+v, %v", got, err)
 		}
 	}

@@ -259,7 +259,7 @@ func (c *committer) applyRollback() error {
 func (c *committer) remember(p *plan, now time.Time) {
 	c.shadow.add(p)
 	for k, i := range p.keys {
-		c.idem.m[k] = idemEntry{turn: p.turns[i].id, at: now, seq: p.seq}
+		c.idem.m[k] = idemEntry{turn: p.turns[i].id, at: now, seq: p.seq, parent: p.turns[i].job.app.ParentTurnID, parentKnown: true}
 	}
 	if now.Sub(c.lastSwep) >= time.Minute {
 		c.lastSwep = now

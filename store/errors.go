@@ -14,7 +14,7 @@ const (
 	KindInternal      Kind = iota // a bug or an I/O failure
 	KindInvalid                   // malformed input
 	KindNotFound                  // an unknown context, turn, parent or blob
-	KindConflict                  // the bytes contradict what the client declared (hash, length)
+	KindConflict                  // the bytes contradict what the client declared (hash, length), or an idempotency key is reused for another append
 	KindUnprocessable             // well-formed but unsupported (compression, sizes)
 	KindUnavailable               // the database is unreachable or the store is shutting down
 )
@@ -34,6 +34,9 @@ type Error struct {
 	Kind Kind
 	Msg  string
 	Err  error // cause, if any; not shown to clients for internal errors
+	// Details are facts for the client beside the message, e.g. the turn
+	// a reused idempotency key names; nil for most errors.
+	Details map[string]any
 }
 
 // Error implements error.

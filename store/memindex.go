@@ -197,12 +197,15 @@ type idemKey struct {
 	key     string
 }
 
-// idemEntry is the turn a key produced, when, and in which group (0 for
-// keys loaded at start).
+// idemEntry is the turn a key produced, when, in which group (0 for keys
+// loaded at start), and the parent its append asked for (as sent, 0 for
+// the head; unknown for keys stored before that was recorded).
 type idemEntry struct {
-	turn uint64
-	at   time.Time
-	seq  uint64
+	turn        uint64
+	at          time.Time
+	seq         uint64
+	parent      uint64
+	parentKnown bool
 }
 
 // idemTable remembers the keys of the last IdempotencyWindow, including
@@ -212,12 +215,12 @@ type idemTable struct {
 	m map[idemKey]idemEntry
 }
 
-func (t *idemTable) lookup(k idemKey, now time.Time) (uint64, bool) {
+func (t *idemTable) lookup(k idemKey, now time.Time) (idemEntry, bool) {
 	e, ok := t.m[k]
 	if !ok || now.Sub(e.at) >= IdempotencyWindow {
-		return 0, false
+		return idemEntry{}, false
 	}
-	return e.turn, true
+	return e, true
 }
 
 // forgetFrom drops the keys of group seq and later (they did not commit).

@@ -120,22 +120,35 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 	k := idemKey{j.tenant.No, j.app.ContextID, string(j.app.IdempotencyKey)}
 	if i, ok := p.keys[k]; ok {
-		p.follows[j] = i
+		first := p.turns[i]
+		if err := checkRepeat(j.app, requestOf(first.job.app), first.id); err != nil {
+			p.outcomes[j] = outcome{err: err}
+		} else {
+			p.follows[j] = i
+		}
 		return true
 	}
-	id, ok := c.idem.lookup(k, now)
+	e, ok := c.idem.lookup(k, now)
 	if !ok {
 		return false
 	}
-	m, ok := c.e.table.get(id)
+	m, ok := c.e.table.get(e.turn)
 	if !ok {
-		m, ok = c.shadow.turns[id]
+		m, ok = c.shadow.turns[e.turn]
 	}
 	if !ok {
 		return false
+	}
+	orig := keyedRequest{
+		hash: m.hash, typeID: c.typeName(m.tenant, m.typeRef), typeVersion: m.typeVersion,
+		parent: e.parent, parentKnown: e.parentKnown,
+	}
+	if err := checkRepeat(j.app, orig, e.turn); err != nil {
+		p.outcomes[j] = outcome{err: err}
+		return true
 	}
 	p.outcomes[j] = outcome{res: AppendResult{
-		ContextID: j.app.ContextID, TurnID: id, Depth: m.depth, ContentHash: m.hash, Replayed: true,
+		ContextID: j.app.ContextID, TurnID: e.turn, Depth: m.depth, ContentHash: m.hash, Replayed: true,
 	}}
 	return true
 }
@@ -199,6 +212,20 @@ func (p *plan) typeRef(c *committer, tenant uint32, typeID string) uint32 {
 	p.typeRefs[k] = r
 	p.newTypes = append(p.newTypes, newType{tenant: tenant, ref: r, typeID: typeID})
 	return r
+}
+
+// typeName returns the type id of a ref that is published or introduced
+// by a group in flight.
+func (c *committer) typeName(tenant, ref uint32) string {
+	if name := c.e.types.name(tenant, ref); name != "" {
+		return name
+	}
+	for k, st := range c.shadow.types {
+		if k.tenant == tenant && st.ref == ref {
+			return k.typeID
+		}
+	}
+	return ""
 }
 
 // addBlob queues the payload for the pack unless it is stored, and grants
@@ -283,6 +310,7 @@ func (p *plan) params(e *Engine, now time.Time, nextTurn uint64) db.CommitAppend
 		a.KeyValues = append(a.KeyValues, []byte(k.key))
 		a.KeyTurnIds = append(a.KeyTurnIds, int64(p.turns[i].id))
 		a.KeyCreatedAts = append(a.KeyCreatedAts, now)
+		a.KeyRequestedParents = append(a.KeyRequestedParents, int64(p.turns[i].job.app.ParentTurnID))
 	}
 	for g := range p.grants {
 		a.GrantTenantIds = append(a.GrantTenantIds, e.tenants.idOf(g.tenant))

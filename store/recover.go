@@ -264,7 +264,10 @@ func (e *Engine) loadIdempotencyKeys(ctx context.Context) (idemTable, error) {
 	}
 	for _, r := range rows {
 		k := idemKey{tenant: uint32(r.TenantNo), context: uint64(r.ContextID), key: string(r.IdempotencyKey)}
-		t.m[k] = idemEntry{turn: uint64(r.TurnID), at: r.CreatedAt}
+		t.m[k] = idemEntry{
+			turn: uint64(r.TurnID), at: r.CreatedAt,
+			parent: uint64(r.RequestedParentTurnID.Int64), parentKnown: r.RequestedParentTurnID.Valid,
+		}
 	}
 	return t, nil
 }

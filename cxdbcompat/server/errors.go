@@ -56,7 +56,7 @@ func toErrorResponse(err error) cxdbcompat.ErrorResponse {
 	if se.Kind == store.KindInternal {
 		msg = se.Msg // the cause may name files; it is logged instead
 	}
-	return cxdbcompat.ErrorResponse{Code: c.code, Kind: c.kind, Message: msg}
+	return cxdbcompat.ErrorResponse{Code: c.code, Kind: c.kind, Message: msg, Details: se.Details}
 }
 
 // errorFrame encodes err as an ERROR (255) frame for reqID.

@@ -53,11 +53,12 @@ type FsAttachment struct {
 }
 
 type IdempotencyKey struct {
-	TenantID       string
-	ContextID      int64
-	IdempotencyKey []byte
-	TurnID         int64
-	CreatedAt      time.Time
+	TenantID              string
+	ContextID             int64
+	IdempotencyKey        []byte
+	TurnID                int64
+	CreatedAt             time.Time
+	RequestedParentTurnID pgtype.Int8
 }
 
 type Tenant struct {

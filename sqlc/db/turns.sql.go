@@ -65,71 +65,74 @@ new_heads AS (
     WHERE c.tenant_id = h.tenant_id AND c.context_id = h.context_id
 ),
 new_keys AS (
-    INSERT INTO idempotency_keys (tenant_id, context_id, idempotency_key, turn_id, created_at)
+    INSERT INTO idempotency_keys (tenant_id, context_id, idempotency_key, turn_id, created_at, requested_parent_turn_id)
     SELECT unnest($25::text[]),
            unnest($26::bigint[]),
            unnest($27::bytea[]),
            unnest($28::bigint[]),
-           unnest($29::timestamptz[])
+           unnest($29::timestamptz[]),
+           unnest($30::bigint[])
     ON CONFLICT (tenant_id, context_id, idempotency_key)
-    DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at
+    DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at,
+                  requested_parent_turn_id = excluded.requested_parent_turn_id
 ),
 new_grants AS (
     INSERT INTO tenant_blobs (tenant_id, blob_hash)
-    SELECT unnest($30::text[]),
-           unnest($31::bytea[])
+    SELECT unnest($31::text[]),
+           unnest($32::bytea[])
     ON CONFLICT DO NOTHING
 ),
 pruned AS (
     -- old commit rows; @prune_below is 0 (nothing) for most groups
-    DELETE FROM turn_log_commits old WHERE old.store_id = $1 AND old.committed_end < $32
+    DELETE FROM turn_log_commits old WHERE old.store_id = $1 AND old.committed_end < $33
 ),
 new_attachments AS (
     INSERT INTO fs_attachments (tenant_id, turn_id, fs_root_hash)
-    SELECT unnest($33::text[]),
-           unnest($34::bigint[]),
-           unnest($35::bytea[])
+    SELECT unnest($34::text[]),
+           unnest($35::bigint[]),
+           unnest($36::bytea[])
 )
 INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id)
 VALUES ($1, $2, $3)
 `
 
 type CommitAppendBatchParams struct {
-	StoreID          pgtype.UUID
-	CommittedEnd     int64
-	NextTurnID       int64
-	TypeTenantIds    []string
-	TypeRefs         []int32
-	TypeIds          []string
-	TenantIds        []string
-	TurnIds          []int64
-	ContextIds       []int64
-	ParentTurnIds    []int64
-	Depths           []int64
-	TurnTypeIds      []string
-	TypeVersions     []int64
-	Encodings        []int64
-	Compressions     []int64
-	UncompressedLens []int64
-	PayloadHashes    [][]byte
-	FsRootHashes     [][]byte
-	IdempotencyKeys  [][]byte
-	CreatedAts       []time.Time
-	HeadTenantIds    []string
-	HeadContextIds   []int64
-	HeadTurnIds      []int64
-	HeadDepths       []int64
-	KeyTenantIds     []string
-	KeyContextIds    []int64
-	KeyValues        [][]byte
-	KeyTurnIds       []int64
-	KeyCreatedAts    []time.Time
-	GrantTenantIds   []string
-	GrantHashes      [][]byte
-	PruneBelow       int64
-	FsTenantIds      []string
-	FsTurnIds        []int64
-	FsHashes         [][]byte
+	StoreID             pgtype.UUID
+	CommittedEnd        int64
+	NextTurnID          int64
+	TypeTenantIds       []string
+	TypeRefs            []int32
+	TypeIds             []string
+	TenantIds           []string
+	TurnIds             []int64
+	ContextIds          []int64
+	ParentTurnIds       []int64
+	Depths              []int64
+	TurnTypeIds         []string
+	TypeVersions        []int64
+	Encodings           []int64
+	Compressions        []int64
+	UncompressedLens    []int64
+	PayloadHashes       [][]byte
+	FsRootHashes        [][]byte
+	IdempotencyKeys     [][]byte
+	CreatedAts          []time.Time
+	HeadTenantIds       []string
+	HeadContextIds      []int64
+	HeadTurnIds         []int64
+	HeadDepths          []int64
+	KeyTenantIds        []string
+	KeyContextIds       []int64
+	KeyValues           [][]byte
+	KeyTurnIds          []int64
+	KeyCreatedAts       []time.Time
+	KeyRequestedParents []int64
+	GrantTenantIds      []string
+	GrantHashes         [][]byte
+	PruneBelow          int64
+	FsTenantIds         []string
+	FsTurnIds           []int64
+	FsHashes            [][]byte
 }
 
 // One statement writes a whole group of appends: the turn rows, the new
@@ -169,6 +172,7 @@ func (q *Queries) CommitAppendBatch(ctx context.Context, arg CommitAppendBatchPa
 		arg.KeyValues,
 		arg.KeyTurnIds,
 		arg.KeyCreatedAts,
+		arg.KeyRequestedParents,
 		arg.GrantTenantIds,
 		arg.GrantHashes,
 		arg.PruneBelow,
@@ -325,17 +329,18 @@ func (q *Queries) ListContexts(ctx context.Context) ([]ListContextsRow, error) {
 }
 
 const listIdempotencyKeysSince = `-- name: ListIdempotencyKeysSince :many
-SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at
+SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM idempotency_keys k JOIN tenants t USING (tenant_id)
 WHERE k.created_at > $1
 `
 
 type ListIdempotencyKeysSinceRow struct {
-	TenantNo       int32
-	ContextID      int64
-	IdempotencyKey []byte
-	TurnID         int64
-	CreatedAt      time.Time
+	TenantNo              int32
+	ContextID             int64
+	IdempotencyKey        []byte
+	TurnID                int64
+	CreatedAt             time.Time
+	RequestedParentTurnID pgtype.Int8
 }
 
 func (q *Queries) ListIdempotencyKeysSince(ctx context.Context, since time.Time) ([]ListIdempotencyKeysSinceRow, error) {
@@ -353,6 +358,7 @@ func (q *Queries) ListIdempotencyKeysSince(ctx context.Context, since time.Time)
 			&i.IdempotencyKey,
 			&i.TurnID,
 			&i.CreatedAt,
+			&i.RequestedParentTurnID,
 		); err != nil {
 			return nil, err
 		}

@@ -22,7 +22,7 @@ SELECT t.tenant_no, tt.type_ref, tt.type_id
 FROM turn_types tt JOIN tenants t USING (tenant_id);
 
 -- name: ListIdempotencyKeysSince :many
-SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at
+SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM idempotency_keys k JOIN tenants t USING (tenant_id)
 WHERE k.created_at > @since;
 
@@ -97,14 +97,16 @@ new_heads AS (
     WHERE c.tenant_id = h.tenant_id AND c.context_id = h.context_id
 ),
 new_keys AS (
-    INSERT INTO idempotency_keys (tenant_id, context_id, idempotency_key, turn_id, created_at)
+    INSERT INTO idempotency_keys (tenant_id, context_id, idempotency_key, turn_id, created_at, requested_parent_turn_id)
     SELECT unnest(@key_tenant_ids::text[]),
            unnest(@key_context_ids::bigint[]),
            unnest(@key_values::bytea[]),
            unnest(@key_turn_ids::bigint[]),
-           unnest(@key_created_ats::timestamptz[])
+           unnest(@key_created_ats::timestamptz[]),
+           unnest(@key_requested_parents::bigint[])
     ON CONFLICT (tenant_id, context_id, idempotency_key)
-    DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at
+    DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at,
+                  requested_parent_turn_id = excluded.requested_parent_turn_id
 ),
 new_grants AS (
     INSERT INTO tenant_blobs (tenant_id, blob_hash)
