@@ -52,7 +52,7 @@ type committer struct {
 	once    sync.Once
 
 	// Writer state.
-	idem      idemTable
+	idem      *idemTable
 	nextTurn  uint64
 	seq       uint64 // groups planned
 	lastGroup int    // size of the last group, for collect
@@ -77,7 +77,7 @@ type rollbackRequest struct {
 }
 
 // newCommitter starts both stages; stop ends them.
-func newCommitter(e *Engine, nextTurn uint64, idem idemTable) *committer {
+func newCommitter(e *Engine, nextTurn uint64, idem *idemTable) *committer {
 	c := &committer{
 		e: e, queue: make(chan *job, 4*e.opts.MaxBatch), written: make(chan *plan, 1),
 		quit: make(chan struct{}), exited: make(chan struct{}),
@@ -259,7 +259,7 @@ func (c *committer) applyRollback() error {
 func (c *committer) remember(p *plan, now time.Time) {
 	c.shadow.add(p)
 	for k, i := range p.keys {
-		c.idem.m[k] = idemEntry{turn: p.turns[i].id, at: now, seq: p.seq, parent: p.turns[i].job.app.ParentTurnID, parentKnown: true}
+		c.idem.add(k, idemEntry{turn: p.turns[i].id, at: now, seq: p.seq, parent: p.turns[i].job.app.ParentTurnID, parentKnown: true})
 	}
 	if now.Sub(c.lastSwep) >= time.Minute {
 		c.lastSwep = now

@@ -31,7 +31,11 @@ type Options struct {
 	// group commit flushes data only, not a new size or new blocks
 	// (default DefaultFileReserve; negative: none).
 	FileReserve int64
-	Logger      *slog.Logger
+	// MaxIdempotencyKeys caps the idempotency keys held in memory
+	// (default DefaultMaxIdempotencyKeys); Postgres answers for older
+	// keys of the window.
+	MaxIdempotencyKeys int
+	Logger             *slog.Logger
 	// hooks are test-only fault injection points (see hooks.go).
 	hooks *hooks
 }

@@ -19,9 +19,10 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // testStore is an engine on a fresh database and directory that a test can
 // reopen to check what survives.
 type testStore struct {
-	t    *testing.T
-	dir  string
-	pool *pgxpool.Pool
+	t           *testing.T
+	dir         string
+	pool        *pgxpool.Pool
+	maxIdemKeys int // Options.MaxIdempotencyKeys at the next open
 	*Engine
 }
 
@@ -34,7 +35,7 @@ func newTestStore(t *testing.T) *testStore {
 
 func (s *testStore) open(h *hooks) {
 	s.t.Helper()
-	e, err := Open(context.Background(), Options{Dir: s.dir, Pool: s.pool, hooks: h})
+	e, err := Open(context.Background(), Options{Dir: s.dir, Pool: s.pool, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys})
 	if err != nil {
 		s.t.Fatalf("open store: %v", err)
 	}

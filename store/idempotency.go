@@ -1,8 +1,17 @@
 package store
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/zeebo/blake3"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // keyedRequest is what an idempotency key stands for: an exact repeat of
@@ -51,4 +60,164 @@ func checkRepeat(req *AppendRequest, orig keyedRequest, turn uint64) error {
 		"differs":          differs,
 	}
 	return err
+}
+
+// IdempotencyWindow is how long a repeated idempotency key returns the
+// original turn.
+const IdempotencyWindow = 24 * time.Hour
+
+// DefaultMaxIdempotencyKeys is the default Options.MaxIdempotencyKeys.
+const DefaultMaxIdempotencyKeys = 250_000
+
+// idemKey names an idempotency key within a tenant's context. The key is
+// held as a hash, so that an entry's size does not depend on what clients
+// send.
+type idemKey struct {
+	tenant  uint32
+	context uint64
+	key     [16]byte
+}
+
+func newIdemKey(tenant uint32, contextID uint64, key []byte) idemKey {
+	h := blake3.Sum256(key)
+	k := idemKey{tenant: tenant, context: contextID}
+	copy(k.key[:], h[:])
+	return k
+}
+
+// idemEntry is the turn a key produced, when, in which group (0 for keys
+// loaded at start), and the parent its append asked for (as sent, 0 for
+// the head; unknown for keys stored before that was recorded).
+type idemEntry struct {
+	turn        uint64
+	at          time.Time
+	seq         uint64
+	parent      uint64
+	parentKnown bool
+}
+
+// idemTable remembers the keys of the last IdempotencyWindow, including
+// those of groups still in flight, up to a cap: beyond it the oldest are
+// forgotten, and Postgres, which keeps every key for the window, answers
+// for them (see Engine.replayFromDB). Only the committer's writer stage
+// reads and writes it, except evictedUntil.
+type idemTable struct {
+	m     map[idemKey]idemEntry
+	order []keyAt // insertion order, oldest first, from order[head]
+	head  int
+	max   int
+	// evictedUntil is the newest at (unix nanoseconds) of an entry
+	// forgotten for the cap: keys of that age or younger may be missing.
+	evictedUntil atomic.Int64
+}
+
+// keyAt is a key as it was inserted: a later insert of the same key
+// leaves the older keyAt stale.
+type keyAt struct {
+	k  idemKey
+	at time.Time
+}
+
+func newIdemTable(max int) *idemTable {
+	if max <= 0 {
+		max = DefaultMaxIdempotencyKeys
+	}
+	return &idemTable{m: map[idemKey]idemEntry{}, max: max}
+}
+
+func (t *idemTable) lookup(k idemKey, now time.Time) (idemEntry, bool) {
+	e, ok := t.m[k]
+	if !ok || now.Sub(e.at) >= IdempotencyWindow {
+		return idemEntry{}, false
+	}
+	return e, true
+}
+
+// add remembers a key, forgetting the oldest beyond the cap. Keys are
+// added in time order.
+func (t *idemTable) add(k idemKey, e idemEntry) {
+	t.m[k] = e
+	t.order = append(t.order, keyAt{k, e.at})
+	for len(t.m) > t.max {
+		if old, ok := t.popOldest(); ok {
+			t.evictedUntil.Store(max(t.evictedUntil.Load(), old.at.UnixNano()))
+		}
+	}
+}
+
+// mayMiss reports whether a key used at or after since may have been
+// forgotten for the cap.
+func (t *idemTable) mayMiss(since time.Time) bool {
+	return t.evictedUntil.Load() >= since.UnixNano()
+}
+
+// popOldest forgets the oldest key still held and returns its entry.
+func (t *idemTable) popOldest() (idemEntry, bool) {
+	for t.head < len(t.order) {
+		ka := t.order[t.head]
+		t.order[t.head] = keyAt{}
+		t.head++
+		if e, ok := t.m[ka.k]; ok && e.at.Equal(ka.at) {
+			delete(t.m, ka.k)
+			t.compact()
+			return e, true
+		}
+	}
+	t.compact()
+	return idemEntry{}, false
+}
+
+// compact drops the popped front of order once it is half of it.
+func (t *idemTable) compact() {
+	if t.head > 1024 && t.head > len(t.order)/2 {
+		t.order = append(t.order[:0], t.order[t.head:]...)
+		t.head = 0
+	}
+}
+
+// forgetFrom drops the keys of group seq and later (they did not commit).
+func (t *idemTable) forgetFrom(seq uint64) {
+	for k, e := range t.m {
+		if e.seq >= seq {
+			delete(t.m, k)
+		}
+	}
+}
+
+// expire forgets keys older than the window: the oldest come first.
+func (t *idemTable) expire(now time.Time) {
+	for t.head < len(t.order) && now.Sub(t.order[t.head].at) >= IdempotencyWindow {
+		t.popOldest()
+	}
+}
+
+// replayFromDB answers a keyed append from Postgres, for when the key may
+// be one the in-memory index forgot for its cap: found reports whether the
+// key was used in the window (then the answer is the original turn or a
+// conflict). Recent keys are always in memory, so a key committed while
+// this runs is caught by the planner.
+func (e *Engine) replayFromDB(ctx context.Context, t Tenant, req *AppendRequest) (res AppendResult, found bool, err error) {
+	row, err := e.q.GetIdempotencyKey(ctx, db.GetIdempotencyKeyParams{
+		TenantID: t.ID, ContextID: int64(req.ContextID), IdempotencyKey: req.IdempotencyKey,
+		Since: time.Now().Add(-IdempotencyWindow),
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return AppendResult{}, false, nil
+	}
+	if err != nil {
+		return AppendResult{}, true, wrapf(KindUnavailable, err, "look up idempotency key")
+	}
+	turn := uint64(row.TurnID)
+	m, ok := e.table.get(turn)
+	if !ok {
+		return AppendResult{}, true, errorf(KindInternal, "idempotency key names turn %d, which is not loaded", turn)
+	}
+	orig := keyedRequest{
+		hash: m.hash, typeID: e.types.name(m.tenant, m.typeRef), typeVersion: m.typeVersion,
+		parent: uint64(row.RequestedParentTurnID.Int64), parentKnown: row.RequestedParentTurnID.Valid,
+	}
+	if err := checkRepeat(req, orig, turn); err != nil {
+		return AppendResult{}, true, err
+	}
+	return AppendResult{ContextID: req.ContextID, TurnID: turn, Depth: m.depth, ContentHash: m.hash, Replayed: true}, true, nil
 }

@@ -105,3 +105,34 @@ func TestIdempotencyKeyRaceForAnotherAppend(t *testing.T) {
 	}
 	wantConflict(t, lost.err, won.r.TurnID, []string{"payload"})
 }
+
+// The in-memory index holds at most MaxIdempotencyKeys keys; older keys
+// of the window are answered from Postgres, repeats and conflicts alike.
+func TestIdempotencyIndexIsBounded(t *testing.T) {
+	s := newTestStore(t)
+	s.maxIdemKeys = 3
+	s.reopen()
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	reqs := make([]*AppendRequest, 6)
+	first := make([]AppendResult, len(reqs))
+	for i := range reqs {
+		reqs[i] = turnReq(h.ContextID, 0, payloadN(i))
+		reqs[i].IdempotencyKey = []byte("key-" + strconv.Itoa(i))
+		first[i] = s.append(ten, reqs[i])
+	}
+	if n := len(s.committer.idem.m); n != 3 {
+		t.Fatalf("index holds %d keys, want 3", n)
+	}
+	for i, req := range reqs { // the first three only in Postgres
+		if r := s.append(ten, req); r.TurnID != first[i].TurnID || !r.Replayed {
+			t.Fatalf("repeat of key %d = %+v, want turn %d", i, r, first[i].TurnID)
+		}
+	}
+	other := *withPayload(reqs[0], []byte("changed"))
+	_, err := s.Append(context.Background(), ten, &other)
+	wantConflict(t, err, first[0].TurnID, []string{"payload"})
+	if n := s.countRows("turns"); n != len(reqs) {
+		t.Fatalf("turn rows = %d, want %d", n, len(reqs))
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // turnMeta is what reads need of a turn, kept in memory for every committed
@@ -184,59 +183,4 @@ func (t *typeTable) next(tenant uint32) uint32 {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.latest[tenant] + 1
-}
-
-// IdempotencyWindow is how long a repeated idempotency key returns the
-// original turn.
-const IdempotencyWindow = 24 * time.Hour
-
-// idemKey names an idempotency key within a tenant's context.
-type idemKey struct {
-	tenant  uint32
-	context uint64
-	key     string
-}
-
-// idemEntry is the turn a key produced, when, in which group (0 for keys
-// loaded at start), and the parent its append asked for (as sent, 0 for
-// the head; unknown for keys stored before that was recorded).
-type idemEntry struct {
-	turn        uint64
-	at          time.Time
-	seq         uint64
-	parent      uint64
-	parentKnown bool
-}
-
-// idemTable remembers the keys of the last IdempotencyWindow, including
-// those of groups still in flight. Only the committer's writer stage reads
-// and writes it, so it has no lock.
-type idemTable struct {
-	m map[idemKey]idemEntry
-}
-
-func (t *idemTable) lookup(k idemKey, now time.Time) (idemEntry, bool) {
-	e, ok := t.m[k]
-	if !ok || now.Sub(e.at) >= IdempotencyWindow {
-		return idemEntry{}, false
-	}
-	return e, true
-}
-
-// forgetFrom drops the keys of group seq and later (they did not commit).
-func (t *idemTable) forgetFrom(seq uint64) {
-	for k, e := range t.m {
-		if e.seq >= seq {
-			delete(t.m, k)
-		}
-	}
-}
-
-// expire forgets keys older than the window.
-func (t *idemTable) expire(now time.Time) {
-	for k, e := range t.m {
-		if now.Sub(e.at) >= IdempotencyWindow {
-			delete(t.m, k)
-		}
-	}
 }

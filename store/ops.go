@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
@@ -61,6 +62,11 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 	if req.FSRoot != nil {
 		if err := e.checkFSRoot(ctx, t, *req.FSRoot); err != nil {
 			return AppendResult{}, err
+		}
+	}
+	if len(req.IdempotencyKey) > 0 && e.committer.idem.mayMiss(time.Now().Add(-IdempotencyWindow)) {
+		if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
+			return res, err
 		}
 	}
 	j := &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)}

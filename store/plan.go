@@ -109,7 +109,7 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 	p.addBlob(c.e, j)
 	p.addTurn(j, id, meta, now)
 	if len(req.IdempotencyKey) > 0 {
-		p.keys[idemKey{t.No, req.ContextID, string(req.IdempotencyKey)}] = len(p.turns) - 1
+		p.keys[newIdemKey(t.No, req.ContextID, req.IdempotencyKey)] = len(p.turns) - 1
 	}
 	return nil
 }
@@ -118,7 +118,7 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 // published turn, a group in flight, or earlier in this group. The answer
 // goes out when j's group commits, which is after the original's.
 func (c *committer) replay(p *plan, j *job, now time.Time) bool {
-	k := idemKey{j.tenant.No, j.app.ContextID, string(j.app.IdempotencyKey)}
+	k := newIdemKey(j.tenant.No, j.app.ContextID, j.app.IdempotencyKey)
 	if i, ok := p.keys[k]; ok {
 		first := p.turns[i]
 		if err := checkRepeat(j.app, requestOf(first.job.app), first.id); err != nil {
@@ -307,7 +307,7 @@ func (p *plan) params(e *Engine, now time.Time, nextTurn uint64) db.CommitAppend
 	for k, i := range p.keys {
 		a.KeyTenantIds = append(a.KeyTenantIds, e.tenants.idOf(k.tenant))
 		a.KeyContextIds = append(a.KeyContextIds, int64(k.context))
-		a.KeyValues = append(a.KeyValues, []byte(k.key))
+		a.KeyValues = append(a.KeyValues, p.turns[i].job.app.IdempotencyKey)
 		a.KeyTurnIds = append(a.KeyTurnIds, int64(p.turns[i].id))
 		a.KeyCreatedAts = append(a.KeyCreatedAts, now)
 		a.KeyRequestedParents = append(a.KeyRequestedParents, int64(p.turns[i].job.app.ParentTurnID))

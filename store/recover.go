@@ -256,18 +256,17 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) loadIdempotencyKeys(ctx context.Context) (idemTable, error) {
-	t := idemTable{m: map[idemKey]idemEntry{}}
+func (e *Engine) loadIdempotencyKeys(ctx context.Context) (*idemTable, error) {
+	t := newIdemTable(e.opts.MaxIdempotencyKeys)
 	rows, err := e.q.ListIdempotencyKeysSince(ctx, time.Now().Add(-IdempotencyWindow))
 	if err != nil {
 		return t, fmt.Errorf("load idempotency keys: %w", err)
 	}
 	for _, r := range rows {
-		k := idemKey{tenant: uint32(r.TenantNo), context: uint64(r.ContextID), key: string(r.IdempotencyKey)}
-		t.m[k] = idemEntry{
+		t.add(newIdemKey(uint32(r.TenantNo), uint64(r.ContextID), r.IdempotencyKey), idemEntry{
 			turn: uint64(r.TurnID), at: r.CreatedAt,
 			parent: uint64(r.RequestedParentTurnID.Int64), parentKnown: r.RequestedParentTurnID.Valid,
-		}
+		})
 	}
 	return t, nil
 }

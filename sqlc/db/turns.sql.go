@@ -233,6 +233,38 @@ func (q *Queries) EndEarlierSessions(ctx context.Context, prefix string) (int32,
 	return still_running, err
 }
 
+const getIdempotencyKey = `-- name: GetIdempotencyKey :one
+SELECT turn_id, created_at, requested_parent_turn_id
+FROM idempotency_keys
+WHERE tenant_id = $1 AND context_id = $2 AND idempotency_key = $3
+  AND created_at > $4
+`
+
+type GetIdempotencyKeyParams struct {
+	TenantID       string
+	ContextID      int64
+	IdempotencyKey []byte
+	Since          time.Time
+}
+
+type GetIdempotencyKeyRow struct {
+	TurnID                int64
+	CreatedAt             time.Time
+	RequestedParentTurnID pgtype.Int8
+}
+
+func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (GetIdempotencyKeyRow, error) {
+	row := q.db.QueryRow(ctx, getIdempotencyKey,
+		arg.TenantID,
+		arg.ContextID,
+		arg.IdempotencyKey,
+		arg.Since,
+	)
+	var i GetIdempotencyKeyRow
+	err := row.Scan(&i.TurnID, &i.CreatedAt, &i.RequestedParentTurnID)
+	return i, err
+}
+
 const getTurnLogState = `-- name: GetTurnLogState :one
 SELECT s.store_id,
        coalesce(c.committed_end, 0)::bigint AS committed_end,
@@ -332,6 +364,7 @@ const listIdempotencyKeysSince = `-- name: ListIdempotencyKeysSince :many
 SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM idempotency_keys k JOIN tenants t USING (tenant_id)
 WHERE k.created_at > $1
+ORDER BY k.created_at
 `
 
 type ListIdempotencyKeysSinceRow struct {

@@ -24,7 +24,14 @@ FROM turn_types tt JOIN tenants t USING (tenant_id);
 -- name: ListIdempotencyKeysSince :many
 SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM idempotency_keys k JOIN tenants t USING (tenant_id)
-WHERE k.created_at > @since;
+WHERE k.created_at > @since
+ORDER BY k.created_at;
+
+-- name: GetIdempotencyKey :one
+SELECT turn_id, created_at, requested_parent_turn_id
+FROM idempotency_keys
+WHERE tenant_id = @tenant_id AND context_id = @context_id AND idempotency_key = @idempotency_key
+  AND created_at > @since;
 
 -- name: DeleteIdempotencyKeysBefore :execrows
 DELETE FROM idempotency_keys WHERE created_at <= @before;
