@@ -65,15 +65,19 @@
 //   - unindexed records: the pack is scanned from the end of the last
 //     indexed record; each record whose CRC verifies is indexed and its
 //     entry appended to blobs.idx.
-//   - torn record or corrupt byte: the scan stops at the first partial or
-//     bad record; unless only zeros follow it (the reservation), the pack
-//     is truncated there (and fsynced), dropping
-//     that record and everything after it. If Options.MinValidSize says
-//     the bytes there were durable, Open fails with ErrCorrupt instead and
-//     leaves the pack untouched.
+//   - bad record (a partial record, a flipped byte, a damaged header): a
+//     record that blobs.idx describes but whose header disagrees, or whose
+//     CRC fails, is a Hole when it lies below Options.MinValidSize (the
+//     committed end): its bytes stay, its blob reads as ErrDamaged, and
+//     every later record is indexed as usual. A bad record found by
+//     scanning is skipped up to the next record whose magic, header and
+//     CRC check (that span is a Hole too). Only bytes after the last valid
+//     record, and at or past MinValidSize, are a torn tail: unless they are
+//     zeros (the reservation) the pack is truncated there and fsynced. A
+//     pack whose valid records end before MinValidSize fails Open with
+//     ErrCorrupt and is left untouched.
 //
-// Before the last MiB, Open reads only the headers of indexed records: a
-// damaged header there is handled like a bad record at the tail (cut, or
-// ErrCorrupt under MinValidSize), while damaged stored bytes are found by
-// Read, which checks every record's CRC and returns ErrCorrupt.
+// Before the last MiB, Open reads only the headers of indexed records:
+// damaged stored bytes there are found by Read, which checks every
+// record's CRC and returns ErrCorrupt (and by cardbox verify).
 package blobpack

@@ -40,10 +40,11 @@ type Options struct {
 	// Zero means DefaultMaxBlobSize; values above 4 GiB - 1 are capped.
 	MaxBlobSize int
 
-	// MinValidSize is the pack size the caller knows to be durable (for
-	// example recorded next to committed facts). If recovery finds a bad
-	// record below it, Open fails with ErrCorrupt and leaves blobs.pack
-	// untouched instead of cutting it. Zero trusts any tail cut.
+	// MinValidSize is the pack size the caller knows to be committed (for
+	// example recorded next to committed facts). Open never cuts below it:
+	// a bad record there is a Hole, and a pack shorter than it fails Open
+	// with ErrCorrupt. Zero: only bytes after the last valid record may be
+	// cut.
 	MinValidSize int64
 
 	// VerifyHashes is a debug switch: Put recomputes the BLAKE3 of every
@@ -111,10 +112,12 @@ type Pack struct {
 	closed   atomic.Bool
 	packSize atomic.Int64 // every byte below is a published, fsynced record
 
-	mu       sync.RWMutex // guards the fields below; the writer also holds wmu to change idxErr
-	index    *index
-	rawBytes int64
-	idxErr   error // first blobs.idx write error; the index is no longer appended
+	mu         sync.RWMutex // guards the fields below; the writer also holds wmu to change idxErr
+	index      *index
+	rawBytes   int64
+	idxErr     error        // first blobs.idx write error; the index is no longer appended
+	holes      []Hole       // damaged regions found by Open
+	holeByHash map[Hash]int // holes whose blob is known and not stored again
 
 	wmu      sync.Mutex // serializes Put and Close; guards the fields below
 	wbuf     []byte
@@ -246,7 +249,7 @@ func (p *Pack) Read(h Hash) ([]byte, error) {
 	}
 	e, ok := p.Lookup(h)
 	if !ok {
-		return nil, fmt.Errorf("blobpack: read %x: %w", h, ErrNotFound)
+		return nil, p.notFound(h)
 	}
 	return p.ReadEntry(e)
 }
@@ -267,7 +270,7 @@ func (p *Pack) View(h Hash) ([]byte, error) {
 	}
 	e, ok := p.Lookup(h)
 	if !ok {
-		return nil, fmt.Errorf("blobpack: read %x: %w", h, ErrNotFound)
+		return nil, p.notFound(h)
 	}
 	data, err := p.ReadEntry(e)
 	if err != nil {

@@ -209,6 +209,7 @@ func (p *Pack) publish(entries []Entry) {
 	defer p.mu.Unlock()
 	for k := range entries {
 		p.insert(&entries[k])
+		p.healed(entries[k].Hash)
 	}
 	p.packSize.Store(entries[len(entries)-1].end())
 }

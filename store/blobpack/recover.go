@@ -93,7 +93,13 @@ func (p *Pack) loadIndex(idxSize, packSize int64) (n int, end int64, err error) 
 		if ok, err := hr.matches(&e); err != nil {
 			return 0, 0, err
 		} else if !ok {
-			break
+			if e.end() > p.opts.MinValidSize {
+				break // past the committed end: a stale entry or a torn write
+			}
+			p.addHole(e.Offset, e.end(), &e.Hash, "record header does not match its blobs.idx entry")
+			n++
+			end = e.end()
+			continue
 		}
 		n++
 		end = e.end()
@@ -103,37 +109,41 @@ func (p *Pack) loadIndex(idxSize, packSize int64) (n int, end int64, err error) 
 			tail = tail[1:]
 		}
 	}
-	good, err := p.verifyRecords(tail, end)
+	kept, err := p.verifyRecords(tail)
 	if err != nil {
 		return 0, 0, err
 	}
-	for k := range tail[:good] {
-		p.insert(&tail[k])
-	}
-	if good < len(tail) {
-		n -= len(tail) - good
-		end = tail[good].Offset
+	if kept < len(tail) {
+		n -= len(tail) - kept
+		end = tail[kept].Offset
 	}
 	return n, end, nil
 }
 
-// verifyRecords reads the contiguous records that entries describe, up to
-// end, and returns how many of them, from the first, pass their CRC and
-// match their entry.
-func (p *Pack) verifyRecords(entries []Entry, end int64) (int, error) {
-	if len(entries) == 0 {
-		return 0, nil
-	}
-	start := entries[0].Offset
-	r := bufio.NewReaderSize(io.NewSectionReader(p.pack, start, end-start), scanBufSize)
+// verifyRecords checks the CRC of the records that entries describe, in
+// pack order: each that passes is indexed, each that fails below the
+// committed end is a hole. It returns how many entries it kept: all, or up
+// to the first bad record past the committed end, where the pack may be
+// cut.
+func (p *Pack) verifyRecords(entries []Entry) (int, error) {
 	var rec []byte
 	for k := range entries {
-		e, err := readRecord(r, entries[k].Offset, end, &rec)
-		if errors.Is(err, ErrCorrupt) || (err == nil && e != entries[k]) {
-			return k, nil
+		e := &entries[k]
+		if int64(cap(rec)) < e.recordSize() {
+			rec = make([]byte, e.recordSize())
 		}
-		if err != nil {
-			return 0, err
+		b := rec[:e.recordSize()]
+		if _, err := p.pack.ReadAt(b, e.Offset); err != nil {
+			return 0, fmt.Errorf("blobpack: open: read %s at %d: %w", PackFile, e.Offset, err)
+		}
+		got, _, err := decodeRecord(b, e.Offset)
+		switch {
+		case err == nil && got == *e:
+			p.insert(e)
+		case e.end() <= p.opts.MinValidSize:
+			p.addHole(e.Offset, e.end(), &e.Hash, "record fails its CRC")
+		default:
+			return k, nil
 		}
 	}
 	return len(entries), nil
@@ -193,7 +203,14 @@ func (p *Pack) scan(from, size int64) (int64, error) {
 	for off < size {
 		e, err := readRecord(r, off, size, &rec)
 		if errors.Is(err, ErrCorrupt) {
-			break
+			next, found, err := p.skipDamage(off, size)
+			if err != nil || !found {
+				off = next
+				break
+			}
+			off = next
+			r.Reset(io.NewSectionReader(p.pack, off, size-off))
+			continue
 		}
 		if err != nil {
 			return 0, err
@@ -213,6 +230,25 @@ func (p *Pack) scan(from, size int64) (int64, error) {
 		return 0, fmt.Errorf("blobpack: open: %w", p.idxErr)
 	}
 	return off, nil
+}
+
+// skipDamage handles a bad record at off found by the scan. When a valid
+// record follows, the bytes up to it are a hole and the scan goes on from
+// there (found). Otherwise the bad bytes are the tail: below the committed
+// end they are a hole up to it, and the scan ends where cutting may start.
+func (p *Pack) skipDamage(off, size int64) (next int64, found bool, err error) {
+	next, found, err = p.resync(off+1, size)
+	switch {
+	case err != nil:
+		return off, false, err
+	case found:
+		p.addHole(off, next, nil, "bad record, found by scanning blobs.pack")
+		return next, true, nil
+	case off < p.opts.MinValidSize && p.opts.MinValidSize <= size:
+		p.addHole(off, p.opts.MinValidSize, nil, "bad record before the committed end, found by scanning blobs.pack")
+		return p.opts.MinValidSize, false, nil
+	}
+	return off, false, nil
 }
 
 // readRecord reads and verifies the record at off from r, using *buf as

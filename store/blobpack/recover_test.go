@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -208,23 +209,35 @@ func TestMinValidSize(t *testing.T) {
 	p := openPack(t, f.dir, Options{})
 	early, _ := p.Lookup(hashOf(f.base[3]))
 	closePack(t, p)
+	committed := Options{MinValidSize: f.lastTo}
 
 	tests := []struct {
 		name   string
 		damage func(t *testing.T, dir string)
 		opts   Options
-		ok     bool
+		// wantErr: Open refuses and leaves the pack as it was. Otherwise
+		// the pack keeps every committed byte and holes are its holes.
+		wantErr bool
+		holes   []Hole
 	}{
 		{"torn tail above min", func(t *testing.T, dir string) { os.Truncate(f.pack(dir), f.lastTo-1) },
-			Options{MinValidSize: f.lastFrom}, true},
+			Options{MinValidSize: f.lastFrom}, false, nil},
 		{"torn tail below min", func(t *testing.T, dir string) { os.Truncate(f.pack(dir), f.lastTo-1) },
-			Options{MinValidSize: f.lastTo}, false},
+			committed, true, nil},
 		{"early corruption, no index", func(t *testing.T, dir string) {
 			flipByte(t, f.pack(dir), early.Offset+headerSize)
 			os.Remove(f.idx(dir))
-		}, Options{MinValidSize: f.lastTo}, false},
+		}, committed, false, []Hole{{Offset: early.Offset, End: early.end()}}},
 		{"early header corruption", func(t *testing.T, dir string) { flipByte(t, f.pack(dir), early.Offset+offRawLen) },
-			Options{MinValidSize: f.lastTo}, false},
+			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true}}},
+		{"early magic corruption", func(t *testing.T, dir string) { flipByte(t, f.pack(dir), early.Offset) },
+			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true}}},
+		{"early payload corruption", func(t *testing.T, dir string) { flipByte(t, f.pack(dir), early.Offset+headerSize) },
+			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true}}},
+		{"early corruption, no committed end", func(t *testing.T, dir string) {
+			flipByte(t, f.pack(dir), early.Offset+headerSize)
+			os.Remove(f.idx(dir))
+		}, Options{}, false, []Hole{{Offset: early.Offset, End: early.end()}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,23 +245,53 @@ func TestMinValidSize(t *testing.T) {
 			tt.damage(t, dir)
 			before := readFile(t, f.pack(dir))
 			p, err := Open(dir, tt.opts)
-			if tt.ok {
-				if err != nil {
-					t.Fatalf("Open: %v", err)
+			if tt.wantErr {
+				if !errors.Is(err, ErrCorrupt) {
+					if err == nil {
+						p.Close()
+					}
+					t.Fatalf("Open = %v, want ErrCorrupt", err)
 				}
-				p.Close()
+				if !bytes.Equal(readFile(t, f.pack(dir)), before) {
+					t.Fatalf("Open modified the pack")
+				}
 				return
 			}
-			if !errors.Is(err, ErrCorrupt) {
-				if err == nil {
-					p.Close()
-				}
-				t.Fatalf("Open = %v, want ErrCorrupt", err)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
 			}
-			if !bytes.Equal(readFile(t, f.pack(dir)), before) {
-				t.Fatalf("Open modified the pack")
+			defer p.Close()
+			checkHoles(t, p, tt.holes)
+			if len(tt.holes) == 0 {
+				return
+			}
+			if after := readFile(t, f.pack(dir)); !bytes.Equal(after[:f.lastTo], before[:f.lastTo]) {
+				t.Fatalf("Open changed committed bytes of the pack")
+			}
+			var rest [][]byte
+			for i, data := range f.base {
+				if i != 3 {
+					rest = append(rest, data)
+				}
+			}
+			checkBlobs(t, p, append(rest, f.last)...)
+			_, err = p.Read(early.Hash)
+			if tt.holes[0].HashKnown && !errors.Is(err, ErrDamaged) {
+				t.Fatalf("Read of the damaged blob = %v, want ErrDamaged", err)
 			}
 		})
+	}
+}
+
+// checkHoles compares the pack's holes with want, ignoring reasons.
+func checkHoles(t *testing.T, p *Pack, want []Hole) {
+	t.Helper()
+	got := p.Holes()
+	for i := range got {
+		got[i].Reason = ""
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("holes = %+v, want %+v", got, want)
 	}
 }
 

@@ -1,0 +1,131 @@
+package blobpack
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrDamaged is returned when a blob's record lies in a hole: a damaged
+// region of the pack that recovery kept rather than cut.
+var ErrDamaged = errors.New("blob record damaged")
+
+// Hole is a damaged region of blobs.pack that Open found and kept: bytes
+// below the committed end (Options.MinValidSize), and bytes followed by
+// valid records, are never cut, so a bad record there costs only itself.
+// Every later record is indexed and read normally.
+type Hole struct {
+	// Offset and End delimit the damaged bytes.
+	Offset, End int64
+	// Hash is the blob whose record the hole was, when blobs.idx still
+	// describes it (HashKnown); a hole found only by scanning the pack may
+	// have held any number of blobs.
+	Hash      Hash
+	HashKnown bool
+	// Reason says what is wrong with the bytes.
+	Reason string
+}
+
+// Holes returns the damaged regions Open found, in pack order.
+func (p *Pack) Holes() []Hole {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return append([]Hole(nil), p.holes...)
+}
+
+// addHole records a damaged region found while opening.
+func (p *Pack) addHole(off, end int64, hash *Hash, reason string) {
+	h := Hole{Offset: off, End: end, Reason: reason}
+	if hash != nil {
+		h.Hash, h.HashKnown = *hash, true
+		if p.holeByHash == nil {
+			p.holeByHash = map[Hash]int{}
+		}
+		p.holeByHash[h.Hash] = len(p.holes)
+	}
+	p.holes = append(p.holes, h)
+}
+
+// damaged returns the error for a blob that is not indexed because its
+// record lies in a hole, or nil. The caller holds mu.
+func (p *Pack) damaged(h Hash) error {
+	i, ok := p.holeByHash[h]
+	if !ok {
+		return nil
+	}
+	hole := p.holes[i]
+	return fmt.Errorf("blobpack: blob %x: its record at %d..%d of %s is damaged (%s): %w",
+		h, hole.Offset, hole.End, PackFile, hole.Reason, ErrDamaged)
+}
+
+// notFound is the error of a lookup that failed: the blob is in a hole, or
+// unknown.
+func (p *Pack) notFound(h Hash) error {
+	p.mu.RLock()
+	err := p.damaged(h)
+	p.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("blobpack: read %x: %w", h, ErrNotFound)
+}
+
+// healed forgets the hole of a blob stored again. The caller holds mu.
+func (p *Pack) healed(h Hash) {
+	delete(p.holeByHash, h)
+}
+
+// resyncWindow is how much of the pack resync reads at a time.
+const resyncWindow = 1 << 20
+
+// resync finds the first valid record at or after from (before size): a
+// record whose magic, header and CRC check. It returns its offset and
+// whether there is one.
+func (p *Pack) resync(from, size int64) (int64, bool, error) {
+	var mag [4]byte
+	binary.LittleEndian.PutUint32(mag[:], magic)
+	buf := make([]byte, resyncWindow)
+	for start := from; start < size; start += resyncWindow - int64(len(mag)-1) {
+		n, err := p.pack.ReadAt(buf[:min(int64(len(buf)), size-start)], start)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, false, fmt.Errorf("blobpack: open: read %s at %d: %w", PackFile, start, err)
+		}
+		for i := 0; ; i++ {
+			k := bytes.Index(buf[i:n], mag[:])
+			if k < 0 {
+				break
+			}
+			i += k
+			if ok, err := p.validRecordAt(start+int64(i), size); err != nil || ok {
+				return start + int64(i), ok, err
+			}
+		}
+		if int64(n) < int64(len(buf)) {
+			break
+		}
+	}
+	return 0, false, nil
+}
+
+// validRecordAt reports whether a whole, valid record starts at off.
+func (p *Pack) validRecordAt(off, size int64) (bool, error) {
+	var hdr [headerSize]byte
+	if off+headerSize > size {
+		return false, nil
+	}
+	if _, err := p.pack.ReadAt(hdr[:], off); err != nil {
+		return false, fmt.Errorf("blobpack: open: read %s at %d: %w", PackFile, off, err)
+	}
+	e, err := parseHeader(hdr[:], off)
+	if err != nil || checkHeader(hdr[:], &e) != nil || e.end() > size || int(e.StoredLen) > p.opts.maxBlobSize()+headerSize {
+		return false, nil
+	}
+	rec := make([]byte, e.recordSize())
+	if _, err := p.pack.ReadAt(rec, off); err != nil {
+		return false, fmt.Errorf("blobpack: open: read %s at %d: %w", PackFile, off, err)
+	}
+	_, _, err = decodeRecord(rec, off)
+	return err == nil, nil
+}
