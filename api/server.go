@@ -9,6 +9,7 @@ import (
 	"net/http"
 	_ "net/http/pprof" // registers /debug/pprof on DefaultServeMux, served only with Options.Pprof
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -88,14 +89,24 @@ func New(opts Options) http.Handler {
 	return e
 }
 
+// healthTimeout bounds /healthz: a stalled Postgres is a 503, not a hang.
+const healthTimeout = 2 * time.Second
+
 // healthz answers 200 "ok" (text/plain, as CXDB clients expect) when the
-// store is healthy, else 503 with the reason.
+// store is healthy, "ok (degraded: ...)" when it serves but lost
+// something, else 503 with the reason, within healthTimeout.
 func healthz(h HealthChecker) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if h != nil {
-			if err := h.Healthy(c.Request().Context()); err != nil {
-				return NewError(http.StatusServiceUnavailable, "not ready: %v", err)
-			}
+		if h == nil {
+			return c.String(http.StatusOK, "ok")
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), healthTimeout)
+		defer cancel()
+		if err := h.Healthy(ctx); err != nil {
+			return NewError(http.StatusServiceUnavailable, "not ready: %v", err)
+		}
+		if d, ok := h.(interface{ Degraded() string }); ok && d.Degraded() != "" {
+			return c.String(http.StatusOK, "ok (degraded: "+d.Degraded()+")")
 		}
 		return c.String(http.StatusOK, "ok")
 	}

@@ -291,6 +291,7 @@ func (c *committer) writeGroup(p *plan, now time.Time) error {
 		}
 	}
 	wg.Wait()
+	p.packEnd = c.e.blobs.Stats().PackBytes
 	if err := c.filesWritten(p, blobErr, logErr); err != nil {
 		p.tx.rollback()
 		return err

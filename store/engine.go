@@ -132,9 +132,21 @@ func (e *Engine) Healthy(ctx context.Context) error {
 	return nil
 }
 
+// Degraded says what is wrong with a store that serves but lost
+// something (damaged blob records); empty when nothing is.
+func (e *Engine) Degraded() string {
+	if n := len(e.blobs.Holes()); n > 0 {
+		return fmt.Sprintf("%d damaged records in the blob pack: their blobs cannot be read; run `cardbox verify`", n)
+	}
+	return ""
+}
+
 // Stats describes the store's size and work.
 type Stats struct {
-	Contexts  int
+	Contexts int
+	// PackHoles is how many damaged records of the blob pack recovery
+	// kept (see blobpack.Hole).
+	PackHoles int
 	Turns     int64
 	LastTurn  uint64
 	Blobs     int
@@ -149,7 +161,7 @@ func (e *Engine) Stats() Stats {
 	bs := e.blobs.Stats()
 	return Stats{
 		Contexts: e.contexts.len(), Turns: e.table.count.Load(), LastTurn: e.table.visible.Load(),
-		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(),
+		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(), PackHoles: len(e.blobs.Holes()),
 		Appends: e.committer.appends.Load(), Groups: e.committer.groups.Load(),
 	}
 }

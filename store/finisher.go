@@ -58,7 +58,7 @@ func (c *committer) commitGroup(p *plan) error {
 		p.tx.rollback()
 		return commitError(errInjected)
 	}
-	err := p.tx.commit()
+	err := p.tx.commit(p.packEndParams(c.e))
 	if err == nil {
 		return nil
 	}

@@ -55,13 +55,20 @@ func (t *groupTx) await() error {
 	return err
 }
 
-// commit sends COMMIT and returns the connection to the pool.
-func (t *groupTx) commit() error {
+// commit records the blob pack's end on the group's commit row and
+// commits, in one round trip, and returns the connection to the pool. The
+// pack's end is known only now: the group's blobs were written while its
+// statement ran.
+func (t *groupTx) commit(packEnd db.SetPackEndParams) error {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
 	defer t.conn.Release()
-	_, err := t.conn.Exec(ctx, "COMMIT")
-	return err
+	b := &pgx.Batch{}
+	if err := db.New(batchQueue{b}).SetPackEnd(ctx, packEnd); err != nil {
+		return err
+	}
+	b.Queue("COMMIT")
+	return t.conn.SendBatch(ctx, b).Close()
 }
 
 // rollback abandons the transaction; a nil groupTx is a no-op. A

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -143,6 +145,16 @@ func uncompressed(req *AppendRequest) ([]byte, error) {
 	}
 }
 
+// blobReadError is a stored blob that cannot be read: an internal error
+// whose message names the blob, since no per-turn error exists on the
+// binary protocol.
+func blobReadError(err error, h Hash, what string) error {
+	if errors.Is(err, blobpack.ErrDamaged) {
+		return wrapf(KindInternal, err, "%s %x lies in a damaged record of the blob pack; run `cardbox verify`", what, h)
+	}
+	return wrapf(KindInternal, err, "read %s %x", what, h)
+}
+
 func (e *Engine) checkFSRoot(ctx context.Context, t Tenant, root Hash) error {
 	ok, err := e.ownsBlob(ctx, t, root)
 	if err != nil {
@@ -254,7 +266,7 @@ func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (
 	}
 	data, err := e.blobs.View(m.hash)
 	if err != nil {
-		return Turn{}, wrapf(KindInternal, err, "read payload of turn %d", id)
+		return Turn{}, blobReadError(err, m.hash, fmt.Sprintf("payload of turn %d", id))
 	}
 	turn.Payload, turn.Compression, turn.UncompressedLen = data, CompressionNone, uint32(len(data))
 	return turn, nil
@@ -272,7 +284,7 @@ func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) 
 	}
 	data, err := e.blobs.View(h)
 	if err != nil {
-		return nil, wrapf(KindInternal, err, "read blob %x", h)
+		return nil, blobReadError(err, h, "blob")
 	}
 	return data, nil
 }

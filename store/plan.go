@@ -48,6 +48,7 @@ type plan struct {
 	turns    []plannedTurn
 	records  []turnlog.Record
 	logStart int64
+	packEnd  int64 // the blob pack's size once the group's blobs are written
 	maxTurn  uint64
 
 	heads    map[uint64]contextState
@@ -274,11 +275,21 @@ func (p *plan) addTurn(j *job, id uint64, meta turnMeta, now time.Time) {
 // rows.
 const pruneEvery = 1024
 
+// committedEnd is the turn log's end after the group's records.
+func (p *plan) committedEnd() int64 {
+	return p.logStart + int64(len(p.records))*turnlog.RecordSize
+}
+
+// packEndParams records the pack's end on the group's commit row.
+func (p *plan) packEndParams(e *Engine) db.SetPackEndParams {
+	return db.SetPackEndParams{PackEnd: p.packEnd, StoreID: e.storeID, CommittedEnd: p.committedEnd()}
+}
+
 // params builds the group's one Postgres statement.
 func (p *plan) params(e *Engine, now time.Time, nextTurn uint64) db.CommitAppendBatchParams {
 	a := db.CommitAppendBatchParams{
 		StoreID:      e.storeID,
-		CommittedEnd: p.logStart + int64(len(p.records))*turnlog.RecordSize,
+		CommittedEnd: p.committedEnd(),
 		NextTurnID:   int64(nextTurn),
 	}
 	if p.seq%pruneEvery == 0 {

@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
-	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -28,11 +27,17 @@ const storeIDFile = "STORE_ID"
 //  0. end the sessions an earlier process left open (see SessionName), so
 //     that nothing of it commits after this process has read the database;
 //  1. match the directory's STORE_ID with the database's turn_stores row;
-//  2. open the blob pack (its torn tail is cut; orphan blobs are harmless);
-//  3. open the turn log, failing on damage below committed_end and cutting
+//  2. refuse a directory that lost blobs/ or turns/ while the database
+//     holds committed turns;
+//  3. open the blob pack, never cutting below its committed end (a bad
+//     record there is a hole, recorded and logged; only a torn tail past
+//     it is cut; orphan blobs are harmless);
+//  4. open the turn log, failing on damage below committed_end and cutting
 //     everything from committed_end on (records of groups that never
 //     committed), loading every record left into the turn table;
-//  4. load tenants, type refs, heads and recent idempotency keys, and check
+//  5. cross-check: every committed payload and fs root is in the pack or
+//     in a hole, else refuse to start;
+//  6. load tenants, type refs, heads and recent idempotency keys, and check
 //     that every head names a loaded turn.
 func (e *Engine) recover(ctx context.Context) error {
 	if err := e.endEarlierSessions(ctx); err != nil {
@@ -42,7 +47,10 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if e.blobs, err = blobpack.Open(blobDir(e.opts.Dir), blobpack.Options{Reserve: e.opts.fileReserve()}); err != nil {
+	if err := checkDirs(e.opts.Dir, state); err != nil {
+		return err
+	}
+	if err := e.openBlobs(ctx, state); err != nil {
 		return err
 	}
 	if err := e.loadTenants(ctx); err != nil {
@@ -50,6 +58,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	maxTurn, err := e.openTurnLog(state.CommittedEnd)
 	if err != nil {
+		return err
+	}
+	if err := e.crossCheck(ctx, maxTurn); err != nil {
 		return err
 	}
 	if err := e.loadTypes(ctx); err != nil {
@@ -139,7 +150,7 @@ func (e *Engine) initState(ctx context.Context, fileID uuid.UUID) (db.GetTurnLog
 		return db.GetTurnLogStateRow{}, fmt.Errorf("init turn log state: %w", err)
 	}
 	e.storeID = id
-	return db.GetTurnLogStateRow{StoreID: id, CommittedEnd: 0, NextTurnID: 1}, nil
+	return db.GetTurnLogStateRow{StoreID: id, CommittedEnd: 0, NextTurnID: 1, PackEnd: -1}, nil
 }
 
 func readStoreID(dir string) (uuid.UUID, error) {

@@ -61,6 +61,15 @@ type IdempotencyKey struct {
 	RequestedParentTurnID pgtype.Int8
 }
 
+type PackHole struct {
+	StoreID     pgtype.UUID
+	StartOffset int64
+	EndOffset   int64
+	BlobHash    []byte
+	Reason      string
+	FirstFound  time.Time
+}
+
 type Tenant struct {
 	TenantID  string
 	TenantNo  int32
@@ -97,6 +106,7 @@ type TurnLogCommit struct {
 	CommittedEnd int64
 	NextTurnID   int64
 	CommittedAt  time.Time
+	PackEnd      pgtype.Int8
 }
 
 type TurnStore struct {

@@ -268,10 +268,11 @@ func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyPa
 const getTurnLogState = `-- name: GetTurnLogState :one
 SELECT s.store_id,
        coalesce(c.committed_end, 0)::bigint AS committed_end,
-       coalesce(c.next_turn_id, 1)::bigint AS next_turn_id
+       coalesce(c.next_turn_id, 1)::bigint AS next_turn_id,
+       coalesce(c.pack_end, -1)::bigint AS pack_end
 FROM turn_stores s
 LEFT JOIN LATERAL (
-    SELECT committed_end, next_turn_id FROM turn_log_commits
+    SELECT committed_end, next_turn_id, pack_end FROM turn_log_commits
     WHERE store_id = s.store_id ORDER BY committed_end DESC LIMIT 1
 ) c ON true
 LIMIT 1
@@ -281,13 +282,20 @@ type GetTurnLogStateRow struct {
 	StoreID      pgtype.UUID
 	CommittedEnd int64
 	NextTurnID   int64
+	PackEnd      int64
 }
 
-// The store and its latest commit (0 and 1 before the first).
+// The store and its latest commit (0 and 1 before the first); pack_end is
+// -1 when unknown: before the first commit, or recorded before the column.
 func (q *Queries) GetTurnLogState(ctx context.Context) (GetTurnLogStateRow, error) {
 	row := q.db.QueryRow(ctx, getTurnLogState)
 	var i GetTurnLogStateRow
-	err := row.Scan(&i.StoreID, &i.CommittedEnd, &i.NextTurnID)
+	err := row.Scan(
+		&i.StoreID,
+		&i.CommittedEnd,
+		&i.NextTurnID,
+		&i.PackEnd,
+	)
 	return i, err
 }
 
@@ -353,6 +361,30 @@ func (q *Queries) ListContexts(ctx context.Context) ([]ListContextsRow, error) {
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listFSRoots = `-- name: ListFSRoots :many
+SELECT DISTINCT fs_root_hash FROM fs_attachments
+`
+
+func (q *Queries) ListFSRoots(ctx context.Context) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, listFSRoots)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var fs_root_hash []byte
+		if err := rows.Scan(&fs_root_hash); err != nil {
+			return nil, err
+		}
+		items = append(items, fs_root_hash)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -432,6 +464,57 @@ func (q *Queries) ListTurnTypes(ctx context.Context) ([]ListTurnTypesRow, error)
 		return nil, err
 	}
 	return items, nil
+}
+
+const recordPackHole = `-- name: RecordPackHole :exec
+INSERT INTO pack_holes (store_id, start_offset, end_offset, blob_hash, reason)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (store_id, start_offset) DO NOTHING
+`
+
+type RecordPackHoleParams struct {
+	StoreID     pgtype.UUID
+	StartOffset int64
+	EndOffset   int64
+	BlobHash    []byte
+	Reason      string
+}
+
+func (q *Queries) RecordPackHole(ctx context.Context, arg RecordPackHoleParams) error {
+	_, err := q.db.Exec(ctx, recordPackHole,
+		arg.StoreID,
+		arg.StartOffset,
+		arg.EndOffset,
+		arg.BlobHash,
+		arg.Reason,
+	)
+	return err
+}
+
+const setPackEnd = `-- name: SetPackEnd :exec
+UPDATE turn_log_commits SET pack_end = $1::bigint
+WHERE store_id = $2 AND committed_end = $3
+  AND (NOT $4::boolean OR pack_end IS NULL)
+`
+
+type SetPackEndParams struct {
+	PackEnd      int64
+	StoreID      pgtype.UUID
+	CommittedEnd int64
+	OnlyUnset    bool
+}
+
+// Records the blob pack's end with a group's commit row; sent in the
+// group's transaction just before COMMIT, once the group's blobs are
+// durable. Also records the end a first start validated (@only_unset).
+func (q *Queries) SetPackEnd(ctx context.Context, arg SetPackEndParams) error {
+	_, err := q.db.Exec(ctx, setPackEnd,
+		arg.PackEnd,
+		arg.StoreID,
+		arg.CommittedEnd,
+		arg.OnlyUnset,
+	)
+	return err
 }
 
 const tenantOwnsBlob = `-- name: TenantOwnsBlob :one

@@ -1,11 +1,13 @@
 -- name: GetTurnLogState :one
--- The store and its latest commit (0 and 1 before the first).
+-- The store and its latest commit (0 and 1 before the first); pack_end is
+-- -1 when unknown: before the first commit, or recorded before the column.
 SELECT s.store_id,
        coalesce(c.committed_end, 0)::bigint AS committed_end,
-       coalesce(c.next_turn_id, 1)::bigint AS next_turn_id
+       coalesce(c.next_turn_id, 1)::bigint AS next_turn_id,
+       coalesce(c.pack_end, -1)::bigint AS pack_end
 FROM turn_stores s
 LEFT JOIN LATERAL (
-    SELECT committed_end, next_turn_id FROM turn_log_commits
+    SELECT committed_end, next_turn_id, pack_end FROM turn_log_commits
     WHERE store_id = s.store_id ORDER BY committed_end DESC LIMIT 1
 ) c ON true
 LIMIT 1;
@@ -143,3 +145,19 @@ SELECT (pg_total_relation_size('turns') + pg_total_relation_size('contexts')
 -- Ends the sessions another cardboxd process left on this database (see
 -- end_earlier_sessions in the migrations) and returns how many did not end.
 SELECT end_earlier_sessions(@prefix::text)::integer AS still_running;
+
+-- name: SetPackEnd :exec
+-- Records the blob pack's end with a group's commit row; sent in the
+-- group's transaction just before COMMIT, once the group's blobs are
+-- durable. Also records the end a first start validated (@only_unset).
+UPDATE turn_log_commits SET pack_end = @pack_end::bigint
+WHERE store_id = @store_id AND committed_end = @committed_end
+  AND (NOT @only_unset::boolean OR pack_end IS NULL);
+
+-- name: RecordPackHole :exec
+INSERT INTO pack_holes (store_id, start_offset, end_offset, blob_hash, reason)
+VALUES (@store_id, @start_offset, @end_offset, @blob_hash, @reason)
+ON CONFLICT (store_id, start_offset) DO NOTHING;
+
+-- name: ListFSRoots :many
+SELECT DISTINCT fs_root_hash FROM fs_attachments;

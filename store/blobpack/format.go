@@ -195,3 +195,6 @@ func decodeIndexEntry(b []byte) (e Entry, ok bool) {
 	e.Codec = Codec(b[idxOffCodec])
 	return e, true
 }
+
+// End is the pack offset just past the entry's record.
+func (e Entry) End() int64 { return e.end() }

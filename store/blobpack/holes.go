@@ -129,3 +129,13 @@ func (p *Pack) validRecordAt(off, size int64) (bool, error) {
 	_, _, err = decodeRecord(rec, off)
 	return err == nil, nil
 }
+
+// Has reports whether the blob with hash h is stored and readable: nil;
+// an error wrapping ErrDamaged when its record is in a hole; else one
+// wrapping ErrNotFound.
+func (p *Pack) Has(h Hash) error {
+	if _, ok := p.Lookup(h); ok {
+		return nil
+	}
+	return p.notFound(h)
+}
