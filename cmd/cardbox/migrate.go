@@ -2,23 +2,34 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/migrations"
 )
 
-// migrate applies the migrations to the configured database (starting the
-// data directory's embedded Postgres if no URL is set, and stopping it
-// again unless a server was already using it).
+// migrate applies the migrations to the configured database offline: it
+// takes the data directory's lock (a running server applied them when it
+// started), starts the embedded Postgres if no URL is set, and stops it
+// again.
 func migrate(ctx context.Context, args []string) error {
 	cfg, err := config.Parse("cardbox migrate", args, os.Stderr)
 	if err != nil {
 		return err
 	}
-	db, err := database.Open(ctx, cfg, database.Options{KeepEmbedded: true})
+	lock, err := datadir.Acquire(cfg.DataDir, "cardbox migrate")
+	if errors.Is(err, datadir.ErrLocked) {
+		return fmt.Errorf("%w (a running cardboxd applies the migrations when it starts; `cardbox migrate` is for a stopped one)", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	db, err := database.Open(ctx, cfg, database.Options{})
 	if err != nil {
 		return err
 	}

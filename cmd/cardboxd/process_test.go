@@ -114,12 +114,17 @@ func (p *serverProc) waitHealthy() {
 	p.t.Fatalf("cardboxd not healthy after 60s:\n%s", p.log)
 }
 
+// kill sends SIGKILL and checks that it is what ended the process.
 func (p *serverProc) kill() {
 	p.t.Helper()
 	if err := p.cmd.Process.Kill(); err != nil {
 		p.t.Fatal(err)
 	}
-	p.cmd.Wait()
+	_ = p.cmd.Wait()
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		p.t.Fatalf("cardboxd was not killed by SIGKILL: %v\n%s", p.cmd.ProcessState, p.log)
+	}
 }
 
 func (p *serverProc) stop() error {
@@ -207,7 +212,15 @@ func loadUntilKilled(t *testing.T, srv *serverProc, contexts []uint64, round int
 			}
 		})
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Kill once the writers are in full swing.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		n := len(done)
+		mu.Unlock()
+		if n >= 2000 || time.Now().After(deadline) {
+			break
+		}
+	}
 	srv.kill()
 	wg.Wait()
 	if len(done) == 0 {

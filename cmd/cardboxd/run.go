@@ -14,14 +14,31 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/internal/connlimit"
+	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/store"
 )
 
 // run starts everything, serves until ctx ends, then shuts down in order:
 // listeners stop taking work and finish in-flight requests, the store
 // answers its queued appends and closes its files, Postgres stops last.
+//
+// Before anything else it takes the data directory's lock (a second server
+// on the same directory exits here, touching nothing) and binds both
+// listeners (a port clash fails before a cluster is initialised).
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	db, err := database.Open(ctx, cfg, database.Options{NameSessions: true, Logger: log})
+	lock, err := datadir.Acquire(cfg.DataDir, fmt.Sprintf("cardboxd serving %s and %s", cfg.BinaryAddr, cfg.HTTPAddr))
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	binLn, httpLn, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer binLn.Close()
+	defer httpLn.Close()
+
+	db, err := database.Open(ctx, cfg, database.Options{NameSessions: true, Supervise: true, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -33,10 +50,6 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	defer engine.Close()
 
-	binLn, httpLn, err := listen(cfg)
-	if err != nil {
-		return err
-	}
 	routes, stopBackground := domainRoutes(ctx, cfg, db, log)
 	defer stopBackground()
 

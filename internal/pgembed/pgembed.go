@@ -53,12 +53,13 @@ type Options struct {
 
 // Server is a running embedded cluster.
 type Server struct {
-	dir     string
-	bins    *binaries
-	sockDir string
-	user    *runAs
-	log     *slog.Logger
-	started bool // this Start started postgres (it was not already running)
+	dir      string
+	bins     *binaries
+	sockDir  string
+	user     *runAs
+	log      *slog.Logger
+	settings map[string]string
+	started  bool // this Start started postgres (it was not already running)
 }
 
 // Start initialises the cluster if needed, starts it unless it already runs,
@@ -76,7 +77,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, bins: bins, sockDir: socketDir(dir), user: user, log: opts.Logger}
+	s := &Server{dir: dir, bins: bins, sockDir: socketDir(dir), user: user, log: opts.Logger, settings: opts.Settings}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -95,6 +96,28 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.started = true
 	return s, s.waitReady(ctx)
+}
+
+// Running reports whether the cluster's postmaster is running (pg_ctl
+// status), whether or not it answers.
+func (s *Server) Running(ctx context.Context) bool {
+	_, err := s.run(ctx, s.bins.pgCtl, "status", "-D", s.dataDir())
+	return err == nil
+}
+
+// Ping checks that the cluster accepts connections, within 2 s.
+func (s *Server) Ping(ctx context.Context) error { return s.ping(ctx) }
+
+// Restart starts the cluster again after its postmaster died (crashed or
+// was killed), with the settings of Start, and waits until it is ready.
+func (s *Server) Restart(ctx context.Context) error {
+	if s.Running(ctx) {
+		return s.waitReady(ctx)
+	}
+	if err := s.start(ctx, s.settings); err != nil {
+		return err
+	}
+	return s.waitReady(ctx)
 }
 
 // Started reports whether Start started postgres rather than finding it

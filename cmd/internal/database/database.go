@@ -38,16 +38,22 @@ var embeddedSettings = map[string]string{
 // DB is an open, migrated database.
 type DB struct {
 	Pool     *pgxpool.Pool
+	// embedded is the data directory's cluster, which the caller owns by
+	// holding the directory's lock (see internal/datadir): Close stops it,
+	// whether Open started it or adopted it from a process that died.
 	embedded *pgembed.Server
-	stopPG   bool
+	log      *slog.Logger
+	// stopWatch ends the watch on the embedded cluster; watchDone closes
+	// when it has.
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 // Options say how to open the database.
 type Options struct {
-	// KeepEmbedded leaves an embedded cluster running on Close if it was
-	// already running when Open found it (the CLI uses this so that it does
-	// not stop a server's database).
-	KeepEmbedded bool
+	// Supervise restarts an embedded cluster whose postmaster dies, with
+	// backoff, until Close (the server sets it).
+	Supervise bool
 	// NameSessions names this process's Postgres sessions with
 	// store.SessionName, for the server: its turn store's recovery ends the
 	// sessions of other processes so named. The CLI leaves its sessions
@@ -56,10 +62,14 @@ type Options struct {
 	Logger       *slog.Logger
 }
 
-// Open connects (starting the embedded cluster if no URL is configured) and
-// migrates.
+// Open connects (starting or adopting the embedded cluster if no URL is
+// configured) and migrates. With no URL the caller must hold the data
+// directory's lock.
 func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
-	d := &DB{}
+	d := &DB{log: opts.Logger}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
 	url := cfg.DatabaseURL
 	if url == "" {
 		srv, err := pgembed.Start(ctx, pgembed.Options{
@@ -69,7 +79,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.embedded, d.stopPG = srv, srv.Started() || !opts.KeepEmbedded
+		d.embedded = srv
 		if err := srv.EnsureDatabase(ctx, embeddedDB); err != nil {
 			d.Close(ctx)
 			return nil, err
@@ -80,7 +90,53 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 		d.Close(ctx)
 		return nil, err
 	}
+	if d.embedded != nil && opts.Supervise {
+		d.watch()
+	}
 	return d, nil
+}
+
+// Backoff of restarts of the embedded cluster.
+const (
+	watchInterval  = time.Second
+	maxRestartWait = 30 * time.Second
+)
+
+// watch starts the goroutine that restarts the embedded cluster when its
+// postmaster dies; Close stops it.
+func (d *DB) watch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stopWatch, d.watchDone = cancel, make(chan struct{})
+	go func() {
+		defer close(d.watchDone)
+		backoff := watchInterval
+		for wait(ctx, backoff) {
+			if d.embedded.Running(ctx) {
+				backoff = watchInterval
+				continue
+			}
+			d.log.Error("embedded postgres died; restarting it")
+			if err := d.embedded.Restart(ctx); err != nil {
+				backoff = min(2*backoff, maxRestartWait)
+				d.log.Error("restart embedded postgres", "err", err, "retry_in", backoff)
+				continue
+			}
+			d.log.Info("embedded postgres restarted")
+			backoff = watchInterval
+		}
+	}()
+}
+
+// wait sleeps for d unless ctx ends first; it reports whether ctx is live.
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (d *DB) connect(ctx context.Context, url string, nameSessions bool) error {
@@ -109,10 +165,14 @@ func (d *DB) connect(ctx context.Context, url string, nameSessions bool) error {
 // Close closes the pool and stops the embedded cluster if this process
 // owns it.
 func (d *DB) Close(ctx context.Context) error {
+	if d.stopWatch != nil {
+		d.stopWatch()
+		<-d.watchDone
+	}
 	if d.Pool != nil {
 		d.Pool.Close()
 	}
-	if d.embedded != nil && d.stopPG {
+	if d.embedded != nil {
 		return d.embedded.Stop(ctx)
 	}
 	return nil
