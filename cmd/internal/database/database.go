@@ -37,7 +37,7 @@ var embeddedSettings = map[string]string{
 
 // DB is an open, migrated database.
 type DB struct {
-	Pool     *pgxpool.Pool
+	Pool *pgxpool.Pool
 	// embedded is the data directory's cluster, which the caller owns by
 	// holding the directory's lock (see internal/datadir): Close stops it,
 	// whether Open started it or adopted it from a process that died.
