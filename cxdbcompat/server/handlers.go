@@ -65,7 +65,7 @@ func (s *session) createContext(f cxdbcompat.Frame) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := s.srv.opts.Store.CreateContext(s.ctx, s.tenant, req.BaseTurnID, "")
+	h, err := s.srv.opts.Store.CreateContext(s.ctx, s.tenant, req.BaseTurnID, s.tag())
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +142,20 @@ const turnRecordFixed = 8 + 8 + 4 + 4 + 4*4 + cxdbcompat.HashSize + 4
 
 // turnListFrame encodes the turns straight into a frame buffer of the
 // right size, without building records first.
+//
+// When the last record's payload is empty (always so without
+// include_payload), one padding byte follows it: the official Go client
+// reads each payload with bytes.Reader.Read, which answers io.EOF for an
+// empty read at the end of its buffer, so without the byte it fails every
+// such answer. Both official clients ignore bytes after the records.
 func turnListFrame(f cxdbcompat.Frame, turns []store.Turn) []byte {
 	size := 4
 	for i := range turns {
 		size += turnRecordFixed + len(turns[i].TypeID) + len(turns[i].Payload)
+	}
+	pad := len(turns) > 0 && len(turns[len(turns)-1].Payload) == 0
+	if pad {
+		size++
 	}
 	return sizedFrame(f.Type, f.ReqID, size, func(dst []byte) []byte {
 		dst = cxdbcompat.AppendTurnListHeader(dst, uint32(len(turns)))
@@ -156,6 +166,9 @@ func turnListFrame(f cxdbcompat.Frame, turns []store.Turn) []byte {
 				DeclaredTypeVersion: t.TypeVersion, Encoding: t.Encoding, Compression: t.Compression,
 				UncompressedLen: t.UncompressedLen, ContentHash: cxdbcompat.Hash(t.Hash), Payload: t.Payload,
 			}.AppendTo(dst)
+		}
+		if pad {
+			dst = append(dst, 0)
 		}
 		return dst
 	})

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/store"
@@ -26,6 +28,7 @@ type session struct {
 
 	tenant    store.Tenant // set at HELLO or at the first request
 	hasTenant bool
+	clientTag atomic.Pointer[string] // from HELLO; recorded on the contexts the session creates
 
 	in       *pacedReader
 	inflight chan struct{} // semaphore of running handlers
@@ -155,6 +158,10 @@ func (s *session) hello(f cxdbcompat.Frame) []byte {
 	if err != nil {
 		return errorFrame(f.ReqID, err)
 	}
+	if strings.IndexByte(req.ClientTag, 0) >= 0 {
+		return errorFrame(f.ReqID, &protocolError{400, "BAD_REQUEST", "client_tag contains a NUL byte"})
+	}
+	s.clientTag.Store(&req.ClientTag)
 	if !s.hasTenant {
 		if err := s.authenticate(req); err != nil {
 			return errorFrame(f.ReqID, err)
@@ -217,4 +224,12 @@ func (s *session) writeFailed(err error) {
 	s.writeErr = true
 	s.cancel()
 	s.conn.Close()
+}
+
+// tag is the client tag the session sent at HELLO, "" without one.
+func (s *session) tag() string {
+	if t := s.clientTag.Load(); t != nil {
+		return *t
+	}
+	return ""
 }
