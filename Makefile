@@ -17,7 +17,11 @@ FUZZ_TARGETS = \
 	./store/blobpack:FuzzDecodeRecord \
 	./store/turnlog:FuzzUnmarshalRecord
 
-.PHONY: run test lint unit fuzz fuzz-check sqlc sqlc-check bench build
+# The shared material beside the repository (fixtures, the official CXDB
+# client); CARDBOX_SHARED_DIR says where it is when it is not ../shared.
+SHARED_DIR ?= $(or $(CARDBOX_SHARED_DIR),$(abspath ../shared))
+
+.PHONY: run test lint unit fuzz fuzz-check sqlc sqlc-check bench build interop
 
 # Run the server (embedded Postgres in ./data unless CARDBOX_DATABASE_URL is
 # set); flags go in ARGS, e.g. make run ARGS='--http-addr 127.0.0.1:8080'.
@@ -28,7 +32,7 @@ run: build
 
 # Every test: format and vet, all tests with the race detector against real
 # Postgres and real files, each fuzz test briefly, and the sqlc check.
-test: lint fuzz-check unit fuzz sqlc-check
+test: lint fuzz-check unit interop fuzz sqlc-check
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -36,6 +40,21 @@ lint:
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+# The unmodified official CXDB Go client against a real cardboxd, from its
+# own module (internal/interop) with the client taken from SHARED_DIR. In
+# CI a missing client fails; elsewhere it is skipped, loudly.
+interop:
+	@client=$(SHARED_DIR)/vendor/cxdb-go-client; \
+	if [ ! -d "$$client" ]; then \
+		if [ -n "$$CI" ]; then echo "interop: $$client not found (set CARDBOX_SHARED_DIR)"; exit 1; fi; \
+		echo "WARNING: interop tests SKIPPED: $$client not found (set CARDBOX_SHARED_DIR)"; exit 0; \
+	fi; \
+	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	cp internal/interop/go.mod internal/interop/go.sum $$tmp/; \
+	cd internal/interop && \
+	$(GO) mod edit -modfile=$$tmp/go.mod -replace=github.com/strongdm/ai-cxdb/clients/go=$$client && \
+	$(GO) test -count=1 -modfile=$$tmp/go.mod ./...
 
 # Fails when a fuzz test exists that FUZZ_TARGETS does not list.
 fuzz-check:
