@@ -83,6 +83,8 @@ func CardBoxErrors(err error) *Error {
 		return NewError(http.StatusUnprocessableEntity, "%s", err.Error())
 	case cardbox.Unavailable(err):
 		return NewError(http.StatusServiceUnavailable, "database unavailable; retry later")
+	case cardbox.DiskFull(err):
+		return NewError(http.StatusInsufficientStorage, "disk full: the database cannot write; free space and retry")
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/cardboxhq/cardbox/store"
 )
 
 // Error is the body of every error response:
@@ -43,6 +45,7 @@ var kinds = map[int]string{
 	http.StatusUnsupportedMediaType:  "UNSUPPORTED_MEDIA_TYPE",
 	http.StatusUnprocessableEntity:   "UNPROCESSABLE",
 	http.StatusServiceUnavailable:    "UNAVAILABLE",
+	http.StatusInsufficientStorage:   "DISK_FULL",
 	http.StatusInternalServerError:   "INTERNAL",
 }
 
@@ -53,6 +56,34 @@ func NewError(status int, format string, args ...any) *Error {
 		kind = http.StatusText(status)
 	}
 	return &Error{Status: status, Message: fmt.Sprintf(format, args...), Kind: kind}
+}
+
+// storeStatus is the HTTP status of each turn store error kind.
+var storeStatus = map[store.Kind]int{
+	store.KindInvalid:       http.StatusBadRequest,
+	store.KindNotFound:      http.StatusNotFound,
+	store.KindConflict:      http.StatusConflict,
+	store.KindUnprocessable: http.StatusUnprocessableEntity,
+	store.KindUnavailable:   http.StatusServiceUnavailable,
+	store.KindDiskFull:      http.StatusInsufficientStorage,
+	store.KindInternal:      http.StatusInternalServerError,
+}
+
+// StoreErrors maps turn store errors: the kind gives the status, the
+// message and details go to the client, except an internal error's cause,
+// which is logged. It returns nil for other errors.
+func StoreErrors(err error) *Error {
+	var se *store.Error
+	if !errors.As(err, &se) {
+		return nil
+	}
+	status := storeStatus[se.Kind]
+	if se.Kind == store.KindInternal {
+		return NewError(status, "%s", se.Msg)
+	}
+	e := NewError(status, "%s", se.Error())
+	e.Details = se.Details
+	return e
 }
 
 // ErrorMapper turns a domain error into an API error; it returns nil for

@@ -115,7 +115,7 @@ func healthz(h HealthChecker) echo.HandlerFunc {
 // errorMappers returns Options.ErrorMappers plus the MapError method of
 // every route group that has one.
 func errorMappers(opts Options) []ErrorMapper {
-	mappers := append([]ErrorMapper(nil), opts.ErrorMappers...)
+	mappers := append([]ErrorMapper{StoreErrors}, opts.ErrorMappers...)
 	for _, r := range opts.Routes {
 		if m, ok := r.(interface{ MapError(error) *Error }); ok {
 			mappers = append(mappers, m.MapError)

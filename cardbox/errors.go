@@ -29,6 +29,9 @@ var (
 // caller may retry later, and the request is not at fault.
 func Unavailable(err error) bool { return pgerr.Unavailable(err) }
 
+// DiskFull reports whether err means Postgres ran out of disk space.
+func DiskFull(err error) bool { return pgerr.DiskFull(err) }
+
 // ValidationError says which field of a request is wrong and why. It
 // matches ErrInvalid.
 type ValidationError struct {

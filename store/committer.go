@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/syncfile"
 )
 
 // job is one append or one blob put waiting for the committer.
@@ -65,6 +67,10 @@ type committer struct {
 	failedEpoch atomic.Uint64 // groups of this epoch or older must not commit
 	rollback    atomic.Pointer[rollbackRequest]
 	broken      atomic.Pointer[error]
+	// dbDown is set when Postgres failed a group for being unavailable and
+	// cleared when a group commits; meanwhile groups hear from Postgres
+	// before they write any file (see writeGroup).
+	dbDown atomic.Bool
 
 	appends, groups atomic.Int64 // committed by this process
 }
@@ -81,7 +87,7 @@ func newCommitter(e *Engine, nextTurn uint64, idem *idemTable) *committer {
 	c := &committer{
 		e: e, queue: make(chan *job, 4*e.opts.MaxBatch), written: make(chan *plan, 1),
 		quit: make(chan struct{}), exited: make(chan struct{}),
-		idem: idem, nextTurn: nextTurn, epoch: 1, shadow: newShadow(), lastSwep: time.Now(),
+		idem: idem, nextTurn: nextTurn, epoch: 1, shadow: newShadow(), lastSwep: e.now(),
 	}
 	finished := make(chan struct{})
 	go func() { defer close(finished); c.finishLoop() }()
@@ -223,16 +229,37 @@ func (c *committer) write(batch []*job) {
 		return
 	}
 	c.shadow.forget(c.published.Load())
-	now := time.Now()
+	now := c.e.now()
 	c.seq++
 	p := c.plan(batch, now)
 	p.seq, p.epoch = c.seq, c.epoch
 	if err := c.writeGroup(p, now); err != nil {
-		p.failPending(err)
+		if !c.retryAlone(p, err) {
+			p.failPending(err)
+		}
 		return
 	}
 	c.remember(p, now)
 	c.written <- p
+}
+
+// retryAlone makes one bad append fail alone: when Postgres refused a
+// group's statement for its data, each of the group's appends is written
+// again as a group of its own, and only the one at fault fails. It reports
+// whether it did so.
+func (c *committer) retryAlone(p *plan, err error) bool {
+	if KindOf(err) != KindUnprocessable || len(p.jobs) < 2 {
+		return false
+	}
+	c.e.log.Warn("Postgres refused a group's data; retrying its appends one by one", "appends", len(p.jobs), "err", err)
+	for _, j := range p.jobs {
+		if o, ok := p.outcomes[j]; ok && o.err != nil {
+			j.done <- o // refused while planning: nothing to retry
+			continue
+		}
+		c.write([]*job{j})
+	}
+	return true
 }
 
 // applyRollback cuts the records of failed groups from the turn log and
@@ -272,22 +299,29 @@ func (c *committer) remember(p *plan, now time.Time) {
 // executes the group's statement in a transaction; the finisher sends
 // COMMIT only after all of it, so a committed row never names bytes a
 // crash could lose.
+//
+// After Postgres failed a group for being unreachable, the next groups run
+// their statement first and write their files only once it succeeded, so
+// that an outage does not fill the pack with blobs no row will name.
 func (c *committer) writeGroup(p *plan, now time.Time) error {
+	// The writer is the log's only writer, so the group's records start at
+	// its current end; the statement records that offset.
+	p.logStart = c.e.turns.Size()
+	probe := len(p.turns) > 0 && c.dbDown.Load()
 	var blobErr, logErr, stmtErr error
+	if probe {
+		if stmtErr = c.startStatement(p, now); stmtErr != nil {
+			return c.statementFailed(p, stmtErr)
+		}
+	}
 	var wg sync.WaitGroup
 	if len(p.puts) > 0 {
 		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Put(p.puts) })
 	}
-	// The writer is the log's only writer, so the group's records start at
-	// its current end; the statement records that offset.
-	p.logStart = c.e.turns.Size()
 	if len(p.turns) > 0 {
 		wg.Go(func() { logErr = c.appendRecords(p) })
-		p.tx, stmtErr = c.e.sendGroup(p.params(c.e, now, c.nextTurn))
-		if stmtErr == nil {
-			if stmtErr = p.tx.await(); stmtErr != nil {
-				p.tx = nil
-			}
+		if !probe {
+			stmtErr = c.startStatement(p, now)
 		}
 	}
 	wg.Wait()
@@ -306,6 +340,20 @@ func (c *committer) writeGroup(p *plan, now time.Time) error {
 	return nil
 }
 
+// startStatement sends BEGIN and the group's statement and waits for them;
+// on success the group's transaction stays open for COMMIT.
+func (c *committer) startStatement(p *plan, now time.Time) error {
+	tx, err := c.e.sendGroup(p.params(c.e, now, c.nextTurn))
+	if err != nil {
+		return err
+	}
+	if err := tx.await(); err != nil {
+		return err
+	}
+	p.tx = tx
+	return nil
+}
+
 func (c *committer) appendRecords(p *plan) error {
 	start, err := c.e.turns.Append(p.records)
 	if err == nil && start != p.logStart {
@@ -314,21 +362,27 @@ func (c *committer) appendRecords(p *plan) error {
 	return err
 }
 
-// filesWritten checks the file writes. A failed write stops the store:
-// the file is in a state only recovery sorts out.
+// filesWritten checks the file writes. A full disk fails only this group:
+// the files were cut back and take writes again once space is free. Any
+// other failed write stops the store: the file is in a state only
+// recovery sorts out.
 func (c *committer) filesWritten(p *plan, blobErr, logErr error) error {
+	if blobErr == nil && logErr == nil {
+		return nil
+	}
+	if logErr == nil && len(p.turns) > 0 {
+		if err := c.e.turns.Truncate(p.logStart); err != nil {
+			return c.fail(wrapf(KindInternal, err, "roll back turn log after failed blob write (%v)", blobErr))
+		}
+	}
+	full := func(err error) bool { return err == nil || errors.Is(err, syncfile.ErrNoSpace) }
+	if full(blobErr) && full(logErr) {
+		return wrapf(KindDiskFull, errors.Join(blobErr, logErr), "disk full: the append was not written; free space in the data directory and retry")
+	}
 	if logErr != nil {
 		return c.fail(wrapf(KindInternal, logErr, "write turn log"))
 	}
-	if blobErr != nil {
-		if len(p.turns) > 0 {
-			if err := c.e.turns.Truncate(p.logStart); err != nil {
-				return c.fail(wrapf(KindInternal, err, "roll back turn log after failed blob write (%v)", blobErr))
-			}
-		}
-		return c.fail(wrapf(KindInternal, blobErr, "write blobs"))
-	}
-	return nil
+	return c.fail(wrapf(KindInternal, blobErr, "write blobs"))
 }
 
 // statementFailed cuts the group's records (nothing of it committed) and
@@ -337,7 +391,11 @@ func (c *committer) statementFailed(p *plan, err error) error {
 	if terr := c.e.turns.Truncate(p.logStart); terr != nil {
 		return c.fail(wrapf(KindInternal, terr, "roll back turn log after failed statement (%v)", err))
 	}
-	return commitError(err)
+	err = commitError(err)
+	if KindOf(err) == KindUnavailable {
+		c.dbDown.Store(true)
+	}
+	return err
 }
 
 // fail marks the committer broken: its files or Postgres are in a state

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -35,7 +36,10 @@ type Options struct {
 	// (default DefaultMaxIdempotencyKeys); Postgres answers for older
 	// keys of the window.
 	MaxIdempotencyKeys int
-	Logger             *slog.Logger
+	// Now is the clock of idempotency keys and their expiry (time.Now
+	// when nil).
+	Now    func() time.Time
+	Logger *slog.Logger
 	// hooks are test-only fault injection points (see hooks.go).
 	hooks *hooks
 }
@@ -68,6 +72,11 @@ type Engine struct {
 
 	committer *committer
 
+	// stopPurge ends the goroutine that purges expired idempotency keys;
+	// purgeDone closes when it has.
+	stopPurge context.CancelFunc
+	purgeDone chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -86,6 +95,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool, q: db.New(opts.Pool),
 		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
@@ -95,13 +107,20 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		e.closeFiles()
 		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)
 	}
+	e.startPurge()
 	return e, nil
 }
+
+func (e *Engine) now() time.Time { return e.opts.Now() }
 
 // Close stops the committer after the queued appends are answered and
 // closes the files. It does not close the pool.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
+		if e.stopPurge != nil {
+			e.stopPurge()
+			<-e.purgeDone
+		}
 		if e.committer != nil {
 			e.committer.stop()
 		}

@@ -17,9 +17,14 @@ const (
 	KindConflict                  // the bytes contradict what the client declared (hash, length), or an idempotency key is reused for another append
 	KindUnprocessable             // well-formed but unsupported (compression, sizes)
 	KindUnavailable               // the database is unreachable or the store is shutting down
+	KindDiskFull                  // the data directory's file system is full; writes resume when space is freed
 )
 
-var kindNames = [...]string{"INTERNAL", "INVALID", "NOT_FOUND", "CONFLICT", "UNPROCESSABLE", "UNAVAILABLE"}
+// Kinds lists every Kind, for the tests that check each surface maps them
+// all.
+var Kinds = []Kind{KindInternal, KindInvalid, KindNotFound, KindConflict, KindUnprocessable, KindUnavailable, KindDiskFull}
+
+var kindNames = [...]string{"INTERNAL", "INVALID", "NOT_FOUND", "CONFLICT", "UNPROCESSABLE", "UNAVAILABLE", "DISK_FULL"}
 
 // String returns the kind's protocol name, e.g. "NOT_FOUND".
 func (k Kind) String() string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -26,6 +27,9 @@ func (c *committer) finish(p *plan) {
 	}
 	if p.tx != nil {
 		if err := c.commitGroup(p); err != nil {
+			if KindOf(err) == KindUnavailable {
+				c.dbDown.Store(true)
+			}
 			c.failedEpoch.Store(p.epoch)
 			c.rollback.Store(&rollbackRequest{seq: p.seq, logStart: p.logStart})
 			p.failPending(err)
@@ -63,9 +67,11 @@ func (c *committer) commitGroup(p *plan) error {
 		return nil
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
+	if errors.As(err, &pgErr) && !pgerr.Unavailable(err) {
 		return commitError(err) // the server refused: nothing committed
 	}
+	// The connection broke, or the server ended the session or shut down:
+	// the COMMIT may or may not have happened. Ask, never guess.
 	committed, known := c.wasCommitted(p)
 	switch {
 	case known && committed:
@@ -77,13 +83,18 @@ func (c *committer) commitGroup(p *plan) error {
 	}
 }
 
-// commitError is what the clients of a group that did not commit hear.
+// commitError is what the clients of a group that did not commit hear:
+// unprocessable when Postgres refused the data, unavailable when it could
+// not be reached or serve, internal otherwise.
 func commitError(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return wrapf(KindInternal, err, "commit turns")
+	switch {
+	case pgerr.DataError(err):
+		return wrapf(KindUnprocessable, err, "commit turns: Postgres refused the data")
+	case !errors.As(err, &pgErr) || pgerr.Unavailable(err):
+		return wrapf(KindUnavailable, err, "commit turns: database unavailable; retry")
 	}
-	return wrapf(KindUnavailable, err, "commit turns: database unavailable")
+	return wrapf(KindInternal, err, "commit turns")
 }
 
 // wasCommitted asks Postgres whether the group's first turn exists,
@@ -120,6 +131,9 @@ func (c *committer) publish(p *plan) {
 		c.e.types.add(t.tenant, t.ref, t.typeID)
 	}
 	c.published.Store(p.seq)
+	if len(p.turns) > 0 {
+		c.dbDown.Store(false)
+	}
 	c.appends.Add(int64(len(p.turns)))
 	c.groups.Add(1)
 	p.answer()

@@ -199,7 +199,7 @@ func (t *idemTable) expire(now time.Time) {
 func (e *Engine) replayFromDB(ctx context.Context, t Tenant, req *AppendRequest) (res AppendResult, found bool, err error) {
 	row, err := e.q.GetIdempotencyKey(ctx, db.GetIdempotencyKeyParams{
 		TenantID: t.ID, ContextID: int64(req.ContextID), IdempotencyKey: req.IdempotencyKey,
-		Since: time.Now().Add(-IdempotencyWindow),
+		Since: e.now().Add(-IdempotencyWindow),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return AppendResult{}, false, nil
@@ -220,4 +220,41 @@ func (e *Engine) replayFromDB(ctx context.Context, t Tenant, req *AppendRequest)
 		return AppendResult{}, true, err
 	}
 	return AppendResult{ContextID: req.ContextID, TurnID: turn, Depth: m.depth, ContentHash: m.hash, Replayed: true}, true, nil
+}
+
+// purgeInterval is how often expired idempotency keys are deleted from
+// Postgres.
+const purgeInterval = 10 * time.Minute
+
+// PurgeIdempotencyKeys deletes the keys older than IdempotencyWindow from
+// Postgres and returns how many; memory forgets them as it goes.
+func (e *Engine) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
+	n, err := e.q.DeleteIdempotencyKeysBefore(ctx, e.now().Add(-IdempotencyWindow))
+	if err != nil {
+		return 0, wrapf(KindUnavailable, err, "purge idempotency keys")
+	}
+	return n, nil
+}
+
+// startPurge runs PurgeIdempotencyKeys every purgeInterval until Close.
+func (e *Engine) startPurge() {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stopPurge, e.purgeDone = cancel, make(chan struct{})
+	go func() {
+		defer close(e.purgeDone)
+		t := time.NewTicker(purgeInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if n, err := e.PurgeIdempotencyKeys(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("purge idempotency keys", "err", err)
+			} else if n > 0 {
+				e.log.Info("purged expired idempotency keys", "keys", n)
+			}
+		}
+	}()
 }

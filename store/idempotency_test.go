@@ -5,7 +5,11 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 // A reused idempotency key is a retry only if the append is the same:
@@ -134,5 +138,58 @@ func TestIdempotencyIndexIsBounded(t *testing.T) {
 	wantConflict(t, err, first[0].TurnID, []string{"payload"})
 	if n := s.countRows("turns"); n != len(reqs) {
 		t.Fatalf("turn rows = %d, want %d", n, len(reqs))
+	}
+}
+
+// Keys expire after IdempotencyWindow: the purge deletes them from
+// Postgres, and a repeat after the window makes a new turn.
+func TestIdempotencyKeysExpireAndArePurged(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	pool := pgtest.NewPool(t)
+	e, err := Open(context.Background(), Options{Dir: t.TempDir(), Pool: pool, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ten, err := e.Tenant(context.Background(), DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.CreateContext(context.Background(), ten, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := turnReq(h.ContextID, 0, []byte("once a day"))
+	req.IdempotencyKey = []byte("daily")
+	first, err := e.Append(context.Background(), ten, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() (n int) {
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	mu.Lock()
+	clock = clock.Add(IdempotencyWindow - time.Minute)
+	mu.Unlock()
+	if n, err := e.PurgeIdempotencyKeys(context.Background()); err != nil || n != 0 || count() != 1 {
+		t.Fatalf("purge inside the window: %d, %v; %d keys left, want 1", n, err, count())
+	}
+	if r, err := e.Append(context.Background(), ten, req); err != nil || r.TurnID != first.TurnID {
+		t.Fatalf("repeat inside the window: %+v, %v", r, err)
+	}
+	mu.Lock()
+	clock = clock.Add(2 * time.Minute)
+	mu.Unlock()
+	if n, err := e.PurgeIdempotencyKeys(context.Background()); err != nil || n != 1 || count() != 0 {
+		t.Fatalf("purge after the window: %d, %v; %d keys left, want 0", n, err, count())
+	}
+	r, err := e.Append(context.Background(), ten, req)
+	if err != nil || r.TurnID == first.TurnID || r.Replayed {
+		t.Fatalf("repeat after the window: %+v, %v; want a new turn", r, err)
 	}
 }

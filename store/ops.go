@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
@@ -66,7 +65,7 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 			return AppendResult{}, err
 		}
 	}
-	if len(req.IdempotencyKey) > 0 && e.committer.idem.mayMiss(time.Now().Add(-IdempotencyWindow)) {
+	if len(req.IdempotencyKey) > 0 && e.committer.idem.mayMiss(e.now().Add(-IdempotencyWindow)) {
 		if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
 			return res, err
 		}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/cardboxhq/cardbox/store/syncfile"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -269,7 +268,7 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 
 func (e *Engine) loadIdempotencyKeys(ctx context.Context) (*idemTable, error) {
 	t := newIdemTable(e.opts.MaxIdempotencyKeys)
-	rows, err := e.q.ListIdempotencyKeysSince(ctx, time.Now().Add(-IdempotencyWindow))
+	rows, err := e.q.ListIdempotencyKeysSince(ctx, e.now().Add(-IdempotencyWindow))
 	if err != nil {
 		return t, fmt.Errorf("load idempotency keys: %w", err)
 	}

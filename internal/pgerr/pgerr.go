@@ -23,7 +23,15 @@ const (
 	deadlockDetected       = "40P01"
 	idleSessionTimeout     = "57P05"
 	idleInTransactionAbort = "25P03"
+	diskFull               = "53100"
 )
+
+// DiskFull reports whether Postgres could not write for lack of disk
+// space.
+func DiskFull(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == diskFull
+}
 
 // Unavailable reports whether err means Postgres could not be reached or
 // could not serve the statement now: connection failures, terminated
@@ -43,6 +51,9 @@ func Unavailable(err error) bool {
 }
 
 func unavailableCode(code string) bool {
+	if code == diskFull {
+		return false // DiskFull: waiting does not help, freeing space does
+	}
 	switch code {
 	case adminShutdown, crashShutdown, cannotConnectNow, queryCanceled,
 		serializationFailure, deadlockDetected, idleSessionTimeout, idleInTransactionAbort:

@@ -32,6 +32,7 @@ func TestClassify(t *testing.T) {
 		{"admin shutdown", &pgconn.PgError{Code: "57P01"}, true, false},
 		{"cannot connect now", &pgconn.PgError{Code: "57P03"}, true, false},
 		{"too many connections", &pgconn.PgError{Code: "53300"}, true, false},
+		{"disk full", &pgconn.PgError{Code: "53100"}, false, false},
 		{"connection failure", &pgconn.PgError{Code: "08006"}, true, false},
 		{"statement timeout", &pgconn.PgError{Code: "57014"}, true, false},
 		{"untranslatable character", &pgconn.PgError{Code: "22P05"}, false, true},
@@ -46,6 +47,9 @@ func TestClassify(t *testing.T) {
 			}
 			if got := pgerr.DataError(tt.err); got != tt.data {
 				t.Errorf("DataError(%v) = %v, want %v", tt.err, got, tt.data)
+			}
+			if got := pgerr.DiskFull(tt.err); got != (tt.name == "disk full") {
+				t.Errorf("DiskFull(%v) = %v", tt.err, got)
 			}
 		})
 	}

@@ -107,7 +107,7 @@ type Pack struct {
 	pack  *os.File
 	idx   *os.File
 
-	reserve *syncfile.Reserve // nil without Options.Reserve
+	app *syncfile.Appender // writes records; nil until recovery is done
 
 	closed   atomic.Bool
 	packSize atomic.Int64 // every byte below is a published, fsynced record
@@ -122,7 +122,6 @@ type Pack struct {
 	wmu      sync.Mutex // serializes Put and Close; guards the fields below
 	wbuf     []byte
 	idxSize  int64
-	failed   error // set when a failed write or fsync leaves the pack's state unknown
 	recovery Recovery
 }
 
@@ -349,8 +348,8 @@ func (p *Pack) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
-	if p.reserve != nil {
-		p.reserve.Close()
+	if p.app != nil {
+		p.app.Close()
 	}
 	var errs []error
 	if p.idxErr == nil {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/cardboxhq/cardbox/store/syncfile"
-
 	"github.com/zeebo/blake3"
 )
 
@@ -56,8 +54,8 @@ func (p *Pack) writable() error {
 	switch {
 	case p.closed.Load():
 		return fmt.Errorf("blobpack: put: %w", ErrClosed)
-	case p.failed != nil:
-		return fmt.Errorf("blobpack: put: pack unusable after an earlier failure (reopen it): %w", p.failed)
+	case p.app.Err() != nil:
+		return fmt.Errorf("blobpack: put: pack unusable after an earlier failure (reopen it): %w", p.app.Err())
 	}
 	return nil
 }
@@ -173,34 +171,13 @@ func (p *Pack) writeBuf(n int) []byte {
 	return p.wbuf[:0]
 }
 
-// write writes buf at off in the pack and fsyncs it. On a write error it
-// cuts the pack back to off.
+// write writes buf at off in the pack and fsyncs it; on error nothing of
+// buf stays (see syncfile.Appender).
 func (p *Pack) write(buf []byte, off int64) error {
-	if p.reserve != nil {
-		if err := p.reserve.Ensure(off + int64(len(buf))); err != nil {
-			return fmt.Errorf("blobpack: put: %w", err)
-		}
-	}
-	if _, err := p.pack.WriteAt(buf, off); err != nil {
-		if terr := p.truncate(off); terr != nil {
-			p.failed = terr
-		}
-		return fmt.Errorf("blobpack: put: write %d bytes at %d: %w", len(buf), off, err)
-	}
-	if err := syncfile.Data(p.pack); err != nil {
-		p.failed = err
-		return fmt.Errorf("blobpack: put: sync: %w", err)
+	if err := p.app.Write(buf, off); err != nil {
+		return fmt.Errorf("blobpack: put: %w", err)
 	}
 	return nil
-}
-
-// truncate cuts blobs.pack at off, with its reservation: zeros, if any,
-// must follow the last record.
-func (p *Pack) truncate(off int64) error {
-	if p.reserve != nil {
-		return p.reserve.Truncate(off)
-	}
-	return p.pack.Truncate(off)
 }
 
 // publish makes durable records visible to readers.

@@ -47,9 +47,7 @@ func (p *Pack) recover() error {
 	if packSize, err = p.cutTail(end, packSize); err != nil {
 		return err
 	}
-	if p.opts.Reserve > 0 {
-		p.reserve = syncfile.NewReserve(p.pack, packSize, p.opts.Reserve)
-	}
+	p.app = syncfile.NewAppender(p.pack, packSize, p.opts.Reserve)
 	if p.recovery.Scanned > 0 || p.recovery.IndexDropped > 0 {
 		if err := p.idx.Sync(); err != nil {
 			return fmt.Errorf("blobpack: open: sync %s: %w", IndexFile, err)

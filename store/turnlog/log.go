@@ -66,11 +66,10 @@ type Log struct {
 	size     atomic.Int64 // every byte below is a written, fsynced record
 	closed   atomic.Bool
 	recovery Recovery
-	reserve  *syncfile.Reserve // nil without Options.Reserve
+	app      *syncfile.Appender // writes records; nil until Open is done
 
-	wmu    sync.Mutex // serializes Append, Truncate and Close; guards below
-	buf    []byte
-	failed error // set when a failed write, truncate or fsync leaves the file's state unknown
+	wmu sync.Mutex // serializes Append, Truncate and Close; guards below
+	buf []byte
 }
 
 // Open opens the log at path, creating it if missing, verifies every
@@ -129,9 +128,7 @@ func (l *Log) open(created bool, opts Options, visit func(int64, Record) error) 
 		l.recovery.TornBytes = fi.Size() - end
 	}
 	l.size.Store(cut)
-	if opts.Reserve > 0 {
-		l.reserve = syncfile.NewReserve(l.f, size, opts.Reserve)
-	}
+	l.app = syncfile.NewAppender(l.f, size, opts.Reserve)
 	return nil
 }
 
@@ -220,8 +217,8 @@ func cutPoint(end int64, torn bool, opts Options) (int64, error) {
 
 // truncateFile cuts the file at off, with its reservation, and fsyncs it.
 func (l *Log) truncateFile(off int64) error {
-	if l.reserve != nil {
-		if err := l.reserve.Truncate(off); err != nil {
+	if l.app != nil {
+		if err := l.app.Truncate(off); err != nil {
 			return fmt.Errorf("turnlog: truncate %s at %d: %w", l.path, off, err)
 		}
 		return nil
@@ -266,22 +263,8 @@ func (l *Log) Append(recs []Record) (first int64, err error) {
 	for i := range recs {
 		recs[i].MarshalTo(buf[i*RecordSize:])
 	}
-	if l.reserve != nil {
-		if err := l.reserve.Ensure(off + int64(len(buf))); err != nil {
-			return 0, fmt.Errorf("turnlog: append %d records at %d: %w", len(recs), off, err)
-		}
-	}
-	if _, err := l.f.WriteAt(buf, off); err != nil {
-		// Cut what was written, with any reservation: zeros must follow
-		// the last record.
-		if terr := l.truncateFile(off); terr != nil {
-			l.failed = terr
-		}
+	if err := l.app.Write(buf, off); err != nil {
 		return 0, fmt.Errorf("turnlog: append %d records at %d: %w", len(recs), off, err)
-	}
-	if err := syncfile.Data(l.f); err != nil {
-		l.failed = err
-		return 0, fmt.Errorf("turnlog: append: sync %s: %w", l.path, err)
 	}
 	l.size.Store(off + int64(len(buf)))
 	return off, nil
@@ -291,8 +274,8 @@ func (l *Log) writable() error {
 	switch {
 	case l.closed.Load():
 		return fmt.Errorf("turnlog: %s: %w", l.path, ErrClosed)
-	case l.failed != nil:
-		return fmt.Errorf("turnlog: %s unusable after an earlier failure (reopen it): %w", l.path, l.failed)
+	case l.app.Err() != nil:
+		return fmt.Errorf("turnlog: %s unusable after an earlier failure (reopen it): %w", l.path, l.app.Err())
 	}
 	return nil
 }
@@ -322,7 +305,7 @@ func (l *Log) Truncate(off int64) error {
 	}
 	l.size.Store(off)
 	if err := l.truncateFile(off); err != nil {
-		l.failed = err
+		l.app.Fail(err)
 		return err
 	}
 	return nil
@@ -359,8 +342,8 @@ func (l *Log) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	if l.reserve != nil {
-		l.reserve.Close()
+	if l.app != nil {
+		l.app.Close()
 	}
 	if err := l.f.Close(); err != nil {
 		return fmt.Errorf("turnlog: close %s: %w", l.path, err)
