@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
 	"time"
@@ -87,7 +88,8 @@ func withLimitDefaults(o Options) Options {
 type pacedReader struct {
 	conn    net.Conn
 	opts    *Options
-	stopped atomic.Bool // set by stop: every read fails at once
+	stopped atomic.Bool  // set by stop: every read fails at once...
+	drain   atomic.Int64 // ...or, when set (unix ns), at this time
 	inFrame bool
 	start   time.Time // when the frame's first bytes arrived
 	got     int64     // bytes read since
@@ -98,7 +100,7 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 	now := time.Now()
 	_ = p.conn.SetReadDeadline(p.deadline(now))
 	if p.stopped.Load() { // stop may have run between the two lines above
-		_ = p.conn.SetReadDeadline(now)
+		_ = p.conn.SetReadDeadline(time.Unix(0, p.drain.Load()))
 	}
 	n, err := p.conn.Read(b)
 	if n > 0 && !p.inFrame {
@@ -130,6 +132,12 @@ func (p *pacedReader) frameDone() { p.inFrame = false }
 func (p *pacedReader) stop() {
 	p.stopped.Store(true)
 	_ = p.conn.SetReadDeadline(time.Now())
+}
+
+// drainFor lets reads after stop go on until d from now, to collect the
+// frames the peer had already sent.
+func (p *pacedReader) drainFor(d time.Duration) {
+	p.drain.Store(time.Now().Add(d).UnixNano())
 }
 
 // frameCharge counts the bytes of one frame charged to the server's
@@ -204,4 +212,31 @@ func (s *session) writeDeadline(n int) time.Time {
 // is closed: an ERROR 503 frame with request id 0 (see connlimit).
 func RefuseConn(c net.Conn) {
 	_, _ = c.Write(errorFrame(0, &protocolError{503, "TOO_MANY_CONNECTIONS", "the server is at its connection limit; retry later"}))
+}
+
+// drainWindow is how long a stopping session keeps reading, to answer the
+// requests its peer sent before shutdown began.
+const drainWindow = 100 * time.Millisecond
+
+// errShuttingDown answers requests received but not started at shutdown.
+var errShuttingDown = &protocolError{503, "UNAVAILABLE", "server shutting down; the request was not started: retry on another connection"}
+
+// refuseQueued answers ERROR 503 to every whole frame the peer sent before
+// the session stopped reading: received, never started. Frames larger
+// than freeFrameBytes are not read for it.
+func (s *session) refuseQueued(r io.Reader) {
+	s.in.drainFor(drainWindow)
+	for {
+		var total int
+		f, err := cxdbcompat.ReadFrameReserving(r, nil, func(n int) error {
+			if total += n; total > freeFrameBytes {
+				return errShuttingDown
+			}
+			return nil
+		})
+		if err != nil {
+			return
+		}
+		s.answer(f, errorFrame(f.ReqID, errShuttingDown))
+	}
 }

@@ -33,6 +33,8 @@ type session struct {
 	in       *pacedReader
 	inflight chan struct{} // semaphore of running handlers
 	large    chan struct{} // one payload-carrying request at a time
+	stopping chan struct{} // closed when the server shuts down
+	stopOnce sync.Once
 	handlers sync.WaitGroup
 
 	wmu      sync.Mutex // serializes response writes
@@ -46,6 +48,7 @@ func newSession(srv *Server, conn net.Conn, id uint64) *session {
 		in:       &pacedReader{conn: conn, opts: &srv.opts},
 		inflight: make(chan struct{}, srv.opts.MaxInFlight),
 		large:    make(chan struct{}, 1),
+		stopping: make(chan struct{}),
 	}
 }
 
@@ -58,12 +61,27 @@ func (s *session) serve() {
 	s.conn.Close()
 }
 
-// stopReading makes the blocked read return so the session winds down.
-func (s *session) stopReading() { s.in.stop() }
+// stopReading makes the blocked read return so the session winds down;
+// requests waiting for a slot are answered 503.
+func (s *session) stopReading() {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.in.stop()
+}
 
 func (s *session) readLoop() {
 	r := bufio.NewReaderSize(s.in, readBufferSize)
 	for {
+		// Waiting for the next header consumes nothing: when shutdown
+		// stops the read here, the stream is still at a frame boundary and
+		// the frames already sent can be answered.
+		if _, err := r.Peek(cxdbcompat.HeaderSize); err != nil {
+			if s.in.stopped.Load() {
+				s.refuseQueued(r)
+				return
+			}
+			s.readFailed(err)
+			return
+		}
 		charge := &frameCharge{s: s}
 		f, err := cxdbcompat.ReadFrameReserving(r, nil, charge.reserve)
 		if err != nil {
@@ -111,6 +129,10 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 	}
 	select {
 	case s.inflight <- struct{}{}:
+	case <-s.stopping: // received, not started: the server is going away
+		s.answer(f, errorFrame(f.ReqID, errShuttingDown))
+		charge.release()
+		return true
 	case <-s.ctx.Done():
 		return false
 	}

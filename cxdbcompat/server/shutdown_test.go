@@ -77,8 +77,9 @@ func TestShutdownAnswersInFlightAppends(t *testing.T) {
 		shutdown <- e.srv.Shutdown(sctx)
 	}()
 	waitListenerClosed(t, e.addr)
-	// A request written now may or may not be read; if it is answered it
-	// must be stored, if not it must not be.
+	// A request written now is answered 503 (not started) unless it was
+	// read before; if it is answered it must be stored, if not it must
+	// not be.
 	late := appendReq(h.ContextID, 0, []byte("late"))
 	raw.send(cxdbcompat.MsgAppendTurn, 0, 999, late.AppendTo(nil))
 
@@ -114,6 +115,10 @@ func TestShutdownAnswersInFlightAppends(t *testing.T) {
 				t.Fatal("raw connection not closed after Shutdown")
 			}
 			break // closed after the answers
+		}
+		if f.ReqID == 999 && f.Type == cxdbcompat.MsgError {
+			requireError(t, f, 503) // received after Shutdown began: not started
+			continue
 		}
 		if f.ReqID == 999 {
 			lateAnswered = true
@@ -171,8 +176,11 @@ func TestShutdownUnderLoad(t *testing.T) {
 				for i := 0; ; i++ {
 					r, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: h.ContextID, TypeID: "t", Payload: []byte(fmt.Sprintf("%d/%d/%d", w, k, i))})
 					if err != nil {
-						if errors.As(err, new(*client.ServerError)) {
-							t.Errorf("append refused instead of answered or cut: %v", err)
+						// Answered 503 (received, not started) or cut;
+						// any other server error is wrong.
+						var se *client.ServerError
+						if errors.As(err, &se) && se.Code != 503 {
+							t.Errorf("append refused with %v, want an answer, 503 or a cut", err)
 						}
 						return
 					}
@@ -295,7 +303,12 @@ func TestShutdownDeadlineWithAPeerThatDoesNotRead(t *testing.T) {
 			cxdbcompat.GetLastRequest{ContextID: h.ContextID, Limit: 4, IncludePayload: true}.AppendTo(nil))
 	}
 	raw.write(stream)
-	time.Sleep(100 * time.Millisecond) // let the server fill the socket
+	// Wait until an answer is stuck: the socket buffers are full.
+	for deadline := time.Now().Add(ioTimeout); e.srv.ReplyBytesHeld() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no answer got stuck on a peer that does not read")
+		}
+	}
 
 	sctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -305,5 +318,57 @@ func TestShutdownDeadlineWithAPeerThatDoesNotRead(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Shutdown took %v", d)
+	}
+}
+
+// TestShutdownAnswersQueuedRequests503: with one request executing and
+// more received behind it, Shutdown lets the executing one finish and
+// answers the others ERROR 503 instead of closing the connection on them.
+func TestShutdownAnswersQueuedRequests503(t *testing.T) {
+	t.Parallel()
+	var g *gate
+	e := newEnvWith(t, envConfig{maxInFlight: 1, wrap: func(en *store.Engine) store.TurnStore { g = newGate(en); return g }})
+	t.Cleanup(g.release)
+	raw := dialRaw(t, e.addr)
+	h, _ := cxdbcompat.DecodeHeadResponse(raw.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	var stream []byte
+	for i := range 4 {
+		stream = cxdbcompat.AppendFrame(stream, cxdbcompat.MsgAppendTurn, 0, uint64(i+1), appendReq(h.ContextID, 0, []byte(fmt.Sprint("q", i))).AppendTo(nil))
+	}
+	raw.write(stream)
+	g.waitEntered(t, 1) // request 1 executes; 2, 3 and 4 wait behind it
+	shutdown := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		shutdown <- e.srv.Shutdown(sctx)
+	}()
+	waitListenerClosed(t, e.addr)
+	g.release()
+	if err := <-shutdown; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	answers := map[uint64]cxdbcompat.MsgType{}
+	for {
+		f, err := raw.read()
+		if err != nil {
+			break
+		}
+		answers[f.ReqID] = f.Type
+		if f.Type == cxdbcompat.MsgError {
+			requireError(t, f, 503)
+		}
+	}
+	if len(answers) != 4 || answers[1] != cxdbcompat.MsgAppendTurn {
+		t.Fatalf("answers %v: want all four, the executing one a success", answers)
+	}
+	refused := 0
+	for _, typ := range answers {
+		if typ == cxdbcompat.MsgError {
+			refused++
+		}
+	}
+	if stored := e.count(`SELECT count(*) FROM turns`); stored != 4-refused || refused == 0 {
+		t.Fatalf("%d refused, %d stored: every answered append is stored, every refused one is not, and some were refused", refused, stored)
 	}
 }
