@@ -13,6 +13,7 @@ FUZZ_TARGETS = \
 	./cxdbcompat:FuzzDecodeRequest \
 	./cxdbcompat:FuzzDecodeResponses \
 	./cxdbcompat:FuzzDecodeTurnList \
+	./cxdbcompat/fstree:FuzzDecode \
 	./cxdbcompat/server:FuzzServerConn:3000x \
 	./store/blobpack:FuzzDecodeRecord \
 	./store/turnlog:FuzzUnmarshalRecord

@@ -69,6 +69,7 @@ type Engine struct {
 	contexts *contextTable
 	types    *typeTable
 	tenants  *tenantCache
+	trees    wholeTrees // fs trees found whole (see checkFSRoot)
 
 	committer *committer
 

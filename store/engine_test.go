@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/zeebo/blake3"
 
+	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -352,14 +353,19 @@ func TestBlobsAndFSAttachments(t *testing.T) {
 	_, err = s.GetBlob(ctx, ten, Hash{2})
 	wantKind(t, err, KindNotFound)
 
-	c := s.create(ten, 0)
-	req := turnReq(c.ContextID, 0, []byte("with fs"))
-	req.FSRoot = &h
-	r := s.append(ten, req)
-	if err := s.AttachFS(ctx, ten, r.TurnID, h); err != nil {
+	tree := fstree.Encode([]fstree.Entry{{Name: "hello.txt", Size: uint64(len(data)), Hash: h, HashOK: true}})
+	root := blake3.Sum256(tree)
+	if _, err := s.PutBlob(ctx, ten, root, tree); err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, s.AttachFS(ctx, ten, 999, h), KindNotFound)
+	c := s.create(ten, 0)
+	req := turnReq(c.ContextID, 0, []byte("with fs"))
+	req.FSRoot = &root
+	r := s.append(ten, req)
+	if err := s.AttachFS(ctx, ten, r.TurnID, root); err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, s.AttachFS(ctx, ten, 999, root), KindNotFound)
 	wantKind(t, s.AttachFS(ctx, ten, r.TurnID, Hash{3}), KindNotFound)
 	if n := s.countRows("fs_attachments"); n != 1 {
 		t.Fatalf("fs attachments = %d", n)
@@ -367,6 +373,65 @@ func TestBlobsAndFSAttachments(t *testing.T) {
 	s.reopen()
 	if got, err := s.GetBlob(ctx, ten, h); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("blob after reopen: %q %v", got, err)
+	}
+}
+
+// An fs root must be whole: every tree object and file it reaches is
+// stored for the tenant, else 404 naming the first missing blob, and
+// nothing is attached or appended.
+func TestFSRootsMustBeWhole(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	ctx := context.Background()
+	put := func(b []byte) Hash {
+		h := blake3.Sum256(b)
+		if _, err := s.PutBlob(ctx, ten, h, b); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	file := put([]byte("package main\n"))
+	missing := blake3.Sum256([]byte("never stored"))
+	entry := func(name string, kind int, h Hash) fstree.Entry {
+		return fstree.Entry{Name: name, Kind: kind, Hash: h, HashOK: true}
+	}
+	whole := put(fstree.Encode([]fstree.Entry{entry("main.go", fstree.KindFile, file), entry("src", fstree.KindDir, put(fstree.Encode(nil)))}))
+	missingFile := put(fstree.Encode([]fstree.Entry{entry("gone.go", fstree.KindFile, missing)}))
+	sub := put(fstree.Encode([]fstree.Entry{entry("link", fstree.KindSymlink, missing)}))
+	missingDeep := put(fstree.Encode([]fstree.Entry{entry("a", fstree.KindDir, sub)}))
+	missingTree := put(fstree.Encode([]fstree.Entry{entry("b", fstree.KindDir, missing)}))
+	c := s.create(ten, 0)
+	r := s.append(ten, turnReq(c.ContextID, 0, []byte("base")))
+	if err := s.AttachFS(ctx, ten, r.TurnID, whole); err != nil {
+		t.Fatalf("a whole tree: %v", err)
+	}
+	for _, tt := range []struct {
+		name string
+		root Hash
+		path string
+	}{
+		{"missing file", missingFile, "/gone.go"},
+		{"missing symlink target deep down", missingDeep, "/a/link"},
+		{"missing subtree", missingTree, "/b/"},
+		{"missing root", missing, "/"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.AttachFS(ctx, ten, r.TurnID, tt.root)
+			wantKind(t, err, KindNotFound)
+			if !strings.Contains(err.Error(), fmt.Sprintf("%x", missing)) || !strings.Contains(err.Error(), tt.path) {
+				t.Fatalf("error %q does not name blob %x at %s", err, missing, tt.path)
+			}
+			req := turnReq(c.ContextID, 0, []byte(tt.name))
+			req.FSRoot = &tt.root
+			_, err = s.Append(ctx, ten, req)
+			wantKind(t, err, KindNotFound)
+		})
+	}
+	if n := s.countRows("fs_attachments"); n != 1 {
+		t.Fatalf("fs attachments = %d, want only the whole one", n)
+	}
+	if n := s.countRows("turns"); n != 1 {
+		t.Fatalf("turns = %d: an append with a broken fs root was stored", n)
 	}
 }
 

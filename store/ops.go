@@ -154,17 +154,6 @@ func blobReadError(err error, h Hash, what string) error {
 	return wrapf(KindInternal, err, "read %s %x", what, h)
 }
 
-func (e *Engine) checkFSRoot(ctx context.Context, t Tenant, root Hash) error {
-	ok, err := e.ownsBlob(ctx, t, root)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return errorf(KindNotFound, "fs root tree blob %x not found", root)
-	}
-	return nil
-}
-
 // Last returns up to limit turns ending at the context's head, oldest first.
 func (e *Engine) Last(ctx context.Context, t Tenant, contextID uint64, limit uint32, withPayload bool) ([]Turn, error) {
 	s, err := e.contextOf(t, contextID)

@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 )
 
 // badInputEnv is a server with one context holding one turn, one stored
@@ -30,7 +31,7 @@ func newBadInputEnv(t *testing.T) *badInputEnv {
 	c.expectOK(cxdbcompat.MsgHello, 0, cxdbcompat.HelloRequest{ProtocolVersion: 1}.AppendTo(nil))
 	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
 	r, _ := cxdbcompat.DecodeAppendTurnResponse(c.expectOK(cxdbcompat.MsgAppendTurn, 0, appendReq(h.ContextID, 0, []byte("\xa5first")).AppendTo(nil)))
-	blob := []byte("a blob")
+	blob := fstree.Encode(nil) // an empty directory: a blob and a whole fs root
 	c.expectOK(cxdbcompat.MsgPutBlob, 0, cxdbcompat.PutBlobRequest{Hash: hashOf(blob), Data: blob}.AppendTo(nil))
 	return &badInputEnv{env: e, c: c, ctxID: h.ContextID, turnID: r.NewTurnID, blob: hashOf(blob)}
 }
@@ -301,11 +302,14 @@ func TestUnavailableIs503(t *testing.T) {
 	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
 	r, _ := cxdbcompat.DecodeAppendTurnResponse(c.expectOK(cxdbcompat.MsgAppendTurn, 0, appendReq(h.ContextID, 0, []byte("x")).AppendTo(nil)))
 
+	tree := fstree.Encode(nil)
+	root, _ := cxdbcompat.DecodePutBlobResponse(c.expectOK(cxdbcompat.MsgPutBlob, 0, cxdbcompat.PutBlobRequest{Hash: hashOf(tree), Data: tree}.AppendTo(nil)))
+
 	e.pool.Close()
 	if er := c.expectError(cxdbcompat.MsgCtxCreate, 0, u64(0), 503); er.Kind != "UNAVAILABLE" {
 		t.Fatalf("CTX_CREATE without Postgres: kind %q", er.Kind)
 	}
-	c.expectError(cxdbcompat.MsgAttachFS, 0, cxdbcompat.AttachFSRequest{TurnID: r.NewTurnID, FSRootHash: r.ContentHash}.AppendTo(nil), 503)
+	c.expectError(cxdbcompat.MsgAttachFS, 0, cxdbcompat.AttachFSRequest{TurnID: r.NewTurnID, FSRootHash: root.Hash}.AppendTo(nil), 503)
 	// What is served from memory still is.
 	c.expectOK(cxdbcompat.MsgGetHead, 0, u64(h.ContextID))
 

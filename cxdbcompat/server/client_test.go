@@ -8,6 +8,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 )
 
 func turnPayload(i int) []byte {
@@ -153,7 +154,7 @@ func TestOfficialClientFlow(t *testing.T) {
 	if _, err := c.GetBlob(ctx, hashOf([]byte("never stored"))); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("GetBlob of a missing blob: %v", err)
 	}
-	tree := append([]byte("\x91\x93\xa7main.go\x00\xc4\x20"), fileHash[:]...)
+	tree := fstree.Encode([]fstree.Entry{{Name: "main.go", Size: uint64(len(file)), Hash: fileHash, HashOK: true}})
 	root, _, err := c.PutBlob(ctx, tree)
 	if err != nil {
 		t.Fatal(err)

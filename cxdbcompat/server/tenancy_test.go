@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -96,7 +97,11 @@ func TestTenantsAreIsolatedPerSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobA, _, err := a.PutBlob(ctx, []byte("acme tree"))
+	fileA, _, err := a.PutBlob(ctx, []byte("acme file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobA, _, err := a.PutBlob(ctx, fstree.Encode([]fstree.Entry{{Name: "acme.txt", Hash: fileA, HashOK: true}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/store/blobpack"
+)
+
+// An fs root attached to a turn (ATTACH_FS, APPEND with an fs root) must be
+// whole: every tree object and every file and symlink blob it reaches is
+// stored for the tenant. A tree found whole is remembered, so that a
+// snapshot re-attached turn after turn is walked once (and a new snapshot
+// walks only its changed directories).
+
+// maxWholeTrees bounds the memory of whole trees; the set starts over when
+// full.
+const maxWholeTrees = 1 << 18
+
+type treeKey struct {
+	tenant uint32
+	hash   Hash
+}
+
+// wholeTrees is the set of trees found whole, per tenant.
+type wholeTrees struct {
+	mu sync.Mutex
+	m  map[treeKey]struct{}
+}
+
+func (w *wholeTrees) has(k treeKey) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.m[k]
+	return ok
+}
+
+func (w *wholeTrees) add(k treeKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil || len(w.m) >= maxWholeTrees {
+		w.m = map[treeKey]struct{}{}
+	}
+	w.m[k] = struct{}{}
+}
+
+// checkFSRoot walks the tree at root and fails with KindNotFound naming
+// the first blob that is missing for the tenant.
+func (e *Engine) checkFSRoot(ctx context.Context, t Tenant, root Hash) error {
+	if err := e.checkTree(ctx, t, root, "/"); err != nil {
+		return fmt.Errorf("fs root %x is not whole: %w", root, err)
+	}
+	return nil
+}
+
+// checkTree checks the tree object h at path and everything under it.
+func (e *Engine) checkTree(ctx context.Context, t Tenant, h Hash, path string) error {
+	k := treeKey{t.No, h}
+	if e.trees.has(k) {
+		return nil
+	}
+	if err := e.needBlob(ctx, t, h, "tree object", path); err != nil {
+		return err
+	}
+	data, err := e.blobs.View(h)
+	if err != nil {
+		return blobReadError(err, h, "fs tree object")
+	}
+	entries, err := fstree.Decode(data)
+	if err != nil {
+		return wrapf(KindInvalid, err, "tree object %x at %s", h, path)
+	}
+	for _, en := range entries {
+		if err := e.checkEntry(ctx, t, en, path+en.Name); err != nil {
+			return err
+		}
+	}
+	e.trees.add(k)
+	return nil
+}
+
+func (e *Engine) checkEntry(ctx context.Context, t Tenant, en fstree.Entry, path string) error {
+	if !en.HashOK {
+		return errorf(KindInvalid, "entry %s has no 32-byte hash", path)
+	}
+	switch en.Kind {
+	case fstree.KindDir:
+		return e.checkTree(ctx, t, Hash(en.Hash), path+"/")
+	case fstree.KindSymlink:
+		return e.needBlob(ctx, t, Hash(en.Hash), "symlink target", path)
+	}
+	return e.needBlob(ctx, t, Hash(en.Hash), "file", path)
+}
+
+// needBlob fails with KindNotFound unless the tenant has blob h.
+func (e *Engine) needBlob(ctx context.Context, t Tenant, h Hash, what, path string) error {
+	ok, err := e.ownsBlob(ctx, t, h)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if errors.Is(e.blobs.Has(h), blobpack.ErrDamaged) {
+			return blobReadError(e.blobs.Has(h), h, what+" "+path)
+		}
+		return errorf(KindNotFound, "%s blob %x (%s) not found", what, h, path)
+	}
+	return nil
+}
