@@ -248,5 +248,11 @@ func (e *Engine) turnOf(t Tenant, id uint64) (turnMeta, bool) {
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
-func blobDir(dir string) string     { return filepath.Join(dir, "blobs") }
-func turnLogPath(dir string) string { return filepath.Join(dir, "turns", "turns.log") }
+// BlobDir is where a data directory keeps the blob pack.
+func BlobDir(dataDir string) string { return filepath.Join(dataDir, "blobs") }
+
+// TurnLogPath is a data directory's turn log.
+func TurnLogPath(dataDir string) string { return filepath.Join(dataDir, "turns", "turns.log") }
+
+func blobDir(dir string) string     { return BlobDir(dir) }
+func turnLogPath(dir string) string { return TurnLogPath(dir) }

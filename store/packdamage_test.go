@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cardboxhq/cardbox/internal/filefault"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
@@ -94,23 +95,6 @@ func (s *damagedStore) readAll() map[int]error {
 	return errs
 }
 
-func flipAt(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x55
-	if _, err := f.WriteAt(b[:], off); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestDamagedPackRecordIsAHoleNotACut(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -125,7 +109,7 @@ func TestDamagedPackRecordIsAHoleNotACut(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := newDamagedStore(t)
-			flipAt(t, s.packPath(), tt.offset(s.entry(tt.turn)))
+			filefault.Flip(t, s.packPath(), tt.offset(s.entry(tt.turn)))
 			before := fileSize(t, s.packPath())
 			if err := s.tryOpen(); err != nil {
 				t.Fatalf("open after damage: %v", err)

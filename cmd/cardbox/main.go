@@ -4,6 +4,8 @@
 //	cardbox bench     drive a running server over the binary protocol and report throughput
 //	cardbox config    print the configuration table (flags and environment variables)
 //	cardbox attack    run the hostile-client attacks against a running server and check it survives
+//	cardbox verify    offline: re-read every blob and turn record and cross-check Postgres
+//	cardbox recover   offline: rebuild the turn log and the pack's index, report what cannot be rebuilt
 package main
 
 import (
@@ -23,6 +25,8 @@ Commands:
   bench     benchmark a running cardboxd over the CXDB binary protocol
   config    print the configuration table (flags and environment variables)
   attack    run hostile-client attacks against a running cardboxd and check it survives
+  verify    (offline) re-read every blob and turn record, cross-check Postgres; non-zero exit on defects
+  recover   (offline) rebuild the turn log from Postgres and the pack's index; report lost blobs
 
 Run "cardbox <command> --help" for a command's flags.
 `
@@ -44,6 +48,10 @@ func main() {
 		err = printConfig()
 	case "attack":
 		err = attack(ctx, args)
+	case "verify":
+		err = verify(ctx, args)
+	case "recover":
+		err = recoverStore(ctx, args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -435,6 +435,75 @@ func (q *Queries) ListIdempotencyKeysSince(ctx context.Context, since time.Time)
 	return items, nil
 }
 
+const listTurnRecordsAfter = `-- name: ListTurnRecordsAfter :many
+SELECT t.turn_id, t.parent_turn_id, t.context_id, t.depth, tn.tenant_no, tt.type_ref,
+       t.type_version, t.encoding, t.compression, t.uncompressed_len,
+       (t.fs_root_hash IS NOT NULL)::boolean AS has_fs_root, t.created_at, t.payload_hash
+FROM turns t
+JOIN tenants tn ON tn.tenant_id = t.tenant_id
+JOIN turn_types tt ON tt.tenant_id = t.tenant_id AND tt.type_id = t.type_id
+WHERE t.turn_id > $1
+ORDER BY t.turn_id
+LIMIT $2
+`
+
+type ListTurnRecordsAfterParams struct {
+	After    int64
+	PageSize int32
+}
+
+type ListTurnRecordsAfterRow struct {
+	TurnID          int64
+	ParentTurnID    int64
+	ContextID       int64
+	Depth           int64
+	TenantNo        int32
+	TypeRef         int32
+	TypeVersion     int64
+	Encoding        int64
+	Compression     int64
+	UncompressedLen int64
+	HasFsRoot       bool
+	CreatedAt       time.Time
+	PayloadHash     []byte
+}
+
+// The turns as the turn log records them, in id order, a page at a time
+// (cardbox verify and recover).
+func (q *Queries) ListTurnRecordsAfter(ctx context.Context, arg ListTurnRecordsAfterParams) ([]ListTurnRecordsAfterRow, error) {
+	rows, err := q.db.Query(ctx, listTurnRecordsAfter, arg.After, arg.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListTurnRecordsAfterRow
+	for rows.Next() {
+		var i ListTurnRecordsAfterRow
+		if err := rows.Scan(
+			&i.TurnID,
+			&i.ParentTurnID,
+			&i.ContextID,
+			&i.Depth,
+			&i.TenantNo,
+			&i.TypeRef,
+			&i.TypeVersion,
+			&i.Encoding,
+			&i.Compression,
+			&i.UncompressedLen,
+			&i.HasFsRoot,
+			&i.CreatedAt,
+			&i.PayloadHash,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listTurnTypes = `-- name: ListTurnTypes :many
 SELECT t.tenant_no, tt.type_ref, tt.type_id
 FROM turn_types tt JOIN tenants t USING (tenant_id)
@@ -487,6 +556,35 @@ func (q *Queries) RecordPackHole(ctx context.Context, arg RecordPackHoleParams) 
 		arg.EndOffset,
 		arg.BlobHash,
 		arg.Reason,
+	)
+	return err
+}
+
+const resetTurnLogCommits = `-- name: ResetTurnLogCommits :exec
+WITH gone AS (
+    DELETE FROM turn_log_commits WHERE store_id = $1 AND committed_end <> $2
+)
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id, pack_end)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (store_id, committed_end)
+DO UPDATE SET next_turn_id = excluded.next_turn_id, pack_end = excluded.pack_end
+`
+
+type ResetTurnLogCommitsParams struct {
+	StoreID      pgtype.UUID
+	CommittedEnd int64
+	NextTurnID   int64
+	PackEnd      pgtype.Int8
+}
+
+// After cardbox recover rewrote the turn log: one commit row saying where
+// it ends.
+func (q *Queries) ResetTurnLogCommits(ctx context.Context, arg ResetTurnLogCommitsParams) error {
+	_, err := q.db.Exec(ctx, resetTurnLogCommits,
+		arg.StoreID,
+		arg.CommittedEnd,
+		arg.NextTurnID,
+		arg.PackEnd,
 	)
 	return err
 }

@@ -161,3 +161,27 @@ ON CONFLICT (store_id, start_offset) DO NOTHING;
 
 -- name: ListFSRoots :many
 SELECT DISTINCT fs_root_hash FROM fs_attachments;
+
+-- name: ListTurnRecordsAfter :many
+-- The turns as the turn log records them, in id order, a page at a time
+-- (cardbox verify and recover).
+SELECT t.turn_id, t.parent_turn_id, t.context_id, t.depth, tn.tenant_no, tt.type_ref,
+       t.type_version, t.encoding, t.compression, t.uncompressed_len,
+       (t.fs_root_hash IS NOT NULL)::boolean AS has_fs_root, t.created_at, t.payload_hash
+FROM turns t
+JOIN tenants tn ON tn.tenant_id = t.tenant_id
+JOIN turn_types tt ON tt.tenant_id = t.tenant_id AND tt.type_id = t.type_id
+WHERE t.turn_id > @after
+ORDER BY t.turn_id
+LIMIT @page_size;
+
+-- name: ResetTurnLogCommits :exec
+-- After cardbox recover rewrote the turn log: one commit row saying where
+-- it ends.
+WITH gone AS (
+    DELETE FROM turn_log_commits WHERE store_id = @store_id AND committed_end <> @committed_end
+)
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id, pack_end)
+VALUES (@store_id, @committed_end, @next_turn_id, @pack_end)
+ON CONFLICT (store_id, committed_end)
+DO UPDATE SET next_turn_id = excluded.next_turn_id, pack_end = excluded.pack_end;

@@ -3,6 +3,7 @@ package blobpack
 import (
 	"bytes"
 	"fmt"
+	"github.com/cardboxhq/cardbox/internal/filefault"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -119,22 +120,7 @@ func copyFile(t testing.TB, src, dst string) {
 	}
 }
 
-func flipByte(t testing.TB, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x10
-	if _, err := f.WriteAt(b[:], off); err != nil {
-		t.Fatal(err)
-	}
-}
+func flipByte(t testing.TB, path string, off int64) { filefault.Flip(t, path, off) }
 
 // checkBlobs fails unless every blob in want reads back from p.
 func checkBlobs(t testing.TB, p *Pack, want ...[]byte) {

@@ -1,0 +1,226 @@
+// Package salvage checks and repairs a stopped store's data directory
+// against its Postgres database: Verify re-reads every blob and turn
+// record and cross-checks the rows; Recover rebuilds what Postgres can
+// rebuild (the turn log, the pack's index) and says what it cannot (blobs
+// in damaged records). Both run offline, with the data directory's lock
+// held by the caller (see internal/datadir).
+package salvage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/turnlog"
+)
+
+// Report is what Verify or Recover found and did.
+type Report struct {
+	Blobs, Records, Turns int // good blobs, good turn records, turn rows
+	PackDefects           []blobpack.Defect
+	LogDefects            []turnlog.Defect
+	// Problems are the cross-check's findings, at most maxListed of each
+	// kind; Counts has every kind's total.
+	Problems []string
+	Counts   map[string]int
+	// Actions are what Recover did; StartErr is why the store does not
+	// start after it (nil: it starts).
+	Actions  []string
+	StartErr error
+}
+
+// OK reports whether nothing is wrong.
+func (r *Report) OK() bool {
+	return len(r.PackDefects) == 0 && len(r.LogDefects) == 0 && len(r.Counts) == 0
+}
+
+// maxListed bounds the problems of one kind the report lists.
+const maxListed = 10
+
+func (r *Report) problem(kind, format string, args ...any) {
+	if r.Counts == nil {
+		r.Counts = map[string]int{}
+	}
+	if r.Counts[kind]++; r.Counts[kind] <= maxListed {
+		r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// Print writes the report for people.
+func (r *Report) Print(w io.Writer) {
+	fmt.Fprintf(w, "blob pack: %d good blobs, %d damaged regions\n", r.Blobs, len(r.PackDefects))
+	for _, d := range r.PackDefects {
+		fmt.Fprintf(w, "  damaged bytes %d..%d: %s\n", d.Offset, d.End, d.Reason)
+	}
+	fmt.Fprintf(w, "turn log: %d good records, %d damaged\n", r.Records, len(r.LogDefects))
+	for _, d := range r.LogDefects {
+		fmt.Fprintf(w, "  record at %d: %s\n", d.Offset, d.Reason)
+	}
+	fmt.Fprintf(w, "postgres: %d turns\n", r.Turns)
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+	for kind, n := range r.Counts {
+		if n > maxListed {
+			fmt.Fprintf(w, "  ... %d %s in all\n", n, kind)
+		}
+	}
+	for _, a := range r.Actions {
+		fmt.Fprintf(w, "done: %s\n", a)
+	}
+	if r.Actions != nil && r.StartErr == nil {
+		fmt.Fprintln(w, "the store starts")
+	} else if r.StartErr != nil {
+		fmt.Fprintf(w, "the store does NOT start: %v\n", r.StartErr)
+	}
+}
+
+// files is what the data directory holds, as read by verify.
+type files struct {
+	blobs   map[store.Hash]struct{}
+	records map[uint64][32]byte // turn id -> payload hash
+	logEnd  int64
+	maxTurn uint64
+}
+
+// Verify re-reads every blob of the pack (CRC, decompression, BLAKE3) and
+// every turn record (CRC), and cross-checks them with Postgres: every turn
+// row has its record and its payload, every head and fs root exists, the
+// log reaches its committed end. Progress goes to progress.
+func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io.Writer) (*Report, error) {
+	r := &Report{}
+	f, err := readFiles(dataDir, r, progress)
+	if err != nil {
+		return nil, err
+	}
+	return r, crossCheck(ctx, db.New(pool), f, r, progress)
+}
+
+func readFiles(dataDir string, r *Report, progress io.Writer) (*files, error) {
+	f := &files{blobs: map[store.Hash]struct{}{}, records: map[uint64][32]byte{}}
+	step := newProgress(progress, "blob pack")
+	defects, err := blobpack.Verify(store.BlobDir(dataDir), func(e blobpack.Entry) {
+		f.blobs[store.Hash(e.Hash)] = struct{}{}
+	}, step)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		r.problem("missing files", "%s is missing", store.BlobDir(dataDir))
+	}
+	r.Blobs, r.PackDefects = len(f.blobs), defects
+	end, logDefects, err := turnlog.Scan(store.TurnLogPath(dataDir), func(_ int64, rec turnlog.Record) {
+		f.records[rec.TurnID] = rec.PayloadHash
+		f.maxTurn = max(f.maxTurn, rec.TurnID)
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		r.problem("missing files", "%s is missing", store.TurnLogPath(dataDir))
+	} else if err != nil {
+		return nil, err
+	}
+	f.logEnd, r.Records, r.LogDefects = end, len(f.records), logDefects
+	return f, nil
+}
+
+// pageSize is how many turn rows one query reads.
+const pageSize = 10_000
+
+func crossCheck(ctx context.Context, q *db.Queries, f *files, r *Report, progress io.Writer) error {
+	state, err := q.GetTurnLogState(ctx)
+	if err != nil {
+		return fmt.Errorf("read the turn store's state: %w", err)
+	}
+	if f.logEnd < state.CommittedEnd {
+		r.problem("short turn log", "the turn log ends at %d but %d bytes were committed", f.logEnd, state.CommittedEnd)
+	}
+	step := newProgress(progress, "postgres turns")
+	err = eachTurn(ctx, q, func(row db.ListTurnRecordsAfterRow) {
+		r.Turns++
+		id := uint64(row.TurnID)
+		hash, ok := f.records[id]
+		switch {
+		case !ok:
+			r.problem("turns without a record", "turn %d has no turn log record", id)
+		case string(hash[:]) != string(row.PayloadHash):
+			r.problem("records that disagree", "turn %d's record names payload %x, Postgres %x", id, hash, row.PayloadHash)
+		}
+		if _, ok := f.blobs[store.Hash(row.PayloadHash)]; !ok {
+			r.problem("payloads missing", "payload %x of turn %d is not a good blob of the pack", row.PayloadHash, id)
+		}
+		if r.Turns%pageSize == 0 {
+			step(int64(r.Turns), 0)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return checkHeadsAndRoots(ctx, q, f, r)
+}
+
+func checkHeadsAndRoots(ctx context.Context, q *db.Queries, f *files, r *Report) error {
+	heads, err := q.ListContexts(ctx)
+	if err != nil {
+		return fmt.Errorf("list contexts: %w", err)
+	}
+	for _, h := range heads {
+		if _, ok := f.records[uint64(h.HeadTurnID)]; h.HeadTurnID != 0 && !ok {
+			r.problem("heads without a record", "context %d's head, turn %d, has no turn log record", h.ContextID, h.HeadTurnID)
+		}
+	}
+	roots, err := q.ListFSRoots(ctx)
+	if err != nil {
+		return fmt.Errorf("list fs roots: %w", err)
+	}
+	for _, root := range roots {
+		if _, ok := f.blobs[store.Hash(root)]; !ok {
+			r.problem("fs roots missing", "fs root %x is not a good blob of the pack", root)
+		}
+	}
+	return nil
+}
+
+// eachTurn calls fn with every turn row, in id order.
+func eachTurn(ctx context.Context, q *db.Queries, fn func(db.ListTurnRecordsAfterRow)) error {
+	var after int64
+	for {
+		rows, err := q.ListTurnRecordsAfter(ctx, db.ListTurnRecordsAfterParams{After: after, PageSize: pageSize})
+		if err != nil {
+			return fmt.Errorf("read turns after %d: %w", after, err)
+		}
+		for _, row := range rows {
+			fn(row)
+		}
+		if len(rows) < pageSize {
+			return nil
+		}
+		after = rows[len(rows)-1].TurnID
+	}
+}
+
+// newProgress returns a progress callback that reports on w.
+func newProgress(w io.Writer, what string) func(done, total int64) {
+	if w == nil {
+		return nil
+	}
+	lastPct := int64(-1)
+	return func(done, total int64) {
+		if total <= 0 {
+			fmt.Fprintf(w, "\r%s: %d", what, done)
+			return
+		}
+		if pct := done * 100 / total; pct != lastPct && pct%5 == 0 {
+			lastPct = pct
+			fmt.Fprintf(w, "\r%s: %d%%", what, pct)
+			if pct == 100 {
+				fmt.Fprintln(w)
+			}
+		}
+	}
+}
