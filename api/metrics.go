@@ -55,9 +55,10 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.Stats()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A stalled Postgres must not hang the scrape: its size is then 0.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	dbBytes, _ := c.s.DatabaseBytes(ctx) // reported as 0 when Postgres is down
+	dbBytes, _ := c.s.DatabaseBytes(ctx)
 	gauge := func(name string, v float64) {
 		ch <- prometheus.MustNewConstMetric(storeDescs[name], prometheus.GaugeValue, v)
 	}
