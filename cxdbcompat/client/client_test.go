@@ -694,9 +694,10 @@ func TestWriteInterruptedByDeadline(t *testing.T) {
 	// Generous deadline: it must expire during the write, not while the
 	// frame is being built (slow under -race on a loaded machine). The peer
 	// never reads, so the write cannot finish on its own.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	payload := make([]byte, 16<<20) // far more than the socket buffers hold
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	_, _, err := c.Do(ctx, cxdbcompat.MsgPutBlob, 0, make([]byte, 32<<20))
+	_, _, err := c.Do(ctx, cxdbcompat.MsgPutBlob, 0, payload)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
