@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/store"
 )
 
 // What a client can make the server hold is bounded three ways:
@@ -24,10 +25,12 @@ import (
 //     request is answered; when it is spent, readers wait (and stop
 //     reading their sockets) until requests finish or stalled frames are
 //     cut.
-//   - Response memory: requests whose answer carries payloads (GET_LAST,
-//     GET_BEFORE, GET_BLOB) run one at a time per session, at most
-//     maxBuilds at once across sessions, and their answers are charged to
-//     MaxReplyBytes until written. A peer that stops reading holds one
+//   - Response memory: a GET_LAST or GET_BEFORE whose answer will be large
+//     (its size is known from the turns' metadata) runs one at a time per
+//     session and is charged to MaxReplyBytes before it is built and until
+//     it is written; a GET_BLOB, whose size is known only once read, runs
+//     one at a time per session and at most maxBuilds at once, and its
+//     answer is charged once built. A peer that stops reading holds one
 //     answer, until its write deadline closes the session.
 //
 // Small frames and small answers are not charged, so that GET_HEAD and the
@@ -177,14 +180,55 @@ func (c *frameCharge) release() {
 	}
 }
 
-// carriesPayloads reports whether a request's answer may be large.
-func carriesPayloads(t cxdbcompat.MsgType) bool {
-	return t == cxdbcompat.MsgGetLast || t == cxdbcompat.MsgGetBefore || t == cxdbcompat.MsgGetBlob
+// turnListSize estimates the answer to a GET_LAST or GET_BEFORE that
+// carries payloads, from the turns' metadata (a walk of memory, without
+// payloads). ok is false for other requests, for requests without
+// payloads and for requests the handler will refuse.
+func (s *session) turnListSize(f cxdbcompat.Frame) (size int64, ok bool) {
+	var turns []store.Turn
+	var err error
+	switch f.Type {
+	case cxdbcompat.MsgGetLast:
+		req, derr := cxdbcompat.DecodeGetLastRequest(f.Payload)
+		if derr != nil || !req.IncludePayload {
+			return 0, false
+		}
+		turns, err = s.srv.opts.Store.Last(s.ctx, s.tenant, req.ContextID, req.Limit, false)
+	case cxdbcompat.MsgGetBefore:
+		req, derr := cxdbcompat.DecodeGetBeforeRequest(f.Payload)
+		if derr != nil || !req.IncludePayload {
+			return 0, false
+		}
+		turns, err = s.srv.opts.Store.Before(s.ctx, s.tenant, req.ContextID, req.BeforeTurnID, req.Limit, false)
+	default:
+		return 0, false
+	}
+	if err != nil {
+		return 0, false
+	}
+	size = cxdbcompat.HeaderSize + 4 + 1
+	for i := range turns {
+		size += turnRecordFixed + int64(len(turns[i].TypeID)) + int64(turns[i].UncompressedLen)
+	}
+	return min(size, cxdbcompat.HeaderSize+cxdbcompat.MaxPayload), true
 }
 
-// buildLarge runs build for a payload-carrying request within the
-// response limits and returns its answer and the reply bytes charged for
-// it, to release once written.
+// chargeReply takes n bytes of the reply budget for an answer about to be
+// built, and returns how to give them back.
+func (s *session) chargeReply(ctx context.Context, n int64) (release func(), err error) {
+	if err := s.srv.replies.Acquire(ctx, n); err != nil {
+		return nil, err
+	}
+	s.srv.metrics.replyBytes.Add(n)
+	return func() {
+		s.srv.replies.Release(n)
+		s.srv.metrics.replyBytes.Add(-n)
+	}, nil
+}
+
+// buildLarge runs build for a request whose answer's size is not known
+// before (GET_BLOB) within the response limits, and returns its answer and
+// the reply bytes charged for it, to release once written.
 func (s *session) buildLarge(ctx context.Context, build func() []byte) ([]byte, int64, error) {
 	if err := s.srv.builds.Acquire(ctx, 1); err != nil {
 		return nil, 0, err

@@ -140,7 +140,11 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 	go func() {
 		defer s.handlers.Done()
 		defer func() { <-s.inflight; charge.release() }()
-		if carriesPayloads(f.Type) {
+		if size, ok := s.turnListSize(f); ok && size > freeFrameBytes {
+			s.serveCharged(f, size)
+			return
+		}
+		if f.Type == cxdbcompat.MsgGetBlob {
 			s.serveLarge(f)
 			return
 		}
@@ -149,12 +153,36 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 	return true
 }
 
-// serveLarge answers a payload-carrying request within the response
-// limits (see limits.go).
-func (s *session) serveLarge(f cxdbcompat.Frame) {
+// serveCharged answers a request whose answer will be about size bytes,
+// charged to the reply budget before it is built (see limits.go).
+func (s *session) serveCharged(f cxdbcompat.Frame, size int64) {
+	if !s.takeLarge() {
+		return
+	}
+	defer func() { <-s.large }()
+	release, err := s.chargeReply(s.ctx, size)
+	if err != nil {
+		return // the session is ending
+	}
+	defer release()
+	s.answer(f, s.handle(f))
+}
+
+// takeLarge waits for the session's one slot for a large answer; false
+// when the session ends first.
+func (s *session) takeLarge() bool {
 	select {
 	case s.large <- struct{}{}:
+		return true
 	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// serveLarge answers a GET_BLOB within the response limits (see
+// limits.go).
+func (s *session) serveLarge(f cxdbcompat.Frame) {
+	if !s.takeLarge() {
 		return
 	}
 	defer func() { <-s.large }()
