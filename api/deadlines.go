@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -38,7 +40,7 @@ var errBodyTooSlow = NewError(http.StatusRequestTimeout, "request body arrived t
 
 // withDeadlines sets the write deadline of each response and makes the
 // request body keep to the minimum rate.
-func withDeadlines(d Deadlines) echo.MiddlewareFunc {
+func withDeadlines(d Deadlines, arriving *bodySet) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			rc := http.NewResponseController(c.Response())
@@ -47,10 +49,50 @@ func withDeadlines(d Deadlines) echo.MiddlewareFunc {
 			}
 			req := c.Request()
 			if d.BodyMinRate > 0 && req.Body != nil && req.Body != http.NoBody {
-				req.Body = &minRateBody{ReadCloser: req.Body, rc: rc, d: d, start: time.Now()}
+				b := &minRateBody{ReadCloser: req.Body, rc: rc, d: d, start: time.Now(), set: arriving}
+				arriving.add(b)
+				defer arriving.remove(b)
+				req.Body = b
 			}
 			return next(c)
 		}
+	}
+}
+
+// bodySet holds the request bodies still arriving, so that shutdown can
+// cut them: a client still sending its request does not hold the server.
+type bodySet struct {
+	mu       sync.Mutex
+	arriving map[*minRateBody]struct{}
+	cutting  bool
+}
+
+func (s *bodySet) add(b *minRateBody) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.arriving == nil {
+		s.arriving = map[*minRateBody]struct{}{}
+	}
+	s.arriving[b] = struct{}{}
+	if s.cutting {
+		b.cut.Store(true)
+	}
+}
+
+func (s *bodySet) remove(b *minRateBody) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.arriving, b)
+}
+
+// cutAll ends every body still arriving, and every later one.
+func (s *bodySet) cutAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cutting = true
+	for b := range s.arriving {
+		b.cut.Store(true)
+		_ = b.rc.SetReadDeadline(time.Now())
 	}
 }
 
@@ -63,19 +105,26 @@ type minRateBody struct {
 	d     Deadlines
 	start time.Time
 	read  int64
+	set   *bodySet
+	cut   atomic.Bool // shutdown: every read fails at once
 }
 
 // Read implements io.Reader.
 func (b *minRateBody) Read(p []byte) (int, error) {
 	allowed := b.d.BodyGrace + time.Duration(b.read)*time.Second/time.Duration(b.d.BodyMinRate)
 	_ = b.rc.SetReadDeadline(b.start.Add(allowed))
+	if b.cut.Load() { // cutAll may have run between the two lines above
+		_ = b.rc.SetReadDeadline(time.Now())
+	}
 	n, err := b.ReadCloser.Read(p)
 	b.read += int64(n)
 	switch {
 	case errors.Is(err, io.EOF):
 		// The whole body is in: no deadline may cut the connection's
-		// background read while the handler runs.
+		// background read while the handler runs, and shutdown lets the
+		// request finish.
 		_ = b.rc.SetReadDeadline(time.Time{})
+		b.set.remove(b)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		err = errBodyTooSlow
 	}

@@ -55,8 +55,20 @@ type Options struct {
 // DefaultBodyLimit is the request body cap when Options.BodyLimit is 0.
 const DefaultBodyLimit = 8 << 20
 
+// Handler is the HTTP API.
+type Handler struct {
+	*echo.Echo
+	arriving *bodySet
+}
+
+// CutArrivingBodies ends every request whose body is still arriving, and
+// every later one (their clients get 408 or a closed connection): at
+// shutdown, requests that are executing finish, requests still being
+// received do not hold the server.
+func (h *Handler) CutArrivingBodies() { h.arriving.cutAll() }
+
 // New builds the HTTP handler.
-func New(opts Options) http.Handler {
+func New(opts Options) *Handler {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -74,7 +86,8 @@ func New(opts Options) http.Handler {
 	}
 	e.Use(observe(log, opts.HTTPMetrics, opts.AccessLog))
 	e.Use(middleware.Recover())
-	e.Use(withDeadlines(deadlines))
+	arriving := &bodySet{}
+	e.Use(withDeadlines(deadlines, arriving))
 	e.Use(middleware.BodyLimit(strconv.FormatInt(limit, 10)))
 	e.GET("/healthz", healthz(opts.Health))
 	if opts.Metrics != nil {
@@ -86,7 +99,7 @@ func New(opts Options) http.Handler {
 	for _, r := range opts.Routes {
 		r.Register(e)
 	}
-	return e
+	return &Handler{Echo: e, arriving: arriving}
 }
 
 // healthTimeout bounds /healthz: a stalled Postgres is a 503, not a hang.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 // One owner per data directory, and an embedded Postgres that heals
@@ -180,4 +182,31 @@ func TestKilledServerLeavesPostgresThatTheNextStartAdopts(t *testing.T) {
 		t.Fatalf("stop: %v\n%s", err, srv.log)
 	}
 	waitGone(t, pid)
+}
+
+// TestShutdownDoesNotWaitForATricklingBody: SIGTERM while a client trickles
+// a request body: the body is cut at once (it was never executing), and
+// the server exits 0 well before the body's own deadline.
+func TestShutdownDoesNotWaitForATricklingBody(t *testing.T) {
+	srv := startServer(t, t.TempDir(), pgtest.NewDB(t))
+	c, err := net.Dial("tcp", srv.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("POST /projects/p/cards HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")); err != nil {
+		t.Fatal(err)
+	}
+	// Let the server start reading the body: another request served after
+	// it means its connection was accepted and its headers read.
+	if res, err := http.Get("http://" + srv.httpAddr + "/healthz"); err == nil {
+		res.Body.Close()
+	}
+	start := time.Now()
+	if err := srv.stop(); err != nil {
+		t.Fatalf("cardboxd exited with %v after SIGTERM\n%s", err, srv.log)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("shutdown waited %v for a trickling body", took)
+	}
 }

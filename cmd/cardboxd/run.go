@@ -60,12 +60,13 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn})
 	deadlines := api.DefaultDeadlines
 	deadlines.Write = cfg.WriteTimeout
+	handler := api.New(api.Options{
+		Health: engine, Routes: routes, BodyLimit: cfg.HTTPBodyLimit,
+		Metrics: api.NewRegistry(engine, httpMetrics, listeners, bin.Collector()), HTTPMetrics: httpMetrics,
+		AccessLog: cfg.AccessLog, Deadlines: deadlines, Pprof: cfg.Pprof, Logger: log,
+	})
 	web := &http.Server{
-		Handler: api.New(api.Options{
-			Health: engine, Routes: routes, BodyLimit: cfg.HTTPBodyLimit,
-			Metrics: api.NewRegistry(engine, httpMetrics, listeners, bin.Collector()), HTTPMetrics: httpMetrics,
-			AccessLog: cfg.AccessLog, Deadlines: deadlines, Pprof: cfg.Pprof, Logger: log,
-		}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
@@ -83,6 +84,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	log.Info("cardboxd shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	handler.CutArrivingBodies()
 	err = errors.Join(bin.Shutdown(shutdownCtx), web.Shutdown(shutdownCtx))
 	if errors.Is(serveErr, server.ErrServerClosed) || errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
