@@ -20,12 +20,12 @@ import (
 
 func TestIdleSessionIsClosed(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, envConfig{options: func(o *server.Options) { o.IdleTimeout = 200 * time.Millisecond }})
+	e := newEnvWith(t, envConfig{options: func(o *server.Options) { o.IdleTimeout = time.Second }})
 	c := dialRaw(t, e.addr)
 	c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)) // a live session
 	start := time.Now()
 	c.expectClosed()
-	if waited := time.Since(start); waited < 150*time.Millisecond {
+	if waited := time.Since(start); waited < 900*time.Millisecond {
 		t.Fatalf("closed after %v, before the idle timeout", waited)
 	}
 	e.requireServing()
@@ -34,7 +34,7 @@ func TestIdleSessionIsClosed(t *testing.T) {
 func TestStalledFrameIsCutAndItsMemoryReturned(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, envConfig{options: func(o *server.Options) {
-		o.FrameTimeout = 300 * time.Millisecond
+		o.FrameTimeout = 2 * time.Second // under load a writer may pause for a while
 		o.MaxInFlightBytes = cxdbcompat.MaxPayload // one frame's worth
 	}})
 	// A frame announcing 64 MiB: its first 40 MiB arrive, then nothing.
