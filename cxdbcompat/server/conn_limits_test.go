@@ -34,7 +34,7 @@ func TestIdleSessionIsClosed(t *testing.T) {
 func TestStalledFrameIsCutAndItsMemoryReturned(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, envConfig{options: func(o *server.Options) {
-		o.FrameTimeout = 2 * time.Second // under load a writer may pause for a while
+		o.FrameTimeout = 2 * time.Second           // under load a writer may pause for a while
 		o.MaxInFlightBytes = cxdbcompat.MaxPayload // one frame's worth
 	}})
 	// A frame announcing 64 MiB: its first 40 MiB arrive, then nothing.
