@@ -38,7 +38,7 @@ type harness struct {
 	url string
 	svc *cardbox.Service
 	clk *clock
-	h   http.Handler
+	h   *api.Handler
 }
 
 func newHarness(t testing.TB) *harness {
