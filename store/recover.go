@@ -152,6 +152,10 @@ func (e *Engine) initState(ctx context.Context, fileID uuid.UUID) (db.GetTurnLog
 	return db.GetTurnLogStateRow{StoreID: id, CommittedEnd: 0, NextTurnID: 1, PackEnd: -1}, nil
 }
 
+// ReadStoreID returns the id of the turn store a data directory belongs
+// to (uuid.Nil when it has none yet).
+func ReadStoreID(dataDir string) (uuid.UUID, error) { return readStoreID(dataDir) }
+
 func readStoreID(dir string) (uuid.UUID, error) {
 	b, err := os.ReadFile(filepath.Join(dir, storeIDFile))
 	if errors.Is(err, os.ErrNotExist) {

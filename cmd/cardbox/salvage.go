@@ -54,6 +54,10 @@ func offline(ctx context.Context, name string, args []string, fn func(context.Co
 	if err != nil {
 		return err
 	}
+	// A mistyped path must not become a new, empty store.
+	if _, err := os.Stat(cfg.DataDir); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
 	lock, err := datadir.Acquire(cfg.DataDir, name)
 	if err != nil {
 		return fmt.Errorf("%w (%s works on a stopped server)", err, name)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -95,12 +96,33 @@ type files struct {
 // row has its record and its payload, every head and fs root exists, the
 // log reaches its committed end. Progress goes to progress.
 func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io.Writer) (*Report, error) {
+	if err := sameStore(ctx, dataDir, db.New(pool)); err != nil {
+		return nil, err
+	}
 	r := &Report{}
 	f, err := readFiles(dataDir, r, progress)
 	if err != nil {
 		return nil, err
 	}
 	return r, crossCheck(ctx, db.New(pool), f, r, progress)
+}
+
+// sameStore refuses a data directory and a database that belong to
+// different turn stores: rebuilding one from the other would destroy it.
+func sameStore(ctx context.Context, dataDir string, q *db.Queries) error {
+	fileID, err := store.ReadStoreID(dataDir)
+	if err != nil {
+		return err
+	}
+	state, err := q.GetTurnLogState(ctx)
+	if err != nil {
+		return fmt.Errorf("the database holds no turn store (%w): is this the database of %s?", err, dataDir)
+	}
+	if fileID != state.StoreID.Bytes {
+		return fmt.Errorf("%s belongs to turn store %s, the database to %s: refusing to compare or rebuild them",
+			dataDir, fileID, uuid.UUID(state.StoreID.Bytes))
+	}
+	return nil
 }
 
 func readFiles(dataDir string, r *Report, progress io.Writer) (*files, error) {

@@ -3,6 +3,7 @@ package salvage_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,5 +185,26 @@ func TestDamagedBlobIsReportedNotHidden(t *testing.T) {
 	after := s.recover() // the store starts, degraded
 	if after.OK() || !strings.Contains(strings.Join(after.Actions, "\n"), "damaged regions") {
 		t.Fatalf("recover hid the damage: %+v", after)
+	}
+}
+
+// A data directory and a database of different stores are refused before
+// anything is read or rebuilt.
+func TestRefusesAnotherStoresDirectory(t *testing.T) {
+	t.Parallel()
+	a, b := newStopped(t), newStopped(t)
+	before, err := os.ReadFile(store.TurnLogPath(a.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, run := range map[string]func(context.Context, string, *pgxpool.Pool, io.Writer) (*salvage.Report, error){
+		"verify": salvage.Verify, "recover": salvage.Recover,
+	} {
+		if _, err := run(context.Background(), a.dir, b.pool, nil); err == nil || !strings.Contains(err.Error(), "belongs to turn store") {
+			t.Errorf("%s of another store's directory: %v", name, err)
+		}
+	}
+	if after, _ := os.ReadFile(store.TurnLogPath(a.dir)); string(after) != string(before) {
+		t.Fatal("the other store's turn log changed")
 	}
 }
