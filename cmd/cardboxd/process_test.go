@@ -56,7 +56,26 @@ type serverProc struct {
 	env      []string
 	binAddr  string
 	httpAddr string
-	log      *bytes.Buffer
+	log      *syncBuffer
+}
+
+// syncBuffer is the server's output: the process writes it while the test
+// may print it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func freePort(t *testing.T) string {
@@ -72,7 +91,7 @@ func freePort(t *testing.T) string {
 // startServer runs cardboxd on dataDir; databaseURL "" means embedded.
 func startServer(t *testing.T, dataDir, databaseURL string) *serverProc {
 	t.Helper()
-	p := &serverProc{t: t, binAddr: freePort(t), httpAddr: freePort(t), log: &bytes.Buffer{}}
+	p := &serverProc{t: t, binAddr: freePort(t), httpAddr: freePort(t), log: &syncBuffer{}}
 	p.env = append(os.Environ(),
 		"CARDBOX_DATA_DIR="+dataDir, "CARDBOX_DATABASE_URL="+databaseURL,
 		"CARDBOX_BINARY_ADDR="+p.binAddr, "CARDBOX_HTTP_ADDR="+p.httpAddr, "CARDBOX_LOG_LEVEL=warn")
