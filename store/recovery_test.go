@@ -233,6 +233,9 @@ func TestDatabaseConnectionsKilledUnderLoad(t *testing.T) {
 	if err := s.Engine.Healthy(context.Background()); err != nil {
 		t.Logf("store after the storm: %v (a restart reconciles)", err)
 	}
+	// A restart gets fresh connections; this pool still holds ones the
+	// killer ended.
+	s.pool.Reset()
 	s.reopen()
 	got := s.last(ten, h.ContextID, 1000, true)
 	seen := map[uint64]bool{}
