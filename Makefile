@@ -14,6 +14,7 @@ FUZZ_TARGETS = \
 	./cxdbcompat:FuzzDecodeResponses \
 	./cxdbcompat:FuzzDecodeTurnList \
 	./cxdbcompat/fstree:FuzzDecode \
+	./cxdbcompat/projection:FuzzProject \
 	./cxdbcompat/server:FuzzServerConn:3000x \
 	./store/blobpack:FuzzDecodeRecord \
 	./store/turnlog:FuzzUnmarshalRecord
