@@ -14,7 +14,11 @@ FUZZ_TARGETS = \
 	./cxdbcompat:FuzzDecodeResponses \
 	./cxdbcompat:FuzzDecodeTurnList \
 	./cxdbcompat/fstree:FuzzDecode \
+	./cxdbcompat/cql:FuzzParse \
+	./cxdbcompat/ctxmeta:FuzzExtract \
 	./cxdbcompat/projection:FuzzProject \
+	./cxdbcompat/registry:FuzzParse \
+	./cxdbcompat/typedjson:FuzzEncode \
 	./cxdbcompat/server:FuzzServerConn:3000x \
 	./store/blobpack:FuzzDecodeRecord \
 	./store/turnlog:FuzzUnmarshalRecord

@@ -144,3 +144,12 @@ func fromEchoError(he *echo.HTTPError) *Error {
 	}
 	return NewError(he.Code, "%s", msg)
 }
+
+// with adds a detail to the error.
+func (e *Error) with(key string, value any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[key] = value
+	return e
+}

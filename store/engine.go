@@ -36,6 +36,10 @@ type Options struct {
 	// (default DefaultMaxIdempotencyKeys); Postgres answers for older
 	// keys of the window.
 	MaxIdempotencyKeys int
+	// OnAppend, if set, is told of every group of turns once they are
+	// committed and readable, in commit order, from the committer's
+	// goroutine: it must return quickly (queue, don't work).
+	OnAppend func([]Appended)
 	// Now is the clock of idempotency keys and their expiry (time.Now
 	// when nil).
 	Now    func() time.Time
@@ -207,14 +211,15 @@ func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64,
 		}
 		depth = m.depth
 	}
-	id, err := e.q.CreateContext(ctx, db.CreateContextParams{
+	row, err := e.q.CreateContext(ctx, db.CreateContextParams{
 		TenantID: t.ID, BaseTurnID: int64(baseTurnID), HeadDepth: int64(depth), ClientTag: clientTag,
 	})
 	if err != nil {
 		return Head{}, wrapf(KindUnavailable, err, "create context")
 	}
-	h := Head{ContextID: uint64(id), TurnID: baseTurnID, Depth: depth}
-	e.contexts.put(h.ContextID, contextState{tenant: t.No, head: baseTurnID, depth: depth})
+	h := Head{ContextID: uint64(row.ContextID), TurnID: baseTurnID, Depth: depth}
+	at := row.CreatedAt.UnixMilli()
+	e.contexts.put(h.ContextID, contextState{tenant: t.No, head: baseTurnID, depth: depth, created: at, updated: at})
 	return h, nil
 }
 

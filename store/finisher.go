@@ -137,4 +137,20 @@ func (c *committer) publish(p *plan) {
 	c.appends.Add(int64(len(p.turns)))
 	c.groups.Add(1)
 	p.answer()
+	if c.e.opts.OnAppend != nil && len(p.turns) > 0 {
+		c.e.opts.OnAppend(c.appended(p))
+	}
+}
+
+// appended describes a published group's turns for Options.OnAppend.
+func (c *committer) appended(p *plan) []Appended {
+	out := make([]Appended, len(p.turns))
+	for i, t := range p.turns {
+		out[i] = Appended{
+			Tenant: Tenant{ID: t.tenantID(c.e), No: t.meta.tenant}, ContextID: t.contextID,
+			TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth,
+			TypeID: t.job.app.TypeID, TypeVersion: t.meta.typeVersion,
+		}
+	}
+	return out
 }

@@ -12,6 +12,9 @@ import (
 // that cost more than the hashing itself.
 var hashers = sync.Pool{New: func() any { return blake3.New() }}
 
+// HashOf returns the BLAKE3-256 of b, the content hash of a payload.
+func HashOf(b []byte) Hash { return hashOf(b) }
+
 // hashOf returns the BLAKE3-256 of b.
 func hashOf(b []byte) Hash {
 	h := hashers.Get().(*blake3.Hasher)

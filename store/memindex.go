@@ -99,11 +99,14 @@ func (t *turnTable) publish(max uint64) {
 	}
 }
 
-// contextState is a context's tenant and head.
+// contextState is a context's tenant and head, and when it was created and
+// last appended to (unix ms).
 type contextState struct {
-	tenant uint32
-	head   uint64
-	depth  uint32
+	tenant  uint32
+	head    uint64
+	depth   uint32
+	created int64
+	updated int64
 }
 
 // contextTable holds every context's head.
@@ -119,10 +122,28 @@ func (c *contextTable) get(id uint64) (contextState, bool) {
 	return s, ok
 }
 
+// put stores a context's state; a state without a creation time (a new
+// head) keeps the one recorded.
 func (c *contextTable) put(id uint64, s contextState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if s.created == 0 {
+		s.created = c.m[id].created
+	}
 	c.m[id] = s
+}
+
+// all returns the tenant's contexts.
+func (c *contextTable) all(tenant uint32) []ContextInfo {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]ContextInfo, 0, len(c.m))
+	for id, s := range c.m {
+		if s.tenant == tenant {
+			out = append(out, s.info(id))
+		}
+	}
+	return out
 }
 
 func (c *contextTable) len() int {

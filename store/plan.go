@@ -257,7 +257,7 @@ func (p *plan) addTurn(j *job, id uint64, meta turnMeta, now time.Time) {
 	req := j.app
 	p.turns = append(p.turns, plannedTurn{job: j, id: id, contextID: req.ContextID, meta: meta})
 	p.pending[id] = meta
-	p.heads[req.ContextID] = contextState{tenant: meta.tenant, head: id, depth: meta.depth}
+	p.heads[req.ContextID] = contextState{tenant: meta.tenant, head: id, depth: meta.depth, updated: now.UnixMilli()}
 	p.maxTurn = id
 	var flags uint32
 	if req.FSRoot != nil {

@@ -258,7 +258,10 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 		return fmt.Errorf("load contexts: %w", err)
 	}
 	for _, r := range rows {
-		s := contextState{tenant: uint32(r.TenantNo), head: uint64(r.HeadTurnID), depth: uint32(r.HeadDepth)}
+		s := contextState{
+			tenant: uint32(r.TenantNo), head: uint64(r.HeadTurnID), depth: uint32(r.HeadDepth),
+			created: r.CreatedAt.UnixMilli(), updated: r.UpdatedAt.UnixMilli(),
+		}
 		if s.head != 0 {
 			m, ok := e.table.get(s.head)
 			if !ok || m.tenant != s.tenant || m.depth != s.depth {

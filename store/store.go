@@ -66,6 +66,17 @@ type AppendResult struct {
 	Replayed    bool
 }
 
+// Appended is a committed turn, as Options.OnAppend is told of it.
+type Appended struct {
+	Tenant      Tenant
+	ContextID   uint64
+	TurnID      uint64
+	ParentID    uint64
+	Depth       uint32
+	TypeID      string
+	TypeVersion uint32
+}
+
 // Turn is a turn's metadata and, when asked for, its uncompressed payload.
 type Turn struct {
 	ID              uint64

@@ -9,12 +9,14 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 )
 
-// domainRoutes builds the CardBox routes and starts the sweeper that purges
-// expired and long-deleted cards and boxes. The returned func stops the
-// sweeper and waits for it.
-func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, log *slog.Logger) ([]api.Routes, func()) {
+// domainRoutes builds the CardBox routes and starts the background work of
+// the domains: the sweeper that purges expired and long-deleted cards and
+// boxes, and the CXDB service's metadata extraction. The returned func
+// stops them and waits.
+func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service, log *slog.Logger) ([]api.Routes, func()) {
 	svc := cardbox.New(db.Pool, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes})
 	sweeper := svc.NewSweeper(cardbox.SweeperConfig{
 		Interval: cfg.SweepInterval, DeletedRetention: cfg.DeletedRetention, Logger: log,
@@ -24,6 +26,11 @@ func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, log 
 	wg.Go(func() {
 		if err := sweeper.Run(ctx); err != nil {
 			log.Error("cardbox sweeper stopped", "err", err)
+		}
+	})
+	wg.Go(func() {
+		if err := cxdb.Run(ctx); err != nil {
+			log.Error("cxdb metadata extraction stopped", "err", err)
 		}
 	})
 	stop := func() {

@@ -13,6 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/connlimit"
 	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/store"
@@ -44,17 +45,24 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	defer closeDB(db, cfg, log)
 
-	engine, err := store.Open(ctx, store.Options{Dir: cfg.DataDir, Pool: db.Pool, Logger: log})
+	// The CXDB service hears of every committed turn; the store only
+	// commits once the listeners serve, after svc is set.
+	var svc *service.Service
+	engine, err := store.Open(ctx, store.Options{
+		Dir: cfg.DataDir, Pool: db.Pool, Logger: log, OnAppend: func(a []store.Appended) { svc.Appended(a) },
+	})
 	if err != nil {
 		return err
 	}
 	defer engine.Close()
+	svc = service.New(engine, service.Options{Logger: log})
 
-	routes, stopBackground := domainRoutes(ctx, cfg, db, log)
+	routes, stopBackground := domainRoutes(ctx, cfg, db, svc, log)
 	defer stopBackground()
+	routes = append(routes, api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, DataDir: cfg.DataDir}))
 
 	bin := server.New(server.Options{
-		Store: engine, Logger: log, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
+		Store: svc, Live: svc.Hub(), Logger: log, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
 	})
 	httpMetrics := api.NewHTTPMetrics()
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn})

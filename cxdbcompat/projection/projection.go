@@ -3,17 +3,17 @@
 // numeric tags become field names, each value rendered by its field's type,
 // nested types by their latest version. It knows nothing of storage or
 // HTTP, so the HTTP API and SQL analytics share it.
+//
+// Project reads the msgpack bytes once and writes JSON as it goes, without
+// decoding to Go values: objects' keys come out sorted by name, as the
+// reference emits them.
 package projection
 
 import (
-	"encoding/base64"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
-	"time"
-	"unicode/utf8"
+	"sync"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 )
@@ -42,11 +42,13 @@ type Options struct {
 	IncludeUnknown bool
 }
 
-// Result is a projected payload.
+// Result is a projected payload as JSON objects, keys sorted by name.
 type Result struct {
-	Data map[string]any
-	// Unknown holds the tags the descriptor does not name, when asked for.
-	Unknown map[string]any
+	// Data is the object of the fields the descriptor names.
+	Data json.RawMessage
+	// Unknown is the object of the tags the descriptor does not name, by
+	// decimal tag: nil unless Options.IncludeUnknown, "{}" when none.
+	Unknown json.RawMessage
 }
 
 // Errors of Project; both are 422 for the HTTP API.
@@ -55,250 +57,113 @@ var (
 	ErrNotMap = errors.New("payload is not a map")
 )
 
-// Project renders payload through d.
+// Project renders payload through d. Trailing bytes after the first
+// msgpack value are ignored. A key that is the same tag as an earlier one
+// replaces it; of two fields that share a name, the later in the payload
+// wins.
 func Project(payload []byte, d Descriptor, reg Registry, o Options) (Result, error) {
-	v, err := decode(payload)
-	if err != nil {
-		return Result{}, fmt.Errorf("%w: %w", ErrDecode, err)
-	}
-	m, ok := v.(mapValue)
-	if !ok {
-		return Result{}, ErrNotMap
-	}
-	p := projector{reg: reg, o: o}
-	tags := tagged(m)
-	r := Result{Data: p.fields(tags, d)}
-	if o.IncludeUnknown {
-		r.Unknown = map[string]any{}
-		for tag, val := range tags {
-			if _, known := d.Fields[tag]; !known {
-				r.Unknown[strconv.FormatUint(tag, 10)] = p.generic(val)
-			}
-		}
-	}
-	return r, nil
+	p := pool.Get().(*projector)
+	defer p.release()
+	p.r = reader{b: payload}
+	p.reg, p.o = reg, o
+	return p.project(&d)
 }
 
-// tagged normalises a map's keys to tags: unsigned integers and decimal
-// strings; other keys are dropped, and a later duplicate wins.
-func tagged(m mapValue) map[uint64]any {
-	out := make(map[uint64]any, len(m))
-	for _, e := range m {
-		switch k := e.key.(type) {
-		case string:
-			if n, err := strconv.ParseUint(k, 10, 64); err == nil {
-				out[n] = e.val
-			}
-		default:
-			if n, ok := unsigned(k); ok {
-				out[n] = e.val
-			}
-		}
-	}
-	return out
-}
+var pool = sync.Pool{New: func() any { return new(projector) }}
 
+// maxPooled is the largest buffer a pooled projector keeps.
+const maxPooled = 64 << 10
+
+// projector is the state of one Project call; pooled, as its buffers are
+// what would otherwise be allocated per call.
 type projector struct {
+	r   reader
 	reg Registry
 	o   Options
+
+	buf      []byte   // members' JSON, objects' members unordered
+	out      []byte   // where result writes the output
+	keys     []byte   // members' raw keys
+	members  []member // members of the objects being rendered, a stack
+	unknown  []member // members of the top level's unknown object
+	idx      []int32  // members' order, as order sorts them
+	done     []member // members of the objects that have ended, in order
+	nodes    []node   // objects that have ended
+	kids     []int    // nodes nested in members that have ended
+	kidStack []int    // nodes nested in members being rendered
+	types    []cachedType
 }
 
-// fields renders the tags d names; absent tags are omitted.
-func (p projector) fields(tags map[uint64]any, d Descriptor) map[string]any {
-	data := make(map[string]any, len(d.Fields))
-	for tag, f := range d.Fields {
-		if v, ok := tags[tag]; ok {
-			data[f.Name] = p.field(v, f)
-		}
-	}
-	return data
+// cachedType is a Latest answer, kept for the call.
+type cachedType struct {
+	id string
+	d  Descriptor
+	ok bool
 }
 
-func (p projector) field(v any, f Field) any {
-	if f.Enum != "" {
-		if out, ok := p.enum(v, f.Enum); ok {
-			return out
-		}
+// maxCachedTypes bounds the types one call remembers.
+const maxCachedTypes = 16
+
+func (p *projector) release() {
+	p.r, p.reg = reader{}, nil
+	clear(p.types)
+	p.types = p.types[:0]
+	if cap(p.buf) > maxPooled || cap(p.out) > maxPooled || cap(p.keys) > maxPooled ||
+		cap(p.members)+cap(p.done)+cap(p.nodes) > maxPooled/32 || cap(p.idx)+cap(p.kids)+cap(p.kidStack) > maxPooled/8 {
+		*p = projector{}
 	}
-	if f.Type == "ref" && f.Ref != "" {
-		return p.ref(v, f.Ref)
-	}
-	return p.typed(v, f.Type, f)
+	pool.Put(p)
 }
 
-func (p projector) enum(v any, id string) (any, bool) {
-	n, ok := unsigned(v)
-	if !ok || p.reg == nil {
-		return nil, false
+func (p *projector) project(d *Descriptor) (Result, error) {
+	p.buf, p.keys = p.buf[:0], p.keys[:0]
+	p.members, p.unknown, p.done = p.members[:0], p.unknown[:0], p.done[:0]
+	p.nodes, p.kids, p.kidStack = p.nodes[:0], p.kids[:0], p.kidStack[:0]
+	h, err := p.r.head(0)
+	if err == nil && h.k != kMap {
+		if err = p.r.skip(h, 0); err == nil {
+			return Result{}, ErrNotMap
+		}
 	}
-	labels, ok := p.reg.Enum(id)
-	if !ok {
-		return nil, false
+	if err == nil {
+		data, unknown := p.open(&p.members), p.open(&p.unknown)
+		u := &unknown
+		if !p.o.IncludeUnknown {
+			u = nil
+		}
+		if err = p.entries(h.u, d, 0, &data, u); err == nil {
+			return p.result(data, unknown), nil
+		}
 	}
-	label, ok := labels[strconv.FormatUint(n, 10)]
-	if !ok {
-		return nil, false
-	}
-	switch p.o.Enum {
-	case "number":
-		return n, true
-	case "both":
-		return map[string]any{"label": label, "value": n}, true
-	}
-	return label, true
+	return Result{}, fmt.Errorf("%w: %w", ErrDecode, err)
 }
 
-// typed renders v as the simple type t (items of arrays use f's items).
-func (p projector) typed(v any, t string, f Field) any {
-	switch t {
-	case "u64", "uint64", "int64":
-		if n, ok := unsigned(v); ok {
-			return p.u64(n)
-		}
-		return nil
-	case "u32", "uint32", "u8", "uint8", "int32":
-		if n, ok := signed(v); ok {
-			return n
-		}
-		return nil
-	case "string":
-		if s, ok := v.(string); ok {
-			if !utf8.ValidString(s) {
-				return ""
-			}
-			return s
-		}
-		return nil
-	case "bool":
-		if b, ok := v.(bool); ok {
-			return b
-		}
-		return nil
-	case "bytes", "typed_blob":
-		if b, ok := v.(binValue); ok {
-			return p.bytes(b)
-		}
-		return nil
-	case "array":
-		return p.array(v, f)
-	case "unix_ms", "time_ms", "timestamp_ms":
-		return p.time(v)
+// result writes the top level's objects into one new slice; data and
+// unknown are what fields rendered.
+func (p *projector) result(data, unknown object) Result {
+	p.out = p.emit(p.out[:0], p.end(data))
+	n := len(p.out)
+	if p.o.IncludeUnknown {
+		p.out = p.emit(p.out, p.end(unknown))
 	}
-	return p.generic(v)
+	out := append([]byte(nil), p.out...)
+	r := Result{Data: out[:n:n]}
+	if p.o.IncludeUnknown {
+		r.Unknown = out[n:]
+	}
+	return r
 }
 
-func (p projector) array(v any, f Field) any {
-	items, ok := v.([]any)
-	if !ok {
-		return nil
-	}
-	out := make([]any, len(items))
-	for i, it := range items {
-		switch {
-		case f.Items != nil && f.Items.Ref != "":
-			out[i] = p.ref(it, f.Items.Ref)
-		case f.Items != nil && f.Items.Type != "":
-			out[i] = p.typed(it, f.Items.Type, Field{})
-		default:
-			out[i] = p.generic(it)
+// latest is reg.Latest(id), remembered for the call.
+func (p *projector) latest(id string) (Descriptor, bool) {
+	for i := range p.types {
+		if p.types[i].id == id {
+			return p.types[i].d, p.types[i].ok
 		}
 	}
-	return out
-}
-
-// ref renders a nested type by its latest version.
-func (p projector) ref(v any, typeID string) any {
-	m, ok := v.(mapValue)
-	if !ok || p.reg == nil {
-		return p.generic(v)
+	d, ok := p.reg.Latest(id)
+	if len(p.types) < maxCachedTypes {
+		p.types = append(p.types, cachedType{id, d, ok})
 	}
-	d, ok := p.reg.Latest(typeID)
-	if !ok {
-		return p.generic(v)
-	}
-	return p.fields(tagged(m), d)
-}
-
-func (p projector) u64(n uint64) any {
-	if p.o.U64 == "number" {
-		return n
-	}
-	return strconv.FormatUint(n, 10)
-}
-
-func (p projector) bytes(b []byte) any {
-	switch p.o.Bytes {
-	case "hex":
-		return hex.EncodeToString(b)
-	case "len_only":
-		return len(b)
-	}
-	return base64.StdEncoding.EncodeToString(b)
-}
-
-// time renders unix milliseconds; out of range is null.
-func (p projector) time(v any) any {
-	ms, ok := signed(v)
-	if !ok {
-		return nil
-	}
-	if p.o.Time == "unix_ms" {
-		return ms
-	}
-	t := time.UnixMilli(ms).UTC()
-	if t.Year() < 0 || t.Year() > 9999 {
-		return nil
-	}
-	if ms%1000 == 0 {
-		return t.Format("2006-01-02T15:04:05+00:00")
-	}
-	return t.Format("2006-01-02T15:04:05.999+00:00")
-}
-
-// generic renders a value without a type.
-func (p projector) generic(v any) any {
-	switch x := v.(type) {
-	case nil, bool, string:
-		if s, ok := x.(string); ok && !utf8.ValidString(s) {
-			return ""
-		}
-		return x
-	case uint64:
-		return p.u64(x)
-	case int64:
-		if x >= 0 {
-			return p.u64(uint64(x))
-		}
-		return x
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return 0
-		}
-		return x
-	case binValue:
-		return p.bytes(x)
-	case []any:
-		out := make([]any, len(x))
-		for i, it := range x {
-			out[i] = p.generic(it)
-		}
-		return out
-	case mapValue:
-		out := make(map[string]any, len(x))
-		for _, e := range x {
-			out[genericKey(e.key)] = p.generic(e.val)
-		}
-		return out
-	}
-	return nil // ext types
-}
-
-func genericKey(k any) string {
-	if s, ok := k.(string); ok {
-		return s
-	}
-	if n, ok := unsigned(k); ok {
-		return strconv.FormatUint(n, 10)
-	}
-	return ""
+	return d, ok
 }

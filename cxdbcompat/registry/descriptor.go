@@ -25,7 +25,9 @@ type Renderer struct {
 	Integrity string
 }
 
-// Descriptor is one version of a type: its fields by tag.
+// Descriptor is one version of a type: its fields by tag. A Descriptor
+// returned by a Registry shares Fields, Items and Renderer with the
+// snapshot; treat them as read-only.
 type Descriptor struct {
 	TypeID   string
 	Version  uint32

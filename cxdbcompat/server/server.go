@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/cxdbcompat/live"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -34,6 +35,10 @@ type Authenticator func(ctx context.Context, hello cxdbcompat.HelloRequest) (sto
 // Options configure a Server.
 type Options struct {
 	Store store.TurnStore
+	// Live, if set, is told of sessions connecting and leaving, and the
+	// session is in the context of every store call it makes (so the
+	// contexts it creates are known to be its own).
+	Live *live.Hub
 	// Authenticate picks the tenant at HELLO; nil means every session uses
 	// the default tenant (no authentication).
 	Authenticate Authenticator

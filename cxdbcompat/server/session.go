@@ -11,8 +11,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/cxdbcompat/live"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -28,6 +30,7 @@ type session struct {
 
 	tenant    store.Tenant // set at HELLO or at the first request
 	hasTenant bool
+	live      *live.Session          // announced once the tenant is known; nil without Options.Live
 	clientTag atomic.Pointer[string] // from HELLO; recorded on the contexts the session creates
 
 	in       *pacedReader
@@ -59,6 +62,9 @@ func (s *session) serve() {
 	s.handlers.Wait()
 	s.cancel()
 	s.conn.Close()
+	if s.live != nil {
+		s.srv.opts.Live.Disconnect(s.id)
+	}
 }
 
 // stopReading makes the blocked read return so the session winds down;
@@ -126,6 +132,9 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 			s.reply(f.ReqID, errorFrame(f.ReqID, err))
 			return true
 		}
+	}
+	if s.live != nil {
+		s.live.Touch(time.Now())
 	}
 	select {
 	case s.inflight <- struct{}{}:
@@ -233,7 +242,7 @@ func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 		}
 		return &protocolError{401, "UNAUTHORIZED", "authentication failed: " + err.Error()}
 	}
-	s.tenant, s.hasTenant = t, true
+	s.setTenant(t)
 	return nil
 }
 
@@ -245,8 +254,24 @@ func (s *session) useDefaultTenant() error {
 	if err != nil {
 		return err
 	}
-	s.tenant, s.hasTenant = t, true
+	s.setTenant(t)
 	return nil
+}
+
+// setTenant fixes the session's tenant and announces the session as
+// connected; the reader calls it before starting any handler, so they all
+// see s.ctx with the session in it.
+func (s *session) setTenant(t store.Tenant) {
+	s.tenant, s.hasTenant = t, true
+	hub := s.srv.opts.Live
+	if hub == nil {
+		return
+	}
+	s.live = &live.Session{
+		ID: s.id, Tenant: t.ID, ClientTag: s.tag(), PeerAddr: s.conn.RemoteAddr().String(), ConnectedAt: time.Now(),
+	}
+	s.ctx = live.WithSession(s.ctx, s.live)
+	hub.Connect(s.live)
 }
 
 // reply writes a response frame. Handlers write their own answers, under

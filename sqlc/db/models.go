@@ -35,14 +35,16 @@ type Card struct {
 }
 
 type Context struct {
-	TenantID   string
-	ContextID  int64
-	HeadTurnID int64
-	HeadDepth  int64
-	BaseTurnID int64
-	ClientTag  string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	TenantID     string
+	ContextID    int64
+	HeadTurnID   int64
+	HeadDepth    int64
+	BaseTurnID   int64
+	ClientTag    string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	RootTurnID   int64
+	MetadataDone bool
 }
 
 type FsAttachment struct {
@@ -68,6 +70,14 @@ type PackHole struct {
 	BlobHash    []byte
 	Reason      string
 	FirstFound  time.Time
+}
+
+type RegistryBundle struct {
+	TenantID    string
+	BundleID    string
+	Seq         int64
+	Body        []byte
+	PublishedAt time.Time
 }
 
 type Tenant struct {
@@ -107,6 +117,16 @@ type TurnLogCommit struct {
 	NextTurnID   int64
 	CommittedAt  time.Time
 	PackEnd      pgtype.Int8
+}
+
+type TurnMetadatum struct {
+	TenantID    string
+	TurnID      int64
+	ClientTag   pgtype.Text
+	Title       pgtype.Text
+	Labels      []string
+	Provenance  []byte
+	ExtractedAt time.Time
 }
 
 type TurnStore struct {

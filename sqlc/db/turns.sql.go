@@ -186,7 +186,7 @@ func (q *Queries) CommitAppendBatch(ctx context.Context, arg CommitAppendBatchPa
 const createContext = `-- name: CreateContext :one
 INSERT INTO contexts (tenant_id, context_id, head_turn_id, head_depth, base_turn_id, client_tag)
 VALUES ($1, nextval('context_id_seq'), $2, $3, $2, $4)
-RETURNING context_id
+RETURNING context_id, created_at
 `
 
 type CreateContextParams struct {
@@ -196,16 +196,21 @@ type CreateContextParams struct {
 	ClientTag  string
 }
 
-func (q *Queries) CreateContext(ctx context.Context, arg CreateContextParams) (int64, error) {
+type CreateContextRow struct {
+	ContextID int64
+	CreatedAt time.Time
+}
+
+func (q *Queries) CreateContext(ctx context.Context, arg CreateContextParams) (CreateContextRow, error) {
 	row := q.db.QueryRow(ctx, createContext,
 		arg.TenantID,
 		arg.BaseTurnID,
 		arg.HeadDepth,
 		arg.ClientTag,
 	)
-	var context_id int64
-	err := row.Scan(&context_id)
-	return context_id, err
+	var i CreateContextRow
+	err := row.Scan(&i.ContextID, &i.CreatedAt)
+	return i, err
 }
 
 const deleteIdempotencyKeysBefore = `-- name: DeleteIdempotencyKeysBefore :execrows
@@ -332,7 +337,7 @@ func (q *Queries) InitTurnLogState(ctx context.Context, storeID pgtype.UUID) err
 }
 
 const listContexts = `-- name: ListContexts :many
-SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth
+SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
 FROM contexts c JOIN tenants t USING (tenant_id)
 `
 
@@ -341,6 +346,8 @@ type ListContextsRow struct {
 	ContextID  int64
 	HeadTurnID int64
 	HeadDepth  int64
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 func (q *Queries) ListContexts(ctx context.Context) ([]ListContextsRow, error) {
@@ -357,6 +364,8 @@ func (q *Queries) ListContexts(ctx context.Context) ([]ListContextsRow, error) {
 			&i.ContextID,
 			&i.HeadTurnID,
 			&i.HeadDepth,
+			&i.CreatedAt,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}

@@ -16,7 +16,7 @@ LIMIT 1;
 INSERT INTO turn_stores (store_id) VALUES (@store_id);
 
 -- name: ListContexts :many
-SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth
+SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
 FROM contexts c JOIN tenants t USING (tenant_id);
 
 -- name: ListTurnTypes :many
@@ -41,7 +41,7 @@ DELETE FROM idempotency_keys WHERE created_at <= @before;
 -- name: CreateContext :one
 INSERT INTO contexts (tenant_id, context_id, head_turn_id, head_depth, base_turn_id, client_tag)
 VALUES (@tenant_id, nextval('context_id_seq'), @base_turn_id, @head_depth, @base_turn_id, @client_tag)
-RETURNING context_id;
+RETURNING context_id, created_at;
 
 -- name: TurnExists :one
 SELECT EXISTS (SELECT 1 FROM turns WHERE tenant_id = @tenant_id AND turn_id = @turn_id);

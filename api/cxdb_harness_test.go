@@ -1,0 +1,242 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// cxdbHarness is a running cardbox: the turn store on real files and a
+// fresh Postgres database, the CXDB service, the binary listener and the
+// HTTP API, as cardboxd wires them.
+type cxdbHarness struct {
+	t      testing.TB
+	url    string
+	binary string
+	engine *store.Engine
+	svc    *service.Service
+}
+
+func newCXDBHarness(t testing.TB) *cxdbHarness {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	var svc *service.Service
+	engine, err := store.Open(context.Background(), store.Options{
+		Dir: t.TempDir(), Pool: pool, OnAppend: func(a []store.Appended) { svc.Appended(a) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { engine.Close() })
+	svc = service.New(engine, service.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("service: %v", err)
+		}
+	})
+
+	bin := server.New(server.Options{Store: svc, Live: svc.Hub()})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go bin.Serve(ln)
+	t.Cleanup(func() { bin.Shutdown(context.Background()) })
+
+	h := api.New(api.Options{Routes: []api.Routes{api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine})}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(cancel) // ends event streams before srv.Close waits for them
+	return &cxdbHarness{t: t, url: srv.URL, binary: ln.Addr().String(), engine: engine, svc: svc}
+}
+
+// client dials the binary listener.
+func (h *cxdbHarness) client(opts ...client.Option) *client.Client {
+	h.t.Helper()
+	c, err := client.Dial(context.Background(), h.binary, opts...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// call sends a request with an optional body (a string sent as is, or a
+// value encoded as JSON) and headers given as name, value pairs.
+func (h *cxdbHarness) call(method, path string, body any, headers ...string) response {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = strings.NewReader(string(b))
+	default:
+		buf, err := json.Marshal(b)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		rd = strings.NewReader(string(buf))
+	}
+	req, err := http.NewRequest(method, h.url+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return response{Status: res.StatusCode, Header: res.Header, Body: out}
+}
+
+func (h *cxdbHarness) get(path string, headers ...string) response {
+	h.t.Helper()
+	return h.call(http.MethodGet, path, nil, headers...)
+}
+
+// publishConversationBundle publishes the canonical conversation types.
+func (h *cxdbHarness) publishConversationBundle() {
+	h.t.Helper()
+	body, err := os.ReadFile(filepath.Join("..", "cxdbcompat", "registry", "testdata", "conversation_bundle.json"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.call(http.MethodPut, "/v1/registry/bundles/cxdb-conversation-v3", body).want(h.t, http.StatusCreated)
+}
+
+// eventually polls cond until it holds or 10 s pass.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sharedFixture reads a payload fixture of ../shared/fixtures/cxdb/types.
+func sharedFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	dir := os.Getenv("CARDBOX_SHARED_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared")
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "fixtures", "cxdb", "types", name+".json"))
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("shared fixtures missing: %v", err)
+		}
+		t.Skipf("shared fixtures missing: %v", err)
+	}
+	var f struct {
+		PayloadHex string `json:"payload_hex"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	b, err := hex.DecodeString(f.PayloadHex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	ID, Name string
+	Data     map[string]any
+}
+
+// sseStream reads server-sent events.
+type sseStream struct {
+	t      testing.TB
+	res    *http.Response
+	lines  *bufio.Scanner
+	cancel context.CancelFunc
+}
+
+// events opens GET /v1/events, optionally resuming after lastID.
+func (h *cxdbHarness) events(lastID string) *sseStream {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url+"/v1/events", nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { cancel(); res.Body.Close() })
+	return &sseStream{t: h.t, res: res, lines: bufio.NewScanner(res.Body), cancel: cancel}
+}
+
+// next reads the next event (comments skipped).
+func (s *sseStream) next() sseEvent {
+	s.t.Helper()
+	var ev sseEvent
+	for s.lines.Scan() {
+		line := s.lines.Text()
+		switch {
+		case line == "":
+			if ev.Name != "" {
+				return ev
+			}
+		case strings.HasPrefix(line, "id: "):
+			ev.ID = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			ev.Name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.Data); err != nil {
+				s.t.Fatalf("event data: %v", err)
+			}
+		}
+	}
+	s.t.Fatalf("event stream ended: %v", s.lines.Err())
+	return ev
+}
+
+// until reads events until one named name arrives, and returns it.
+func (s *sseStream) until(name string) sseEvent {
+	s.t.Helper()
+	for {
+		if ev := s.next(); ev.Name == name {
+			return ev
+		}
+	}
+}

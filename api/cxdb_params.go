@@ -1,0 +1,98 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// pathParam returns a path segment percent-decoded (bundle and type ids
+// carry '#', which clients send as %23).
+func pathParam(c echo.Context, name string) (string, error) {
+	raw := c.Param(name)
+	v, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", paramError(name, "not a valid percent-encoded path segment")
+	}
+	return v, nil
+}
+
+// idParam parses a u64 id from the path.
+func idParam(c echo.Context, name string) (uint64, error) {
+	id, err := strconv.ParseUint(c.Param(name), 10, 64)
+	if err != nil {
+		return 0, paramError(name, "must be a decimal u64, got %q", c.Param(name))
+	}
+	return id, nil
+}
+
+// queryUint parses an optional unsigned query parameter of at most bits
+// bits; absent is def.
+func queryUint(c echo.Context, name string, bits int, def uint64) (uint64, error) {
+	s := c.QueryParam(name)
+	if s == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseUint(s, 10, bits)
+	if err != nil {
+		return 0, paramError(name, "must be a decimal u%d, got %q", bits, s)
+	}
+	return v, nil
+}
+
+// queryEnum returns an optional query parameter that must be one of
+// values; absent is values[0].
+func queryEnum(c echo.Context, name string, values ...string) (string, error) {
+	s := c.QueryParam(name)
+	if s == "" {
+		return values[0], nil
+	}
+	for _, v := range values {
+		if s == v {
+			return s, nil
+		}
+	}
+	return "", paramError(name, "must be one of %s, got %q", strings.Join(values, ", "), s)
+}
+
+// queryBool reads a flag the CXDB UI sends as "true" and the reference
+// reads as "1".
+func queryBool(c echo.Context, name string) (bool, error) {
+	switch c.QueryParam(name) {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	}
+	return false, paramError(name, "must be 1, true, 0 or false")
+}
+
+func paramError(name, format string, args ...any) *Error {
+	e := NewError(http.StatusBadRequest, name+": "+format, args...)
+	e.Details = map[string]any{"parameter": name}
+	return e
+}
+
+// flexID is an id a request gives as a decimal string or a JSON number.
+type flexID uint64
+
+// UnmarshalJSON accepts "12" and 12.
+func (id *flexID) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if unq, err := strconv.Unquote(s); err == nil {
+		s = unq
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return &json.UnmarshalTypeError{Value: string(b), Type: nil}
+	}
+	*id = flexID(v)
+	return nil
+}
+
+// idString renders an id as CXDB's HTTP JSON does: a decimal string.
+func idString(id uint64) string { return strconv.FormatUint(id, 10) }

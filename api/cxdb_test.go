@@ -1,0 +1,491 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+)
+
+// userTurn is a ConversationItem as the official Go client writes it
+// (digit-string keys), with first-turn metadata when title is set.
+func userTurn(t testing.TB, text, title string, labels ...string) []byte {
+	t.Helper()
+	item := map[string]any{"1": "user_input", "2": "complete", "3": int64(1700000000000), "10": map[string]any{"1": text}}
+	if title != "" {
+		item["30"] = map[string]any{"1": "test-agent", "2": title, "3": labels,
+			"10": map[string]any{"20": "alice", "40": "svc-a", "45": "host-1", "1": uint64(7)}}
+	}
+	b, err := msgpack.Marshal(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func appendBinary(t testing.TB, c *client.Client, ctxID uint64, payload []byte) client.AppendResult {
+	t.Helper()
+	res, err := c.AppendTurn(context.Background(), &client.AppendRequest{
+		ContextID: ctxID, TypeID: "cxdb.ConversationItem", TypeVersion: 3, Payload: payload,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+type turnsBody struct {
+	Meta struct {
+		ContextID        string  `json:"context_id"`
+		HeadTurnID       string  `json:"head_turn_id"`
+		HeadDepth        int     `json:"head_depth"`
+		RegistryBundleID *string `json:"registry_bundle_id"`
+	} `json:"meta"`
+	Turns []struct {
+		TurnID       string         `json:"turn_id"`
+		ParentTurnID string         `json:"parent_turn_id"`
+		Depth        int            `json:"depth"`
+		DecodedAs    map[string]any `json:"decoded_as"`
+		Data         map[string]any `json:"data"`
+		Unknown      map[string]any `json:"unknown"`
+		Error        map[string]any `json:"error"`
+		BytesB64     string         `json:"bytes_b64"`
+	} `json:"turns"`
+	NextBeforeTurnID *string `json:"next_before_turn_id"`
+	NextCursor       string  `json:"next_cursor"`
+	PrevCursor       string  `json:"prev_cursor"`
+}
+
+func TestRegistryPublishAndRead(t *testing.T) {
+	h := newCXDBHarness(t)
+	bundle, err := os.ReadFile(filepath.Join("..", "cxdbcompat", "registry", "testdata", "conversation_bundle.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/registry/bundles/cxdb-conversation-v3"
+	h.call(http.MethodPut, path, bundle).want(t, http.StatusCreated)
+	h.call(http.MethodPut, path, bundle).want(t, http.StatusNoContent)
+
+	got := h.get(path).want(t, http.StatusOK)
+	if !bytes.Equal(got.Body, bundle) || got.Header.Get("ETag") == "" {
+		t.Fatalf("bundle read back differs or has no ETag")
+	}
+	h.get(path, "If-None-Match", got.Header.Get("ETag")).want(t, http.StatusNotModified)
+
+	var types struct{ Types []map[string]any }
+	h.get("/v1/registry/types").want(t, http.StatusOK).JSON(t, &types)
+	if len(types.Types) < 10 {
+		t.Fatalf("types listed: %d", len(types.Types))
+	}
+	var d struct{ Fields map[string]map[string]any }
+	h.get("/v1/registry/types/cxdb.ConversationItem/versions/3").want(t, http.StatusOK).JSON(t, &d)
+	if d.Fields["1"]["name"] != "item_type" {
+		t.Fatalf("descriptor: %v", d.Fields["1"])
+	}
+	var r struct{ Renderers map[string]map[string]any }
+	h.get("/v1/registry/renderers").want(t, http.StatusOK).JSON(t, &r)
+	if r.Renderers["cxdb.ConversationItem"]["esm_url"] == nil {
+		t.Fatalf("renderers: %v", r.Renderers)
+	}
+	h.get("/v1/registry/types/cxdb.ConversationItem/versions/99").want(t, http.StatusNotFound)
+	h.get("/v1/registry/types/cxdb.ConversationItem/versions/x").want(t, http.StatusBadRequest)
+}
+
+func TestRegistryRefusals(t *testing.T) {
+	h := newCXDBHarness(t)
+	put := func(id, body string) response {
+		return h.call(http.MethodPut, "/v1/registry/bundles/"+id, body)
+	}
+	v1 := `{"registry_version":1,"bundle_id":"b1","types":{"t":{"versions":{"2":{"fields":{"1":{"name":"a","type":"string"}}}}}}}`
+	put("b1", v1).want(t, http.StatusCreated)
+	tests := []struct {
+		name, id, body string
+		status         int
+	}{
+		{"same id, other content", "b1", strings.Replace(v1, `"a"`, `"b"`, 1), http.StatusConflict},
+		{"tag retyped", "b2", `{"registry_version":1,"bundle_id":"b2","types":{"t":{"versions":{"3":{"fields":{"1":{"name":"a","type":"u64"}}}}}}}`, http.StatusConflict},
+		{"version going back", "b3", `{"registry_version":1,"bundle_id":"b3","types":{"t":{"versions":{"1":{"fields":{"1":{"name":"a","type":"string"}}}}}}}`, http.StatusConflict},
+		{"not JSON", "b4", `{`, http.StatusUnprocessableEntity},
+		{"path id differs", "other", `{"registry_version":1,"bundle_id":"b5"}`, http.StatusUnprocessableEntity},
+		{"bundle id with #, percent-encoded", "x%23y", `{"registry_version":1,"bundle_id":"x#y"}`, http.StatusCreated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := put(tt.id, tt.body).want(t, tt.status)
+			if tt.status >= 400 {
+				if e := r.apiError(t); e.Status != tt.status || e.Message == "" || e.Kind == "" {
+					t.Fatalf("error body %s", r.Body)
+				}
+			}
+		})
+	}
+	// The fixtures of ../shared/fixtures/cxdb/registry are not in the
+	// accepted format.
+	dir := os.Getenv("CARDBOX_SHARED_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared")
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "fixtures", "cxdb", "registry", "*.json"))
+	if len(files) == 0 && os.Getenv("CI") != "" {
+		t.Fatal("registry fixtures missing")
+	}
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.call(http.MethodPut, "/v1/registry/bundles/fixture", body).want(t, http.StatusUnprocessableEntity)
+	}
+	h.get("/v1/registry/bundles/x%23y").want(t, http.StatusOK)
+}
+
+func TestBinaryWritesReadTypedOverHTTP(t *testing.T) {
+	h := newCXDBHarness(t)
+	h.publishConversationBundle()
+	c := h.client(client.WithClientTag("writer"))
+	head, err := c.CreateContext(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture := sharedFixture(t, "msgpack_conversation_item")
+	first := appendBinary(t, c, head.ContextID, fixture)
+	appendBinary(t, c, head.ContextID, userTurn(t, "second", ""))
+
+	var page turnsBody
+	h.get(fmt.Sprintf("/v1/contexts/%d/turns?limit=100&view=typed&include_unknown=true", head.ContextID)).
+		want(t, http.StatusOK).JSON(t, &page)
+	if len(page.Turns) != 2 || page.Turns[0].TurnID != fmt.Sprint(first.NewTurnID) || page.Turns[0].ParentTurnID != "0" {
+		t.Fatalf("page: %+v", page)
+	}
+	d := page.Turns[0].Data
+	if d["item_type"] != "user_input" || d["timestamp"] != "2023-11-14T22:13:20+00:00" ||
+		d["user_input"].(map[string]any)["text"] != "Hello from fixtures" {
+		t.Fatalf("typed data: %v", d)
+	}
+	if page.Turns[0].Unknown == nil || page.Meta.RegistryBundleID == nil || *page.Meta.RegistryBundleID != "cxdb-conversation-v3" {
+		t.Fatalf("unknown %v meta %+v", page.Turns[0].Unknown, page.Meta)
+	}
+
+	// The first turn's metadata reaches the listing.
+	var list struct{ Contexts []map[string]any }
+	eventually(t, "metadata in the context list", func() bool {
+		h.get("/v1/contexts?limit=1000&include_provenance=1").want(t, http.StatusOK).JSON(t, &list)
+		return len(list.Contexts) == 1 && list.Contexts[0]["title"] == "Fixture Title"
+	})
+	ctx := list.Contexts[0]
+	if ctx["client_tag"] != "fixture-tag" || ctx["is_live"] != true || fmt.Sprint(ctx["labels"]) != "[alpha beta]" {
+		t.Fatalf("context entry: %v", ctx)
+	}
+}
+
+func TestTurnsOfAnUnregisteredTypeCarryAnErrorAndTheOthersRender(t *testing.T) {
+	h := newCXDBHarness(t)
+	h.publishConversationBundle()
+	c := h.client()
+	head, _ := c.CreateContext(context.Background(), 0)
+	appendBinary(t, c, head.ContextID, userTurn(t, "hi", ""))
+	if _, err := c.AppendTurn(context.Background(), &client.AppendRequest{
+		ContextID: head.ContextID, TypeID: "acme.Unknown", TypeVersion: 1, Payload: []byte{0x80},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var page turnsBody
+	h.get(fmt.Sprintf("/v1/contexts/%d/turns", head.ContextID)).want(t, http.StatusOK).JSON(t, &page)
+	if len(page.Turns) != 2 || page.Turns[0].Data["item_type"] != "user_input" {
+		t.Fatalf("first turn: %+v", page.Turns)
+	}
+	if e := page.Turns[1].Error; e == nil || e["type_id"] != "acme.Unknown" || page.Turns[1].Data != nil {
+		t.Fatalf("second turn error: %v", page.Turns[1])
+	}
+}
+
+func TestHTTPWritesReadBackByteIdenticalOverBinary(t *testing.T) {
+	h := newCXDBHarness(t)
+	h.publishConversationBundle()
+	var created map[string]any
+	h.call(http.MethodPost, "/v1/contexts/create", `{"base_turn_id":"0"}`).want(t, http.StatusCreated).JSON(t, &created)
+	ctxID := created["context_id"].(string)
+
+	data := `{"item_type":"user_input","status":"complete","timestamp":"2023-11-14T22:13:20+00:00","user_input":{"text":"hello","files":["a.txt"]}}`
+	reordered := `{"user_input":{"files":["a.txt"],"text":"hello"},"timestamp":"2023-11-14T22:13:20+00:00","status":"complete","item_type":"user_input"}`
+	var a1, a2 map[string]any
+	h.call(http.MethodPost, "/v1/contexts/"+ctxID+"/append",
+		`{"type_id":"cxdb.ConversationItem","type_version":3,"data":`+data+`}`).want(t, http.StatusCreated).JSON(t, &a1)
+	h.call(http.MethodPost, "/v1/contexts/"+ctxID+"/append",
+		`{"type_id":"cxdb.ConversationItem","type_version":3,"data":`+reordered+`,"idempotency_key":"k1"}`).want(t, http.StatusCreated).JSON(t, &a2)
+	if a1["content_hash_b3"] != a2["content_hash_b3"] || a2["depth"] != float64(2) || a2["parent_turn_id"] != a1["turn_id"] {
+		t.Fatalf("appends: %v %v", a1, a2)
+	}
+	var again map[string]any
+	h.call(http.MethodPost, "/v1/contexts/"+ctxID+"/append",
+		`{"type_id":"cxdb.ConversationItem","type_version":3,"data":`+reordered+`,"idempotency_key":"k1"}`).want(t, http.StatusCreated).JSON(t, &again)
+	if again["turn_id"] != a2["turn_id"] {
+		t.Fatalf("idempotent replay made turn %v, want %v", again["turn_id"], a2["turn_id"])
+	}
+
+	// Over the binary protocol: the same bytes, and they decode with tags.
+	c := h.client()
+	var id uint64
+	fmt.Sscan(ctxID, &id)
+	turns, err := c.GetLast(context.Background(), id, 10, true)
+	if err != nil || len(turns) != 2 {
+		t.Fatalf("GET_LAST: %v %d", err, len(turns))
+	}
+	if !bytes.Equal(turns[0].Payload, turns[1].Payload) {
+		t.Fatal("same data in another key order gave other bytes")
+	}
+	var decoded map[string]any
+	if err := msgpack.Unmarshal(turns[0].Payload, &decoded); err != nil || decoded["1"] != "user_input" {
+		t.Fatalf("payload %v: %v", decoded, err)
+	}
+	// A turn written over binary reads back identical over HTTP raw view.
+	payload := userTurn(t, "from binary", "")
+	appendBinary(t, c, id, payload)
+	var page turnsBody
+	h.get("/v1/contexts/"+ctxID+"/turns?view=raw&limit=1").want(t, http.StatusOK).JSON(t, &page)
+	if len(page.Turns) != 1 || page.Turns[0].BytesB64 == "" {
+		t.Fatalf("raw page %+v", page)
+	}
+
+	bad := []struct{ body, field string }{
+		{`{"type_id":"nope","type_version":1,"data":{}}`, "type_id"},
+		{`{"type_id":"cxdb.ConversationItem","type_version":3,"data":{"item_type":5}}`, "data.item_type"},
+		{`{"type_id":"cxdb.ConversationItem","type_version":3,"data":{"bogus":1}}`, "data.bogus"},
+	}
+	for _, b := range bad {
+		r := h.call(http.MethodPost, "/v1/contexts/"+ctxID+"/append", b.body).want(t, http.StatusUnprocessableEntity)
+		if e := r.apiError(t); e.Details["field"] != b.field {
+			t.Errorf("%s: details %v, want field %s", b.body, e.Details, b.field)
+		}
+	}
+	h.call(http.MethodPost, "/v1/contexts/999999/append", `{"type_id":"cxdb.ConversationItem","type_version":3,"data":{}}`).want(t, http.StatusNotFound)
+
+	var fork map[string]any
+	h.call(http.MethodPost, "/v1/contexts/fork", map[string]any{"base_turn_id": a1["turn_id"]}).want(t, http.StatusCreated).JSON(t, &fork)
+	if fork["head_turn_id"] != a1["turn_id"] || fork["head_depth"] != float64(1) {
+		t.Fatalf("fork: %v", fork)
+	}
+}
+
+func TestTurnPagingAndBadParameters(t *testing.T) {
+	h := newCXDBHarness(t)
+	h.publishConversationBundle()
+	c := h.client()
+	head, _ := c.CreateContext(context.Background(), 0)
+	var ids []string
+	for i := range 7 {
+		r := appendBinary(t, c, head.ContextID, userTurn(t, fmt.Sprint("turn ", i), ""))
+		ids = append(ids, fmt.Sprint(r.NewTurnID))
+	}
+	base := fmt.Sprintf("/v1/contexts/%d/turns", head.ContextID)
+	var p1, p2, back turnsBody
+	h.get(base+"?limit=3").want(t, http.StatusOK).JSON(t, &p1)
+	if len(p1.Turns) != 3 || p1.Turns[2].TurnID != ids[6] || p1.NextCursor == "" || p1.PrevCursor != "" || *p1.NextBeforeTurnID != ids[4] {
+		t.Fatalf("first page %+v", p1)
+	}
+	h.get(base+"?limit=3&cursor="+p1.NextCursor).want(t, http.StatusOK).JSON(t, &p2)
+	if len(p2.Turns) != 3 || p2.Turns[0].TurnID != ids[1] || p2.Turns[2].TurnID != ids[3] || p2.PrevCursor == "" {
+		t.Fatalf("second page %+v", p2)
+	}
+	h.get(base+"?limit=3&cursor="+p2.PrevCursor).want(t, http.StatusOK).JSON(t, &back)
+	if len(back.Turns) != 3 || back.Turns[0].TurnID != ids[4] {
+		t.Fatalf("page back %+v", back)
+	}
+	var before turnsBody
+	h.get(base+"?limit=10&before_turn_id="+ids[2]).want(t, http.StatusOK).JSON(t, &before)
+	if len(before.Turns) != 2 || before.Turns[1].TurnID != ids[1] {
+		t.Fatalf("before page %+v", before)
+	}
+
+	other, _ := c.CreateContext(context.Background(), 0)
+	foreign := appendBinary(t, c, other.ContextID, userTurn(t, "elsewhere", ""))
+	for _, tt := range []struct{ query, param string }{
+		{fmt.Sprint("?before_turn_id=", foreign.NewTurnID), "before_turn_id"},
+		{"?limit=abc", "limit"},
+		{"?cursor=zzz", "cursor"},
+		{"?view=fancy", "view"},
+		{"?type_hint_mode=explicit", "as_type_id"},
+	} {
+		r := h.get(base+tt.query).want(t, http.StatusBadRequest)
+		if e := r.apiError(t); e.Details["parameter"] != tt.param {
+			t.Errorf("%s: %s", tt.query, r.Body)
+		}
+	}
+	h.get("/v1/contexts/abc/turns").want(t, http.StatusBadRequest)
+	h.get("/v1/contexts/987654/turns").want(t, http.StatusNotFound)
+
+	var empty turnsBody
+	fresh, _ := c.CreateContext(context.Background(), 0)
+	h.get(fmt.Sprintf("/v1/contexts/%d/turns", fresh.ContextID)).want(t, http.StatusOK).JSON(t, &empty)
+	if empty.Turns == nil || len(empty.Turns) != 0 || empty.NextBeforeTurnID != nil {
+		t.Fatalf("empty context page %s", h.get(fmt.Sprintf("/v1/contexts/%d/turns", fresh.ContextID)).Body)
+	}
+}
+
+func TestContextListPagesNewestFirstAndSearchFindsForks(t *testing.T) {
+	h := newCXDBHarness(t)
+	c := h.client()
+	var ctxIDs []uint64
+	for i := range 5 {
+		head, _ := c.CreateContext(context.Background(), 0)
+		appendBinary(t, c, head.ContextID, userTurn(t, "x", fmt.Sprint("title ", i), "env=prod"))
+		ctxIDs = append(ctxIDs, head.ContextID)
+	}
+	// Touch the first context last: it lists first.
+	appendBinary(t, c, ctxIDs[0], userTurn(t, "again", ""))
+	var page1, page2 struct {
+		Contexts   []map[string]any
+		NextCursor string `json:"next_cursor"`
+		HasMore    bool   `json:"has_more"`
+	}
+	h.get("/v1/contexts?limit=3").want(t, http.StatusOK).JSON(t, &page1)
+	if len(page1.Contexts) != 3 || page1.Contexts[0]["context_id"] != fmt.Sprint(ctxIDs[0]) || !page1.HasMore {
+		t.Fatalf("page 1: %+v", page1)
+	}
+	h.get("/v1/contexts?limit=3&cursor="+page1.NextCursor).want(t, http.StatusOK).JSON(t, &page2)
+	if len(page2.Contexts) != 2 || page2.HasMore {
+		t.Fatalf("page 2: %+v", page2)
+	}
+
+	head, _ := c.GetHead(context.Background(), ctxIDs[1])
+	fork, err := c.ForkContext(context.Background(), head.HeadTurnID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found struct {
+		Contexts   []map[string]any
+		TotalCount int `json:"total_count"`
+	}
+	eventually(t, "the fork to be searchable by its origin's title", func() bool {
+		h.get("/v1/contexts/search?q="+urlQuery(`title = "title 1"`)).want(t, http.StatusOK).JSON(t, &found)
+		return found.TotalCount == 2
+	})
+	if found.Contexts[0]["context_id"] != fmt.Sprint(fork.ContextID) {
+		t.Fatalf("search: %+v", found)
+	}
+	h.get("/v1/contexts/search?q="+urlQuery(`label = "env=prod" AND depth >= 2`)).want(t, http.StatusOK).JSON(t, &found)
+	if found.TotalCount != 1 {
+		t.Fatalf("label and depth: %+v", found)
+	}
+
+	var cqlErr map[string]any
+	h.get("/v1/contexts/search?q="+urlQuery(`nope = 1`)).want(t, http.StatusBadRequest).JSON(t, &cqlErr)
+	if cqlErr["error_type"] != "UnknownField" || cqlErr["field"] != "nope" {
+		t.Fatalf("CQL error: %v", cqlErr)
+	}
+	h.get("/v1/contexts/search").want(t, http.StatusBadRequest).JSON(t, &cqlErr)
+	if cqlErr["error"] != "Missing required 'q' parameter" {
+		t.Fatalf("missing q: %v", cqlErr)
+	}
+	var filtered struct{ Contexts []map[string]any }
+	eventually(t, "a context filtered by label and title", func() bool {
+		h.get("/v1/contexts?label=env%3Dprod&title=TITLE%203").want(t, http.StatusOK).JSON(t, &filtered)
+		return len(filtered.Contexts) == 1
+	})
+	if filtered.Contexts[0]["context_id"] != fmt.Sprint(ctxIDs[3]) {
+		t.Fatalf("filtered: %v", filtered)
+	}
+	var prov map[string]any
+	h.get(fmt.Sprintf("/v1/contexts/%d/provenance", ctxIDs[2])).want(t, http.StatusOK).JSON(t, &prov)
+	p, _ := prov["provenance"].(map[string]any)
+	if len(p) != 25 || p["on_behalf_of"] != "alice" {
+		t.Fatalf("provenance: %v", prov)
+	}
+	h.get("/v1/contexts/123456/provenance").want(t, http.StatusNotFound)
+}
+
+func urlQuery(s string) string {
+	return strings.NewReplacer(" ", "%20", `"`, "%22", "=", "%3D", ">", "%3E", "&", "%26").Replace(s)
+}
+
+func TestEventsFollowWritesOfBothSurfacesAndResume(t *testing.T) {
+	h := newCXDBHarness(t)
+	h.publishConversationBundle()
+	stream := h.events("")
+	connected := stream.next()
+	if connected.Name != "connected" {
+		t.Fatalf("first event %q", connected.Name)
+	}
+	c := h.client(client.WithClientTag("bot"))
+	if ev := stream.until("client_connected"); ev.Data["client_tag"] != "bot" {
+		t.Fatalf("client_connected %v", ev.Data)
+	}
+	head, _ := c.CreateContext(context.Background(), 0)
+	created := stream.until("context_created")
+	if created.Data["context_id"] != fmt.Sprint(head.ContextID) || created.Data["session_id"] == nil {
+		t.Fatalf("context_created %v", created.Data)
+	}
+	appendBinary(t, c, head.ContextID, userTurn(t, "hi", "Live title"))
+	appended := stream.until("turn_appended")
+	if appended.Data["depth"] != float64(1) || appended.Data["declared_type_id"] != "cxdb.ConversationItem" {
+		t.Fatalf("turn_appended %v", appended.Data)
+	}
+	if md := stream.until("context_metadata_updated"); md.Data["title"] != "Live title" || md.Data["has_provenance"] != true {
+		t.Fatalf("metadata %v", md.Data)
+	}
+	h.call(http.MethodPost, fmt.Sprintf("/v1/contexts/%d/append", head.ContextID),
+		`{"type_id":"cxdb.ConversationItem","type_version":3,"data":{"item_type":"system"}}`).want(t, http.StatusCreated)
+	httpAppend := stream.until("turn_appended")
+	if httpAppend.Data["depth"] != float64(2) || httpAppend.ID == "" {
+		t.Fatalf("HTTP append event %v", httpAppend)
+	}
+
+	// Resume: a client that saw the first turn_appended gets the second.
+	resumed := h.events(appended.ID)
+	resumed.next() // connected
+	if ev := resumed.until("turn_appended"); ev.ID != httpAppend.ID {
+		t.Fatalf("resumed at %s, want %s", ev.ID, httpAppend.ID)
+	}
+	// An id of another process cannot resume: reset.
+	stale := h.events("zz-5")
+	stale.next()
+	if ev := stale.next(); ev.Name != "reset" {
+		t.Fatalf("stale id got %q", ev.Name)
+	}
+	c.Close()
+	if ev := stream.until("client_disconnected"); fmt.Sprint(ev.Data["contexts"]) != fmt.Sprintf("[%d]", head.ContextID) {
+		t.Fatalf("client_disconnected %v", ev.Data)
+	}
+}
+
+func TestMetricsHaveTheShapeTheUIReads(t *testing.T) {
+	h := newCXDBHarness(t)
+	var m map[string]map[string]any
+	body := h.get("/v1/metrics").want(t, http.StatusOK)
+	var raw map[string]json.RawMessage
+	body.JSON(t, &raw)
+	for _, k := range []string{"ts", "uptime_seconds"} {
+		if raw[k] == nil {
+			t.Fatalf("metrics lack %s", k)
+		}
+	}
+	delete(raw, "ts")
+	delete(raw, "uptime_seconds")
+	b, _ := json.Marshal(raw)
+	json.Unmarshal(b, &m)
+	want := map[string][]string{
+		"storage":    {"turns_log_bytes", "turns_index_bytes", "turns_meta_bytes", "heads_table_bytes", "blobs_pack_bytes", "blobs_index_bytes", "data_dir_total_bytes", "data_dir_free_bytes"},
+		"objects":    {"contexts_total", "turns_total", "blobs_total", "registry_types_total", "registry_bundles_total"},
+		"perf":       {"append_tps_1m", "get_last_tps_1m", "http_req_tps_1m", "http_errors_tps_1m", "append_tps_history", "get_last_tps_history", "http_req_tps_history", "append_latency_ms", "get_last_latency_ms", "get_blob_latency_ms"},
+		"sessions":   {"active", "idle", "total"},
+		"errors":     {"total", "by_type"},
+		"filesystem": {"snapshots_total"},
+		"memory":     {"process_rss_bytes"},
+	}
+	for obj, keys := range want {
+		for _, k := range keys {
+			if _, ok := m[obj][k]; !ok {
+				t.Errorf("metrics %s.%s missing", obj, k)
+			}
+		}
+	}
+}

@@ -1,0 +1,134 @@
+// Package service is the CXDB domain over the turn store, shared by the
+// binary protocol and the CXDB HTTP API: type registries per tenant, typed
+// turn pages, context listings with first-turn metadata, CQL search, fs
+// browsing, JSON appends, and the live events every write publishes
+// whichever surface it came in on. Wire formats and SQL stay outside: the
+// codecs and rules live in the sibling packages (registry, projection,
+// ctxmeta, cql, typedjson, fstree), the bytes and rows in package store.
+package service
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// Store is what the service needs of the turn store (*store.Engine).
+type Store interface {
+	store.TurnStore
+	Contexts(t store.Tenant) []store.ContextInfo
+	Context(t store.Tenant, id uint64) (store.ContextInfo, error)
+	TurnInfo(t store.Tenant, id uint64) (store.Turn, bool)
+	Root(t store.Tenant, id uint64) uint64
+	OnChain(t store.Tenant, contextID, id uint64) bool
+	TurnPayload(ctx context.Context, t store.Tenant, id uint64) ([]byte, error)
+	FSRoot(ctx context.Context, t store.Tenant, id uint64) (root store.Hash, from uint64, ok bool, err error)
+	RegistryBundles(ctx context.Context, t store.Tenant) ([]store.Bundle, error)
+	AddRegistryBundle(ctx context.Context, t store.Tenant, b store.Bundle) (bool, error)
+	SaveRootMetadata(ctx context.Context, t store.Tenant, root uint64, contexts []uint64, m *store.ContextMeta) error
+	ContextsWithoutMetadata(ctx context.Context, max int) ([]store.PendingMetadata, error)
+	Metadata(ctx context.Context, t store.Tenant, ids []uint64) (map[uint64]store.ContextMeta, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	// Hub receives the events; a new one when nil.
+	Hub    *live.Hub
+	Logger *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Service is the CXDB domain. It is a store.TurnStore itself: creating a
+// context through it publishes context_created and remembers the creating
+// session; appends pass through (the store tells Appended of them).
+type Service struct {
+	Store
+	hub *live.Hub
+	log *slog.Logger
+	now func() time.Time
+
+	regMu      sync.Mutex
+	registries map[string]*tenantRegistry
+
+	meta *metadataWorker
+}
+
+// tenantRegistry is a tenant's registry snapshot; publish serialises the
+// tenant's publishes.
+type tenantRegistry struct {
+	publish sync.Mutex
+	mu      sync.RWMutex
+	reg     *registry.Registry
+	loaded  bool
+}
+
+// New returns a service over st. Run its background work with Run.
+func New(st Store, opts Options) *Service {
+	if opts.Hub == nil {
+		opts.Hub = live.NewHub(0)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Service{
+		Store: st, hub: opts.Hub, log: opts.Logger, now: opts.Now,
+		registries: map[string]*tenantRegistry{},
+	}
+	s.meta = newMetadataWorker(s)
+	return s
+}
+
+// Hub is the service's live state.
+func (s *Service) Hub() *live.Hub { return s.hub }
+
+// Run extracts context metadata off the append path until ctx ends: the
+// first turns appended since, and at start the contexts a crash or an
+// older version left without.
+func (s *Service) Run(ctx context.Context) error { return s.meta.run(ctx) }
+
+// CreateContext creates (or, with a base turn, forks) a context, makes its
+// chain's metadata its own, and publishes context_created.
+func (s *Service) CreateContext(ctx context.Context, t store.Tenant, baseTurnID uint64, clientTag string) (store.Head, error) {
+	h, err := s.Store.CreateContext(ctx, t, baseTurnID, clientTag)
+	if err != nil {
+		return h, err
+	}
+	if root := s.Root(t, baseTurnID); root != 0 {
+		if err := s.SaveRootMetadata(ctx, t, root, []uint64{h.ContextID}, nil); err != nil {
+			// The start-up catch-up links it later; the fork exists.
+			s.log.Warn("link forked context to its chain's metadata", "context", h.ContextID, "err", err)
+		}
+	}
+	data := map[string]any{"context_id": idString(h.ContextID), "created_at": s.now().UnixMilli(), "client_tag": clientTag}
+	if sess, ok := live.SessionFrom(ctx); ok {
+		s.hub.Created(sess.ID, h.ContextID)
+		data["session_id"] = idString(sess.ID)
+	}
+	s.hub.Stream.Publish(t.ID, live.ContextCreated, data)
+	return h, nil
+}
+
+// Appended publishes turn_appended for committed turns and queues first
+// turns for metadata extraction. It is the store's Options.OnAppend: it
+// does not block.
+func (s *Service) Appended(turns []store.Appended) {
+	for _, a := range turns {
+		s.hub.Stream.Publish(a.Tenant.ID, live.TurnAppended, map[string]any{
+			"context_id": idString(a.ContextID), "turn_id": idString(a.TurnID),
+			"parent_turn_id": idString(a.ParentID), "depth": a.Depth,
+			"declared_type_id": a.TypeID, "declared_type_version": a.TypeVersion,
+		})
+		if a.Depth == 1 {
+			s.meta.queue(a)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// Bundle is a type registry bundle as published.
+type Bundle struct {
+	ID   string
+	Body []byte
+}
+
+// RegistryBundles returns the tenant's bundles in publish order.
+func (e *Engine) RegistryBundles(ctx context.Context, t Tenant) ([]Bundle, error) {
+	rows, err := e.q.ListRegistryBundles(ctx, t.ID)
+	if err != nil {
+		return nil, wrapf(KindUnavailable, err, "load registry bundles")
+	}
+	out := make([]Bundle, len(rows))
+	for i, r := range rows {
+		out[i] = Bundle{ID: r.BundleID, Body: r.Body}
+	}
+	return out, nil
+}
+
+// AddRegistryBundle stores a bundle; stored is false when a bundle with
+// that id exists already.
+func (e *Engine) AddRegistryBundle(ctx context.Context, t Tenant, b Bundle) (stored bool, err error) {
+	n, err := e.q.InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
+	if err != nil {
+		return false, wrapf(KindUnavailable, err, "store registry bundle %q", b.ID)
+	}
+	return n == 1, nil
+}
+
+// ContextMeta is a context's metadata as stored: what the first turn of its
+// chain said (nil/empty when it said nothing of it). Provenance is JSON.
+type ContextMeta struct {
+	ClientTag  *string
+	Title      *string
+	Labels     []string
+	Provenance []byte
+}
+
+// SaveRootMetadata records the metadata of root turn (nil: it has none) and
+// makes root the chain root of contexts; a root's metadata, once recorded,
+// is not replaced.
+func (e *Engine) SaveRootMetadata(ctx context.Context, t Tenant, root uint64, contexts []uint64, m *ContextMeta) error {
+	ids := make([]int64, len(contexts))
+	for i, c := range contexts {
+		ids[i] = int64(c)
+	}
+	p := db.InsertTurnMetadataParams{TenantID: t.ID, TurnID: int64(root), ContextIds: ids, Found: m != nil}
+	if m != nil {
+		p.ClientTag, p.Title = optText(m.ClientTag), optText(m.Title)
+		p.Labels, p.Provenance = m.Labels, m.Provenance
+	}
+	if err := e.q.InsertTurnMetadata(ctx, p); err != nil {
+		return wrapf(KindUnavailable, err, "save metadata of turn %d", root)
+	}
+	return nil
+}
+
+func optText(s *string) pgtype.Text {
+	if s == nil {
+		return pgtype.Text{}
+	}
+	return pgtype.Text{String: *s, Valid: true}
+}
+
+func textPtr(t pgtype.Text) *string {
+	if !t.Valid {
+		return nil
+	}
+	return &t.String
+}
+
+// PendingMetadata is a context whose chain root's metadata was never
+// looked for.
+type PendingMetadata struct {
+	Tenant    Tenant
+	ContextID uint64
+}
+
+// ContextsWithoutMetadata returns up to max contexts that have turns but
+// whose metadata was never extracted.
+func (e *Engine) ContextsWithoutMetadata(ctx context.Context, max int) ([]PendingMetadata, error) {
+	rows, err := e.q.ListContextsWithoutMetadata(ctx, int32(max))
+	if err != nil {
+		return nil, wrapf(KindUnavailable, err, "list contexts without metadata")
+	}
+	out := make([]PendingMetadata, len(rows))
+	for i, r := range rows {
+		out[i] = PendingMetadata{Tenant: Tenant{ID: r.TenantID, No: uint32(r.TenantNo)}, ContextID: uint64(r.ContextID)}
+	}
+	return out, nil
+}
+
+// Metadata returns the metadata of the given contexts of the tenant (all
+// of them when ids is nil); contexts without any are absent.
+func (e *Engine) Metadata(ctx context.Context, t Tenant, ids []uint64) (map[uint64]ContextMeta, error) {
+	out := map[uint64]ContextMeta{}
+	add := func(id int64, tag, title pgtype.Text, labels []string, prov []byte) {
+		out[uint64(id)] = ContextMeta{ClientTag: textPtr(tag), Title: textPtr(title), Labels: labels, Provenance: prov}
+	}
+	if ids == nil {
+		rows, err := e.q.AllContextMetadata(ctx, t.ID)
+		if err != nil {
+			return nil, wrapf(KindUnavailable, err, "load context metadata")
+		}
+		for _, r := range rows {
+			add(r.ContextID, r.ClientTag, r.Title, r.Labels, r.Provenance)
+		}
+		return out, nil
+	}
+	want := make([]int64, len(ids))
+	for i, id := range ids {
+		want[i] = int64(id)
+	}
+	rows, err := e.q.ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: want})
+	if err != nil {
+		return nil, wrapf(KindUnavailable, err, "load context metadata")
+	}
+	for _, r := range rows {
+		add(r.ContextID, r.ClientTag, r.Title, r.Labels, r.Provenance)
+	}
+	return out, nil
+}
