@@ -124,7 +124,7 @@ func TestFSBrowse(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", tt.path, r.Status, r.Body, tt.status)
 		}
 	}
-	h.get("/v1/blobs/" + hex.EncodeToString(basic[:])).want(t, http.StatusOK)
+	h.get("/v1/blobs/"+hex.EncodeToString(basic[:])).want(t, http.StatusOK)
 	h.get("/v1/blobs/xyz").want(t, http.StatusBadRequest)
 	h.get(fmt.Sprintf("/v1/blobs/%x", blake3.Sum256([]byte("never stored")))).want(t, http.StatusNotFound)
 }
