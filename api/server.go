@@ -1,5 +1,5 @@
 // Package api is cardbox's HTTP listener: health, the CardBox REST API and
-// (later) the CXDB HTTP API. Handlers are thin: they decode, call a domain
+// the CXDB HTTP API. Handlers are thin: they decode, call a domain
 // package and encode; errors become HTTP statuses in one place (errors.go).
 package api
 
