@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -235,7 +236,9 @@ func TestHTTPWritesReadBackByteIdenticalOverBinary(t *testing.T) {
 	// Over the binary protocol: the same bytes, and they decode with tags.
 	c := h.client()
 	var id uint64
-	fmt.Sscan(ctxID, &id)
+	if _, err := fmt.Sscan(ctxID, &id); err != nil {
+		t.Fatal(err)
+	}
 	turns, err := c.GetLast(context.Background(), id, 10, true)
 	if err != nil || len(turns) != 2 {
 		t.Fatalf("GET_LAST: %v %d", err, len(turns))
@@ -252,8 +255,8 @@ func TestHTTPWritesReadBackByteIdenticalOverBinary(t *testing.T) {
 	appendBinary(t, c, id, payload)
 	var page turnsBody
 	h.get("/v1/contexts/"+ctxID+"/turns?view=raw&limit=1").want(t, http.StatusOK).JSON(t, &page)
-	if len(page.Turns) != 1 || page.Turns[0].BytesB64 == "" {
-		t.Fatalf("raw page %+v", page)
+	if len(page.Turns) != 1 || page.Turns[0].BytesB64 != base64.StdEncoding.EncodeToString(payload) {
+		t.Fatalf("raw view does not give the bytes written over binary: %+v", page)
 	}
 
 	bad := []struct{ body, field string }{

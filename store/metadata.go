@@ -103,30 +103,20 @@ func (e *Engine) ContextsWithoutMetadata(ctx context.Context, max int) ([]Pendin
 // Metadata returns the metadata of the given contexts of the tenant (all
 // of them when ids is nil); contexts without any are absent.
 func (e *Engine) Metadata(ctx context.Context, t Tenant, ids []uint64) (map[uint64]ContextMeta, error) {
-	out := map[uint64]ContextMeta{}
-	add := func(id int64, tag, title pgtype.Text, labels []string, prov []byte) {
-		out[uint64(id)] = ContextMeta{ClientTag: textPtr(tag), Title: textPtr(title), Labels: labels, Provenance: prov}
-	}
-	if ids == nil {
-		rows, err := e.q.AllContextMetadata(ctx, t.ID)
-		if err != nil {
-			return nil, wrapf(KindUnavailable, err, "load context metadata")
+	var want []int64 // nil: all
+	if ids != nil {
+		want = make([]int64, len(ids))
+		for i, id := range ids {
+			want[i] = int64(id)
 		}
-		for _, r := range rows {
-			add(r.ContextID, r.ClientTag, r.Title, r.Labels, r.Provenance)
-		}
-		return out, nil
-	}
-	want := make([]int64, len(ids))
-	for i, id := range ids {
-		want[i] = int64(id)
 	}
 	rows, err := e.q.ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: want})
 	if err != nil {
 		return nil, wrapf(KindUnavailable, err, "load context metadata")
 	}
+	out := make(map[uint64]ContextMeta, len(rows))
 	for _, r := range rows {
-		add(r.ContextID, r.ClientTag, r.Title, r.Labels, r.Provenance)
+		out[uint64(r.ContextID)] = ContextMeta{ClientTag: textPtr(r.ClientTag), Title: textPtr(r.Title), Labels: r.Labels, Provenance: r.Provenance}
 	}
 	return out, nil
 }

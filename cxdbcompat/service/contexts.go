@@ -281,17 +281,14 @@ type contextCursor struct {
 	id        uint64
 }
 
-// compare orders a context against the cursor: negative when it comes
-// before (was on an earlier page), positive when after.
+// compare places a context against the cursor: -1 when it was on an
+// earlier page (the cursor's own context included), 1 when it comes after.
 func (c contextCursor) compare(info store.ContextInfo) int {
-	return -compareNewestFirst(store.ContextInfo{Head: store.Head{ContextID: c.id}, UpdatedAt: time.UnixMilli(c.updatedMs)}, info) - boolInt(info.ContextID == c.id && info.UpdatedAt.UnixMilli() == c.updatedMs)
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
+	at := store.ContextInfo{Head: store.Head{ContextID: c.id}, UpdatedAt: time.UnixMilli(c.updatedMs)}
+	if compareNewestFirst(info, at) <= 0 {
+		return -1
 	}
-	return 0
+	return 1
 }
 
 func encodeContextCursor(info store.ContextInfo) string {

@@ -29,11 +29,10 @@ type metadataWorker struct {
 	s        *Service
 	pending  chan store.Appended
 	overflow atomic.Bool
-	idle     chan struct{} // signalled whenever the queue has been drained
 }
 
 func newMetadataWorker(s *Service) *metadataWorker {
-	return &metadataWorker{s: s, pending: make(chan store.Appended, metadataQueueSize), idle: make(chan struct{}, 1)}
+	return &metadataWorker{s: s, pending: make(chan store.Appended, metadataQueueSize)}
 }
 
 func (w *metadataWorker) queue(a store.Appended) {
@@ -56,14 +55,8 @@ func (w *metadataWorker) run(ctx context.Context) error {
 				w.overflow.Store(true)
 			}
 		}
-		if len(w.pending) == 0 {
-			if w.overflow.Swap(false) {
-				w.catchUp(ctx)
-			}
-			select {
-			case w.idle <- struct{}{}:
-			default:
-			}
+		if len(w.pending) == 0 && w.overflow.Swap(false) {
+			w.catchUp(ctx)
 		}
 	}
 }

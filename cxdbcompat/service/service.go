@@ -9,6 +9,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
@@ -117,16 +118,27 @@ func (s *Service) CreateContext(ctx context.Context, t store.Tenant, baseTurnID 
 	return h, nil
 }
 
+// turnAppendedEvent is the data of turn_appended. Subscribers render it;
+// publishing, on the committer's goroutine, only stores it.
+type turnAppendedEvent struct {
+	a store.Appended
+}
+
+// MarshalJSON renders the reference's fields, ids as strings.
+func (e turnAppendedEvent) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]any{
+		"context_id": idString(e.a.ContextID), "turn_id": idString(e.a.TurnID),
+		"parent_turn_id": idString(e.a.ParentID), "depth": e.a.Depth,
+		"declared_type_id": e.a.TypeID, "declared_type_version": e.a.TypeVersion,
+	})
+}
+
 // Appended publishes turn_appended for committed turns and queues first
 // turns for metadata extraction. It is the store's Options.OnAppend: it
-// does not block.
+// does not block, and leaves rendering the events to their readers.
 func (s *Service) Appended(turns []store.Appended) {
 	for _, a := range turns {
-		s.hub.Stream.Publish(a.Tenant.ID, live.TurnAppended, map[string]any{
-			"context_id": idString(a.ContextID), "turn_id": idString(a.TurnID),
-			"parent_turn_id": idString(a.ParentID), "depth": a.Depth,
-			"declared_type_id": a.TypeID, "declared_type_version": a.TypeVersion,
-		})
+		s.hub.Stream.Publish(a.Tenant.ID, live.TurnAppended, turnAppendedEvent{a})
 		if a.Depth == 1 {
 			s.meta.queue(a)
 		}

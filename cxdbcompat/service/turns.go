@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
@@ -271,10 +270,7 @@ func (r renderer) project(out *turnJSON, turn store.Turn, payload []byte) {
 		return
 	}
 	out.DecodedAs = &as
-	out.Data, out.Unknown = mustJSON(res.Data), mustJSON(res.Unknown)
-	if r.q.Render.IncludeUnknown && out.Unknown == nil {
-		out.Unknown = json.RawMessage("{}")
-	}
+	out.Data, out.Unknown = res.Data, res.Unknown
 }
 
 func (r renderer) rawFields(out *turnJSON, turn store.Turn, payload []byte) {
@@ -292,19 +288,4 @@ func (r renderer) rawFields(out *turnJSON, turn store.Turn, payload []byte) {
 		s := base64.StdEncoding.EncodeToString(payload)
 		out.BytesB64 = &s
 	}
-}
-
-// mustJSON marshals a projection result (which always marshals).
-func mustJSON(v any) json.RawMessage {
-	if raw, ok := v.(json.RawMessage); ok {
-		return raw
-	}
-	if m, ok := v.(map[string]any); ok && m == nil {
-		return nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return json.RawMessage(strconv.Quote(err.Error()))
-	}
-	return b
 }

@@ -11,52 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const allContextMetadata = `-- name: AllContextMetadata :many
-SELECT c.context_id, m.client_tag, m.title, m.labels, m.provenance
-FROM contexts c JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
-WHERE c.tenant_id = $1
-`
-
-type AllContextMetadataRow struct {
-	ContextID  int64
-	ClientTag  pgtype.Text
-	Title      pgtype.Text
-	Labels     []string
-	Provenance []byte
-}
-
-// The metadata of every context of a tenant that has some (CQL search and
-// metadata filters run over it).
-func (q *Queries) AllContextMetadata(ctx context.Context, tenantID string) ([]AllContextMetadataRow, error) {
-	rows, err := q.db.Query(ctx, allContextMetadata, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []AllContextMetadataRow
-	for rows.Next() {
-		var i AllContextMetadataRow
-		if err := rows.Scan(
-			&i.ContextID,
-			&i.ClientTag,
-			&i.Title,
-			&i.Labels,
-			&i.Provenance,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const contextMetadata = `-- name: ContextMetadata :many
 SELECT c.context_id, m.client_tag, m.title, m.labels, m.provenance
 FROM contexts c JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
-WHERE c.tenant_id = $1 AND c.context_id = ANY($2::bigint[])
+WHERE c.tenant_id = $1
+  AND ($2::bigint[] IS NULL OR c.context_id = ANY($2::bigint[]))
 `
 
 type ContextMetadataParams struct {
@@ -72,7 +31,8 @@ type ContextMetadataRow struct {
 	Provenance []byte
 }
 
-// The metadata of the given contexts (those with a root that has some).
+// The metadata of the tenant's contexts that have some: the given ones,
+// or all of them when context_ids is NULL (CQL search and filters).
 func (q *Queries) ContextMetadata(ctx context.Context, arg ContextMetadataParams) ([]ContextMetadataRow, error) {
 	rows, err := q.db.Query(ctx, contextMetadata, arg.TenantID, arg.ContextIds)
 	if err != nil {
@@ -97,17 +57,6 @@ func (q *Queries) ContextMetadata(ctx context.Context, arg ContextMetadataParams
 		return nil, err
 	}
 	return items, nil
-}
-
-const countFSAttachments = `-- name: CountFSAttachments :one
-SELECT count(*) FROM fs_attachments
-`
-
-func (q *Queries) CountFSAttachments(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, countFSAttachments)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
 }
 
 const fSAttachments = `-- name: FSAttachments :many

@@ -31,22 +31,14 @@ ORDER BY c.context_id
 LIMIT @max;
 
 -- name: ContextMetadata :many
--- The metadata of the given contexts (those with a root that has some).
+-- The metadata of the tenant's contexts that have some: the given ones,
+-- or all of them when context_ids is NULL (CQL search and filters).
 SELECT c.context_id, m.client_tag, m.title, m.labels, m.provenance
 FROM contexts c JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
-WHERE c.tenant_id = @tenant_id AND c.context_id = ANY(@context_ids::bigint[]);
-
--- name: AllContextMetadata :many
--- The metadata of every context of a tenant that has some (CQL search and
--- metadata filters run over it).
-SELECT c.context_id, m.client_tag, m.title, m.labels, m.provenance
-FROM contexts c JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
-WHERE c.tenant_id = @tenant_id;
+WHERE c.tenant_id = @tenant_id
+  AND (sqlc.narg(context_ids)::bigint[] IS NULL OR c.context_id = ANY(sqlc.narg(context_ids)::bigint[]));
 
 -- name: FSAttachments :many
 -- The fs roots attached to any of the given turns.
 SELECT turn_id, fs_root_hash FROM fs_attachments
 WHERE tenant_id = @tenant_id AND turn_id = ANY(@turn_ids::bigint[]);
-
--- name: CountFSAttachments :one
-SELECT count(*) FROM fs_attachments;
