@@ -17,6 +17,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
@@ -127,11 +128,7 @@ func (h *cxdbHarness) get(path string, headers ...string) response {
 // publishConversationBundle publishes the canonical conversation types.
 func (h *cxdbHarness) publishConversationBundle() {
 	h.t.Helper()
-	body, err := os.ReadFile(filepath.Join("..", "cxdbcompat", "registry", "testdata", "conversation_bundle.json"))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.call(http.MethodPut, "/v1/registry/bundles/cxdb-conversation-v3", body).want(h.t, http.StatusCreated)
+	h.call(http.MethodPut, "/v1/registry/bundles/"+registry.ConversationBundleID, registry.ConversationBundle).want(h.t, http.StatusCreated)
 }
 
 // eventually polls cond until it holds or 10 s pass.

@@ -15,6 +15,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 )
 
 // userTurn is a ConversationItem as the official Go client writes it
@@ -68,10 +69,7 @@ type turnsBody struct {
 
 func TestRegistryPublishAndRead(t *testing.T) {
 	h := newCXDBHarness(t)
-	bundle, err := os.ReadFile(filepath.Join("..", "cxdbcompat", "registry", "testdata", "conversation_bundle.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bundle := registry.ConversationBundle
 	path := "/v1/registry/bundles/cxdb-conversation-v3"
 	h.call(http.MethodPut, path, bundle).want(t, http.StatusCreated)
 	h.call(http.MethodPut, path, bundle).want(t, http.StatusNoContent)

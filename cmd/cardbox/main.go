@@ -2,6 +2,7 @@
 //
 //	cardbox migrate   apply the SQL migrations (embedded Postgres or CARDBOX_DATABASE_URL)
 //	cardbox bench     drive a running server over the binary protocol and report throughput
+//	cardbox bench-http  drive a running server's CXDB HTTP API: typed turn pages, event latency
 //	cardbox config    print the configuration table (flags and environment variables)
 //	cardbox attack    run the hostile-client attacks against a running server and check it survives
 //	cardbox verify    offline: re-read every blob and turn record and cross-check Postgres
@@ -23,6 +24,7 @@ const usage = `Usage: cardbox <command> [flags]
 Commands:
   migrate   apply pending SQL migrations and print their status
   bench     benchmark a running cardboxd over the CXDB binary protocol
+  bench-http  benchmark a running cardboxd's CXDB HTTP API (typed turn pages, /v1/events latency)
   config    print the configuration table (flags and environment variables)
   attack    run hostile-client attacks against a running cardboxd and check it survives
   verify    (offline) re-read every blob and turn record, cross-check Postgres; non-zero exit on defects
@@ -44,6 +46,8 @@ func main() {
 		err = migrate(ctx, args)
 	case "bench":
 		err = bench(ctx, args)
+	case "bench-http":
+		err = benchHTTP(ctx, args)
 	case "config":
 		err = printConfig()
 	case "attack":

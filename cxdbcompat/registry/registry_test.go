@@ -418,15 +418,11 @@ func TestRenderersJSON(t *testing.T) {
 }
 
 func TestConversationBundle(t *testing.T) {
-	raw, err := os.ReadFile("testdata/conversation_bundle.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, created, err := Empty().Apply(raw)
+	r, created, err := Empty().Apply(ConversationBundle)
 	if err != nil || !created {
 		t.Fatalf("Apply = %v %v", created, err)
 	}
-	if r.LastBundleID() != "cxdb-conversation-v3" || r.TypeCount() != 14 {
+	if r.LastBundleID() != ConversationBundleID || r.TypeCount() != 14 {
 		t.Errorf("last = %q, types = %d", r.LastBundleID(), r.TypeCount())
 	}
 	item, ok := r.Latest("cxdb.ConversationItem")
@@ -452,7 +448,7 @@ func TestConversationBundle(t *testing.T) {
 	if rs := r.Renderers(); rs["cxdb.ConversationItem"].ESMURL != "builtin:ConversationRenderer" {
 		t.Errorf("renderers = %v", rs)
 	}
-	if _, created, err := r.Apply(raw); created || err != nil {
+	if _, created, err := r.Apply(ConversationBundle); created || err != nil {
 		t.Errorf("republish = %v %v", created, err)
 	}
 }
