@@ -16,6 +16,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/cxdbcompat/typedjson"
+	"github.com/cardboxhq/cardbox/internal/rawjson"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -320,7 +321,11 @@ func (r *CXDBRoutes) turns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, turnsResponse(page))
+	body, err := turnsResponse(page)
+	if err != nil {
+		return err
+	}
+	return c.JSONBlob(http.StatusOK, body)
 }
 
 // turnQuery reads the turn page's parameters (spec section 4.5 plus
@@ -405,9 +410,9 @@ func renderOptions(c echo.Context) (projection.Options, error) {
 
 // turnsJSON is the answer of GET /v1/contexts/{id}/turns.
 type turnsJSON struct {
-	Meta             turnsMeta         `json:"meta"`
-	Turns            []json.RawMessage `json:"turns"`
-	NextBeforeTurnID *string           `json:"next_before_turn_id"`
+	Meta turnsMeta `json:"meta"`
+	// The turns are spliced in after marshalling (see rawjson).
+	NextBeforeTurnID *string `json:"next_before_turn_id"`
 	// NextCursor pages older, PrevCursor newer; absent at the chain's ends.
 	NextCursor string `json:"next_cursor,omitempty"`
 	PrevCursor string `json:"prev_cursor,omitempty"`
@@ -420,15 +425,11 @@ type turnsMeta struct {
 	RegistryBundleID *string `json:"registry_bundle_id"`
 }
 
-func turnsResponse(p *service.TurnPage) turnsJSON {
+func turnsResponse(p *service.TurnPage) ([]byte, error) {
 	out := turnsJSON{
 		Meta: turnsMeta{
 			ContextID: idString(p.Context.ContextID), HeadTurnID: idString(p.Context.TurnID), HeadDepth: p.Context.Depth,
 		},
-		Turns: p.Turns,
-	}
-	if out.Turns == nil {
-		out.Turns = []json.RawMessage{}
 	}
 	if p.BundleID != "" {
 		out.Meta.RegistryBundleID = &p.BundleID
@@ -443,7 +444,11 @@ func turnsResponse(p *service.TurnPage) turnsJSON {
 			out.PrevCursor = encodeTurnCursor('n', p.Newest)
 		}
 	}
-	return out
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.AppendFields(b, rawjson.Field{Name: "turns", Value: rawjson.AppendArray(nil, p.Turns)}), nil
 }
 
 // streamsStopped reports whether live streams must end.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/rawjson"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -185,13 +186,14 @@ type turnError struct {
 
 // turnJSON is a turn object of GET /v1/contexts/{id}/turns (spec 4.5).
 type turnJSON struct {
-	TurnID          string          `json:"turn_id"`
-	ParentTurnID    string          `json:"parent_turn_id"`
-	Depth           uint32          `json:"depth"`
-	DeclaredType    typeRef         `json:"declared_type"`
-	DecodedAs       *typeRef        `json:"decoded_as,omitempty"`
-	Data            json.RawMessage `json:"data,omitempty"`
-	Unknown         json.RawMessage `json:"unknown,omitempty"`
+	TurnID       string   `json:"turn_id"`
+	ParentTurnID string   `json:"parent_turn_id"`
+	Depth        uint32   `json:"depth"`
+	DeclaredType typeRef  `json:"declared_type"`
+	DecodedAs    *typeRef `json:"decoded_as,omitempty"`
+	// Data and Unknown are spliced in after marshalling (see rawjson).
+	Data            json.RawMessage `json:"-"`
+	Unknown         json.RawMessage `json:"-"`
 	Error           *turnError      `json:"error,omitempty"`
 	ContentHash     string          `json:"content_hash_b3,omitempty"`
 	Encoding        *uint32         `json:"encoding,omitempty"`
@@ -237,7 +239,11 @@ func (r renderer) render(ctx context.Context, id uint64) (json.RawMessage, error
 			}
 		}
 	}
-	return json.Marshal(out)
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.AppendFields(b, rawjson.Field{Name: "data", Value: out.Data}, rawjson.Field{Name: "unknown", Value: out.Unknown}), nil
 }
 
 // target picks the descriptor a turn is decoded with (spec 5.4).
