@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
@@ -36,18 +37,18 @@ type CXDBOptions struct {
 	Stats StatsSource
 	// DataDir is where disk usage is measured for GET /v1/metrics.
 	DataDir string
+	// Gatherer is the registry served at /metrics; GET /v1/metrics takes
+	// its request counts and latencies from it. Nil reports zeros.
+	Gatherer prometheus.Gatherer
 }
 
 // CXDB returns the CXDB HTTP routes. Pass it in Options.Routes.
 func CXDB(svc *service.Service, opts CXDBOptions) *CXDBRoutes {
-	m := newCXDBMetrics(svc, opts.Stats)
-	m.dataDir = opts.DataDir
-	return &CXDBRoutes{svc: svc, stop: opts.Stop, metrics: m}
+	return &CXDBRoutes{svc: svc, stop: opts.Stop, metrics: newCXDBMetrics(svc, opts)}
 }
 
 // Register adds the /v1 routes.
 func (r *CXDBRoutes) Register(e *echo.Echo) {
-	e.Use(r.metrics.count)
 	v := e.Group("/v1")
 	v.GET("/contexts", r.listContexts)
 	v.GET("/contexts/search", r.search)

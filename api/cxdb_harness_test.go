@@ -65,7 +65,10 @@ func newCXDBHarness(t testing.TB) *cxdbHarness {
 	go bin.Serve(ln)
 	t.Cleanup(func() { bin.Shutdown(context.Background()) })
 
-	h := api.New(api.Options{Routes: []api.Routes{api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine})}})
+	httpMetrics := api.NewHTTPMetrics()
+	metrics := api.NewRegistry(nil, httpMetrics, bin.Collector())
+	routes := api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: metrics})
+	h := api.New(api.Options{Routes: []api.Routes{routes}, HTTPMetrics: httpMetrics})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(cancel) // ends event streams before srv.Close waits for them

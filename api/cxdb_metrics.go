@@ -3,15 +3,17 @@ package api
 import (
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -23,43 +25,31 @@ type StatsSource interface {
 
 // cxdbMetrics serves GET /v1/metrics in the reference's JSON shape (spec
 // section 4.11), which the CXDB UI's dashboard reads: every key is present
-// (a missing one crashes the page). Rates are over the last minute and
-// five minutes of scrapes; figures cardbox does not track are 0 or null.
+// (a missing one crashes the page). Counts and latencies come from the
+// server's Prometheus metrics (the same figures /metrics serves); rates
+// are over the last minute and five minutes of scrapes, latencies since
+// the start. Figures cardbox does not track are 0 or null.
 type cxdbMetrics struct {
 	svc     *service.Service
 	stats   StatsSource
+	prom    prometheus.Gatherer
 	dataDir string
 	start   time.Time
-
-	httpReqs, httpErrs atomic.Int64
 
 	mu      sync.Mutex
 	samples []metricSample // one per scrape, the last 5 minutes
 	history map[string][]float64
 }
 
+// metricSample is the counters at one scrape, by the reference's perf
+// names.
 type metricSample struct {
-	at                  time.Time
-	appends, reqs, errs int64
+	at     time.Time
+	counts map[string]int64
 }
 
-func newCXDBMetrics(svc *service.Service, stats StatsSource) *cxdbMetrics {
-	return &cxdbMetrics{svc: svc, stats: stats, start: time.Now(), history: map[string][]float64{}}
-}
-
-// count counts HTTP requests and error statuses, event streams excepted.
-func (m *cxdbMetrics) count(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		err := next(c)
-		if c.Path() == "/v1/events" {
-			return err
-		}
-		m.httpReqs.Add(1)
-		if err != nil || c.Response().Status >= 400 {
-			m.httpErrs.Add(1)
-		}
-		return err
-	}
+func newCXDBMetrics(svc *service.Service, opts CXDBOptions) *cxdbMetrics {
+	return &cxdbMetrics{svc: svc, stats: opts.Stats, prom: opts.Gatherer, dataDir: opts.DataDir, start: time.Now(), history: map[string][]float64{}}
 }
 
 func (m *cxdbMetrics) serve(c echo.Context) error {
@@ -68,7 +58,22 @@ func (m *cxdbMetrics) serve(c echo.Context) error {
 	if m.stats != nil {
 		st = m.stats.Stats()
 	}
-	rates := m.sample(now, metricSample{at: now, appends: st.Appends, reqs: m.httpReqs.Load(), errs: m.httpErrs.Load()})
+	reg, err := m.registry(c)
+	if err != nil {
+		return err
+	}
+	ps := gatherStats(m.prom)
+	sample := metricSample{at: now, counts: map[string]int64{
+		"append": st.Appends, "get_last": ps.count("cardbox_binary_requests_total", binaryType("GET_LAST")),
+		"get_blob": ps.count("cardbox_binary_requests_total", binaryType("GET_BLOB")),
+		"http_req": ps.count("cardbox_http_requests_total", httpRequest), "http_errors": ps.count("cardbox_http_requests_total", httpError),
+		"registry_ingest": ps.count("cardbox_http_requests_total", bundlePut),
+	}}
+	perf := m.sample(now, sample)
+	perf["append_latency_ms"] = ps.latency("cardbox_binary_request_duration_seconds", binaryType("APPEND_TURN"))
+	perf["get_last_latency_ms"] = ps.latency("cardbox_binary_request_duration_seconds", binaryType("GET_LAST"))
+	perf["get_blob_latency_ms"] = ps.latency("cardbox_binary_request_duration_seconds", binaryType("GET_BLOB"))
+	perf["http_latency_ms"] = ps.latency("cardbox_http_request_duration_seconds", httpRequest)
 	total, idle := m.svc.Hub().Count(now, 60*time.Second)
 	return c.JSON(http.StatusOK, map[string]any{
 		"ts":             now.UTC().Format("2006-01-02T15:04:05.000Z"),
@@ -77,7 +82,7 @@ func (m *cxdbMetrics) serve(c echo.Context) error {
 		"sessions":       map[string]any{"total": total, "active": total - idle, "idle": idle, "last_activity_unix_ms": now.UnixMilli()},
 		"objects": map[string]any{
 			"contexts_total": st.Contexts, "heads_total": st.Contexts, "turns_total": st.Turns, "blobs_total": st.Blobs,
-			"registry_types_total": 0, "registry_bundles_total": 0,
+			"registry_types_total": reg.TypeCount(), "registry_bundles_total": reg.BundleCount(),
 		},
 		"storage": map[string]any{
 			"turns_log_bytes": st.LogBytes, "turns_index_bytes": 0, "turns_meta_bytes": 0, "heads_table_bytes": 0,
@@ -85,12 +90,29 @@ func (m *cxdbMetrics) serve(c echo.Context) error {
 			"data_dir_total_bytes": diskTotal(m.dataDir), "data_dir_free_bytes": diskFree(m.dataDir),
 		},
 		"filesystem": map[string]any{"snapshots_total": 0, "index_bytes": 0, "content_bytes": 0},
-		"perf":       rates,
-		"errors":     map[string]any{"total": m.httpErrs.Load(), "by_type": map[string]any{"http": m.httpErrs.Load()}},
+		"perf":       perf,
+		"errors":     map[string]any{"total": sample.counts["http_errors"], "by_type": map[string]any{"http": sample.counts["http_errors"]}},
 	})
 }
 
-// sample records a scrape and returns the perf object.
+// registry is the caller's tenant's registry, for its counts.
+func (m *cxdbMetrics) registry(c echo.Context) (*registry.Registry, error) {
+	ctx := c.Request().Context()
+	t, err := m.svc.Tenant(ctx, store.DefaultTenantID)
+	if err != nil {
+		return nil, err
+	}
+	return m.svc.Registry(ctx, t)
+}
+
+// perfRates are the perf object's rates: counts per second over the last
+// minute and five minutes, and for some a history of the 1-minute rate.
+var perfRates = []struct {
+	name    string
+	history bool
+}{{"append", true}, {"get_last", true}, {"get_blob", true}, {"http_req", true}, {"http_errors", false}, {"registry_ingest", false}}
+
+// sample records a scrape and returns the perf object's rates.
 func (m *cxdbMetrics) sample(now time.Time, s metricSample) map[string]any {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -98,42 +120,38 @@ func (m *cxdbMetrics) sample(now time.Time, s metricSample) map[string]any {
 	for len(m.samples) > 1 && now.Sub(m.samples[0].at) > 5*time.Minute {
 		m.samples = m.samples[1:]
 	}
-	rate := func(window time.Duration, f func(metricSample) int64) float64 {
-		first := m.samples[0]
-		for _, x := range m.samples {
-			if now.Sub(x.at) <= window {
-				first = x
-				break
+	perf := map[string]any{}
+	for _, r := range perfRates {
+		perf[r.name+"_tps_1m"] = m.rate(now, time.Minute, r.name)
+		perf[r.name+"_tps_5m"] = m.rate(now, 5*time.Minute, r.name)
+		if r.history {
+			h := append(m.history[r.name], perf[r.name+"_tps_1m"].(float64))
+			if len(h) > 30 {
+				h = h[len(h)-30:]
 			}
+			m.history[r.name] = h
+			perf[r.name+"_tps_history"] = slices.Clone(h)
 		}
-		secs := now.Sub(first.at).Seconds()
-		if secs <= 0 {
-			return 0
-		}
-		return float64(f(s)-f(first)) / secs
-	}
-	appends := func(x metricSample) int64 { return x.appends }
-	reqs := func(x metricSample) int64 { return x.reqs }
-	errs := func(x metricSample) int64 { return x.errs }
-	perf := map[string]any{
-		"append_tps_1m": rate(time.Minute, appends), "append_tps_5m": rate(5*time.Minute, appends),
-		"http_req_tps_1m": rate(time.Minute, reqs), "http_req_tps_5m": rate(5*time.Minute, reqs),
-		"http_errors_tps_1m": rate(time.Minute, errs), "http_errors_tps_5m": rate(5*time.Minute, errs),
-		"get_last_tps_1m": 0.0, "get_last_tps_5m": 0.0, "get_blob_tps_1m": 0.0, "get_blob_tps_5m": 0.0,
-		"registry_ingest_tps_1m": 0.0, "registry_ingest_tps_5m": 0.0,
-	}
-	for _, k := range []string{"append", "get_last", "get_blob", "http_req"} {
-		h := append(m.history[k], perf[k+"_tps_1m"].(float64))
-		if len(h) > 30 {
-			h = h[len(h)-30:]
-		}
-		m.history[k] = h
-		perf[k+"_tps_history"] = append([]float64(nil), h...)
-	}
-	for _, k := range []string{"append", "get_last", "get_blob", "http"} {
-		perf[k+"_latency_ms"] = map[string]any{"p50": nil, "p95": nil, "p99": nil, "max": nil, "count": 0}
 	}
 	return perf
+}
+
+// rate is the named count's rate over the window ending at the last
+// sample (the oldest sample in the window is its start).
+func (m *cxdbMetrics) rate(now time.Time, window time.Duration, name string) float64 {
+	last := m.samples[len(m.samples)-1]
+	first := last
+	for _, x := range m.samples {
+		if now.Sub(x.at) <= window {
+			first = x
+			break
+		}
+	}
+	secs := last.at.Sub(first.at).Seconds()
+	if secs <= 0 {
+		return 0
+	}
+	return float64(last.counts[name]-first.counts[name]) / secs
 }
 
 // memoryMetrics reads the machine's and the process's memory from /proc
@@ -157,7 +175,7 @@ func memoryMetrics() map[string]any {
 		"sys_total_bytes": info["MemTotal"], "sys_available_bytes": info["MemAvailable"], "sys_free_bytes": info["MemFree"],
 		"sys_cached_bytes": info["Cached"], "sys_swap_total_bytes": info["SwapTotal"], "sys_swap_free_bytes": info["SwapFree"],
 		"process_rss_bytes": rss, "process_vmem_bytes": nil, "process_heap_bytes": nil, "process_open_fds": nil,
-		"budget_bytes": budget, "budget_pct": 0.7, "hard_cap_bytes": int64(24 << 30), "pressure_ratio": pressure,
+		"budget_bytes": budget, "budget_pct": 0.7, "hard_cap_bytes": info["MemTotal"], "pressure_ratio": pressure,
 		"pressure_level": pressureLevel(pressure), "spill_threshold_bytes": budget * 85 / 100, "spill_critical_bytes": budget * 95 / 100,
 	}
 }

@@ -490,3 +490,59 @@ func TestMetricsHaveTheShapeTheUIReads(t *testing.T) {
 		}
 	}
 }
+
+func TestMetricsCountWhatHappened(t *testing.T) {
+	h := newCXDBHarness(t)
+	h.publishConversationBundle()
+	c := h.client()
+	head, err := c.CreateContext(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendBinary(t, c, head.ContextID, userTurn(t, "hello", ""))
+	for range 3 {
+		if _, err := c.GetLast(context.Background(), head.ContextID, 10, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.get("/v1/contexts").want(t, http.StatusOK)
+	h.get("/v1/contexts/nope").want(t, http.StatusBadRequest)
+
+	var m struct {
+		Objects map[string]int64 `json:"objects"`
+		Perf    struct {
+			Append  latencyJSON `json:"append_latency_ms"`
+			GetLast latencyJSON `json:"get_last_latency_ms"`
+			GetBlob latencyJSON `json:"get_blob_latency_ms"`
+			HTTP    latencyJSON `json:"http_latency_ms"`
+		} `json:"perf"`
+		Errors struct {
+			Total int64 `json:"total"`
+		} `json:"errors"`
+	}
+	h.get("/v1/metrics").want(t, http.StatusOK).JSON(t, &m)
+	if m.Objects["registry_bundles_total"] != 1 || m.Objects["registry_types_total"] != 14 || m.Objects["turns_total"] != 1 {
+		t.Errorf("objects = %v", m.Objects)
+	}
+	for name, l := range map[string]struct {
+		got  latencyJSON
+		want uint64
+	}{"append": {m.Perf.Append, 1}, "get_last": {m.Perf.GetLast, 3}, "get_blob": {m.Perf.GetBlob, 0}, "http": {m.Perf.HTTP, 3}} {
+		if l.got.Count != l.want {
+			t.Errorf("%s latency count = %d, want %d", name, l.got.Count, l.want)
+		}
+		if (l.want > 0) != (l.got.P50 != nil && l.got.P99 != nil && *l.got.P50 > 0 && *l.got.P50 <= *l.got.P99) {
+			t.Errorf("%s latency = p50 %v p99 %v with %d requests", name, l.got.P50, l.got.P99, l.got.Count)
+		}
+	}
+	if m.Errors.Total != 1 {
+		t.Errorf("errors = %d, want the one 400", m.Errors.Total)
+	}
+}
+
+// latencyJSON is a latency object of /v1/metrics.
+type latencyJSON struct {
+	P50   *float64 `json:"p50"`
+	P99   *float64 `json:"p99"`
+	Count uint64   `json:"count"`
+}

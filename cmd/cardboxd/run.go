@@ -59,18 +59,18 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	routes, stopBackground := domainRoutes(ctx, cfg, db, svc, log)
 	defer stopBackground()
-	routes = append(routes, api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, DataDir: cfg.DataDir}))
-
 	bin := server.New(server.Options{
 		Store: svc, Live: svc.Hub(), Logger: log, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
 	})
 	httpMetrics := api.NewHTTPMetrics()
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn})
+	metrics := api.NewRegistry(engine, httpMetrics, listeners, bin.Collector())
+	routes = append(routes, api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, DataDir: cfg.DataDir, Gatherer: metrics}))
 	deadlines := api.DefaultDeadlines
 	deadlines.Write = cfg.WriteTimeout
 	handler := api.New(api.Options{
 		Health: engine, Routes: routes, BodyLimit: cfg.HTTPBodyLimit,
-		Metrics: api.NewRegistry(engine, httpMetrics, listeners, bin.Collector()), HTTPMetrics: httpMetrics,
+		Metrics: metrics, HTTPMetrics: httpMetrics,
 		AccessLog: cfg.AccessLog, Deadlines: deadlines, Pprof: cfg.Pprof, Logger: log,
 	})
 	web := &http.Server{

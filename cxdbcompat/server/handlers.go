@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/store"
@@ -13,6 +14,7 @@ import (
 // handle runs one request and returns its encoded response frame. A panic
 // becomes a 500 ERROR frame: input never takes the server down.
 func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
+	defer s.srv.metrics.handled(f.Type, time.Now())
 	defer func() {
 		if p := recover(); p != nil {
 			s.srv.log.Error("binary request panicked", "type", f.Type, "panic", p, "stack", string(debug.Stack()))

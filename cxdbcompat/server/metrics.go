@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,15 +14,38 @@ import (
 // metrics counts what the server does, for Prometheus (Server.Collector).
 type metrics struct {
 	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
 	requestBytes atomic.Int64 // charged to MaxInFlightBytes now
 	replyBytes   atomic.Int64 // charged to MaxReplyBytes now
 }
 
 func newMetrics() *metrics {
-	return &metrics{requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cardbox_binary_requests_total",
-		Help: "Binary protocol requests answered, by message type and code (0: success, else the ERROR code).",
-	}, []string{"type", "code"})}
+	return &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cardbox_binary_requests_total",
+			Help: "Binary protocol requests answered, by message type and code (0: success, else the ERROR code).",
+		}, []string{"type", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "cardbox_binary_request_duration_seconds",
+			Help: "Time to handle binary protocol requests (from decoding to the answer built), by message type.",
+			// 100 µs to 6.5 s: an append waits for fdatasync and a commit.
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9),
+		}, []string{"type"}),
+	}
+}
+
+// handled times a request of type t that started at start.
+func (m *metrics) handled(t cxdbcompat.MsgType, start time.Time) {
+	m.duration.WithLabelValues(typeLabel(t)).Observe(time.Since(start).Seconds())
+}
+
+// typeLabel is a message type's label: its name, or "unknown", so that
+// what clients send cannot grow the label set.
+func typeLabel(t cxdbcompat.MsgType) string {
+	if name := t.String(); !strings.HasPrefix(name, "MsgType(") {
+		return name
+	}
+	return "unknown"
 }
 
 // answered counts a request by its type and the answer's code.
@@ -32,11 +56,7 @@ func (m *metrics) answered(t cxdbcompat.MsgType, resp []byte) {
 			code = strconv.Itoa(int(e.Code))
 		}
 	}
-	name := t.String()
-	if strings.HasPrefix(name, "MsgType(") {
-		name = "unknown" // a bounded label, whatever clients send
-	}
-	m.requests.WithLabelValues(name, code).Inc()
+	m.requests.WithLabelValues(typeLabel(t), code).Inc()
 }
 
 func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
@@ -51,7 +71,7 @@ var (
 )
 
 // Collector returns the server's Prometheus collector: requests by type
-// and code, bytes held in flight, sessions open.
+// and code, their durations by type, bytes held in flight, sessions open.
 func (s *Server) Collector() prometheus.Collector { return serverCollector{s} }
 
 type serverCollector struct{ s *Server }
@@ -59,6 +79,7 @@ type serverCollector struct{ s *Server }
 // Describe implements prometheus.Collector.
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.s.metrics.requests.Describe(ch)
+	c.s.metrics.duration.Describe(ch)
 	ch <- requestBytesDesc
 	ch <- replyBytesDesc
 	ch <- sessionsDesc
@@ -68,6 +89,7 @@ func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.s.metrics
 	m.requests.Collect(ch)
+	m.duration.Collect(ch)
 	ch <- prometheus.MustNewConstMetric(requestBytesDesc, prometheus.GaugeValue, float64(m.requestBytes.Load()))
 	ch <- prometheus.MustNewConstMetric(replyBytesDesc, prometheus.GaugeValue, float64(m.replyBytes.Load()))
 	c.s.mu.Lock()
