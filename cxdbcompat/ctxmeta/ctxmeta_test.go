@@ -51,9 +51,10 @@ func fixturePayload(t testing.TB, name string) []byte {
 	return b
 }
 
-func sp(s string) *string   { return &s }
-func u64p(v uint64) *uint64 { return &v }
-func i64p(v int64) *int64   { return &v }
+func sp(s string) *string     { return &s }
+func u64p(v uint64) *uint64   { return &v }
+func idp(v uint64) *ContextID { id := ContextID(v); return &id }
+func i64p(v int64) *int64     { return &v }
 
 // pack encodes v with msgpack, failing the test on error.
 func pack(t testing.TB, v any) []byte {
@@ -124,7 +125,7 @@ func TestKeyKindsAtEveryLevel(t *testing.T) {
 					)))
 					m, ok := Extract(payload)
 					want := Metadata{ClientTag: sp("tag"), Title: sp("title"), Labels: []string{"x"},
-						Provenance: &Provenance{ParentContextID: u64p(7), Env: map[string]string{"k": "v"}}}
+						Provenance: &Provenance{ParentContextID: idp(7), Env: map[string]string{"k": "v"}}}
 					if !ok || !reflect.DeepEqual(m, want) {
 						t.Fatalf("Extract = %+v, %v; want %+v", m, ok, want)
 					}
@@ -191,7 +192,7 @@ var fullGoProvenance = goProvenance{
 }
 
 var fullProvenance = Provenance{
-	ParentContextID: u64p(math.MaxUint64), SpawnReason: sp("fork"), RootContextID: u64p(3),
+	ParentContextID: idp(math.MaxUint64), SpawnReason: sp("fork"), RootContextID: idp(3),
 	TraceID: sp("t"), SpanID: sp("s"), CorrelationID: sp("c"), OnBehalfOf: sp("u"), OnBehalfOfSource: sp("oidc"),
 	OnBehalfOfEmail: sp("u@example.com"), WriterMethod: sp("m"), WriterSubject: sp("sub"), WriterIssuer: sp("iss"),
 	ServiceName: sp("svc"), ServiceVersion: sp("1.0"), ServiceInstanceID: sp("uuid"), ProcessPID: i64p(4242),
@@ -282,8 +283,8 @@ func TestWrongTypedValues(t *testing.T) {
 		{"u64 negative", provOnly(t, 1, -1), Metadata{Provenance: &Provenance{}}},
 		{"u64 string", provOnly(t, 3, "5"), Metadata{Provenance: &Provenance{}}},
 		{"u64 float", provOnly(t, 1, 1.5), Metadata{Provenance: &Provenance{}}},
-		{"u64 as int64", provOnly(t, 1, int64(9)), Metadata{Provenance: &Provenance{ParentContextID: u64p(9)}}},
-		{"u64 as uint8", provOnly(t, 3, uint8(200)), Metadata{Provenance: &Provenance{RootContextID: u64p(200)}}},
+		{"u64 as int64", provOnly(t, 1, int64(9)), Metadata{Provenance: &Provenance{ParentContextID: idp(9)}}},
+		{"u64 as uint8", provOnly(t, 3, uint8(200)), Metadata{Provenance: &Provenance{RootContextID: idp(200)}}},
 		{"string int", provOnly(t, 10, 5), Metadata{Provenance: &Provenance{}}},
 		{"string bin", provOnly(t, 10, []byte("x")), Metadata{Provenance: &Provenance{}}},
 		{"string nil", provOnly(t, 10, nil), Metadata{Provenance: &Provenance{}}},
@@ -437,7 +438,7 @@ func TestProvenanceJSON(t *testing.T) {
 		`"service_name":null,"service_version":null,"service_instance_id":null,"process_pid":null,` +
 		`"process_owner":null,"host_name":null,"host_arch":null,"client_address":null,` +
 		`"client_port":null,"env":null,"sdk_name":null,"sdk_version":null,"captured_at":null}`
-	full := `{"parent_context_id":18446744073709551615,"spawn_reason":"fork","root_context_id":3,` +
+	full := `{"parent_context_id":"18446744073709551615","spawn_reason":"fork","root_context_id":"3",` +
 		`"trace_id":"t","span_id":"s","correlation_id":"c","on_behalf_of":"u","on_behalf_of_source":"oidc",` +
 		`"on_behalf_of_email":"u@example.com","writer_method":"m","writer_subject":"sub","writer_issuer":"iss",` +
 		`"service_name":"svc","service_version":"1.0","service_instance_id":"uuid","process_pid":4242,` +
@@ -471,5 +472,19 @@ func TestProvenanceJSON(t *testing.T) {
 				t.Fatalf("round trip = %+v, %v", back, err)
 			}
 		})
+	}
+}
+
+// Provenance stored before ids became strings holds numbers: it reads back.
+func TestProvenanceReadsNumericIDs(t *testing.T) {
+	var p Provenance
+	if err := json.Unmarshal([]byte(`{"parent_context_id":18446744073709551615,"root_context_id":"3"}`), &p); err != nil {
+		t.Fatal(err)
+	}
+	if *p.ParentContextID != math.MaxUint64 || *p.RootContextID != 3 {
+		t.Errorf("ids = %d %d", *p.ParentContextID, *p.RootContextID)
+	}
+	if err := json.Unmarshal([]byte(`{"parent_context_id":"-1"}`), &p); err == nil {
+		t.Error("a negative id was read")
 	}
 }

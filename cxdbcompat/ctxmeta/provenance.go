@@ -3,6 +3,8 @@ package ctxmeta
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 )
 
 // Provenance is tag 10 of the context metadata (§6 of the reference). Nil
@@ -10,9 +12,9 @@ import (
 // strings, which stays "". The json struct tags let encoding/json read back
 // what MarshalJSON writes.
 type Provenance struct {
-	ParentContextID   *uint64           `json:"parent_context_id"`   // tag 1
+	ParentContextID   *ContextID        `json:"parent_context_id"`   // tag 1
 	SpawnReason       *string           `json:"spawn_reason"`        // tag 2
-	RootContextID     *uint64           `json:"root_context_id"`     // tag 3
+	RootContextID     *ContextID        `json:"root_context_id"`     // tag 3
 	TraceID           *string           `json:"trace_id"`            // tag 10
 	SpanID            *string           `json:"span_id"`             // tag 11
 	CorrelationID     *string           `json:"correlation_id"`      // tag 12
@@ -37,8 +39,29 @@ type Provenance struct {
 	CapturedAt        *int64            `json:"captured_at"`         // tag 80 (unix ms)
 }
 
+// ContextID is a context id in provenance. It renders as a decimal string,
+// as every id in cardbox's JSON does (decisions.md: JavaScript clients lose
+// precision above 2^53), and reads back from a string or a number.
+type ContextID uint64
+
+// MarshalJSON renders the id as a decimal string.
+func (id ContextID) MarshalJSON() ([]byte, error) {
+	return strconv.AppendQuote(nil, strconv.FormatUint(uint64(id), 10)), nil
+}
+
+// UnmarshalJSON reads a decimal string or a number.
+func (id *ContextID) UnmarshalJSON(b []byte) error {
+	s := string(bytes.Trim(b, `"`))
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("context id %s: %w", b, err)
+	}
+	*id = ContextID(n)
+	return nil
+}
+
 // provField is one row of the §6 provenance table: its tag, its JSON key and
-// a pointer to the field (**string, **uint64, **int64 or *map[string]string).
+// a pointer to the field (**string, **ContextID, **int64 or *map[string]string).
 type provField struct {
 	tag uint64
 	key string
@@ -85,8 +108,8 @@ var provByTag = func() map[uint64]provField {
 }()
 
 // MarshalJSON renders p as an object with all 25 keys of the §6 table in
-// table order, absent fields as null, ids and integers as JSON numbers and
-// env as an object (keys sorted). A nil p renders as null.
+// table order, absent fields as null, context ids as decimal strings,
+// other integers as JSON numbers and env as an object (keys sorted). A nil p renders as null.
 func (p *Provenance) MarshalJSON() ([]byte, error) {
 	if p == nil {
 		return []byte("null"), nil
@@ -130,8 +153,11 @@ func (r *reader) provValue(ptr any, depth int) (err error) {
 	switch v := ptr.(type) {
 	case **string:
 		*v, err = r.str(depth)
-	case **uint64:
-		*v, err = r.u64(depth)
+	case **ContextID:
+		var n *uint64
+		if n, err = r.u64(depth); n != nil {
+			*v = (*ContextID)(n)
+		}
 	case **int64:
 		*v, err = r.i64(depth)
 	case *map[string]string:

@@ -64,10 +64,10 @@ func (s *Service) record(r contextRow) cql.Record {
 	if p := s.provenance(r); p != nil {
 		rec.User, rec.Service, rec.Host, rec.TraceID = deref(p.OnBehalfOf), deref(p.ServiceName), deref(p.HostName), deref(p.TraceID)
 		if p.ParentContextID != nil {
-			rec.Parent, rec.HasParent = *p.ParentContextID, true
+			rec.Parent, rec.HasParent = uint64(*p.ParentContextID), true
 		}
 		if p.RootContextID != nil {
-			rec.Root, rec.HasRoot = *p.RootContextID, true
+			rec.Root, rec.HasRoot = uint64(*p.RootContextID), true
 		}
 	}
 	return rec
