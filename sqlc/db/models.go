@@ -10,6 +10,26 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ApiKey struct {
+	KeyID      string
+	TenantID   string
+	Role       string
+	SecretHash []byte
+	CreatedAt  time.Time
+	ExpiresAt  pgtype.Timestamptz
+	RevokedAt  pgtype.Timestamptz
+}
+
+type AuditLog struct {
+	AuditID  int64
+	At       time.Time
+	Actor    string
+	Action   string
+	TenantID pgtype.Text
+	Target   string
+	Detail   []byte
+}
+
 type Box struct {
 	TenantID  string
 	BoxID     string

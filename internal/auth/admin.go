@@ -1,0 +1,205 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// Errors of administration.
+var (
+	ErrTenantExists  = errors.New("tenant exists already")
+	ErrNoTenant      = errors.New("no such tenant")
+	ErrNoKey         = errors.New("no such key, or revoked already")
+	ErrBadTenantName = errors.New("a tenant name is 1 to 64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit")
+)
+
+// tenantName is what a tenant (a CardBox project id) may be called: it
+// appears in URLs and Postgres role names.
+var tenantName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Tenant is a tenant as administration lists it.
+type Tenant struct {
+	ID        string    `json:"tenant_id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	LiveKeys  int64     `json:"live_keys"`
+}
+
+// Key is a key as administration lists it; never its secret.
+type Key struct {
+	ID        string     `json:"key_id"`
+	TenantID  string     `json:"tenant_id"`
+	Role      Role       `json:"role"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// CreateTenant creates a tenant, recording actor in the audit log.
+func (k *Keys) CreateTenant(ctx context.Context, actor, id, name string) (Tenant, error) {
+	if !tenantName.MatchString(id) {
+		return Tenant{}, fmt.Errorf("create tenant %q: %w", id, ErrBadTenantName)
+	}
+	var t Tenant
+	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
+		row, err := q.CreateTenant(ctx, db.CreateTenantParams{TenantID: id, Name: name})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return audit{}, ErrTenantExists
+		}
+		t = Tenant{ID: row.TenantID, Name: row.Name, CreatedAt: row.CreatedAt}
+		return audit{actor: actor, action: "tenant.create", tenant: id, target: id}, err
+	})
+	if err != nil {
+		return Tenant{}, fmt.Errorf("create tenant %q: %w", id, err)
+	}
+	return t, nil
+}
+
+// ListTenants lists every tenant with its count of live keys.
+func (k *Keys) ListTenants(ctx context.Context) ([]Tenant, error) {
+	rows, err := k.q.ListTenantsFull(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	out := make([]Tenant, len(rows))
+	for i, r := range rows {
+		out[i] = Tenant{ID: r.TenantID, Name: r.Name, CreatedAt: r.CreatedAt, LiveKeys: r.LiveKeys}
+	}
+	return out, nil
+}
+
+// CreateKey creates a key of role for tenant, valid until expires (nil:
+// until revoked), and returns it with its secret, which is shown this
+// once: only its hash is kept.
+func (k *Keys) CreateKey(ctx context.Context, actor, tenant string, role Role, expires *time.Time) (Key, string, error) {
+	if _, err := ParseRole(string(role)); err != nil {
+		return Key{}, "", err
+	}
+	id, secret, hash := newSecret()
+	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
+		if _, err := q.GetTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
+			return audit{}, ErrNoTenant
+		} else if err != nil {
+			return audit{}, err
+		}
+		err := q.CreateKey(ctx, db.CreateKeyParams{KeyID: id, TenantID: tenant, Role: string(role), SecretHash: hash[:], ExpiresAt: timestamptz(expires)})
+		return audit{actor: actor, action: "key.create", tenant: tenant, target: id, detail: map[string]any{"role": role, "expires_at": expires}}, err
+	})
+	if err != nil {
+		return Key{}, "", fmt.Errorf("create key for tenant %q: %w", tenant, err)
+	}
+	return Key{ID: id, TenantID: tenant, Role: role, CreatedAt: k.now().UTC(), ExpiresAt: expires}, secret, nil
+}
+
+// ListKeys lists the keys of tenant, or of every tenant when tenant is "".
+func (k *Keys) ListKeys(ctx context.Context, tenant string) ([]Key, error) {
+	rows, err := k.q.ListKeys(ctx, pgtype.Text{String: tenant, Valid: tenant != ""})
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	out := make([]Key, len(rows))
+	for i, r := range rows {
+		out[i] = Key{ID: r.KeyID, TenantID: r.TenantID, Role: Role(r.Role), CreatedAt: r.CreatedAt,
+			ExpiresAt: timePtr(r.ExpiresAt), RevokedAt: timePtr(r.RevokedAt)}
+	}
+	return out, nil
+}
+
+// RevokeKey revokes a key at once: every server refuses it from the next
+// request and closes its binary sessions (they LISTEN for the
+// notification sent in the same transaction).
+func (k *Keys) RevokeKey(ctx context.Context, actor, keyID string) (Key, error) {
+	var key Key
+	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
+		row, err := q.RevokeKey(ctx, keyID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return audit{}, ErrNoKey
+		}
+		if err != nil {
+			return audit{}, err
+		}
+		key = Key{ID: row.KeyID, TenantID: row.TenantID}
+		if err := q.NotifyKeysChanged(ctx, keyID); err != nil {
+			return audit{}, err
+		}
+		return audit{actor: actor, action: "key.revoke", tenant: row.TenantID, target: keyID}, nil
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("revoke key %q: %w", keyID, err)
+	}
+	return key, nil
+}
+
+// audit is one audit log record.
+type audit struct {
+	actor, action, tenant, target string
+	detail                        map[string]any
+}
+
+// audited runs change in a transaction and records what it returns in the
+// audit log in the same transaction: no change without its record.
+func (k *Keys) audited(ctx context.Context, change func(q *db.Queries) (audit, error)) error {
+	return pgx.BeginFunc(ctx, k.pool, func(tx pgx.Tx) error {
+		q := k.q.WithTx(tx)
+		a, err := change(q)
+		if err != nil {
+			return err
+		}
+		detail, err := json.Marshal(a.detail)
+		if err != nil || a.detail == nil {
+			detail = []byte("{}")
+		}
+		return q.AddAudit(ctx, db.AddAuditParams{
+			Actor: a.actor, Action: a.action, TenantID: pgtype.Text{String: a.tenant, Valid: a.tenant != ""},
+			Target: a.target, Detail: detail,
+		})
+	})
+}
+
+func timestamptz(t *time.Time) pgtype.Timestamptz {
+	if t == nil {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: *t, Valid: true}
+}
+
+func timePtr(t pgtype.Timestamptz) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	return &t.Time
+}
+
+// AuditEntry is one record of the audit log.
+type AuditEntry struct {
+	ID       int64           `json:"audit_id"`
+	At       time.Time       `json:"at"`
+	Actor    string          `json:"actor"`
+	Action   string          `json:"action"`
+	TenantID string          `json:"tenant_id,omitempty"`
+	Target   string          `json:"target"`
+	Detail   json.RawMessage `json:"detail"`
+}
+
+// Audit returns the last max records of the audit log about tenant (all
+// tenants when tenant is ""), newest first.
+func (k *Keys) Audit(ctx context.Context, tenant string, max int) ([]AuditEntry, error) {
+	rows, err := k.q.ListAudit(ctx, db.ListAuditParams{TenantID: pgtype.Text{String: tenant, Valid: tenant != ""}, MaxRows: int32(max)})
+	if err != nil {
+		return nil, fmt.Errorf("read the audit log: %w", err)
+	}
+	out := make([]AuditEntry, len(rows))
+	for i, r := range rows {
+		out[i] = AuditEntry{ID: r.AuditID, At: r.At, Actor: r.Actor, Action: r.Action, TenantID: r.TenantID.String, Target: r.Target, Detail: r.Detail}
+	}
+	return out, nil
+}

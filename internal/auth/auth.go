@@ -1,0 +1,85 @@
+// Package auth is hosted mode's who-is-calling: API keys (their secrets,
+// roles and lifetimes), the principal a request acts as, and the
+// administration of tenants and keys with its audit log.
+//
+// A secret is "cbk_<key id>_<random>": the key id is public and names the
+// row, the random part is 256 bits, and only the SHA-256 of the whole
+// secret is stored. Checking a key is one primary-key lookup and a
+// constant-time comparison.
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// Role is what a key may do.
+type Role string
+
+// The roles of hosted mode.
+const (
+	// RoleAdmin is for operators: every read and write, tenant and key
+	// administration for all tenants.
+	RoleAdmin Role = "admin"
+	// RoleWriter reads and writes its tenant's data.
+	RoleWriter Role = "writer"
+	// RoleReader reads its tenant's data on every surface and writes
+	// nothing.
+	RoleReader Role = "reader"
+	// RoleAnalyst only queries SQL; no API accepts it.
+	RoleAnalyst Role = "analyst"
+)
+
+// ParseRole checks a role name.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleAdmin, RoleWriter, RoleReader, RoleAnalyst:
+		return r, nil
+	}
+	return "", fmt.Errorf("unknown role %q (admin, writer, reader or analyst)", s)
+}
+
+// CanRead reports whether the role may read data over the APIs.
+func (r Role) CanRead() bool { return r == RoleAdmin || r == RoleWriter || r == RoleReader }
+
+// CanWrite reports whether the role may write data over the APIs.
+func (r Role) CanWrite() bool { return r == RoleAdmin || r == RoleWriter }
+
+// Principal is who a request acts as: a key, its tenant and role.
+type Principal struct {
+	KeyID  string
+	Tenant store.Tenant
+	Role   Role
+}
+
+// Errors of authentication and authorization; the surfaces map them to
+// 401 and 403.
+var (
+	// ErrUnauthenticated: no key, or one that is unknown, malformed,
+	// revoked or expired. Its message never says which.
+	ErrUnauthenticated = errors.New("a valid API key is required")
+	// ErrForbidden: the key's role may not do this.
+	ErrForbidden = errors.New("the API key's role does not allow this")
+)
+
+// Forbidden returns ErrForbidden with what was refused.
+func Forbidden(role Role, what string) error {
+	return fmt.Errorf("%w: role %s may not %s", ErrForbidden, role, what)
+}
+
+// SplitClientTag separates a binary client's tag from the key it may
+// carry, for the official clients, which send no HELLO metadata: the tag
+// is "<name>;key=<secret>" or the secret alone. It returns the tag to
+// keep (never holding the secret) and the secret, if any.
+func SplitClientTag(tag string) (clean, secret string) {
+	if name, key, ok := strings.Cut(tag, ";key="); ok {
+		return name, key
+	}
+	if strings.HasPrefix(tag, secretPrefix) {
+		return "", tag
+	}
+	return tag, ""
+}

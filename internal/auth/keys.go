@@ -1,0 +1,76 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// Keys checks API keys against Postgres and administers tenants and keys.
+// Every check reads the key's row, so a revocation takes effect on the
+// next request whichever process made it; binary sessions, checked once
+// at HELLO, are closed by Watch.
+type Keys struct {
+	pool *pgxpool.Pool
+	q    *db.Queries
+	log  *slog.Logger
+	now  func() time.Time
+}
+
+// NewKeys returns the keys of the database behind pool; log (nil: none)
+// hears of Watch's reconnections.
+func NewKeys(pool *pgxpool.Pool, log *slog.Logger) *Keys {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Keys{pool: pool, q: db.New(pool), log: log, now: time.Now}
+}
+
+// Authenticate returns the principal of secret. An unknown, malformed,
+// revoked or expired key is ErrUnauthenticated, with no word on which
+// (that would help a guesser); a database failure is a store error of
+// kind Unavailable.
+func (k *Keys) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	id, ok := keyIDOf(secret)
+	if !ok {
+		return Principal{}, ErrUnauthenticated
+	}
+	row, err := k.q.GetKey(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, unavailable(id, err)
+	}
+	if !matches(secret, row.SecretHash) || row.RevokedAt.Valid || (row.ExpiresAt.Valid && !k.now().Before(row.ExpiresAt.Time)) {
+		return Principal{}, ErrUnauthenticated
+	}
+	return Principal{KeyID: row.KeyID, Tenant: store.Tenant{ID: row.TenantID, No: uint32(row.TenantNo)}, Role: Role(row.Role)}, nil
+}
+
+// Valid reports whether the key of p is still valid (not revoked, not
+// expired, its tenant not deleted): what Watch's callers check for open
+// sessions.
+func (k *Keys) Valid(ctx context.Context, p Principal) (bool, error) {
+	row, err := k.q.GetKey(ctx, p.KeyID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, unavailable(p.KeyID, err)
+	}
+	return !row.RevokedAt.Valid && (!row.ExpiresAt.Valid || k.now().Before(row.ExpiresAt.Time)), nil
+}
+
+// unavailable is a failed key lookup: the surfaces answer 503, not 401,
+// since the key may well be valid.
+func unavailable(keyID string, err error) error {
+	return &store.Error{Kind: store.KindUnavailable, Msg: "look up API key " + keyID, Err: err}
+}

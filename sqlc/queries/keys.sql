@@ -1,0 +1,50 @@
+-- name: CreateTenant :one
+-- Creates a tenant; no row when it exists already.
+INSERT INTO tenants (tenant_id, name) VALUES (@tenant_id, @name)
+ON CONFLICT (tenant_id) DO NOTHING
+RETURNING tenant_id, tenant_no, name, created_at;
+
+-- name: ListTenantsFull :many
+SELECT t.tenant_id, t.tenant_no, t.name, t.created_at,
+       (SELECT count(*) FROM api_keys k
+         WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL
+           AND (k.expires_at IS NULL OR k.expires_at > now()))::bigint AS live_keys
+FROM tenants t ORDER BY t.tenant_no;
+
+-- name: CreateKey :exec
+INSERT INTO api_keys (key_id, tenant_id, role, secret_hash, expires_at)
+VALUES (@key_id, @tenant_id, @role, @secret_hash, sqlc.narg('expires_at'));
+
+-- name: GetKey :one
+SELECT k.key_id, k.tenant_id, t.tenant_no, k.role, k.secret_hash, k.expires_at, k.revoked_at
+FROM api_keys k JOIN tenants t USING (tenant_id)
+WHERE k.key_id = @key_id;
+
+-- name: ListKeys :many
+-- Keys of one tenant, or of all when tenant_id is NULL.
+SELECT key_id, tenant_id, role, created_at, expires_at, revoked_at
+FROM api_keys
+WHERE sqlc.narg('tenant_id')::text IS NULL OR tenant_id = sqlc.narg('tenant_id')
+ORDER BY created_at, key_id;
+
+-- name: RevokeKey :one
+-- Revokes a key; no row when it does not exist or was revoked already.
+UPDATE api_keys SET revoked_at = now()
+WHERE key_id = @key_id AND revoked_at IS NULL
+RETURNING key_id, tenant_id;
+
+-- name: NotifyKeysChanged :exec
+-- Tells every server to forget cached keys and close the sessions of
+-- revoked ones (see internal/auth).
+SELECT pg_notify('cardbox_keys', @key_id::text);
+
+-- name: AddAudit :exec
+INSERT INTO audit_log (actor, action, tenant_id, target, detail)
+VALUES (@actor, @action, sqlc.narg('tenant_id'), @target, @detail);
+
+-- name: ListAudit :many
+SELECT audit_id, at, actor, action, tenant_id, target, detail
+FROM audit_log
+WHERE sqlc.narg('tenant_id')::text IS NULL OR tenant_id = sqlc.narg('tenant_id')
+ORDER BY audit_id DESC
+LIMIT @max_rows;
