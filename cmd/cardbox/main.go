@@ -3,6 +3,8 @@
 //	cardbox migrate   apply the SQL migrations (embedded Postgres or CARDBOX_DATABASE_URL)
 //	cardbox bench     drive a running server over the binary protocol and report throughput
 //	cardbox bench-http  drive a running server's CXDB HTTP API: typed turn pages, event latency
+//	cardbox tenant    create, list tenants (hosted mode), against the server's database
+//	cardbox key       create, list, revoke API keys
 //	cardbox config    print the configuration table (flags and environment variables)
 //	cardbox attack    run the hostile-client attacks against a running server and check it survives
 //	cardbox verify    offline: re-read every blob and turn record and cross-check Postgres
@@ -25,6 +27,8 @@ Commands:
   migrate   apply pending SQL migrations and print their status
   bench     benchmark a running cardboxd over the CXDB binary protocol
   bench-http  benchmark a running cardboxd's CXDB HTTP API (typed turn pages, /v1/events latency)
+  tenant    create NAME | list: administer tenants (hosted mode), beside a running server or not
+  key       create --tenant NAME --role ROLE | list | revoke KEY_ID: administer API keys
   config    print the configuration table (flags and environment variables)
   attack    run hostile-client attacks against a running cardboxd and check it survives
   verify    (offline) re-read every blob and turn record, cross-check Postgres; non-zero exit on defects
@@ -48,6 +52,10 @@ func main() {
 		err = bench(ctx, args)
 	case "bench-http":
 		err = benchHTTP(ctx, args)
+	case "tenant":
+		err = adminGroup(ctx, "tenant", tenantCommands, args)
+	case "key":
+		err = adminGroup(ctx, "key", keyCommands, args)
 	case "config":
 		err = printConfig()
 	case "attack":

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -80,6 +81,17 @@ func settings(c *Config) []setting {
 // Parse reads args (without the program name) and the environment.
 // It returns flag.ErrHelp after printing usage for -h/--help.
 func Parse(name string, args []string, out io.Writer) (*Config, error) {
+	c, rest, err := ParseCommand(name, args, out, nil)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("unexpected arguments: %s", strings.Join(rest, " "))
+	}
+	return c, err
+}
+
+// ParseCommand is Parse for a command with flags and arguments of its own:
+// own (if not nil) adds the command's flags, and the arguments left after
+// the flags are returned.
+func ParseCommand(name string, args []string, out io.Writer, own func(fs *flag.FlagSet)) (*Config, []string, error) {
 	c := &Config{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -87,21 +99,28 @@ func Parse(name string, args []string, out io.Writer) (*Config, error) {
 	for _, s := range all {
 		s.bind(fs, s.flag, fmt.Sprintf("%s (env %s)", s.usage, s.env))
 	}
+	if own != nil {
+		own(fs)
+	}
 	fs.Usage = func() { usage(fs, name, all, out) }
 	for _, s := range all {
 		if v, ok := os.LookupEnv(s.env); ok {
 			if err := fs.Set(s.flag, v); err != nil {
-				return nil, fmt.Errorf("%s=%q: %w", s.env, v, err)
+				return nil, nil, fmt.Errorf("%s=%q: %w", s.env, v, err)
 			}
 		}
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+	// Flags may come after arguments too ("tenant create acme --name X").
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		if fs.NArg() == 0 {
+			return c, rest, nil
+		}
+		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	return c, nil
 }
 
 func usage(fs *flag.FlagSet, name string, all []setting, out io.Writer) {
@@ -114,6 +133,11 @@ func usage(fs *flag.FlagSet, name string, all []setting, out io.Writer) {
 		}
 		fmt.Fprintf(out, "  --%-18s %-26s %s (default %s)\n", s.flag, s.env, s.usage, def)
 	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.ContainsFunc(all, func(s setting) bool { return s.flag == f.Name }) {
+			fmt.Fprintf(out, "  --%-18s %-26s %s\n", f.Name, "", f.Usage)
+		}
+	})
 }
 
 // Markdown renders the settings as the README's configuration table.

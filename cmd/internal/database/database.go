@@ -42,6 +42,7 @@ type DB struct {
 	// holding the directory's lock (see internal/datadir): Close stops it,
 	// whether Open started it or adopted it from a process that died.
 	embedded *pgembed.Server
+	guest    bool // embedded belongs to a running server: leave it running
 	log      *slog.Logger
 	// stopWatch ends the watch on the embedded cluster; watchDone closes
 	// when it has.
@@ -59,12 +60,17 @@ type Options struct {
 	// sessions of other processes so named. The CLI leaves its sessions
 	// unnamed, so that a server starting meanwhile does not end them.
 	NameSessions bool
-	Logger       *slog.Logger
+	// Guest uses the embedded cluster of a server that holds the data
+	// directory's lock and is running, for the administration commands
+	// (keys, tenants) that work beside it: Close leaves the cluster
+	// running.
+	Guest  bool
+	Logger *slog.Logger
 }
 
 // Open connects (starting or adopting the embedded cluster if no URL is
 // configured) and migrates. With no URL the caller must hold the data
-// directory's lock.
+// directory's lock, or be a guest of the server that does.
 func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 	d := &DB{log: opts.Logger}
 	if d.log == nil {
@@ -78,6 +84,9 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 		})
 		if err != nil {
 			return nil, err
+		}
+		if opts.Guest && !srv.Started() {
+			d.guest = true
 		}
 		d.embedded = srv
 		if err := srv.EnsureDatabase(ctx, embeddedDB); err != nil {
@@ -172,7 +181,7 @@ func (d *DB) Close(ctx context.Context) error {
 	if d.Pool != nil {
 		d.Pool.Close()
 	}
-	if d.embedded != nil {
+	if d.embedded != nil && !d.guest {
 		return d.embedded.Stop(ctx)
 	}
 	return nil

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"os/user"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cmd/internal/config"
+	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/datadir"
+)
+
+// adminCommand is a tenant or key administration command: its flags, how
+// many arguments it takes, and what it does with the keys.
+type adminCommand struct {
+	flags func(fs *flag.FlagSet)
+	args  int
+	usage string
+	run   func(ctx context.Context, k *auth.Keys, actor string, args []string) error
+}
+
+// runAdmin parses an administration command, opens the database the
+// server uses (beside a running server, or on its own) and runs it.
+func runAdmin(ctx context.Context, name string, cmd adminCommand, args []string) error {
+	cfg, rest, err := config.ParseCommand(name, args, os.Stderr, cmd.flags)
+	if err != nil {
+		return err
+	}
+	if len(rest) != cmd.args {
+		return fmt.Errorf("usage: %s %s", name, cmd.usage)
+	}
+	db, release, err := openAdminDB(ctx, cfg, name)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return cmd.run(ctx, auth.NewKeys(db.Pool, nil), actor(), rest)
+}
+
+// openAdminDB opens the configured database. With the embedded cluster it
+// joins a running server's, or takes the data directory's lock and starts
+// the cluster for the command's duration.
+func openAdminDB(ctx context.Context, cfg *config.Config, who string) (*database.DB, func(), error) {
+	if cfg.DatabaseURL != "" {
+		db, err := database.Open(ctx, cfg, database.Options{})
+		return db, func() { db.Close(context.Background()) }, err
+	}
+	lock, err := datadir.Acquire(cfg.DataDir, who)
+	if errors.Is(err, datadir.ErrLocked) {
+		db, err := database.Open(ctx, cfg, database.Options{Guest: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		return db, func() { db.Close(context.Background()) }, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := database.Open(ctx, cfg, database.Options{})
+	if err != nil {
+		lock.Unlock()
+		return nil, nil, err
+	}
+	return db, func() { db.Close(context.Background()); lock.Unlock() }, nil
+}
+
+// actor names the operator in the audit log: the CLI and the OS user.
+func actor() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return "cli:" + name + "@" + host
+}
+
+var tenantCommands = map[string]adminCommand{
+	"create": tenantCreate(),
+	"list": {usage: "list", run: func(ctx context.Context, k *auth.Keys, _ string, _ []string) error {
+		tenants, err := k.ListTenants(ctx)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "TENANT\tNAME\tLIVE KEYS\tCREATED")
+		for _, t := range tenants {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", t.ID, t.Name, t.LiveKeys, t.CreatedAt.UTC().Format(time.RFC3339))
+		}
+		return w.Flush()
+	}},
+}
+
+func tenantCreate() adminCommand {
+	var name string
+	return adminCommand{
+		flags: func(fs *flag.FlagSet) { fs.StringVar(&name, "name", "", "display name of the tenant") },
+		args:  1, usage: "create NAME [--name DISPLAY]",
+		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
+			t, err := k.CreateTenant(ctx, actor, args[0], name)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("created tenant %s\n", t.ID)
+			return nil
+		},
+	}
+}
+
+var keyCommands = map[string]adminCommand{
+	"create": keyCreate(),
+	"list":   keyList(),
+	"revoke": {usage: "revoke KEY_ID", args: 1, run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
+		key, err := k.RevokeKey(ctx, actor, args[0])
+		if err != nil {
+			return err
+		}
+		fmt.Printf("revoked %s of tenant %s; its sessions are being closed\n", key.ID, key.TenantID)
+		return nil
+	}},
+}
+
+func keyCreate() adminCommand {
+	var tenant, project, role, expires string
+	return adminCommand{
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&tenant, "tenant", "", "tenant the key belongs to")
+			fs.StringVar(&project, "project", "", "the same as --tenant: a tenant is a CardBox project")
+			fs.StringVar(&role, "role", "", "admin, writer, reader or analyst")
+			fs.StringVar(&expires, "expires", "", "when the key stops working: a duration from now (720h) or an RFC 3339 time; empty: never")
+		},
+		usage: "create --tenant NAME --role ROLE [--project ID] [--expires 720h]",
+		run: func(ctx context.Context, k *auth.Keys, actor string, _ []string) error {
+			t, err := tenantFlag(tenant, project)
+			if err != nil {
+				return err
+			}
+			r, err := auth.ParseRole(role)
+			if err != nil {
+				return err
+			}
+			at, err := parseExpiry(expires, time.Now())
+			if err != nil {
+				return err
+			}
+			key, secret, err := k.CreateKey(ctx, actor, t, r, at)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("created key %s (tenant %s, role %s)\n", key.ID, key.TenantID, key.Role)
+			fmt.Println("the secret follows; it is shown only this once:")
+			fmt.Println(secret)
+			return nil
+		},
+	}
+}
+
+// tenantFlag reconciles --tenant and --project, which name the same thing.
+func tenantFlag(tenant, project string) (string, error) {
+	switch {
+	case tenant == "" && project == "":
+		return "", errors.New("--tenant is required")
+	case tenant != "" && project != "" && tenant != project:
+		return "", fmt.Errorf("--tenant %q and --project %q differ; a key belongs to one tenant, which is its project", tenant, project)
+	case tenant == "":
+		return project, nil
+	}
+	return tenant, nil
+}
+
+// parseExpiry reads --expires: empty (never), a duration from now, or a
+// time.
+func parseExpiry(s string, now time.Time) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		at := now.Add(d)
+		return &at, nil
+	}
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil || !at.After(now) {
+		return nil, fmt.Errorf("--expires %q: want a positive duration (720h) or a future RFC 3339 time", s)
+	}
+	return &at, nil
+}
+
+func keyList() adminCommand {
+	var tenant string
+	var asJSON bool
+	return adminCommand{
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&tenant, "tenant", "", "only this tenant's keys")
+			fs.BoolVar(&asJSON, "json", false, "print JSON")
+		},
+		usage: "list [--tenant NAME] [--json]",
+		run: func(ctx context.Context, k *auth.Keys, _ string, _ []string) error {
+			keys, err := k.ListKeys(ctx, tenant)
+			if err != nil || asJSON {
+				if err == nil {
+					err = json.NewEncoder(os.Stdout).Encode(keys)
+				}
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "KEY\tTENANT\tROLE\tCREATED\tEXPIRES\tREVOKED")
+			for _, key := range keys {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", key.ID, key.TenantID, key.Role,
+					key.CreatedAt.UTC().Format(time.RFC3339), orDash(key.ExpiresAt), orDash(key.RevokedAt))
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func orDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// adminGroup runs "cardbox tenant ..." or "cardbox key ...".
+func adminGroup(ctx context.Context, group string, cmds map[string]adminCommand, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: cardbox %s %s", group, subcommands(cmds))
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		return fmt.Errorf("cardbox %s: unknown command %q (%s)", group, args[0], subcommands(cmds))
+	}
+	return runAdmin(ctx, "cardbox "+group+" "+args[0], cmd, args[1:])
+}
+
+func subcommands(cmds map[string]adminCommand) string {
+	return strings.Join(slices.Sorted(maps.Keys(cmds)), "|")
+}
