@@ -35,7 +35,16 @@ func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
 	return resp
 }
 
+// writes are the messages that change stored data.
+var writes = map[cxdbcompat.MsgType]bool{
+	cxdbcompat.MsgCtxCreate: true, cxdbcompat.MsgCtxFork: true, cxdbcompat.MsgAppendTurn: true,
+	cxdbcompat.MsgPutBlob: true, cxdbcompat.MsgAttachFS: true,
+}
+
 func (s *session) route(f cxdbcompat.Frame) ([]byte, error) {
+	if id, _ := s.identity(); id.ReadOnly && writes[f.Type] {
+		return nil, &protocolError{403, "FORBIDDEN", fmt.Sprintf("%s: this session's API key may read but not write", f.Type)}
+	}
 	switch f.Type {
 	case cxdbcompat.MsgCtxCreate, cxdbcompat.MsgCtxFork:
 		return s.createContext(f)

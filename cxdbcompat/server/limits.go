@@ -94,6 +94,7 @@ type pacedReader struct {
 	stopped atomic.Bool  // set by stop: every read fails at once...
 	drain   atomic.Int64 // ...or, when set (unix ns), at this time
 	inFrame bool
+	helloBy time.Time // when authentication is due; zero once done or not required
 	start   time.Time // when the frame's first bytes arrived
 	got     int64     // bytes read since
 }
@@ -116,6 +117,14 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 }
 
 func (p *pacedReader) deadline(now time.Time) time.Time {
+	d := p.frameDeadline(now)
+	if !p.helloBy.IsZero() && p.helloBy.Before(d) {
+		return p.helloBy
+	}
+	return d
+}
+
+func (p *pacedReader) frameDeadline(now time.Time) time.Time {
 	if !p.inFrame {
 		return now.Add(p.opts.IdleTimeout)
 	}

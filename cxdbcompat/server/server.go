@@ -26,11 +26,24 @@ import (
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// Authenticator decides a session's tenant from its HELLO. An error
-// refuses the HELLO with ERROR 401 (the session stays unauthenticated),
-// except a *store.Error of kind UNAVAILABLE or INTERNAL, which is answered
-// with its own code (503, 500).
-type Authenticator func(ctx context.Context, hello cxdbcompat.HelloRequest) (store.Tenant, error)
+// Identity is who a session acts as, decided at HELLO.
+type Identity struct {
+	Tenant store.Tenant
+	// ClientTag is the tag to record and publish for the session: the
+	// authenticator strips any secret the HELLO's tag carried.
+	ClientTag string
+	// KeyID names the credential, so that CloseSessions can find the
+	// sessions of a revoked key; "" without one.
+	KeyID string
+	// ReadOnly answers every write message with ERROR 403.
+	ReadOnly bool
+}
+
+// Authenticator decides a session's identity from its HELLO. An error
+// refuses the HELLO with ERROR 401 and closes the connection, except a
+// *store.Error of kind UNAVAILABLE or INTERNAL, which is answered with its
+// own code (503, 500) and leaves the session open to try again.
+type Authenticator func(ctx context.Context, hello cxdbcompat.HelloRequest) (Identity, error)
 
 // Options configure a Server.
 type Options struct {
@@ -39,9 +52,13 @@ type Options struct {
 	// session is in the context of every store call it makes (so the
 	// contexts it creates are known to be its own).
 	Live *live.Hub
-	// Authenticate picks the tenant at HELLO; nil means every session uses
-	// the default tenant (no authentication).
+	// Authenticate picks the identity at HELLO, which must then be the
+	// first message and arrive within HelloTimeout; nil means every session
+	// uses the default tenant (no authentication), HELLO or not.
 	Authenticate Authenticator
+	// HelloTimeout is how long a connection may take to authenticate
+	// (default 10 s) when Authenticate is set.
+	HelloTimeout time.Duration
 	// MaxInFlight caps concurrent requests per connection (default 64).
 	MaxInFlight int
 	// MaxInFlightBytes caps the request payload bytes held by frames
@@ -91,6 +108,9 @@ type Server struct {
 func New(opts Options) *Server {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 64
+	}
+	if opts.HelloTimeout <= 0 {
+		opts.HelloTimeout = 10 * time.Second
 	}
 	opts = withLimitDefaults(opts)
 	if opts.Logger == nil {
@@ -166,6 +186,37 @@ func (s *Server) startSession(conn net.Conn) {
 		delete(s.conns, sess)
 		s.mu.Unlock()
 	}()
+}
+
+// CloseSessions closes, at once, the authenticated sessions whose
+// identity match accepts (a revoked key's); their requests in progress are
+// cancelled. It returns how many it closed.
+func (s *Server) CloseSessions(match func(Identity) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for sess := range s.conns {
+		if id, ok := sess.identity(); ok && match(id) {
+			sess.cancel()
+			sess.conn.Close()
+			n++
+		}
+	}
+	return n
+}
+
+// Identities returns the identities of the authenticated sessions, for
+// re-checking their credentials.
+func (s *Server) Identities() []Identity {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Identity
+	for sess := range s.conns {
+		if id, ok := sess.identity(); ok {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Shutdown stops accepting, stops reading new requests, lets in-flight

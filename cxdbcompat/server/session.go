@@ -15,6 +15,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -30,6 +31,8 @@ type session struct {
 
 	tenant    store.Tenant // set at HELLO or at the first request
 	hasTenant bool
+	ident     atomic.Pointer[Identity] // set with tenant; read by CloseSessions
+	refused   bool                     // authentication failed: end the session after answering
 	live      *live.Session          // announced once the tenant is known; nil without Options.Live
 	clientTag atomic.Pointer[string] // from HELLO; recorded on the contexts the session creates
 
@@ -46,13 +49,25 @@ type session struct {
 
 func newSession(srv *Server, conn net.Conn, id uint64) *session {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &session{
+	s := &session{
 		srv: srv, conn: conn, id: id, ctx: ctx, cancel: cancel,
 		in:       &pacedReader{conn: conn, opts: &srv.opts},
 		inflight: make(chan struct{}, srv.opts.MaxInFlight),
 		large:    make(chan struct{}, 1),
 		stopping: make(chan struct{}),
 	}
+	if srv.opts.Authenticate != nil {
+		s.in.helloBy = time.Now().Add(srv.opts.HelloTimeout)
+	}
+	return s
+}
+
+// identity returns who the session acts as, once known.
+func (s *session) identity() (Identity, bool) {
+	if id := s.ident.Load(); id != nil {
+		return *id, true
+	}
+	return Identity{}, false
 }
 
 // serve runs the session until the peer leaves, framing is lost or the
@@ -125,9 +140,14 @@ func (s *session) readFailed(err error) {
 func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 	if f.Type == cxdbcompat.MsgHello {
 		s.answer(f, s.hello(f))
-		return true
+		return !s.refused
 	}
 	if !s.hasTenant {
+		if s.srv.opts.Authenticate != nil {
+			// Nothing is served before authentication.
+			s.answer(f, errorFrame(f.ReqID, errHelloFirst))
+			return false
+		}
 		if err := s.useDefaultTenant(); err != nil {
 			s.reply(f.ReqID, errorFrame(f.ReqID, err))
 			return true
@@ -215,12 +235,17 @@ func (s *session) answer(f cxdbcompat.Frame, resp []byte) {
 func (s *session) hello(f cxdbcompat.Frame) []byte {
 	req, err := cxdbcompat.DecodeHelloRequest(f.Payload)
 	if err != nil {
+		s.refused = s.srv.opts.Authenticate != nil && !s.hasTenant
 		return errorFrame(f.ReqID, err)
 	}
 	if strings.IndexByte(req.ClientTag, 0) >= 0 {
+		s.refused = s.srv.opts.Authenticate != nil && !s.hasTenant
 		return errorFrame(f.ReqID, &protocolError{400, "BAD_REQUEST", "client_tag contains a NUL byte"})
 	}
-	s.clientTag.Store(&req.ClientTag)
+	// A tag never keeps a secret, authenticated or not: it is stored on
+	// contexts, logged and published.
+	tag, _ := auth.SplitClientTag(req.ClientTag)
+	s.clientTag.Store(&tag)
 	if !s.hasTenant {
 		if err := s.authenticate(req); err != nil {
 			return errorFrame(f.ReqID, err)
@@ -230,45 +255,50 @@ func (s *session) hello(f cxdbcompat.Frame) []byte {
 	return frame(cxdbcompat.MsgHello, f.ReqID, resp.AppendTo)
 }
 
-// authenticate fixes the session's tenant from its HELLO.
+// errHelloFirst refuses a request sent before authenticating.
+var errHelloFirst = &protocolError{401, "UNAUTHORIZED", "send HELLO with an API key first (client tag \"<name>;key=<secret>\" or metadata {\"api_key\": ...}); closing the connection"}
+
+// authenticate fixes the session's identity from its HELLO; a refusal
+// ends the session once answered.
 func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 	if s.srv.opts.Authenticate == nil {
 		return s.useDefaultTenant()
 	}
-	t, err := s.srv.opts.Authenticate(s.ctx, req)
+	id, err := s.srv.opts.Authenticate(s.ctx, req)
 	if err != nil {
 		if k := store.KindOf(err); errors.As(err, new(*store.Error)) && (k == store.KindUnavailable || k == store.KindInternal) {
 			return err // the authenticator could not decide: 503 / 500
 		}
-		return &protocolError{401, "UNAUTHORIZED", "authentication failed: " + err.Error()}
+		s.refused = true
+		return &protocolError{401, "UNAUTHORIZED", err.Error() + "; closing the connection"}
 	}
-	s.setTenant(t)
+	s.clientTag.Store(&id.ClientTag)
+	s.in.helloBy = time.Time{}
+	s.setIdentity(id)
 	return nil
 }
 
 func (s *session) useDefaultTenant() error {
-	if s.srv.opts.Authenticate != nil {
-		return &protocolError{401, "UNAUTHORIZED", "send HELLO with credentials first"}
-	}
 	t, err := s.srv.opts.Store.Tenant(s.ctx, store.DefaultTenantID)
 	if err != nil {
 		return err
 	}
-	s.setTenant(t)
+	s.setIdentity(Identity{Tenant: t, ClientTag: s.tag()})
 	return nil
 }
 
-// setTenant fixes the session's tenant and announces the session as
+// setIdentity fixes the session's identity and announces the session as
 // connected; the reader calls it before starting any handler, so they all
 // see s.ctx with the session in it.
-func (s *session) setTenant(t store.Tenant) {
-	s.tenant, s.hasTenant = t, true
+func (s *session) setIdentity(id Identity) {
+	s.tenant, s.hasTenant = id.Tenant, true
+	s.ident.Store(&id)
 	hub := s.srv.opts.Live
 	if hub == nil {
 		return
 	}
 	s.live = &live.Session{
-		ID: s.id, Tenant: t.ID, ClientTag: s.tag(), PeerAddr: s.conn.RemoteAddr().String(), ConnectedAt: time.Now(),
+		ID: s.id, Tenant: id.Tenant.ID, ClientTag: s.tag(), PeerAddr: s.conn.RemoteAddr().String(), ConnectedAt: time.Now(),
 	}
 	s.ctx = live.WithSession(s.ctx, s.live)
 	hub.Connect(s.live)

@@ -55,23 +55,24 @@ func TestSessionsWithoutAuthUseTheDefaultTenant(t *testing.T) {
 // apiKeys maps HELLO client_meta_json {"api_key": …} to tenants.
 func apiKeys(keys map[string]string) func(*env) server.Authenticator {
 	return func(e *env) server.Authenticator {
-		return func(ctx context.Context, hello cxdbcompat.HelloRequest) (store.Tenant, error) {
+		return func(ctx context.Context, hello cxdbcompat.HelloRequest) (server.Identity, error) {
 			var meta struct {
 				APIKey string `json:"api_key"`
 			}
 			if len(hello.ClientMetaJSON) > 0 {
 				if err := json.Unmarshal(hello.ClientMetaJSON, &meta); err != nil {
-					return store.Tenant{}, fmt.Errorf("client_meta_json: %w", err)
+					return server.Identity{}, fmt.Errorf("client_meta_json: %w", err)
 				}
 			}
 			if meta.APIKey == "db-down" { // the tenant lookup cannot answer
-				return store.Tenant{}, &store.Error{Kind: store.KindUnavailable, Msg: "look up tenant: database unavailable"}
+				return server.Identity{}, &store.Error{Kind: store.KindUnavailable, Msg: "look up tenant: database unavailable"}
 			}
 			id, ok := keys[meta.APIKey]
 			if !ok {
-				return store.Tenant{}, errors.New("unknown api key")
+				return server.Identity{}, errors.New("unknown api key")
 			}
-			return e.engine.Tenant(ctx, id)
+			t, err := e.engine.Tenant(ctx, id)
+			return server.Identity{Tenant: t, ClientTag: hello.ClientTag, KeyID: meta.APIKey}, err
 		}
 	}
 }
@@ -177,14 +178,14 @@ func TestTenantsAreIsolatedPerSession(t *testing.T) {
 	}
 }
 
-// TestAuthenticationIsRequired: with Authenticate set, nothing but HELLO is
-// served before a HELLO names a tenant.
+// TestAuthenticationIsRequired: with Authenticate set, a request before
+// HELLO, or a HELLO that does not authenticate, is answered ERROR 401 and
+// the connection is closed, with nothing stored.
 func TestAuthenticationIsRequired(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, envConfig{auth: apiKeys(map[string]string{"key-a": "acme", "key-gone": "no-such-tenant"})})
 	e.tenant("acme")
 
-	c := dialRaw(t, e.addr)
 	before := e.snapshot()
 	for _, req := range []cxdbcompat.Request{
 		cxdbcompat.CtxCreateRequest{},
@@ -193,12 +194,12 @@ func TestAuthenticationIsRequired(t *testing.T) {
 		cxdbcompat.PutBlobRequest{Hash: hashOf([]byte("x")), Data: []byte("x")},
 		cxdbcompat.GetBlobRequest{Hash: hashOf([]byte("x"))},
 	} {
+		c := dialRaw(t, e.addr)
 		if er := c.expectError(req.MsgType(), req.Flags(), req.AppendTo(nil), 401); er.Kind != "UNAUTHORIZED" {
 			t.Fatalf("%s before HELLO: kind %q", req.MsgType(), er.Kind)
 		}
+		c.expectClosed()
 	}
-	// A HELLO that does not authenticate is refused with 401 too, and the
-	// session stays unauthenticated.
 	for _, hello := range []cxdbcompat.HelloRequest{
 		{Legacy: true},
 		{ProtocolVersion: 1, ClientTag: "no key"},
@@ -206,17 +207,18 @@ func TestAuthenticationIsRequired(t *testing.T) {
 		{ProtocolVersion: 1, ClientMetaJSON: []byte(`{"api_key":"key-gone"}`)}, // its tenant does not exist
 		{ProtocolVersion: 1, ClientMetaJSON: []byte(`not json`)},
 	} {
+		c := dialRaw(t, e.addr)
 		if er := c.expectError(cxdbcompat.MsgHello, 0, hello.AppendTo(nil), 401); er.Kind != "UNAUTHORIZED" {
 			t.Fatalf("HELLO %+v: kind %q", hello, er.Kind)
 		}
-		c.expectError(cxdbcompat.MsgCtxCreate, 0, u64(0), 401)
+		c.expectClosed()
 	}
 	// An authenticator that cannot reach its database says so: 503, not a
-	// refusal of the credentials.
+	// refusal of the credentials, and the session may try again.
+	c := dialRaw(t, e.addr)
 	if er := c.expectError(cxdbcompat.MsgHello, 0, cxdbcompat.HelloRequest{ProtocolVersion: 1, ClientMetaJSON: []byte(`{"api_key":"db-down"}`)}.AppendTo(nil), 503); er.Kind != "UNAVAILABLE" {
 		t.Fatalf("HELLO while the tenant lookup is down: kind %q", er.Kind)
 	}
-	c.expectError(cxdbcompat.MsgCtxCreate, 0, u64(0), 401)
 	e.requireUnchanged(before, "unauthenticated requests")
 
 	// The same connection then authenticates and is served.

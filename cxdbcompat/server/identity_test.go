@@ -1,0 +1,118 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+)
+
+// roleKeys authenticates {"api_key": K}: "writer-*" keys write, "reader-*"
+// keys only read; all are tenant acme's.
+func roleKeys(e *env) server.Authenticator {
+	return func(ctx context.Context, hello cxdbcompat.HelloRequest) (server.Identity, error) {
+		var meta struct {
+			APIKey string `json:"api_key"`
+		}
+		_ = json.Unmarshal(hello.ClientMetaJSON, &meta)
+		if len(meta.APIKey) < 7 || (meta.APIKey[:7] != "writer-" && meta.APIKey[:7] != "reader-") {
+			return server.Identity{}, errors.New("unknown api key")
+		}
+		t, err := e.engine.Tenant(ctx, "acme")
+		return server.Identity{Tenant: t, ClientTag: hello.ClientTag, KeyID: meta.APIKey, ReadOnly: meta.APIKey[:7] == "reader-"}, err
+	}
+}
+
+func helloWith(key string) []byte {
+	return cxdbcompat.HelloRequest{ProtocolVersion: 1, ClientMetaJSON: []byte(`{"api_key":"` + key + `"}`)}.AppendTo(nil)
+}
+
+func TestConnectionsThatNeverAuthenticateAreClosed(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envConfig{auth: roleKeys, options: func(o *server.Options) { o.HelloTimeout = 300 * time.Millisecond }})
+	c := dialRaw(t, e.addr)
+	start := time.Now()
+	c.expectClosed()
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("closed after %v, before the HELLO deadline", waited)
+	}
+	// Authenticating in time lifts the deadline: the session then lives
+	// past it.
+	e.tenant("acme")
+	ok := dialRaw(t, e.addr)
+	ok.expectOK(cxdbcompat.MsgHello, 0, helloWith("writer-1"))
+	time.Sleep(400 * time.Millisecond) // past the HELLO deadline; nothing to wait on but time
+	ok.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0))
+}
+
+func TestReadOnlySessionsCannotWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envConfig{auth: roleKeys})
+	e.tenant("acme")
+	w := dialRaw(t, e.addr)
+	w.expectOK(cxdbcompat.MsgHello, 0, helloWith("writer-1"))
+	h, _ := cxdbcompat.DecodeHeadResponse(w.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	res, _ := cxdbcompat.DecodeAppendTurnResponse(w.expectOK(cxdbcompat.MsgAppendTurn, 0, appendReq(h.ContextID, 0, []byte("x")).AppendTo(nil)))
+
+	r := dialRaw(t, e.addr)
+	r.expectOK(cxdbcompat.MsgHello, 0, helloWith("reader-1"))
+	before := e.snapshot()
+	data := []byte("reader's bytes")
+	for _, req := range []cxdbcompat.Request{
+		cxdbcompat.CtxCreateRequest{},
+		cxdbcompat.CtxForkRequest{BaseTurnID: res.NewTurnID},
+		appendReq(h.ContextID, 0, data),
+		cxdbcompat.PutBlobRequest{Hash: hashOf(data), Data: data},
+		cxdbcompat.AttachFSRequest{TurnID: res.NewTurnID, FSRootHash: hashOf(data)},
+	} {
+		if er := r.expectError(req.MsgType(), req.Flags(), req.AppendTo(nil), 403); er.Kind != "FORBIDDEN" {
+			t.Errorf("%s by a reader: kind %q", req.MsgType(), er.Kind)
+		}
+	}
+	e.requireUnchanged(before, "a reader's writes")
+	r.expectOK(cxdbcompat.MsgGetHead, 0, u64(h.ContextID))
+	r.expectOK(cxdbcompat.MsgGetLast, 0, cxdbcompat.GetLastRequest{ContextID: h.ContextID, Limit: 10, IncludePayload: true}.AppendTo(nil))
+}
+
+func TestCloseSessionsClosesOnlyTheMatchingKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envConfig{auth: roleKeys})
+	e.tenant("acme")
+	revoked := dialRaw(t, e.addr)
+	revoked.expectOK(cxdbcompat.MsgHello, 0, helloWith("writer-old"))
+	kept := dialRaw(t, e.addr)
+	kept.expectOK(cxdbcompat.MsgHello, 0, helloWith("writer-new"))
+	unauthenticated := dialRaw(t, e.addr)
+
+	if n := e.srv.CloseSessions(func(id server.Identity) bool { return id.KeyID == "writer-old" }); n != 1 {
+		t.Fatalf("closed %d sessions, want 1", n)
+	}
+	revoked.expectClosed()
+	kept.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0))
+	unauthenticated.expectOK(cxdbcompat.MsgHello, 0, helloWith("writer-3"))
+	if ids := e.srv.Identities(); len(ids) != 2 {
+		t.Errorf("identities after the close = %+v", ids)
+	}
+}
+
+func TestClientTagsNeverKeepSecrets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.dial(client.WithClientTag("agent-7;key=cbk_key_0123456789abcdef_secret"))
+	h, err := c.CreateContext(testCtx(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tag string
+	if err := e.pool.QueryRow(testCtx(t), `SELECT client_tag FROM contexts WHERE context_id = $1`, int64(h.ContextID)).Scan(&tag); err != nil {
+		t.Fatal(err)
+	}
+	if tag != "agent-7" {
+		t.Errorf("stored client_tag %q, want the name without its key", tag)
+	}
+}
