@@ -111,7 +111,7 @@ var serviceStatus = map[service.Kind]int{
 
 // tenant is the tenant a request acts for.
 func (r *CXDBRoutes) tenant(c echo.Context) (store.Tenant, error) {
-	return r.svc.Tenant(c.Request().Context(), store.DefaultTenantID)
+	return requestTenant(c, r.svc.Tenant)
 }
 
 func (r *CXDBRoutes) listContexts(c echo.Context) error {

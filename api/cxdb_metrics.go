@@ -97,12 +97,11 @@ func (m *cxdbMetrics) serve(c echo.Context) error {
 
 // registry is the caller's tenant's registry, for its counts.
 func (m *cxdbMetrics) registry(c echo.Context) (*registry.Registry, error) {
-	ctx := c.Request().Context()
-	t, err := m.svc.Tenant(ctx, store.DefaultTenantID)
+	t, err := requestTenant(c, m.svc.Tenant)
 	if err != nil {
 		return nil, err
 	}
-	return m.svc.Registry(ctx, t)
+	return m.svc.Registry(c.Request().Context(), t)
 }
 
 // perfRates are the perf object's rates: counts per second over the last

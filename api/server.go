@@ -46,6 +46,10 @@ type Options struct {
 	HTTPMetrics *HTTPMetrics
 	// AccessLog logs every request at info.
 	AccessLog bool
+	// Auth, if set, is hosted mode: every route but /healthz wants a
+	// bearer key, and requests act for the key's tenant (see authenticate).
+	// Nil is dev mode: no keys, the default tenant.
+	Auth Authenticator
 	// Pprof serves Go's profiler under /debug/pprof/ (off by default: it
 	// exposes internals).
 	Pprof  bool
@@ -89,6 +93,9 @@ func New(opts Options) *Handler {
 	arriving := &bodySet{}
 	e.Use(withDeadlines(deadlines, arriving))
 	e.Use(middleware.BodyLimit(strconv.FormatInt(limit, 10)))
+	if opts.Auth != nil {
+		e.Use(authenticate(opts.Auth))
+	}
 	e.GET("/healthz", healthz(opts.Health))
 	if opts.Metrics != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(opts.Metrics, promhttp.HandlerOpts{})))

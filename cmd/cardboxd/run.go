@@ -27,6 +27,9 @@ import (
 // on the same directory exits here, touching nothing) and binds both
 // listeners (a port clash fails before a cluster is initialised).
 func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	if err := checkMode(cfg); err != nil {
+		return err
+	}
 	lock, err := datadir.Acquire(cfg.DataDir, fmt.Sprintf("cardboxd serving %s and %s", cfg.BinaryAddr, cfg.HTTPAddr))
 	if err != nil {
 		return err
@@ -59,8 +62,10 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	routes, stopBackground := domainRoutes(ctx, cfg, db, svc, log)
 	defer stopBackground()
+	access := newAccess(cfg, db.Pool, log)
 	bin := server.New(server.Options{
 		Store: svc, Live: svc.Hub(), Logger: log, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
+		Authenticate: access.binary(),
 	})
 	httpMetrics := api.NewHTTPMetrics()
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn})
@@ -71,7 +76,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	handler := api.New(api.Options{
 		Health: engine, Routes: routes, BodyLimit: cfg.HTTPBodyLimit,
 		Metrics: metrics, HTTPMetrics: httpMetrics,
-		AccessLog: cfg.AccessLog, Deadlines: deadlines, Pprof: cfg.Pprof, Logger: log,
+		AccessLog: cfg.AccessLog, Deadlines: deadlines, Pprof: cfg.Pprof, Logger: log, Auth: access.http(),
 	})
 	web := &http.Server{
 		Handler:           handler,
@@ -82,7 +87,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	errc := make(chan error, 2)
 	go func() { errc <- bin.Serve(binLn) }()
 	go func() { errc <- web.Serve(httpLn) }()
-	log.Info("cardboxd serving", "binary", binLn.Addr().String(), "http", httpLn.Addr().String(), "data_dir", cfg.DataDir)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); access.watch(watchCtx, bin, log) }()
+	defer func() { stopWatch(); <-watched }()
+	log.Info("cardboxd serving", "mode", cfg.Mode, "binary", binLn.Addr().String(), "http", httpLn.Addr().String(), "data_dir", cfg.DataDir)
 
 	var serveErr error
 	select {

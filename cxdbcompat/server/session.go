@@ -33,8 +33,8 @@ type session struct {
 	hasTenant bool
 	ident     atomic.Pointer[Identity] // set with tenant; read by CloseSessions
 	refused   bool                     // authentication failed: end the session after answering
-	live      *live.Session          // announced once the tenant is known; nil without Options.Live
-	clientTag atomic.Pointer[string] // from HELLO; recorded on the contexts the session creates
+	live      *live.Session            // announced once the tenant is known; nil without Options.Live
+	clientTag atomic.Pointer[string]   // from HELLO; recorded on the contexts the session creates
 
 	in       *pacedReader
 	inflight chan struct{} // semaphore of running handlers
@@ -270,6 +270,9 @@ func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 			return err // the authenticator could not decide: 503 / 500
 		}
 		s.refused = true
+		if errors.Is(err, auth.ErrForbidden) {
+			return &protocolError{403, "FORBIDDEN", err.Error() + "; closing the connection"}
+		}
 		return &protocolError{401, "UNAUTHORIZED", err.Error() + "; closing the connection"}
 	}
 	s.clientTag.Store(&id.ClientTag)

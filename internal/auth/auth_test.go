@@ -56,8 +56,8 @@ func TestKeyLifecycle(t *testing.T) {
 	if _, err := k.Authenticate(ctx, secret); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("revoked key: err = %v", err)
 	}
-	if ok, err := k.Valid(ctx, p); ok || err != nil {
-		t.Errorf("Valid(revoked) = %v, %v", ok, err)
+	if ok, err := k.ValidKey(ctx, p.KeyID); ok || err != nil {
+		t.Errorf("ValidKey(revoked) = %v, %v", ok, err)
 	}
 	if _, err := k.RevokeKey(ctx, "test", key.ID); !errors.Is(err, ErrNoKey) {
 		t.Errorf("second revoke: err = %v", err)

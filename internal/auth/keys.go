@@ -55,16 +55,15 @@ func (k *Keys) Authenticate(ctx context.Context, secret string) (Principal, erro
 	return Principal{KeyID: row.KeyID, Tenant: store.Tenant{ID: row.TenantID, No: uint32(row.TenantNo)}, Role: Role(row.Role)}, nil
 }
 
-// Valid reports whether the key of p is still valid (not revoked, not
-// expired, its tenant not deleted): what Watch's callers check for open
-// sessions.
-func (k *Keys) Valid(ctx context.Context, p Principal) (bool, error) {
-	row, err := k.q.GetKey(ctx, p.KeyID)
+// ValidKey reports whether a key is still valid (it exists, is not
+// revoked and not expired): what Watch's callers check for open sessions.
+func (k *Keys) ValidKey(ctx context.Context, keyID string) (bool, error) {
+	row, err := k.q.GetKey(ctx, keyID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
-		return false, unavailable(p.KeyID, err)
+		return false, unavailable(keyID, err)
 	}
 	return !row.RevokedAt.Valid && (!row.ExpiresAt.Valid || k.now().Before(row.ExpiresAt.Time)), nil
 }

@@ -32,7 +32,17 @@ type Config struct {
 	IdleTimeout      time.Duration
 	WriteTimeout     time.Duration
 	AccessLog        bool
+	Mode             string
+	AllowPublicDev   bool
 }
+
+// Modes of cardboxd.
+const (
+	// ModeDev: no keys, the default tenant, loopback listeners only.
+	ModeDev = "dev"
+	// ModeHosted: a key on every surface, requests act for its tenant.
+	ModeHosted = "hosted"
+)
 
 // setting describes one flag and its environment variable.
 type setting struct {
@@ -72,6 +82,10 @@ func settings(c *Config) []setting {
 		}},
 		{"idle-timeout", "CARDBOX_IDLE_TIMEOUT", "close a connection idle between requests for this long (binary sessions and HTTP keep-alive)", dur(&c.IdleTimeout, 5*time.Minute)},
 		{"write-timeout", "CARDBOX_WRITE_TIMEOUT", "how long a client has to take a response (plus a second per MiB on the binary port); streams extend it as they progress", dur(&c.WriteTimeout, 30*time.Second)},
+		{"mode", "CARDBOX_MODE", "dev (no keys, the default tenant, loopback only) or hosted (an API key on every surface; see docs/security.md)", str(&c.Mode, ModeDev)},
+		{"allow-public-dev", "CARDBOX_ALLOW_PUBLIC_DEV", "let dev mode listen on a non-loopback address (anyone who reaches it has full access)", func(fs *flag.FlagSet, name, usage string) {
+			fs.BoolVar(&c.AllowPublicDev, name, false, usage)
+		}},
 		{"access-log", "CARDBOX_ACCESS_LOG", "log every HTTP request at info (method, route, status, bytes, duration, peer)", func(fs *flag.FlagSet, name, usage string) {
 			fs.BoolVar(&c.AccessLog, name, true, usage)
 		}},

@@ -1,0 +1,112 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// Authenticator checks the bearer keys of hosted mode (auth.Keys).
+type Authenticator interface {
+	Authenticate(ctx context.Context, secret string) (auth.Principal, error)
+}
+
+type principalKey struct{}
+
+// PrincipalFrom returns the principal a request acts as; false in dev
+// mode, where requests carry no key.
+func PrincipalFrom(ctx context.Context) (auth.Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(auth.Principal)
+	return p, ok
+}
+
+// publicRoutes answer without a key: load balancers probe health, and
+// the API's description is no secret.
+var publicRoutes = map[string]bool{"/healthz": true, "/openapi.yaml": true}
+
+// readPosts are the POST routes that only read (batch reads).
+var readPosts = map[string]bool{
+	"/projects/:project_id/cards/batch": true,
+	"/projects/:project_id/boxes/batch": true,
+}
+
+// adminRoutes are for operators only: they show every tenant.
+var adminRoutes = map[string]bool{"/metrics": true, "/debug/pprof/*": true}
+
+// authenticate is hosted mode's gate on every route but the public ones:
+// a valid bearer key (else 401), a role that may do the operation (else
+// 403), and a project that is the key's tenant (else 404, exactly as for
+// a project that does not exist). The principal goes into the request's
+// context for the routes.
+func authenticate(a Authenticator) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			route := c.Path()
+			if publicRoutes[route] {
+				return next(c)
+			}
+			p, err := principal(c, a)
+			if err != nil {
+				return err
+			}
+			if err := authorize(c, p); err != nil {
+				return err
+			}
+			if project := c.Param("project_id"); strings.HasPrefix(route, "/projects/") && project != p.Tenant.ID {
+				return NewError(http.StatusNotFound, "project %q not found", project)
+			}
+			c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), principalKey{}, p)))
+			return next(c)
+		}
+	}
+}
+
+// principal authenticates the request's bearer key.
+func principal(c echo.Context, a Authenticator) (auth.Principal, error) {
+	secret, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+	if !ok || secret == "" {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="cardbox"`)
+		return auth.Principal{}, NewError(http.StatusUnauthorized, "send an API key: Authorization: Bearer <key>")
+	}
+	p, err := a.Authenticate(c.Request().Context(), secret)
+	if errors.Is(err, auth.ErrUnauthenticated) {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="cardbox", error="invalid_token"`)
+		return auth.Principal{}, NewError(http.StatusUnauthorized, "%s: this one is unknown, revoked or expired", auth.ErrUnauthenticated)
+	}
+	return p, err
+}
+
+// authorize checks the role against the operation: analysts use SQL only,
+// readers read, administration routes want admins.
+func authorize(c echo.Context, p auth.Principal) error {
+	route, method := c.Path(), c.Request().Method
+	write := method != http.MethodGet && method != http.MethodHead && !readPosts[route]
+	switch {
+	case adminRoutes[route] && p.Role != auth.RoleAdmin:
+		return forbidden(p.Role, "read the server's metrics")
+	case !p.Role.CanRead():
+		return forbidden(p.Role, "use the HTTP API (analyst keys are for SQL)")
+	case write && !p.Role.CanWrite():
+		return forbidden(p.Role, "write")
+	}
+	return nil
+}
+
+func forbidden(role auth.Role, what string) *Error {
+	return NewError(http.StatusForbidden, "%s", auth.Forbidden(role, what))
+}
+
+// requestTenant is the tenant a request acts for: its key's in hosted
+// mode, else the default tenant.
+func requestTenant(c echo.Context, lookup func(context.Context, string) (store.Tenant, error)) (store.Tenant, error) {
+	if p, ok := PrincipalFrom(c.Request().Context()); ok {
+		return p.Tenant, nil
+	}
+	return lookup(c.Request().Context(), store.DefaultTenantID)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/cmd/internal/config"
+	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/auth"
+)
+
+// checkMode refuses an unknown mode, and dev mode (no keys: whoever
+// connects has full access) on an address beyond this machine unless
+// --allow-public-dev says that is meant.
+func checkMode(cfg *config.Config) error {
+	switch cfg.Mode {
+	case config.ModeHosted:
+		return nil
+	case config.ModeDev:
+	default:
+		return fmt.Errorf("--mode %q: want dev or hosted", cfg.Mode)
+	}
+	if cfg.AllowPublicDev {
+		return nil
+	}
+	for _, addr := range []string{cfg.BinaryAddr, cfg.HTTPAddr} {
+		if !loopback(addr) {
+			return fmt.Errorf("dev mode has no keys, so it listens on loopback addresses only; %s is not one: "+
+				"use --mode hosted (see docs/security.md), or --allow-public-dev if anyone reaching it may do anything", addr)
+		}
+	}
+	return nil
+}
+
+// loopback reports whether a listen address binds to this machine only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// access is how the surfaces check callers: nothing in dev mode, API keys
+// in hosted mode.
+type access struct {
+	keys *auth.Keys // nil in dev mode
+}
+
+func newAccess(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) access {
+	if cfg.Mode != config.ModeHosted {
+		return access{}
+	}
+	return access{keys: auth.NewKeys(pool, log)}
+}
+
+// binary is the binary server's authenticator; nil in dev mode.
+func (a access) binary() server.Authenticator {
+	if a.keys == nil {
+		return nil
+	}
+	return server.KeyAuthenticator(a.keys)
+}
+
+// http is the HTTP API's authenticator; nil in dev mode.
+func (a access) http() api.Authenticator {
+	if a.keys == nil {
+		return nil
+	}
+	return a.keys
+}
+
+// expirySweep is how often open sessions are checked for keys that
+// expired (revocations are notified; expiry is not).
+const expirySweep = 30 * time.Second
+
+// watch closes the binary sessions of revoked keys, within moments of
+// `cardbox key revoke` from any process, and of expired keys, until ctx
+// ends. It returns at once in dev mode.
+func (a access) watch(ctx context.Context, bin *server.Server, log *slog.Logger) {
+	if a.keys == nil {
+		return
+	}
+	closeInvalid := func(keyID string) {
+		if n := closeInvalid(ctx, a.keys, bin, keyID); n > 0 {
+			log.Info("closed binary sessions of a revoked or expired key", "key_id", keyID, "sessions", n)
+		}
+	}
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		tick := time.NewTicker(expirySweep)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				closeInvalid("")
+			}
+		}
+	}()
+	a.keys.Watch(ctx, closeInvalid)
+	<-swept
+}
+
+// closeInvalid closes the sessions of keyID ("" for every key) whose key is
+// no longer valid. Keys are checked before any session is closed, outside
+// the server's lock.
+func closeInvalid(ctx context.Context, keys *auth.Keys, bin *server.Server, keyID string) int {
+	invalid := map[string]bool{}
+	for _, id := range bin.Identities() {
+		if id.KeyID == "" || (keyID != "" && id.KeyID != keyID) {
+			continue
+		}
+		if _, seen := invalid[id.KeyID]; !seen {
+			ok, err := keys.ValidKey(ctx, id.KeyID)
+			invalid[id.KeyID] = err == nil && !ok
+		}
+	}
+	return bin.CloseSessions(func(id server.Identity) bool { return invalid[id.KeyID] })
+}
