@@ -141,3 +141,15 @@ var refusal = fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: app
 // RefuseConn answers a connection over the HTTP listener's connection
 // limit with a 503 (see connlimit).
 func RefuseConn(c net.Conn) { _, _ = io.WriteString(c, refusal) }
+
+// plaintextBody is the body of the answer to plain HTTP on the TLS
+// listener.
+const plaintextBody = `{"error":{"code":400,"message":"this port speaks HTTPS only: use https://","kind":"BAD_REQUEST"}}` + "\n"
+
+// plaintext is that whole answer.
+var plaintext = fmt.Sprintf("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(plaintextBody), plaintextBody)
+
+// RefusePlaintext answers a client that sent plain HTTP to the TLS
+// listener with a 400 saying to use https (as net/http does on its own TLS
+// listeners), rather than closing without a word.
+func RefusePlaintext(c net.Conn) { _, _ = io.WriteString(c, plaintext) }

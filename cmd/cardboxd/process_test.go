@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -57,6 +58,8 @@ type serverProc struct {
 	binAddr  string
 	httpAddr string
 	log      *syncBuffer
+	// clientTLS, when set, is how clients reach a server started with TLS.
+	clientTLS *tls.Config
 }
 
 // syncBuffer is the server's output: the process writes it while the test
@@ -91,12 +94,39 @@ func freePort(t *testing.T) string {
 // startServer runs cardboxd on dataDir; databaseURL "" means embedded.
 func startServer(t *testing.T, dataDir, databaseURL string) *serverProc {
 	t.Helper()
+	p := newServer(t, dataDir, databaseURL)
+	p.start()
+	return p
+}
+
+// newServer is a cardboxd configured but not started: a test may add to
+// its environment first.
+func newServer(t *testing.T, dataDir, databaseURL string) *serverProc {
+	t.Helper()
 	p := &serverProc{t: t, binAddr: freePort(t), httpAddr: freePort(t), log: &syncBuffer{}}
 	p.env = append(os.Environ(),
 		"CARDBOX_DATA_DIR="+dataDir, "CARDBOX_DATABASE_URL="+databaseURL,
 		"CARDBOX_BINARY_ADDR="+p.binAddr, "CARDBOX_HTTP_ADDR="+p.httpAddr, "CARDBOX_LOG_LEVEL=warn")
-	p.start()
 	return p
+}
+
+// httpURL is path on the server's HTTP listener, https with TLS.
+func (p *serverProc) httpURL(path string) string {
+	if p.clientTLS != nil {
+		return "https://" + p.httpAddr + path
+	}
+	return "http://" + p.httpAddr + path
+}
+
+// httpClient reaches the HTTP listener (trusting the test CA with TLS).
+func (p *serverProc) httpClient() *http.Client {
+	if p.clientTLS == nil {
+		return http.DefaultClient
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = p.clientTLS
+	p.t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 func (p *serverProc) start() {
@@ -120,8 +150,9 @@ func (p *serverProc) start() {
 func (p *serverProc) waitHealthy() {
 	p.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
+	hc := p.httpClient()
 	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + p.httpAddr + "/healthz")
+		resp, err := hc.Get(p.httpURL("/healthz"))
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -155,7 +186,11 @@ func (p *serverProc) stop() error {
 
 func (p *serverProc) dial(t *testing.T) *client.Client {
 	t.Helper()
-	c, err := client.Dial(context.Background(), p.binAddr)
+	var opts []client.Option
+	if p.clientTLS != nil {
+		opts = append(opts, client.WithTLS(p.clientTLS))
+	}
+	c, err := client.Dial(context.Background(), p.binAddr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

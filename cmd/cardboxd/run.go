@@ -30,12 +30,17 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := checkMode(cfg); err != nil {
 		return err
 	}
+	// A bad certificate setting is found before anything is touched.
+	tlsCfg, err := serverTLS(cfg)
+	if err != nil {
+		return err
+	}
 	lock, err := datadir.Acquire(cfg.DataDir, fmt.Sprintf("cardboxd serving %s and %s", cfg.BinaryAddr, cfg.HTTPAddr))
 	if err != nil {
 		return err
 	}
 	defer lock.Unlock()
-	binLn, httpLn, err := listen(cfg)
+	binLn, httpLn, err := listen(cfg, tlsCfg != nil)
 	if err != nil {
 		return err
 	}
@@ -84,14 +89,22 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	var binServe, webServe net.Listener = binLn, httpLn
+	if tlsCfg != nil {
+		binTLS, webTLS := secure(binLn, httpLn, tlsCfg, cfg, log)
+		defer binTLS.Close()
+		defer webTLS.Close()
+		binServe, webServe = binTLS, webTLS
+	}
 	errc := make(chan error, 2)
-	go func() { errc <- bin.Serve(binLn) }()
-	go func() { errc <- web.Serve(httpLn) }()
+	go func() { errc <- bin.Serve(binServe) }()
+	go func() { errc <- web.Serve(webServe) }()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { defer close(watched); access.watch(watchCtx, bin, log) }()
 	defer func() { stopWatch(); <-watched }()
-	log.Info("cardboxd serving", "mode", cfg.Mode, "binary", binLn.Addr().String(), "http", httpLn.Addr().String(), "data_dir", cfg.DataDir)
+	log.Info("cardboxd serving", "mode", cfg.Mode, "binary", binLn.Addr().String(), "http", httpLn.Addr().String(),
+		"tls", tlsCfg != nil, "data_dir", cfg.DataDir)
 
 	var serveErr error
 	select {
@@ -110,8 +123,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 }
 
 // listen opens both listeners with the connection limit; a connection
-// over it is refused with a message in the listener's protocol.
-func listen(cfg *config.Config) (binLn, httpLn *connlimit.Listener, err error) {
+// over it is refused with a message in the listener's protocol, or, with
+// TLS, closed without one: a plaintext message would not reach a TLS
+// client, and answering in TLS would take a handshake just when the
+// server is busiest.
+func listen(cfg *config.Config, withTLS bool) (binLn, httpLn *connlimit.Listener, err error) {
 	b, err := net.Listen("tcp", cfg.BinaryAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("binary listener: %w", err)
@@ -121,8 +137,12 @@ func listen(cfg *config.Config) (binLn, httpLn *connlimit.Listener, err error) {
 		b.Close()
 		return nil, nil, fmt.Errorf("http listener: %w", err)
 	}
-	binLn = connlimit.New(b, connlimit.Options{Max: cfg.MaxConns, Refuse: server.RefuseConn})
-	httpLn = connlimit.New(h, connlimit.Options{Max: cfg.MaxConns, Refuse: api.RefuseConn})
+	binRefuse, httpRefuse := server.RefuseConn, api.RefuseConn
+	if withTLS {
+		binRefuse, httpRefuse = nil, nil
+	}
+	binLn = connlimit.New(b, connlimit.Options{Max: cfg.MaxConns, Refuse: binRefuse})
+	httpLn = connlimit.New(h, connlimit.Options{Max: cfg.MaxConns, Refuse: httpRefuse})
 	return binLn, httpLn, nil
 }
 

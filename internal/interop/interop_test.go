@@ -5,6 +5,7 @@ package interop
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,12 +22,14 @@ import (
 // server is a cardboxd built from this repository, on an embedded
 // Postgres in a fresh data directory.
 type server struct {
-	binAddr string
-	cmd     *exec.Cmd
-	log     bytes.Buffer
+	binAddr  string
+	httpAddr string
+	cmd      *exec.Cmd
+	log      bytes.Buffer
 }
 
-func startServer(t *testing.T) *server {
+// startServer runs cardboxd, with TLS when certs is not nil.
+func startServer(t *testing.T, certs *testCerts) *server {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cardboxd")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/cardboxd")
@@ -42,11 +45,18 @@ func startServer(t *testing.T) *server {
 	if err := os.Chmod(dataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{binAddr: freeAddr(t)}
-	httpAddr := freeAddr(t)
+	s := &server{binAddr: freeAddr(t), httpAddr: freeAddr(t)}
 	s.cmd = exec.Command(bin)
 	s.cmd.Env = append(os.Environ(), "CARDBOX_DATA_DIR="+dataDir, "CARDBOX_DATABASE_URL=",
-		"CARDBOX_BINARY_ADDR="+s.binAddr, "CARDBOX_HTTP_ADDR="+httpAddr, "CARDBOX_LOG_LEVEL=warn")
+		"CARDBOX_BINARY_ADDR="+s.binAddr, "CARDBOX_HTTP_ADDR="+s.httpAddr, "CARDBOX_LOG_LEVEL=warn")
+	health, hc := "http://"+s.httpAddr+"/healthz", http.DefaultClient
+	if certs != nil {
+		s.cmd.Env = append(s.cmd.Env, "CARDBOX_TLS_CERT="+certs.certFile, "CARDBOX_TLS_KEY="+certs.keyFile)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: certs.pool}
+		t.Cleanup(tr.CloseIdleConnections)
+		health, hc = "https://"+s.httpAddr+"/healthz", &http.Client{Transport: tr}
+	}
 	s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -56,7 +66,7 @@ func startServer(t *testing.T) *server {
 		_ = s.cmd.Wait()
 	})
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		res, err := http.Get("http://" + httpAddr + "/healthz")
+		res, err := hc.Get(health)
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
@@ -85,7 +95,7 @@ func msgpackMap(s string) []byte {
 }
 
 func TestOfficialGoClient(t *testing.T) {
-	s := startServer(t)
+	s := startServer(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := cxdb.Dial(s.binAddr, cxdb.WithClientTag("interop"))

@@ -34,6 +34,11 @@ type Config struct {
 	AccessLog        bool
 	Mode             string
 	AllowPublicDev   bool
+	// TLSCert and TLSKey are PEM files; with both set, both listeners
+	// speak TLS only (see cmd/cardboxd).
+	TLSCert             string
+	TLSKey              string
+	TLSHandshakeTimeout time.Duration
 }
 
 // Modes of cardboxd.
@@ -89,6 +94,9 @@ func settings(c *Config) []setting {
 		{"access-log", "CARDBOX_ACCESS_LOG", "log every HTTP request at info (method, route, status, bytes, duration, peer)", func(fs *flag.FlagSet, name, usage string) {
 			fs.BoolVar(&c.AccessLog, name, true, usage)
 		}},
+		{"tls-cert", "CARDBOX_TLS_CERT", "PEM certificate (chain) file; with --tls-key, both listeners speak TLS only (1.2 or later); neither: plain TCP", str(&c.TLSCert, "")},
+		{"tls-key", "CARDBOX_TLS_KEY", "PEM private key file of --tls-cert", str(&c.TLSKey, "")},
+		{"tls-handshake-timeout", "CARDBOX_TLS_HANDSHAKE_TIMEOUT", "how long a client has to complete the TLS handshake before its connection is closed", dur(&c.TLSHandshakeTimeout, 10*time.Second)},
 	}
 }
 
