@@ -102,11 +102,12 @@ func forbidden(role auth.Role, what string) *Error {
 	return NewError(http.StatusForbidden, "%s", auth.Forbidden(role, what))
 }
 
-// requestTenant is the tenant a request acts for: its key's in hosted
-// mode, else the default tenant.
+// requestTenant is the tenant a request acts for, as the store knows it:
+// its key's in hosted mode, else the default tenant.
 func requestTenant(c echo.Context, lookup func(context.Context, string) (store.Tenant, error)) (store.Tenant, error) {
+	id := store.DefaultTenantID
 	if p, ok := PrincipalFrom(c.Request().Context()); ok {
-		return p.Tenant, nil
+		id = p.Tenant.ID
 	}
-	return lookup(c.Request().Context(), store.DefaultTenantID)
+	return lookup(c.Request().Context(), id)
 }

@@ -27,7 +27,8 @@ type Hash = blobpack.Hash
 const DefaultTenantID = "default"
 
 // Tenant owns contexts, turns and blobs. No is the compact number the local
-// files record.
+// files record. Pass the store only tenants it returned (TurnStore.Tenant):
+// its writers map numbers back to ids through the tenants it resolved.
 type Tenant struct {
 	ID string
 	No uint32

@@ -275,6 +275,11 @@ func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 		}
 		return &protocolError{401, "UNAUTHORIZED", err.Error() + "; closing the connection"}
 	}
+	// The store's own Tenant value: its writers know only tenants it
+	// resolved.
+	if id.Tenant, err = s.srv.opts.Store.Tenant(s.ctx, id.Tenant.ID); err != nil {
+		return err
+	}
 	s.clientTag.Store(&id.ClientTag)
 	s.in.helloBy = time.Time{}
 	s.setIdentity(id)

@@ -24,19 +24,28 @@ import (
 type server struct {
 	binAddr  string
 	httpAddr string
+	env      []string // the server's configuration, for the CLI
 	cmd      *exec.Cmd
 	log      bytes.Buffer
 }
 
-// startServer runs cardboxd, with TLS when certs is not nil.
-func startServer(t *testing.T, certs *testCerts) *server {
+// build builds a command of this repository into a temporary directory.
+func build(t *testing.T, pkg string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cardboxd")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cardboxd")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build cardboxd: %v\n%s", err, out)
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
 	}
+	return bin
+}
+
+// startServer runs cardboxd, with TLS when certs is not nil and the extra
+// environment variables env.
+func startServer(t *testing.T, certs *testCerts, env ...string) *server {
+	t.Helper()
+	bin := build(t, "./cmd/cardboxd")
 	dataDir, err := os.MkdirTemp("", "cardbox-interop-") // world-searchable parent, for postgres as another user
 	if err != nil {
 		t.Fatal(err)
@@ -46,9 +55,11 @@ func startServer(t *testing.T, certs *testCerts) *server {
 		t.Fatal(err)
 	}
 	s := &server{binAddr: freeAddr(t), httpAddr: freeAddr(t)}
-	s.cmd = exec.Command(bin)
-	s.cmd.Env = append(os.Environ(), "CARDBOX_DATA_DIR="+dataDir, "CARDBOX_DATABASE_URL=",
+	s.env = append(os.Environ(), "CARDBOX_DATA_DIR="+dataDir, "CARDBOX_DATABASE_URL=",
 		"CARDBOX_BINARY_ADDR="+s.binAddr, "CARDBOX_HTTP_ADDR="+s.httpAddr, "CARDBOX_LOG_LEVEL=warn")
+	s.env = append(s.env, env...)
+	s.cmd = exec.Command(bin)
+	s.cmd.Env = s.env
 	health, hc := "http://"+s.httpAddr+"/healthz", http.DefaultClient
 	if certs != nil {
 		s.cmd.Env = append(s.cmd.Env, "CARDBOX_TLS_CERT="+certs.certFile, "CARDBOX_TLS_KEY="+certs.keyFile)
