@@ -53,3 +53,74 @@ func BenchmarkAddCards100Serial(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "cards/s")
 }
+
+// benchReadService returns a Service with a cache of cacheBytes and the ids
+// of 100 live cards in project "bench", each read once so that the cache
+// (when on) holds them all.
+func benchReadService(b *testing.B, cacheBytes int64) (*cardbox.Service, []string) {
+	ctx := context.Background()
+	s := cardbox.New(pgtest.NewPool(b), cardbox.Options{CardCacheBytes: cacheBytes})
+	meta := json.RawMessage(`{"type":"agent.thought","author_id":"agent-1","step_id":"s1"}`)
+	cards := make([]cardbox.NewCard, 100)
+	ids := make([]string, len(cards))
+	for i := range cards {
+		ids[i] = fmt.Sprint("card-", i)
+		cards[i] = cardbox.NewCard{
+			CardID:   ids[i],
+			Content:  json.RawMessage(fmt.Sprintf(`"note %d: the key points of the report, then a summary of them."`, i)),
+			Metadata: meta,
+		}
+	}
+	if _, err := s.AddCards(ctx, "bench", cards); err != nil {
+		b.Fatal(err)
+	}
+	if res, err := s.GetCardsJSON(ctx, "bench", ids); err != nil || len(res.Cards) != len(ids) {
+		b.Fatalf("warm-up read: %d cards, %v", len(res.Cards), err)
+	}
+	return s, ids
+}
+
+// BenchmarkGetCardsJSON100 measures GetCardsJSON of 100 cached cards per
+// call from many goroutines against real Postgres: the liveness query and
+// 100 cache hits. Run:
+//
+//	go test ./cardbox/ -run '^$' -bench GetCardsJSON100 -benchtime 5s
+func BenchmarkGetCardsJSON100(b *testing.B) {
+	benchGetCardsJSON(b, 0, true)
+}
+
+// BenchmarkGetCardsJSON100Serial is BenchmarkGetCardsJSON100 from one
+// goroutine.
+func BenchmarkGetCardsJSON100Serial(b *testing.B) {
+	benchGetCardsJSON(b, 0, false)
+}
+
+// BenchmarkGetCardsJSON100NoCache is BenchmarkGetCardsJSON100 with the
+// cache off, every card read in full and rendered: what the cache saves.
+func BenchmarkGetCardsJSON100NoCache(b *testing.B) {
+	benchGetCardsJSON(b, -1, true)
+}
+
+func benchGetCardsJSON(b *testing.B, cacheBytes int64, parallel bool) {
+	ctx := context.Background()
+	s, ids := benchReadService(b, cacheBytes)
+	read := func() bool {
+		res, err := s.GetCardsJSON(ctx, "bench", ids)
+		if err != nil || len(res.Cards) != len(ids) {
+			b.Errorf("%d cards, %v", len(res.Cards), err)
+			return false
+		}
+		return true
+	}
+	b.ResetTimer()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() && read() {
+			}
+		})
+	} else {
+		for b.Loop() && read() {
+		}
+	}
+	b.ReportMetric(float64(b.N*len(ids))/b.Elapsed().Seconds(), "cards/s")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -148,7 +149,7 @@ func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (m
 			return nil, fmt.Errorf("get cards: position %d out of 1..%d", pos, len(ids))
 		}
 		id := ids[pos-1]
-		if b := s.cache.get(project, id, live.Versions[i].UnixMicro()); b != nil {
+		if b := s.cache.Get(cacheKey{project, id}, live.Versions[i].UnixMicro()); b != nil {
 			byID[id] = b
 		} else {
 			misses = append(misses, id)
@@ -177,12 +178,25 @@ func (s *Service) renderLive(ctx context.Context, project string, ids []string, 
 	for i := range rows {
 		c := cardFromRow(rows[i])
 		b := c.AppendJSON(make([]byte, 0, c.jsonSize()))
-		if s.cache != nil {
-			s.cache.put(project, c.CardID, c.CreatedAt.UnixMicro(), b)
+		if s.cache != nil { // else the key's clones would be wasted
+			s.cacheCard(project, c.CardID, c.CreatedAt.UnixMicro(), b)
 		}
 		byID[c.CardID] = b
 	}
 	return nil
+}
+
+// cacheKey names a card in the card cache; the project makes every entry
+// one tenant's.
+type cacheKey struct{ project, card string }
+
+// cacheCard caches the JSON b of a card at version (its created_at in Unix
+// microseconds). The cache keeps its key, so it gets its own copies of the
+// strings: project and card may share memory with a request or a row that
+// should not stay alive with the entry.
+func (s *Service) cacheCard(project, card string, version int64, b []byte) {
+	k := cacheKey{strings.Clone(project), strings.Clone(card)}
+	s.cache.Put(k, version, b, len(k.project)+len(k.card))
 }
 
 // forgetDead drops from the cache the ids that are not live, so that
@@ -190,7 +204,7 @@ func (s *Service) renderLive(ctx context.Context, project string, ids []string, 
 func (s *Service) forgetDead(project string, ids []string, live map[string]json.RawMessage) {
 	for _, id := range ids {
 		if _, ok := live[id]; !ok {
-			s.cache.drop(project, id)
+			s.cache.Drop(cacheKey{project, id})
 		}
 	}
 }

@@ -25,8 +25,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
+
+// DefaultCardCacheBytes is the card cache's budget when
+// Options.CardCacheBytes is 0.
+const DefaultCardCacheBytes = 64 << 20
 
 // DB is what the Service needs from Postgres: a *pgxpool.Pool, or a pgx.Tx
 // (transactions then become savepoints).
@@ -51,7 +56,14 @@ type Service struct {
 	q   *db.Queries
 	now func() time.Time
 	// cache holds rendered cards for the JSON reads; nil when off.
-	cache *cardCache
+	//
+	// A card's JSON never changes while the card lives: cards are
+	// immutable and reads never return deleted ones. An id can name a new
+	// card only after the old one was purged, and the new card has a later
+	// created_at, so entries are versioned by created_at (Unix
+	// microseconds) and a lookup for another version misses. The cache
+	// says nothing about liveness: the reads check that in Postgres first.
+	cache *bytecache.Cache[cacheKey]
 	// projects records project ids known to exist, to skip EnsureTenant.
 	projects sync.Map
 }
@@ -66,7 +78,7 @@ func New(d DB, opts Options) *Service {
 	if size == 0 {
 		size = DefaultCardCacheBytes
 	}
-	return &Service{db: d, q: db.New(d), now: now, cache: newCardCache(size)}
+	return &Service{db: d, q: db.New(d), now: now, cache: bytecache.New[cacheKey](size)}
 }
 
 // Card is a stored card.
