@@ -207,6 +207,50 @@ func TestTurnsOfAnUnregisteredTypeCarryAnErrorAndTheOthersRender(t *testing.T) {
 	}
 }
 
+// Rendered turns are cached; publishing a bundle must change what a page
+// shows at once, whether the turn rendered with an error before or not.
+func TestTypedPagesFollowTheRegistry(t *testing.T) {
+	h := newCXDBHarness(t)
+	c := h.client()
+	head, _ := c.CreateContext(context.Background(), 0)
+	payload, _ := msgpack.Marshal(map[string]any{"1": "a", "2": "b"})
+	if _, err := c.AppendTurn(context.Background(), &client.AppendRequest{
+		ContextID: head.ContextID, TypeID: "acme.Note", TypeVersion: 1, Payload: payload,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	page := func(query string) turnsBody {
+		t.Helper()
+		var p turnsBody
+		h.get(fmt.Sprintf("/v1/contexts/%d/turns?%s", head.ContextID, query)).want(t, http.StatusOK).JSON(t, &p)
+		if len(p.Turns) != 1 {
+			t.Fatalf("turns = %+v", p.Turns)
+		}
+		return p
+	}
+	if p := page(""); p.Turns[0].Error == nil {
+		t.Fatalf("before any bundle: %+v", p.Turns[0])
+	}
+	bundle := func(id, versions string) string {
+		return `{"registry_version":1,"bundle_id":"` + id + `","types":{"acme.Note":{"versions":{` + versions + `}}}}`
+	}
+	v1 := `"1":{"fields":{"1":{"name":"text","type":"string"}}}`
+	h.call(http.MethodPut, "/v1/registry/bundles/b1", bundle("b1", v1)).want(t, http.StatusCreated)
+	for range 2 { // the second read is served from the cache
+		if p := page("type_hint_mode=latest"); p.Turns[0].Error != nil || fmt.Sprint(p.Turns[0].Data) != "map[text:a]" {
+			t.Fatalf("with v1: %+v", p.Turns[0])
+		}
+	}
+	v2 := `"2":{"fields":{"1":{"name":"text","type":"string"},"2":{"name":"note","type":"string"}}}`
+	h.call(http.MethodPut, "/v1/registry/bundles/b2", bundle("b2", v1+","+v2)).want(t, http.StatusCreated)
+	if p := page("type_hint_mode=latest"); fmt.Sprint(p.Turns[0].Data) != "map[note:b text:a]" {
+		t.Fatalf("latest after v2 was published: %+v", p.Turns[0])
+	}
+	if p := page(""); fmt.Sprint(p.Turns[0].Data) != "map[text:a]" {
+		t.Fatalf("declared v1 after v2 was published: %+v", p.Turns[0])
+	}
+}
+
 func TestHTTPWritesReadBackByteIdenticalOverBinary(t *testing.T) {
 	h := newCXDBHarness(t)
 	h.publishConversationBundle()

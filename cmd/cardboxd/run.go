@@ -63,7 +63,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer engine.Close()
-	svc = service.New(engine, service.Options{Logger: log})
+	svc = service.New(engine, service.Options{Logger: log, RenderCacheBytes: cfg.RenderCacheBytes})
 
 	routes, stopBackground := domainRoutes(ctx, cfg, db, svc, log)
 	defer stopBackground()

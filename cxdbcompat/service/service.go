@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -43,7 +44,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// RenderCacheBytes bounds the memory of rendered turns kept for the
+	// typed turn pages: DefaultRenderCacheBytes when 0, none when
+	// negative.
+	RenderCacheBytes int64
 }
+
+// DefaultRenderCacheBytes is the rendered-turn cache's budget when
+// Options.RenderCacheBytes is 0.
+const DefaultRenderCacheBytes = 64 << 20
 
 // Service is the CXDB domain. It is a store.TurnStore itself: creating a
 // context through it publishes context_created and remembers the creating
@@ -58,6 +67,8 @@ type Service struct {
 	registries map[string]*tenantRegistry
 
 	meta *metadataWorker
+	// rendered holds turn objects as pages render them; nil when off.
+	rendered *bytecache.Cache[renderKey]
 }
 
 // tenantRegistry is a tenant's registry snapshot; publish serialises the
@@ -80,9 +91,13 @@ func New(st Store, opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.RenderCacheBytes == 0 {
+		opts.RenderCacheBytes = DefaultRenderCacheBytes
+	}
 	s := &Service{
 		Store: st, hub: opts.Hub, log: opts.Logger, now: opts.Now,
 		registries: map[string]*tenantRegistry{},
+		rendered:   bytecache.New[renderKey](opts.RenderCacheBytes),
 	}
 	s.meta = newMetadataWorker(s)
 	return s

@@ -81,7 +81,7 @@ func (s *Service) Turns(ctx context.Context, t store.Tenant, contextID uint64, q
 	page := &TurnPage{Context: info, BundleID: reg.LastBundleID(), HasOlder: hasOlder, HasNewer: hasNewer}
 	r := renderer{s: s, t: t, reg: reg, q: &q}
 	for _, id := range ids {
-		b, err := r.render(ctx, id)
+		b, err := r.cached(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +217,43 @@ func (r renderer) typed() bool {
 }
 func (r renderer) raw() bool { return r.q.View == ViewRaw || r.q.View == ViewBoth }
 
-func (r renderer) render(ctx context.Context, id uint64) (json.RawMessage, error) {
+// renderKey names a rendered turn object: the turn and everything in the
+// query that changes its rendering. The registry's generation is the
+// entry's version: a published bundle makes every older rendering miss.
+type renderKey struct {
+	tenant uint32
+	turn   uint64
+	view   string
+	hint   string
+	asType string
+	asVer  uint32
+	render projection.Options
+}
+
+// cached renders a turn through the service's cache. Turns are immutable,
+// so a rendering is good until the registry changes; renderings that
+// carry a per-turn error (an unreadable blob may be repaired) are not
+// kept.
+func (r renderer) cached(ctx context.Context, id uint64) (json.RawMessage, error) {
+	k := renderKey{tenant: r.t.No, turn: id, view: r.q.View, hint: r.q.Hint, asType: r.q.AsTypeID, asVer: r.q.AsVersion, render: r.q.Render}
+	version := int64(r.reg.Generation())
+	if b := r.s.rendered.Get(k, version); b != nil {
+		return b, nil
+	}
+	b, ok, err := r.render(ctx, id)
+	if err == nil && ok {
+		r.s.rendered.Put(k, version, b, len(k.view)+len(k.hint)+len(k.asType)+renderOptionBytes(k.render))
+	}
+	return b, err
+}
+
+func renderOptionBytes(o projection.Options) int {
+	return len(o.Bytes) + len(o.U64) + len(o.Enum) + len(o.Time)
+}
+
+// render renders a turn object; ok is false when it carries a per-turn
+// error.
+func (r renderer) render(ctx context.Context, id uint64) (b json.RawMessage, ok bool, err error) {
 	turn, _ := r.s.TurnInfo(r.t, id)
 	out := turnJSON{
 		TurnID: idString(id), ParentTurnID: idString(turn.ParentID), Depth: turn.Depth,
@@ -227,7 +263,7 @@ func (r renderer) render(ctx context.Context, id uint64) (json.RawMessage, error
 		payload, err := r.s.TurnPayload(ctx, r.t, id)
 		switch {
 		case store.KindOf(err) == store.KindUnavailable:
-			return nil, err
+			return nil, false, err
 		case err != nil:
 			out.Error = &turnError{Code: "BLOB_UNREADABLE", Message: err.Error(), Blob: hex.EncodeToString(turn.Hash[:])}
 		default:
@@ -239,11 +275,11 @@ func (r renderer) render(ctx context.Context, id uint64) (json.RawMessage, error
 			}
 		}
 	}
-	b, err := json.Marshal(out)
+	b, err = json.Marshal(out)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return rawjson.AppendFields(b, rawjson.Field{Name: "data", Value: out.Data}, rawjson.Field{Name: "unknown", Value: out.Unknown}), nil
+	return rawjson.AppendFields(b, rawjson.Field{Name: "data", Value: out.Data}, rawjson.Field{Name: "unknown", Value: out.Unknown}), out.Error == nil, nil
 }
 
 // target picks the descriptor a turn is decoded with (spec 5.4).

@@ -28,6 +28,7 @@ type Config struct {
 	DeletedRetention time.Duration
 	Pprof            bool
 	CardCacheBytes   int64
+	RenderCacheBytes int64
 	MaxConns         int
 	IdleTimeout      time.Duration
 	WriteTimeout     time.Duration
@@ -77,6 +78,9 @@ func settings(c *Config) []setting {
 		{"sweep-interval", "CARDBOX_SWEEP_INTERVAL", "how often expired and long-deleted cards and boxes are purged", dur(&c.SweepInterval, time.Minute)},
 		{"card-cache-bytes", "CARDBOX_CARD_CACHE_BYTES", "memory for rendered cards (cards are immutable; liveness is still read from Postgres); negative disables", func(fs *flag.FlagSet, name, usage string) {
 			fs.Int64Var(&c.CardCacheBytes, name, 64<<20, usage)
+		}},
+		{"render-cache-bytes", "CARDBOX_RENDER_CACHE_BYTES", "memory for rendered CXDB turns of the typed turn pages (turns are immutable; a published bundle invalidates); negative disables", func(fs *flag.FlagSet, name, usage string) {
+			fs.Int64Var(&c.RenderCacheBytes, name, 64<<20, usage)
 		}},
 		{"pprof", "CARDBOX_PPROF", "serve Go's profiler at /debug/pprof/ on the HTTP listener", func(fs *flag.FlagSet, name, usage string) {
 			fs.BoolVar(&c.Pprof, name, false, usage)
