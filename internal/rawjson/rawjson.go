@@ -23,8 +23,16 @@ func AppendFields(obj []byte, fields ...Field) []byte {
 	if len(obj) < 2 || obj[len(obj)-1] != '}' {
 		panic("rawjson: not an encoded object")
 	}
+	need := len(obj)
+	for _, f := range fields {
+		need += len(f.Name) + len(f.Value) + 4
+	}
 	closing := len(obj) - 1
 	out := obj[:closing]
+	if cap(out) < need {
+		// One allocation of the final size: the values are large.
+		out = append(make([]byte, 0, need), out...)
+	}
 	for _, f := range fields {
 		if len(f.Value) == 0 {
 			continue
@@ -42,6 +50,13 @@ func AppendFields(obj []byte, fields ...Field) []byte {
 
 // AppendArray appends items, each valid JSON, as a JSON array.
 func AppendArray[T ~[]byte](dst []byte, items []T) []byte {
+	need := len(dst) + 2 + len(items)
+	for _, it := range items {
+		need += len(it)
+	}
+	if cap(dst) < need {
+		dst = append(make([]byte, 0, need), dst...)
+	}
 	dst = append(dst, '[')
 	for i, it := range items {
 		if i > 0 {
