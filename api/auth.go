@@ -88,8 +88,8 @@ func authorize(c echo.Context, p auth.Principal) error {
 	route, method := c.Path(), c.Request().Method
 	write := method != http.MethodGet && method != http.MethodHead && !readPosts[route]
 	switch {
-	case adminRoutes[route] && p.Role != auth.RoleAdmin:
-		return forbidden(p.Role, "read the server's metrics")
+	case (adminRoutes[route] || strings.HasPrefix(route, "/admin/")) && p.Role != auth.RoleAdmin:
+		return forbidden(p.Role, "administer the service")
 	case !p.Role.CanRead():
 		return forbidden(p.Role, "use the HTTP API (analyst keys are for SQL)")
 	case write && !p.Role.CanWrite():

@@ -76,6 +76,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn})
 	metrics := api.NewRegistry(engine, httpMetrics, listeners, bin.Collector())
 	routes = append(routes, api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, DataDir: cfg.DataDir, Gatherer: metrics}))
+	if access.keys != nil {
+		routes = append(routes, api.Admin(access.keys))
+	}
 	deadlines := api.DefaultDeadlines
 	deadlines.Write = cfg.WriteTimeout
 	handler := api.New(api.Options{

@@ -33,13 +33,16 @@ const (
 	RoleAnalyst Role = "analyst"
 )
 
+// ErrBadRole is a role name that is none of the four.
+var ErrBadRole = errors.New("unknown role (admin, writer, reader or analyst)")
+
 // ParseRole checks a role name.
 func ParseRole(s string) (Role, error) {
 	switch r := Role(s); r {
 	case RoleAdmin, RoleWriter, RoleReader, RoleAnalyst:
 		return r, nil
 	}
-	return "", fmt.Errorf("unknown role %q (admin, writer, reader or analyst)", s)
+	return "", fmt.Errorf("%w: %q", ErrBadRole, s)
 }
 
 // CanRead reports whether the role may read data over the APIs.

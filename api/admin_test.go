@@ -1,0 +1,71 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
+)
+
+func TestAdminAPI(t *testing.T) {
+	ctx := context.Background()
+	keys := auth.NewKeys(pgtest.NewPool(t), nil)
+	if _, err := keys.CreateTenant(ctx, "test", "ops", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, adminKey, err := keys.CreateKey(ctx, "test", "ops", auth.RoleAdmin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, writerKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleWriter, nil)
+	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Routes: []api.Routes{api.Admin(keys)}}))
+	t.Cleanup(srv.Close)
+	h := &cxdbHarness{t: t, url: srv.URL}
+	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
+
+	h.call(http.MethodPost, "/admin/tenants", `{"tenant_id":"acme","name":"Acme"}`).want(t, http.StatusUnauthorized)
+	h.call(http.MethodPost, "/admin/tenants", `{"tenant_id":"acme","name":"Acme"}`, as(writerKey)...).want(t, http.StatusForbidden)
+	h.call(http.MethodPost, "/admin/tenants", `{"tenant_id":"acme","name":"Acme"}`, as(adminKey)...).want(t, http.StatusCreated)
+	h.call(http.MethodPost, "/admin/tenants", `{"tenant_id":"acme"}`, as(adminKey)...).want(t, http.StatusConflict)
+	h.call(http.MethodPost, "/admin/tenants", `{"tenant_id":"a b"}`, as(adminKey)...).want(t, http.StatusBadRequest)
+	h.call(http.MethodPost, "/admin/keys", `{"tenant_id":"acme","role":"root"}`, as(adminKey)...).want(t, http.StatusBadRequest)
+	h.call(http.MethodPost, "/admin/keys", `{"tenant_id":"nobody","role":"reader"}`, as(adminKey)...).want(t, http.StatusNotFound)
+
+	var created struct {
+		Key    auth.Key `json:"key"`
+		Secret string   `json:"secret"`
+	}
+	h.call(http.MethodPost, "/admin/keys", `{"tenant_id":"acme","role":"reader"}`, as(adminKey)...).want(t, http.StatusCreated).JSON(t, &created)
+	if p, err := keys.Authenticate(ctx, created.Secret); err != nil || p.Tenant.ID != "acme" || p.Role != auth.RoleReader {
+		t.Fatalf("the created key: %+v, %v", p, err)
+	}
+	var listed struct {
+		Keys []auth.Key `json:"keys"`
+	}
+	body := h.get("/admin/keys?tenant_id=acme", as(adminKey)...).want(t, http.StatusOK)
+	body.JSON(t, &listed)
+	if len(listed.Keys) != 1 || listed.Keys[0].ID != created.Key.ID || strings.Contains(string(body.Body), created.Secret) {
+		t.Fatalf("keys = %s", body.Body)
+	}
+	h.call(http.MethodDelete, "/admin/keys/"+created.Key.ID, nil, as(adminKey)...).want(t, http.StatusOK)
+	h.call(http.MethodDelete, "/admin/keys/"+created.Key.ID, nil, as(adminKey)...).want(t, http.StatusNotFound)
+	if _, err := keys.Authenticate(ctx, created.Secret); err == nil {
+		t.Fatal("revoked over HTTP, still valid")
+	}
+	var audit struct {
+		Entries []auth.AuditEntry `json:"entries"`
+	}
+	h.get("/admin/audit?tenant_id=acme", as(adminKey)...).want(t, http.StatusOK).JSON(t, &audit)
+	var actions []string
+	for _, e := range audit.Entries {
+		actions = append(actions, e.Action+" by "+e.Actor[:4])
+	}
+	if got := strings.Join(actions, ", "); got != "key.revoke by key:, key.create by key:, tenant.create by key:" {
+		t.Errorf("audit = %s", got)
+	}
+}
