@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
-	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/store"
 )
 
