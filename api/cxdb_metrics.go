@@ -15,6 +15,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -53,6 +54,9 @@ func newCXDBMetrics(svc *service.Service, opts CXDBOptions) *cxdbMetrics {
 }
 
 func (m *cxdbMetrics) serve(c echo.Context) error {
+	if p, hosted := PrincipalFrom(c.Request().Context()); hosted && p.Role != auth.RoleAdmin {
+		return m.serveTenant(c)
+	}
 	now := time.Now()
 	var st store.Stats
 	if m.stats != nil {
@@ -74,7 +78,7 @@ func (m *cxdbMetrics) serve(c echo.Context) error {
 	perf["get_last_latency_ms"] = ps.latency("cardbox_binary_request_duration_seconds", binaryType("GET_LAST"))
 	perf["get_blob_latency_ms"] = ps.latency("cardbox_binary_request_duration_seconds", binaryType("GET_BLOB"))
 	perf["http_latency_ms"] = ps.latency("cardbox_http_request_duration_seconds", httpRequest)
-	total, idle := m.svc.Hub().Count(now, 60*time.Second)
+	total, idle := m.svc.Hub().Count("", now, 60*time.Second)
 	return c.JSON(http.StatusOK, map[string]any{
 		"ts":             now.UTC().Format("2006-01-02T15:04:05.000Z"),
 		"uptime_seconds": now.Sub(m.start).Seconds(),
@@ -92,6 +96,51 @@ func (m *cxdbMetrics) serve(c echo.Context) error {
 		"filesystem": map[string]any{"snapshots_total": 0, "index_bytes": 0, "content_bytes": 0},
 		"perf":       perf,
 		"errors":     map[string]any{"total": sample.counts["http_errors"], "by_type": map[string]any{"http": sample.counts["http_errors"]}},
+	})
+}
+
+// serveTenant is GET /v1/metrics for a tenant's key in hosted mode: the
+// same shape, with the tenant's own counts, and null for every figure
+// that only exists server-wide (rates, latencies, storage, memory), which
+// would tell one tenant of the others' activity.
+func (m *cxdbMetrics) serveTenant(c echo.Context) error {
+	now := time.Now()
+	t, err := requestTenant(c, m.svc.Tenant)
+	if err != nil {
+		return err
+	}
+	reg, err := m.svc.Registry(c.Request().Context(), t)
+	if err != nil {
+		return err
+	}
+	contexts := len(m.svc.Contexts(t))
+	total, idle := m.svc.Hub().Count(t.ID, now, 60*time.Second)
+	perf := map[string]any{}
+	for _, r := range perfRates {
+		perf[r.name+"_tps_1m"], perf[r.name+"_tps_5m"] = nil, nil
+		if r.history {
+			perf[r.name+"_tps_history"] = []float64{}
+		}
+	}
+	for _, k := range []string{"append", "get_last", "get_blob", "http"} {
+		perf[k+"_latency_ms"] = map[string]any{"p50": nil, "p95": nil, "p99": nil, "max": nil, "count": nil}
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"ts":             now.UTC().Format("2006-01-02T15:04:05.000Z"),
+		"uptime_seconds": now.Sub(m.start).Seconds(),
+		"memory":         map[string]any{"process_rss_bytes": nil, "pressure_level": "OK"},
+		"sessions":       map[string]any{"total": total, "active": total - idle, "idle": idle, "last_activity_unix_ms": now.UnixMilli()},
+		"objects": map[string]any{
+			"contexts_total": contexts, "heads_total": contexts, "turns_total": nil, "blobs_total": nil,
+			"registry_types_total": reg.TypeCount(), "registry_bundles_total": reg.BundleCount(),
+		},
+		"storage": map[string]any{
+			"turns_log_bytes": nil, "turns_index_bytes": nil, "turns_meta_bytes": nil, "heads_table_bytes": nil,
+			"blobs_pack_bytes": nil, "blobs_index_bytes": nil, "data_dir_total_bytes": nil, "data_dir_free_bytes": nil,
+		},
+		"filesystem": map[string]any{"snapshots_total": nil, "index_bytes": nil, "content_bytes": nil},
+		"perf":       perf,
+		"errors":     map[string]any{"total": nil, "by_type": map[string]any{}},
 	})
 }
 

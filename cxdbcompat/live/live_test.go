@@ -16,7 +16,7 @@ func names(evs []Event) []string {
 
 func TestStreamDeliversOnlyTheTenantsEventsInOrder(t *testing.T) {
 	s := NewStream(16)
-	sub := s.Subscribe("a", s.LastID())
+	sub := s.Subscribe("a", s.LastID("a"))
 	t.Cleanup(sub.Close)
 	s.Publish("a", "one", nil)
 	s.Publish("b", "other", nil)
@@ -27,11 +27,31 @@ func TestStreamDeliversOnlyTheTenantsEventsInOrder(t *testing.T) {
 		t.Fatal("subscriber not woken")
 	}
 	evs, reset := sub.Next(10)
-	if reset || len(evs) != 2 || evs[0].Name != "one" || evs[1].Name != "two" || evs[1].ID != 3 {
+	if reset || len(evs) != 2 || evs[0].Name != "one" || evs[1].Name != "two" || evs[1].ID != 2 {
 		t.Fatalf("got %v reset=%v", names(evs), reset)
 	}
 	if evs, _ := sub.Next(10); len(evs) != 0 {
 		t.Fatalf("delivered twice: %v", names(evs))
+	}
+}
+
+// Ids and buffers are per tenant: another tenant's events, however many,
+// neither show in the ids a tenant sees nor push its events out.
+func TestStreamKeepsTenantsApart(t *testing.T) {
+	s := NewStream(4)
+	sub := s.Subscribe("a", 0)
+	t.Cleanup(sub.Close)
+	s.Publish("a", "mine", nil)
+	for range 100 {
+		s.Publish("b", "flood", nil)
+	}
+	s.Publish("a", "mine too", nil)
+	evs, reset := sub.Next(10)
+	if reset || len(evs) != 2 || evs[0].ID != 1 || evs[1].ID != 2 {
+		t.Fatalf("got %v (ids %v) reset=%v", names(evs), evs, reset)
+	}
+	if s.LastID("a") != 2 || s.LastID("b") != 100 || s.LastID("c") != 0 {
+		t.Errorf("last ids a=%d b=%d c=%d", s.LastID("a"), s.LastID("b"), s.LastID("c"))
 	}
 }
 

@@ -127,17 +127,22 @@ func (h *Hub) Sessions(tenant string) []*Session {
 	return out
 }
 
-// Count returns how many sessions are connected, and how many of them
-// have been idle for at least idle.
-func (h *Hub) Count(now time.Time, idle time.Duration) (total, idleCount int) {
+// Count returns how many of the tenant's sessions (every tenant's when
+// tenant is "") are connected, and how many of them have been idle for at
+// least idle.
+func (h *Hub) Count(tenant string, now time.Time, idle time.Duration) (total, idleCount int) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, s := range h.sessions {
+		if tenant != "" && s.Tenant != tenant {
+			continue
+		}
+		total++
 		if now.Sub(s.LastActivity()) >= idle {
 			idleCount++
 		}
 	}
-	return len(h.sessions), idleCount
+	return total, idleCount
 }
 
 func compareUint(a, b uint64) int {
