@@ -10,6 +10,7 @@ import (
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/ratelimit"
 )
 
 func TestAdminAPI(t *testing.T) {
@@ -68,4 +69,35 @@ func TestAdminAPI(t *testing.T) {
 	if got := strings.Join(actions, ", "); got != "key.revoke by key:, key.create by key:, tenant.create by key:" {
 		t.Errorf("audit = %s", got)
 	}
+}
+
+func TestRateLimitedRequestsGet429WithRetryAfter(t *testing.T) {
+	ctx := context.Background()
+	keys := auth.NewKeys(pgtest.NewPool(t), nil)
+	for _, tenant := range []string{"acme", "globex"} {
+		if _, err := keys.CreateTenant(ctx, "test", tenant, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, acme, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleAdmin, nil)
+	_, globex, _ := keys.CreateKey(ctx, "test", "globex", auth.RoleAdmin, nil)
+	if err := keys.SetRate(ctx, "test", "acme", auth.Rate{PerSec: 0.001, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	limiter := ratelimit.New(ratelimit.Rate{PerSec: 1000, Burst: 1000}, func(ctx context.Context, tenant string) (ratelimit.Rate, error) {
+		r, err := keys.TenantRate(ctx, tenant)
+		return ratelimit.Rate{PerSec: r.PerSec, Burst: r.Burst}, err
+	})
+	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Limit: limiter.Allow, Routes: []api.Routes{api.Admin(keys)}}))
+	t.Cleanup(srv.Close)
+	h := &cxdbHarness{t: t, url: srv.URL}
+	for range 2 {
+		h.get("/admin/tenants", "Authorization", "Bearer "+acme).want(t, http.StatusOK)
+	}
+	res := h.get("/admin/tenants", "Authorization", "Bearer "+acme).want(t, http.StatusTooManyRequests)
+	if e := res.apiError(t); e.Kind != "RATE_LIMITED" || res.Header.Get("Retry-After") == "" {
+		t.Errorf("429 = %+v, Retry-After %q", e, res.Header.Get("Retry-After"))
+	}
+	// Another tenant is not held back by acme's limit.
+	h.get("/admin/tenants", "Authorization", "Bearer "+globex).want(t, http.StatusOK)
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/ratelimit"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -44,7 +47,7 @@ var adminRoutes = map[string]bool{"/metrics": true, "/debug/pprof/*": true}
 // 403), and a project that is the key's tenant (else 404, exactly as for
 // a project that does not exist). The principal goes into the request's
 // context for the routes.
-func authenticate(a Authenticator) echo.MiddlewareFunc {
+func authenticate(a Authenticator, limit func(context.Context, string) (bool, time.Duration)) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			route := c.Path()
@@ -58,6 +61,9 @@ func authenticate(a Authenticator) echo.MiddlewareFunc {
 			if err := authorize(c, p); err != nil {
 				return err
 			}
+			if err := checkRate(c, limit, p.Tenant.ID); err != nil {
+				return err
+			}
 			if project := c.Param("project_id"); strings.HasPrefix(route, "/projects/") && project != p.Tenant.ID {
 				return NewError(http.StatusNotFound, "project %q not found", project)
 			}
@@ -65,6 +71,21 @@ func authenticate(a Authenticator) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// checkRate refuses a request over its tenant's rate limit: 429 with
+// Retry-After.
+func checkRate(c echo.Context, limit func(context.Context, string) (bool, time.Duration), tenant string) error {
+	if limit == nil {
+		return nil
+	}
+	ok, wait := limit(c.Request().Context(), tenant)
+	if ok {
+		return nil
+	}
+	secs := ratelimit.RetryAfterSeconds(wait)
+	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+	return NewError(http.StatusTooManyRequests, "the tenant's request rate limit is reached; retry in %d s", secs).with("retry_after_ms", max(1, wait.Milliseconds()))
 }
 
 // principal authenticates the request's bearer key.

@@ -43,6 +43,7 @@ var kinds = map[int]string{
 	http.StatusConflict:              "CONFLICT",
 	http.StatusRequestEntityTooLarge: "PAYLOAD_TOO_LARGE",
 	http.StatusUnsupportedMediaType:  "UNSUPPORTED_MEDIA_TYPE",
+	http.StatusTooManyRequests:       "RATE_LIMITED",
 	http.StatusUnprocessableEntity:   "UNPROCESSABLE",
 	http.StatusServiceUnavailable:    "UNAVAILABLE",
 	http.StatusInsufficientStorage:   "DISK_FULL",

@@ -50,6 +50,10 @@ type Options struct {
 	// bearer key, and requests act for the key's tenant (see authenticate).
 	// Nil is dev mode: no keys, the default tenant.
 	Auth Authenticator
+	// Limit, if set with Auth, is asked before each authenticated request
+	// whether its tenant may make one now; a refusal is 429 with
+	// Retry-After (ratelimit.Limiter.Allow).
+	Limit func(ctx context.Context, tenant string) (bool, time.Duration)
 	// Pprof serves Go's profiler under /debug/pprof/ (off by default: it
 	// exposes internals).
 	Pprof  bool
@@ -94,7 +98,7 @@ func New(opts Options) *Handler {
 	e.Use(withDeadlines(deadlines, arriving))
 	e.Use(middleware.BodyLimit(strconv.FormatInt(limit, 10)))
 	if opts.Auth != nil {
-		e.Use(authenticate(opts.Auth))
+		e.Use(authenticate(opts.Auth, opts.Limit))
 	}
 	e.GET("/healthz", healthz(opts.Health))
 	if opts.Metrics != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/datadir"
+	"github.com/cardboxhq/cardbox/internal/ratelimit"
 )
 
 // adminCommand is a tenant or key administration command: its flags, how
@@ -86,6 +87,7 @@ func actor() string {
 
 var tenantCommands = map[string]adminCommand{
 	"create": tenantCreate(),
+	"rate":   tenantRate(),
 	"list": {usage: "list", run: func(ctx context.Context, k *auth.Keys, _ string, _ []string) error {
 		tenants, err := k.ListTenants(ctx)
 		if err != nil {
@@ -111,6 +113,25 @@ func tenantCreate() adminCommand {
 				return err
 			}
 			fmt.Printf("created tenant %s\n", t.ID)
+			return nil
+		},
+	}
+}
+
+func tenantRate() adminCommand {
+	var perSec float64
+	var burst int
+	return adminCommand{
+		flags: func(fs *flag.FlagSet) {
+			fs.Float64Var(&perSec, "rate", 0, "requests per second on each surface; 0 with --burst 0: back to the server's --tenant-rate")
+			fs.IntVar(&burst, "burst", 0, "requests at once above the rate")
+		},
+		args: 1, usage: "rate NAME --rate N --burst M",
+		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
+			if err := k.SetRate(ctx, actor, args[0], auth.Rate{PerSec: perSec, Burst: burst}); err != nil {
+				return err
+			}
+			fmt.Printf("tenant %s: rate %g/s, burst %d (0: the server's default); servers apply it within %v\n", args[0], perSec, burst, ratelimit.RefreshEvery)
 			return nil
 		},
 	}

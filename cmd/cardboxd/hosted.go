@@ -13,6 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/ratelimit"
 )
 
 // checkMode refuses an unknown mode, and dev mode (no keys: whoever
@@ -54,14 +55,28 @@ func loopback(addr string) bool {
 // access is how the surfaces check callers: nothing in dev mode, API keys
 // in hosted mode.
 type access struct {
-	keys *auth.Keys // nil in dev mode
+	keys    *auth.Keys         // nil in dev mode
+	limiter *ratelimit.Limiter // nil in dev mode
 }
 
 func newAccess(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) access {
 	if cfg.Mode != config.ModeHosted {
 		return access{}
 	}
-	return access{keys: auth.NewKeys(pool, log)}
+	keys := auth.NewKeys(pool, log)
+	own := func(ctx context.Context, tenant string) (ratelimit.Rate, error) {
+		r, err := keys.TenantRate(ctx, tenant)
+		return ratelimit.Rate{PerSec: r.PerSec, Burst: r.Burst}, err
+	}
+	return access{keys: keys, limiter: ratelimit.New(ratelimit.Rate{PerSec: cfg.TenantRate, Burst: cfg.TenantBurst}, own)}
+}
+
+// limit is the surfaces' rate check; nil in dev mode.
+func (a access) limit() func(ctx context.Context, tenant string) (bool, time.Duration) {
+	if a.limiter == nil {
+		return nil
+	}
+	return a.limiter.Allow
 }
 
 // binary is the binary server's authenticator; nil in dev mode.

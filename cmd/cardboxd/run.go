@@ -70,7 +70,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	access := newAccess(cfg, db.Pool, log)
 	bin := server.New(server.Options{
 		Store: svc, Live: svc.Hub(), Logger: log, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
-		Authenticate: access.binary(),
+		Authenticate: access.binary(), Limit: access.limit(),
 	})
 	httpMetrics := api.NewHTTPMetrics()
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn})
@@ -84,7 +84,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	handler := api.New(api.Options{
 		Health: engine, Routes: routes, BodyLimit: cfg.HTTPBodyLimit,
 		Metrics: metrics, HTTPMetrics: httpMetrics,
-		AccessLog: cfg.AccessLog, Deadlines: deadlines, Pprof: cfg.Pprof, Logger: log, Auth: access.http(),
+		AccessLog: cfg.AccessLog, Deadlines: deadlines, Pprof: cfg.Pprof, Logger: log, Auth: access.http(), Limit: access.limit(),
 	})
 	web := &http.Server{
 		Handler:           handler,

@@ -116,3 +116,27 @@ func TestClientTagsNeverKeepSecrets(t *testing.T) {
 		t.Errorf("stored client_tag %q, want the name without its key", tag)
 	}
 }
+
+func TestRateLimitedRequestsGetError429(t *testing.T) {
+	t.Parallel()
+	allowed := 2
+	e := newEnvWith(t, envConfig{auth: roleKeys, options: func(o *server.Options) {
+		o.Limit = func(_ context.Context, tenant string) (bool, time.Duration) {
+			if tenant != "acme" {
+				t.Errorf("limit asked for tenant %q", tenant)
+			}
+			allowed--
+			return allowed >= 0, 1500 * time.Millisecond
+		}
+	}})
+	e.tenant("acme")
+	c := dialRaw(t, e.addr)
+	c.expectOK(cxdbcompat.MsgHello, 0, helloWith("writer-1")) // HELLO is not limited
+	c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0))
+	c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0))
+	before := e.snapshot()
+	if er := c.expectError(cxdbcompat.MsgCtxCreate, 0, u64(0), 429); er.Kind != "RATE_LIMITED" {
+		t.Fatalf("over the limit: kind %q", er.Kind)
+	}
+	e.requireUnchanged(before, "a refused request")
+}

@@ -56,6 +56,10 @@ type Options struct {
 	// first message and arrive within HelloTimeout; nil means every session
 	// uses the default tenant (no authentication), HELLO or not.
 	Authenticate Authenticator
+	// Limit, if set, is asked before each request of a session (HELLO
+	// aside) whether its tenant may make one now; a refusal is ERROR 429
+	// saying how long to wait (ratelimit.Limiter.Allow).
+	Limit func(ctx context.Context, tenant string) (bool, time.Duration)
 	// HelloTimeout is how long a connection may take to authenticate
 	// (default 10 s) when Authenticate is set.
 	HelloTimeout time.Duration

@@ -153,6 +153,13 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 			return true
 		}
 	}
+	if limit := s.srv.opts.Limit; limit != nil {
+		if ok, wait := limit(s.ctx, s.tenant.ID); !ok {
+			s.answer(f, errorFrame(f.ReqID, &protocolError{429, "RATE_LIMITED",
+				fmt.Sprintf("the tenant's request rate limit is reached; retry in %d ms", max(1, wait.Milliseconds()))}))
+			return true
+		}
+	}
 	if s.live != nil {
 		s.live.Touch(time.Now())
 	}

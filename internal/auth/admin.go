@@ -203,3 +203,50 @@ func (k *Keys) Audit(ctx context.Context, tenant string, max int) ([]AuditEntry,
 	}
 	return out, nil
 }
+
+// Rate is a tenant's request rate limit: requests per second and the
+// burst allowed above it. The zero Rate means the server's default.
+type Rate struct {
+	PerSec float64 `json:"per_sec,omitempty"`
+	Burst  int     `json:"burst,omitempty"`
+}
+
+// SetRate sets a tenant's rate limit (the zero Rate: back to the
+// server's default). Servers apply it within ratelimit.RefreshEvery.
+func (k *Keys) SetRate(ctx context.Context, actor, tenant string, r Rate) error {
+	if r.PerSec < 0 || r.Burst < 0 || (r.PerSec == 0) != (r.Burst == 0) {
+		return fmt.Errorf("set rate of tenant %q: %w", tenant, ErrBadRate)
+	}
+	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
+		_, err := q.SetTenantRate(ctx, db.SetTenantRateParams{
+			TenantID:   tenant,
+			RatePerSec: pgtype.Float8{Float64: r.PerSec, Valid: r.PerSec > 0},
+			RateBurst:  pgtype.Int4{Int32: int32(r.Burst), Valid: r.Burst > 0},
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return audit{}, ErrNoTenant
+		}
+		return audit{actor: actor, action: "tenant.rate", tenant: tenant, target: tenant, detail: map[string]any{"per_sec": r.PerSec, "burst": r.Burst}}, err
+	})
+	if err != nil {
+		return fmt.Errorf("set rate of tenant %q: %w", tenant, err)
+	}
+	return nil
+}
+
+// ErrBadRate is a rate that is negative or gives one of rate and burst
+// without the other.
+var ErrBadRate = errors.New("a rate limit is a positive rate and a positive burst, or neither")
+
+// TenantRate returns a tenant's own rate limit (the zero Rate when it has
+// none and takes the server's default).
+func (k *Keys) TenantRate(ctx context.Context, tenant string) (Rate, error) {
+	row, err := k.q.GetTenantRate(ctx, tenant)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Rate{}, ErrNoTenant
+	}
+	if err != nil {
+		return Rate{}, unavailable(tenant, err)
+	}
+	return Rate{PerSec: row.RatePerSec.Float64, Burst: int(row.RateBurst.Int32)}, nil
+}

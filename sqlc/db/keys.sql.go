@@ -71,10 +71,17 @@ type CreateTenantParams struct {
 	Name     string
 }
 
+type CreateTenantRow struct {
+	TenantID  string
+	TenantNo  int32
+	Name      string
+	CreatedAt time.Time
+}
+
 // Creates a tenant; no row when it exists already.
-func (q *Queries) CreateTenant(ctx context.Context, arg CreateTenantParams) (Tenant, error) {
+func (q *Queries) CreateTenant(ctx context.Context, arg CreateTenantParams) (CreateTenantRow, error) {
 	row := q.db.QueryRow(ctx, createTenant, arg.TenantID, arg.Name)
-	var i Tenant
+	var i CreateTenantRow
 	err := row.Scan(
 		&i.TenantID,
 		&i.TenantNo,
@@ -112,6 +119,22 @@ func (q *Queries) GetKey(ctx context.Context, keyID string) (GetKeyRow, error) {
 		&i.ExpiresAt,
 		&i.RevokedAt,
 	)
+	return i, err
+}
+
+const getTenantRate = `-- name: GetTenantRate :one
+SELECT rate_per_sec, rate_burst FROM tenants WHERE tenant_id = $1
+`
+
+type GetTenantRateRow struct {
+	RatePerSec pgtype.Float8
+	RateBurst  pgtype.Int4
+}
+
+func (q *Queries) GetTenantRate(ctx context.Context, tenantID string) (GetTenantRateRow, error) {
+	row := q.db.QueryRow(ctx, getTenantRate, tenantID)
+	var i GetTenantRateRow
+	err := row.Scan(&i.RatePerSec, &i.RateBurst)
 	return i, err
 }
 
@@ -270,4 +293,25 @@ func (q *Queries) RevokeKey(ctx context.Context, keyID string) (RevokeKeyRow, er
 	var i RevokeKeyRow
 	err := row.Scan(&i.KeyID, &i.TenantID)
 	return i, err
+}
+
+const setTenantRate = `-- name: SetTenantRate :one
+UPDATE tenants SET rate_per_sec = $1, rate_burst = $2
+WHERE tenant_id = $3
+RETURNING tenant_id
+`
+
+type SetTenantRateParams struct {
+	RatePerSec pgtype.Float8
+	RateBurst  pgtype.Int4
+	TenantID   string
+}
+
+// Sets (or, with NULLs, clears) a tenant's rate limit; no row when the
+// tenant does not exist.
+func (q *Queries) SetTenantRate(ctx context.Context, arg SetTenantRateParams) (string, error) {
+	row := q.db.QueryRow(ctx, setTenantRate, arg.RatePerSec, arg.RateBurst, arg.TenantID)
+	var tenant_id string
+	err := row.Scan(&tenant_id)
+	return tenant_id, err
 }

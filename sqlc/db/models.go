@@ -101,10 +101,12 @@ type RegistryBundle struct {
 }
 
 type Tenant struct {
-	TenantID  string
-	TenantNo  int32
-	Name      string
-	CreatedAt time.Time
+	TenantID   string
+	TenantNo   int32
+	Name       string
+	CreatedAt  time.Time
+	RatePerSec pgtype.Float8
+	RateBurst  pgtype.Int4
 }
 
 type TenantBlob struct {

@@ -48,3 +48,13 @@ FROM audit_log
 WHERE sqlc.narg('tenant_id')::text IS NULL OR tenant_id = sqlc.narg('tenant_id')
 ORDER BY audit_id DESC
 LIMIT @max_rows;
+
+-- name: SetTenantRate :one
+-- Sets (or, with NULLs, clears) a tenant's rate limit; no row when the
+-- tenant does not exist.
+UPDATE tenants SET rate_per_sec = sqlc.narg('rate_per_sec'), rate_burst = sqlc.narg('rate_burst')
+WHERE tenant_id = @tenant_id
+RETURNING tenant_id;
+
+-- name: GetTenantRate :one
+SELECT rate_per_sec, rate_burst FROM tenants WHERE tenant_id = @tenant_id;

@@ -35,6 +35,8 @@ type Config struct {
 	AccessLog        bool
 	Mode             string
 	AllowPublicDev   bool
+	TenantRate       float64
+	TenantBurst      int
 	// TLSCert and TLSKey are PEM files; with both set, both listeners
 	// speak TLS only (see cmd/cardboxd).
 	TLSCert             string
@@ -94,6 +96,12 @@ func settings(c *Config) []setting {
 		{"mode", "CARDBOX_MODE", "dev (no keys, the default tenant, loopback only) or hosted (an API key on every surface; see docs/security.md)", str(&c.Mode, ModeDev)},
 		{"allow-public-dev", "CARDBOX_ALLOW_PUBLIC_DEV", "let dev mode listen on a non-loopback address (anyone who reaches it has full access)", func(fs *flag.FlagSet, name, usage string) {
 			fs.BoolVar(&c.AllowPublicDev, name, false, usage)
+		}},
+		{"tenant-rate", "CARDBOX_TENANT_RATE", "hosted mode: requests per second each tenant may make on each surface, unless cardbox tenant rate set its own; 0: no limit", func(fs *flag.FlagSet, name, usage string) {
+			fs.Float64Var(&c.TenantRate, name, 2000, usage)
+		}},
+		{"tenant-burst", "CARDBOX_TENANT_BURST", "hosted mode: requests a tenant may make at once above its rate", func(fs *flag.FlagSet, name, usage string) {
+			fs.IntVar(&c.TenantBurst, name, 4000, usage)
 		}},
 		{"access-log", "CARDBOX_ACCESS_LOG", "log every HTTP request at info (method, route, status, bytes, duration, peer)", func(fs *flag.FlagSet, name, usage string) {
 			fs.BoolVar(&c.AccessLog, name, true, usage)
