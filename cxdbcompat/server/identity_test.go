@@ -140,3 +140,31 @@ func TestRateLimitedRequestsGetError429(t *testing.T) {
 	}
 	e.requireUnchanged(before, "a refused request")
 }
+
+func TestConnectionSharesInHostedMode(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envConfig{auth: roleKeys, options: func(o *server.Options) {
+		o.MaxUnauthenticated = 2
+		o.MaxSessionsPerTenant = 2
+	}})
+	e.tenant("acme")
+	// Two connections wait without a key; a third is refused at once (the
+	// server accepts in the order the connections were made).
+	a, b := dialRaw(t, e.addr), dialRaw(t, e.addr)
+	third := dialRaw(t, e.addr)
+	f := third.mustRead()
+	if er := requireError(t, f, 503); er.Kind != "TOO_MANY_CONNECTIONS" || f.ReqID != 0 {
+		t.Fatalf("third unauthenticated connection: %+v", er)
+	}
+	third.expectClosed()
+	// Authenticating frees the unauthenticated slots, and counts against
+	// the tenant's share of two.
+	a.expectOK(cxdbcompat.MsgHello, 0, helloWith("writer-1"))
+	b.expectOK(cxdbcompat.MsgHello, 0, helloWith("writer-2"))
+	c := dialRaw(t, e.addr)
+	if er := c.expectError(cxdbcompat.MsgHello, 0, helloWith("writer-3"), 503); er.Kind != "TOO_MANY_CONNECTIONS" {
+		t.Fatalf("acme's third session: kind %q", er.Kind)
+	}
+	c.expectClosed()
+	a.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)) // the admitted ones are served
+}

@@ -60,6 +60,15 @@ type Options struct {
 	// aside) whether its tenant may make one now; a refusal is ERROR 429
 	// saying how long to wait (ratelimit.Limiter.Allow).
 	Limit func(ctx context.Context, tenant string) (bool, time.Duration)
+	// MaxUnauthenticated caps the connections that have not authenticated
+	// yet when Authenticate is set (default 64): one more is answered
+	// ERROR 503 and closed, so clients without keys cannot take the
+	// connection budget from those with keys.
+	MaxUnauthenticated int
+	// MaxSessionsPerTenant caps one tenant's authenticated sessions (0: no
+	// cap): the HELLO of one more is answered ERROR 503 and the connection
+	// closed, so one tenant cannot take every connection.
+	MaxSessionsPerTenant int
 	// HelloTimeout is how long a connection may take to authenticate
 	// (default 10 s) when Authenticate is set.
 	HelloTimeout time.Duration
@@ -101,11 +110,14 @@ type Server struct {
 	builds   *semaphore.Weighted // payload-carrying responses being built
 	metrics  *metrics
 
-	mu       sync.Mutex
-	closing  bool
-	conns    map[*session]struct{}
-	listener []net.Listener
-	wg       sync.WaitGroup // live sessions
+	unauthenticated atomic.Int64 // sessions yet to authenticate (with Authenticate)
+
+	mu        sync.Mutex
+	closing   bool
+	conns     map[*session]struct{}
+	perTenant map[string]int // authenticated sessions by tenant (with Authenticate)
+	listener  []net.Listener
+	wg        sync.WaitGroup // live sessions
 }
 
 // New returns a Server; call Serve to accept connections.
@@ -116,12 +128,15 @@ func New(opts Options) *Server {
 	if opts.HelloTimeout <= 0 {
 		opts.HelloTimeout = 10 * time.Second
 	}
+	if opts.MaxUnauthenticated <= 0 {
+		opts.MaxUnauthenticated = 64
+	}
 	opts = withLimitDefaults(opts)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Server{
-		opts: opts, log: opts.Logger, conns: map[*session]struct{}{},
+		opts: opts, log: opts.Logger, conns: map[*session]struct{}{}, perTenant: map[string]int{},
 		bytes:   semaphore.NewWeighted(opts.MaxInFlightBytes),
 		replies: semaphore.NewWeighted(opts.MaxReplyBytes),
 		builds:  semaphore.NewWeighted(maxBuilds),
@@ -173,6 +188,12 @@ func (s *Server) isClosing() bool {
 }
 
 func (s *Server) startSession(conn net.Conn) {
+	if s.opts.Authenticate != nil && s.unauthenticated.Add(1) > int64(s.opts.MaxUnauthenticated) {
+		s.unauthenticated.Add(-1)
+		_, _ = conn.Write(errorFrame(0, errTooManyUnauthenticated))
+		conn.Close()
+		return
+	}
 	sess := newSession(s, conn, s.sessions.Add(1))
 	s.mu.Lock()
 	if s.closing {
@@ -189,7 +210,44 @@ func (s *Server) startSession(conn net.Conn) {
 		s.mu.Lock()
 		delete(s.conns, sess)
 		s.mu.Unlock()
+		s.release(sess)
 	}()
+}
+
+var (
+	errTooManyUnauthenticated = &protocolError{503, "TOO_MANY_CONNECTIONS", "too many connections have not authenticated yet; retry later"}
+	errTenantSessions         = &protocolError{503, "TOO_MANY_CONNECTIONS", "the tenant has as many sessions open as it may; close one or retry later"}
+)
+
+// admit counts a session that authenticated as tenant against the
+// tenant's share, and no more against the unauthenticated ones; false
+// when the tenant's share is used up.
+func (s *Server) admit(sess *session, tenant string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if max := s.opts.MaxSessionsPerTenant; max > 0 && s.perTenant[tenant] >= max {
+		return false
+	}
+	s.perTenant[tenant]++
+	sess.counted = tenant
+	s.unauthenticated.Add(-1)
+	return true
+}
+
+// release uncounts an ended session.
+func (s *Server) release(sess *session) {
+	if s.opts.Authenticate == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sess.counted == "" {
+		s.unauthenticated.Add(-1)
+		return
+	}
+	if s.perTenant[sess.counted]--; s.perTenant[sess.counted] == 0 {
+		delete(s.perTenant, sess.counted)
+	}
 }
 
 // CloseSessions closes, at once, the authenticated sessions whose

@@ -33,6 +33,7 @@ type session struct {
 	hasTenant bool
 	ident     atomic.Pointer[Identity] // set with tenant; read by CloseSessions
 	refused   bool                     // authentication failed: end the session after answering
+	counted   string                   // the tenant whose share counts this session; "" while unauthenticated
 	live      *live.Session            // announced once the tenant is known; nil without Options.Live
 	clientTag atomic.Pointer[string]   // from HELLO; recorded on the contexts the session creates
 
@@ -286,6 +287,10 @@ func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 	// resolved.
 	if id.Tenant, err = s.srv.opts.Store.Tenant(s.ctx, id.Tenant.ID); err != nil {
 		return err
+	}
+	if !s.srv.admit(s, id.Tenant.ID) {
+		s.refused = true
+		return errTenantSessions
 	}
 	s.clientTag.Store(&id.ClientTag)
 	s.in.helloBy = time.Time{}

@@ -36,6 +36,7 @@ type Config struct {
 	Mode             string
 	AllowPublicDev   bool
 	TenantRate       float64
+	TenantMaxConns   int
 	TenantBurst      int
 	// TLSCert and TLSKey are PEM files; with both set, both listeners
 	// speak TLS only (see cmd/cardboxd).
@@ -99,6 +100,9 @@ func settings(c *Config) []setting {
 		}},
 		{"tenant-rate", "CARDBOX_TENANT_RATE", "hosted mode: requests per second each tenant may make on each surface, unless cardbox tenant rate set its own; 0: no limit", func(fs *flag.FlagSet, name, usage string) {
 			fs.Float64Var(&c.TenantRate, name, 2000, usage)
+		}},
+		{"tenant-max-conns", "CARDBOX_TENANT_MAX_CONNS", "hosted mode: most binary sessions one tenant may have open (its share of --max-conns)", func(fs *flag.FlagSet, name, usage string) {
+			fs.IntVar(&c.TenantMaxConns, name, 256, usage)
 		}},
 		{"tenant-burst", "CARDBOX_TENANT_BURST", "hosted mode: requests a tenant may make at once above its rate", func(fs *flag.FlagSet, name, usage string) {
 			fs.IntVar(&c.TenantBurst, name, 4000, usage)
