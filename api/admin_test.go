@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/internal/auth"
@@ -100,4 +101,38 @@ func TestRateLimitedRequestsGet429WithRetryAfter(t *testing.T) {
 	}
 	// Another tenant is not held back by acme's limit.
 	h.get("/admin/tenants", "Authorization", "Bearer "+globex).want(t, http.StatusOK)
+}
+
+// An event stream authenticated with a key that is revoked later ends at
+// its next heartbeat; a stream of another key goes on.
+func TestEventStreamsOfARevokedKeyEnd(t *testing.T) {
+	ctx := context.Background()
+	h := newCXDBHarnessWith(t, harnessOptions{hosted: true, heartbeat: 20 * time.Millisecond})
+	if _, err := h.keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	revoked, revokedSecret, _ := h.keys.CreateKey(ctx, "test", "acme", auth.RoleReader, nil)
+	_, keptSecret, _ := h.keys.CreateKey(ctx, "test", "acme", auth.RoleReader, nil)
+	gone := h.events("", "Authorization", "Bearer "+revokedSecret)
+	kept := h.events("", "Authorization", "Bearer "+keptSecret)
+	gone.until("connected")
+	kept.until("connected")
+	if _, err := h.keys.RevokeKey(ctx, "test", revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan bool, 1)
+	go func() {
+		for gone.lines.Scan() {
+		}
+		ended <- true
+	}()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked key's event stream still runs 10 s after the revocation")
+	}
+	// The other key's stream still delivers: a context created now shows.
+	_, writer, _ := h.keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
+	h.call(http.MethodPost, "/v1/contexts/create", `{"base_turn_id":"0"}`, "Authorization", "Bearer "+writer).want(t, http.StatusCreated)
+	kept.until("context_created")
 }

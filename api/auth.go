@@ -20,7 +20,28 @@ type Authenticator interface {
 	Authenticate(ctx context.Context, secret string) (auth.Principal, error)
 }
 
+// KeyValidator re-checks a key (auth.Keys), for requests that outlive
+// their authentication: event streams.
+type KeyValidator interface {
+	ValidKey(ctx context.Context, keyID string) (bool, error)
+}
+
 type principalKey struct{}
+
+type validatorKey struct{}
+
+// stillValid reports whether the key a long request authenticated with is
+// still valid; true in dev mode, and when the check cannot be made (a
+// database hiccup is no reason to cut a stream).
+func stillValid(ctx context.Context) bool {
+	p, ok := PrincipalFrom(ctx)
+	v, _ := ctx.Value(validatorKey{}).(KeyValidator)
+	if !ok || v == nil {
+		return true
+	}
+	valid, err := v.ValidKey(ctx, p.KeyID)
+	return err != nil || valid
+}
 
 // PrincipalFrom returns the principal a request acts as; false in dev
 // mode, where requests carry no key.
@@ -67,7 +88,11 @@ func authenticate(a Authenticator, limit func(context.Context, string) (bool, ti
 			if project := c.Param("project_id"); strings.HasPrefix(route, "/projects/") && project != p.Tenant.ID {
 				return NewError(http.StatusNotFound, "project %q not found", project)
 			}
-			c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), principalKey{}, p)))
+			ctx := context.WithValue(c.Request().Context(), principalKey{}, p)
+			if v, ok := a.(KeyValidator); ok {
+				ctx = context.WithValue(ctx, validatorKey{}, v)
+			}
+			c.SetRequest(c.Request().WithContext(ctx))
 			return next(c)
 		}
 	}

@@ -25,8 +25,9 @@ import (
 type CXDBRoutes struct {
 	svc *service.Service
 	// stop ends live event streams at shutdown (they would hold it).
-	stop    <-chan struct{}
-	metrics *cxdbMetrics
+	stop      <-chan struct{}
+	heartbeat time.Duration
+	metrics   *cxdbMetrics
 }
 
 // CXDBOptions configure the CXDB routes.
@@ -37,6 +38,9 @@ type CXDBOptions struct {
 	Stats StatsSource
 	// DataDir is where disk usage is measured for GET /v1/metrics.
 	DataDir string
+	// Heartbeat is how often an idle event stream gets a comment line, and
+	// (hosted mode) its key is checked again (default 15 s).
+	Heartbeat time.Duration
 	// Gatherer is the registry served at /metrics; GET /v1/metrics takes
 	// its request counts and latencies from it. Nil reports zeros.
 	Gatherer prometheus.Gatherer
@@ -44,7 +48,10 @@ type CXDBOptions struct {
 
 // CXDB returns the CXDB HTTP routes. Pass it in Options.Routes.
 func CXDB(svc *service.Service, opts CXDBOptions) *CXDBRoutes {
-	return &CXDBRoutes{svc: svc, stop: opts.Stop, metrics: newCXDBMetrics(svc, opts)}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = heartbeatEvery
+	}
+	return &CXDBRoutes{svc: svc, stop: opts.Stop, heartbeat: opts.Heartbeat, metrics: newCXDBMetrics(svc, opts)}
 }
 
 // Register adds the /v1 routes.

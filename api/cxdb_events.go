@@ -59,11 +59,11 @@ func (r *CXDBRoutes) events(c echo.Context) error {
 	return r.pump(c, sub, w)
 }
 
-// pump writes events as they come until the client leaves or the server
-// stops.
+// pump writes events as they come until the client leaves, the server
+// stops, or (hosted mode) its key is found revoked at a heartbeat.
 func (r *CXDBRoutes) pump(c echo.Context, sub *live.Subscription, w *sseWriter) error {
 	ctx := c.Request().Context()
-	beat := time.NewTicker(heartbeatEvery)
+	beat := time.NewTicker(r.heartbeat)
 	defer beat.Stop()
 	for {
 		select {
@@ -72,6 +72,9 @@ func (r *CXDBRoutes) pump(c echo.Context, sub *live.Subscription, w *sseWriter) 
 		case <-r.stop:
 			return nil
 		case <-beat.C:
+			if !stillValid(ctx) {
+				return nil // the key was revoked or expired: end the stream
+			}
 			w.raw(":heartbeat\n\n")
 		case <-sub.Wake():
 			evs, reset := sub.Next(eventBatch)

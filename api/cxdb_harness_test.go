@@ -20,6 +20,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -33,11 +34,27 @@ type cxdbHarness struct {
 	binary string
 	engine *store.Engine
 	svc    *service.Service
+	keys   *auth.Keys // hosted mode only
 }
 
-func newCXDBHarness(t testing.TB) *cxdbHarness {
+// harnessOptions vary the harness.
+type harnessOptions struct {
+	hosted    bool          // API keys on both surfaces (h.keys)
+	heartbeat time.Duration // of event streams
+}
+
+func newCXDBHarness(t testing.TB) *cxdbHarness { return newCXDBHarnessWith(t, harnessOptions{}) }
+
+func newCXDBHarnessWith(t testing.TB, o harnessOptions) *cxdbHarness {
 	t.Helper()
 	pool := pgtest.NewPool(t)
+	var keys *auth.Keys
+	var apiAuth api.Authenticator
+	var binAuth server.Authenticator
+	if o.hosted {
+		keys = auth.NewKeys(pool, nil)
+		apiAuth, binAuth = keys, server.KeyAuthenticator(keys)
+	}
 	var svc *service.Service
 	engine, err := store.Open(context.Background(), store.Options{
 		Dir: t.TempDir(), Pool: pool, OnAppend: func(a []store.Appended) { svc.Appended(a) },
@@ -57,7 +74,7 @@ func newCXDBHarness(t testing.TB) *cxdbHarness {
 		}
 	})
 
-	bin := server.New(server.Options{Store: svc, Live: svc.Hub()})
+	bin := server.New(server.Options{Store: svc, Live: svc.Hub(), Authenticate: binAuth})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -67,12 +84,12 @@ func newCXDBHarness(t testing.TB) *cxdbHarness {
 
 	httpMetrics := api.NewHTTPMetrics()
 	metrics := api.NewRegistry(nil, httpMetrics, bin.Collector())
-	routes := api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: metrics})
-	h := api.New(api.Options{Routes: []api.Routes{routes}, HTTPMetrics: httpMetrics})
+	routes := api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: metrics, Heartbeat: o.heartbeat})
+	h := api.New(api.Options{Routes: []api.Routes{routes}, HTTPMetrics: httpMetrics, Auth: apiAuth})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(cancel) // ends event streams before srv.Close waits for them
-	return &cxdbHarness{t: t, url: srv.URL, binary: ln.Addr().String(), engine: engine, svc: svc}
+	return &cxdbHarness{t: t, url: srv.URL, binary: ln.Addr().String(), engine: engine, svc: svc, keys: keys}
 }
 
 // client dials the binary listener.
@@ -187,8 +204,9 @@ type sseStream struct {
 	cancel context.CancelFunc
 }
 
-// events opens GET /v1/events, optionally resuming after lastID.
-func (h *cxdbHarness) events(lastID string) *sseStream {
+// events opens GET /v1/events, optionally resuming after lastID, with
+// the headers given as name, value pairs.
+func (h *cxdbHarness) events(lastID string, headers ...string) *sseStream {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url+"/v1/events", nil)
@@ -197,6 +215,9 @@ func (h *cxdbHarness) events(lastID string) *sseStream {
 	}
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
