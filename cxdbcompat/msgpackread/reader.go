@@ -40,16 +40,6 @@ const (
 	Ext        // N bytes of data, read with Reader.Bytes, of type Head.ExtType
 )
 
-var kindNames = [...]string{"nil", "bool", "uint", "negative int", "float", "str", "bin", "array", "map", "ext"}
-
-// String names k for error messages.
-func (k Kind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return fmt.Sprintf("Kind(%d)", uint8(k))
-}
-
 // Head is a value's header: a whole scalar, the place of a str's, bin's or
 // ext's bytes, or the length of an array or map whose items follow.
 type Head struct {
@@ -73,6 +63,17 @@ func (h Head) Float64() float64 {
 		return 0
 	}
 	return math.Float64frombits(h.N)
+}
+
+// kindNames are the names of the Kinds, by value.
+var kindNames = [...]string{"nil", "bool", "uint", "negative int", "float", "str", "bin", "array", "map", "ext"}
+
+// String names k for error messages.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
 // Errors of a Reader. The texts are what clients see in error responses.
