@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // Kind is the type of a msgpack value, as far as readers tell apart.
@@ -115,22 +117,22 @@ func (r *Reader) Head(depth int) (Head, error) {
 	}
 	c := r.b[r.i]
 	r.i++
-	switch {
-	case c <= 0x7f: // positive fixint
+	switch { // the fixed formats, most values, first
+	case c <= msgpcode.PosFixedNumHigh:
 		return Head{Kind: Uint, N: uint64(c)}, nil
-	case c >= 0xa0 && c <= 0xbf: // fixstr
-		n := int(c & 0x1f)
+	case msgpcode.IsFixedString(c):
+		n := int(c & msgpcode.FixedStrMask)
 		if n > len(r.b)-r.i {
 			return Head{}, ErrShort
 		}
 		r.i += n
 		return Head{Kind: Str, N: uint64(n), off: r.i - n}, nil
-	case c >= 0xe0: // negative fixint
+	case c >= msgpcode.NegFixedNumLow:
 		return Head{Kind: Neg, N: uint64(int64(int8(c)))}, nil
-	case c <= 0x8f: // fixmap
-		return r.sized(Map, uint64(c&0x0f))
-	case c <= 0x9f: // fixarray
-		return r.sized(Array, uint64(c&0x0f))
+	case msgpcode.IsFixedMap(c):
+		return r.sized(Map, uint64(c&msgpcode.FixedMapMask))
+	case msgpcode.IsFixedArray(c):
+		return r.sized(Array, uint64(c&msgpcode.FixedArrayMask))
 	}
 	return r.headC(c)
 }
@@ -142,32 +144,33 @@ func (r *Reader) headErr(depth int) error {
 	return ErrShort
 }
 
-// headC reads the rest of a value whose code is in 0xc0..0xdf.
+// headC reads the rest of a value whose code is in 0xc0..0xdf; the width
+// of each format's length or value doubles from one code to the next.
 func (r *Reader) headC(c byte) (Head, error) {
 	switch {
-	case c == 0xc0:
+	case c == msgpcode.Nil:
 		return Head{Kind: Nil}, nil
-	case c == 0xc2 || c == 0xc3:
-		return Head{Kind: Bool, N: uint64(c - 0xc2)}, nil
-	case c >= 0xc4 && c <= 0xc6: // bin 8, 16, 32
-		return r.lengthThen(Bin, 1<<(c-0xc4))
-	case c >= 0xc7 && c <= 0xc9: // ext 8, 16, 32
-		return r.lengthThen(Ext, 1<<(c-0xc7))
-	case c == 0xca, c == 0xcb: // float 32, 64
-		return r.float(c == 0xcb)
-	case c >= 0xcc && c <= 0xcf: // uint 8 .. 64
-		n, err := r.uint(1 << (c - 0xcc))
+	case c == msgpcode.False || c == msgpcode.True:
+		return Head{Kind: Bool, N: uint64(c - msgpcode.False)}, nil
+	case msgpcode.IsBin(c):
+		return r.lengthThen(Bin, 1<<(c-msgpcode.Bin8))
+	case c >= msgpcode.Ext8 && c <= msgpcode.Ext32:
+		return r.lengthThen(Ext, 1<<(c-msgpcode.Ext8))
+	case c == msgpcode.Float || c == msgpcode.Double:
+		return r.float(c == msgpcode.Double)
+	case c >= msgpcode.Uint8 && c <= msgpcode.Uint64:
+		n, err := r.uint(1 << (c - msgpcode.Uint8))
 		return Head{Kind: Uint, N: n}, err
-	case c >= 0xd0 && c <= 0xd3: // int 8 .. 64
-		return r.int(1 << (c - 0xd0))
-	case c >= 0xd4 && c <= 0xd8: // fixext 1 .. 16
-		return r.sized(Ext, 1<<(c-0xd4))
-	case c >= 0xd9 && c <= 0xdb: // str 8, 16, 32
-		return r.lengthThen(Str, 1<<(c-0xd9))
-	case c == 0xdc || c == 0xdd: // array 16, 32
-		return r.lengthThen(Array, 2<<(c-0xdc))
-	case c == 0xde || c == 0xdf: // map 16, 32
-		return r.lengthThen(Map, 2<<(c-0xde))
+	case c >= msgpcode.Int8 && c <= msgpcode.Int64:
+		return r.int(1 << (c - msgpcode.Int8))
+	case msgpcode.IsFixedExt(c):
+		return r.sized(Ext, 1<<(c-msgpcode.FixExt1))
+	case c >= msgpcode.Str8 && c <= msgpcode.Str32:
+		return r.lengthThen(Str, 1<<(c-msgpcode.Str8))
+	case c == msgpcode.Array16 || c == msgpcode.Array32:
+		return r.lengthThen(Array, 2<<(c-msgpcode.Array16))
+	case c == msgpcode.Map16 || c == msgpcode.Map32:
+		return r.lengthThen(Map, 2<<(c-msgpcode.Map16))
 	}
 	return Head{}, fmt.Errorf("%w %#x", ErrCode, c)
 }
