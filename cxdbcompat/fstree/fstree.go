@@ -99,9 +99,9 @@ func decodeEntry(r *msgpackread.Reader) (Entry, error) {
 }
 
 // scalar reads an entry's key or value, at depth 2. An array or map, which
-// no tree object has, is skipped and stays in the head as no field takes
-// it. An ext fails unless it is a msgpack timestamp (type -1, 4, 8 or 12
-// bytes), as the library this replaced failed on any other.
+// no tree object has, is skipped: no key or field takes its head. An ext
+// fails unless it is a msgpack timestamp (type -1, 4, 8 or 12 bytes), as
+// the library's decoder, which this replaced, failed on any other.
 func scalar(r *msgpackread.Reader) (msgpackread.Head, error) {
 	h, err := r.Head(2)
 	if err != nil {
