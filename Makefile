@@ -16,6 +16,7 @@ FUZZ_TARGETS = \
 	./cxdbcompat/fstree:FuzzDecode \
 	./cxdbcompat/cql:FuzzParse \
 	./cxdbcompat/ctxmeta:FuzzExtract \
+	./cxdbcompat/msgpackread:FuzzReader \
 	./cxdbcompat/projection:FuzzProject \
 	./cxdbcompat/registry:FuzzParse \
 	./cxdbcompat/typedjson:FuzzEncode \

@@ -27,10 +27,15 @@
 // unchanged.
 package ctxmeta
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/msgpackread"
+)
 
 // MaxDepth is the deepest nesting of msgpack maps and arrays Extract
-// accepts; the top-level map is depth 1.
+// accepts: the top-level map is depth 1, and a value inside more than
+// MaxDepth maps and arrays makes the payload malformed.
 const MaxDepth = 64
 
 // Metadata is the context metadata found under tag 30 (context_metadata) of
@@ -57,13 +62,17 @@ func (m Metadata) found() bool {
 // client_tag, title, labels and provenance was found. Tag 4 (custom) is
 // ignored.
 func Extract(payload []byte) (m Metadata, ok bool) {
-	r := newReader(payload)
-	isMap, err := r.eachEntry(1, func(tag uint64, depth int) error {
+	r := reader{msgpackread.NewReader(payload, MaxDepth)}
+	h, err := r.Head(0)
+	if err != nil {
+		return Metadata{}, false
+	}
+	isMap, err := r.eachEntry(h, 0, func(tag uint64, v head, depth int) error {
 		if tag != 30 {
-			return r.skip(depth)
+			return r.Skip(v, depth)
 		}
 		var err error
-		m, err = r.metadata(depth)
+		m, err = r.metadata(v, depth)
 		return err
 	})
 	if err != nil || !isMap || !m.found() {
@@ -72,35 +81,35 @@ func Extract(payload []byte) (m Metadata, ok bool) {
 	return m, true
 }
 
-// metadata reads the value of tag 30 at depth; a value that is not a map
-// gives the zero Metadata.
-func (r *reader) metadata(depth int) (Metadata, error) {
+// metadata reads the value of tag 30; a value that is not a map gives the
+// zero Metadata.
+func (r *reader) metadata(h head, depth int) (Metadata, error) {
 	var m Metadata
-	_, err := r.eachEntry(depth, func(tag uint64, d int) error {
+	_, err := r.eachEntry(h, depth, func(tag uint64, v head, d int) error {
 		var err error
 		switch tag {
 		case 1:
-			m.ClientTag, err = r.str(d)
+			m.ClientTag, err = r.str(v, d)
 		case 2:
-			m.Title, err = r.str(d)
+			m.Title, err = r.str(v, d)
 		case 3:
-			m.Labels, err = r.labels(d)
+			m.Labels, err = r.labels(v, d)
 		case 10:
-			m.Provenance, err = r.provenance(d)
+			m.Provenance, err = r.provenance(v, d)
 		default:
-			err = r.skip(d)
+			err = r.Skip(v, d)
 		}
 		return err
 	})
 	return m, err
 }
 
-// labels reads an array value at depth, keeping its string items; it
-// returns nil when the value is not an array or has no string item.
-func (r *reader) labels(depth int) ([]string, error) {
+// labels reads an array value, keeping its string items; it returns nil
+// when the value is not an array or has no string item.
+func (r *reader) labels(h head, depth int) ([]string, error) {
 	var out []string
-	_, err := r.eachItem(depth, func(d int) error {
-		s, err := r.str(d)
+	_, err := r.eachItem(h, depth, func(v head, d int) error {
+		s, err := r.str(v, d)
 		if s != nil {
 			out = append(out, *s)
 		}

@@ -131,15 +131,15 @@ func (p *Provenance) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// provenance reads tag 10 at depth; a value that is not a map gives nil.
-func (r *reader) provenance(depth int) (*Provenance, error) {
+// provenance reads tag 10; a value that is not a map gives nil.
+func (r *reader) provenance(h head, depth int) (*Provenance, error) {
 	p := new(Provenance)
-	isMap, err := r.eachEntry(depth, func(tag uint64, d int) error {
+	isMap, err := r.eachEntry(h, depth, func(tag uint64, v head, d int) error {
 		f, known := provByTag[tag]
 		if !known {
-			return r.skip(d)
+			return r.Skip(v, d)
 		}
-		return r.provValue(f.ptr(p), d)
+		return r.provValue(f.ptr(p), v, d)
 	})
 	if !isMap || err != nil {
 		return nil, err
@@ -147,42 +147,39 @@ func (r *reader) provenance(depth int) (*Provenance, error) {
 	return p, nil
 }
 
-// provValue reads the value at depth into the field ptr points to, setting
-// it to nil when the value has the wrong type.
-func (r *reader) provValue(ptr any, depth int) (err error) {
+// provValue reads the value h into the field ptr points to, setting it to
+// nil when the value has the wrong type.
+func (r *reader) provValue(ptr any, h head, depth int) (err error) {
 	switch v := ptr.(type) {
 	case **string:
-		*v, err = r.str(depth)
+		*v, err = r.str(h, depth)
 	case **ContextID:
 		var n *uint64
-		if n, err = r.u64(depth); n != nil {
+		if n, err = r.u64(h, depth); n != nil {
 			*v = (*ContextID)(n)
 		}
 	case **int64:
-		*v, err = r.i64(depth)
+		*v, err = r.i64(h, depth)
 	case *map[string]string:
-		*v, err = r.env(depth)
+		*v, err = r.env(h, depth)
 	}
 	return err
 }
 
-// env reads a map of str to str at depth, dropping other pairs; it gives
-// nil when the value is not a map or keeps no pair.
-func (r *reader) env(depth int) (map[string]string, error) {
+// env reads a map of str to str, dropping other pairs; it gives nil when
+// the value is not a map or keeps no pair.
+func (r *reader) env(h head, depth int) (map[string]string, error) {
 	var m map[string]string
-	_, err := r.eachPair(depth, func(d int) error {
-		k, err := r.str(d)
-		if err != nil {
-			return err
-		}
-		v, err := r.str(d)
-		if k == nil || v == nil || err != nil {
+	_, err := r.eachPair(h, depth, func(k, v head, d int) error {
+		key, _ := r.str(k, d) // a key is read whole: nothing to skip
+		val, err := r.str(v, d)
+		if key == nil || val == nil || err != nil {
 			return err
 		}
 		if m == nil {
 			m = make(map[string]string)
 		}
-		m[*k] = *v
+		m[*key] = *val
 		return nil
 	})
 	return m, err

@@ -9,8 +9,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strconv"
 
+	"github.com/cardboxhq/cardbox/cxdbcompat/msgpackread"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -40,125 +40,123 @@ type Entry struct {
 var ErrNotTree = errors.New("not an fs tree object")
 
 // Decode decodes a tree object. msgpack nil, which the official Go client
-// writes for an empty directory, is an empty listing. Declared lengths are
-// checked against the bytes there are before anything is allocated for
-// them: tree objects come from clients.
+// writes for an empty directory, is an empty listing. It reads through
+// msgpackread, so declared lengths are checked against the bytes there are
+// before anything is allocated for them: tree objects come from clients.
+// Bytes after the array are ignored.
 func Decode(b []byte) ([]Entry, error) {
-	d := msgpack.NewDecoder(bytes.NewReader(b))
-	n, err := d.DecodeArrayLen()
+	r := msgpackread.NewReader(b, maxDepth)
+	h, err := r.Head(0)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrNotTree, err)
-	case n < 0:
+	case h.Kind == msgpackread.Nil:
 		return nil, nil // nil: an empty directory
-	case n > len(b):
-		return nil, fmt.Errorf("%w: %d entries declared in %d bytes", ErrNotTree, n, len(b))
+	case h.Kind != msgpackread.Array:
+		return nil, fmt.Errorf("%w: a %s, not an array", ErrNotTree, h.Kind)
 	}
-	entries := make([]Entry, 0, n)
-	for i := range n {
-		m, err := decodeEntry(d, len(b))
+	entries := make([]Entry, 0, h.N)
+	for i := range h.N {
+		e, err := decodeEntry(&r)
 		if err != nil {
 			return nil, fmt.Errorf("%w: entry %d: %w", ErrNotTree, i, err)
 		}
-		entries = append(entries, entryOf(m))
+		entries = append(entries, e)
 	}
 	return entries, nil
 }
 
-// decodeEntry decodes an entry map, keyed by digit strings whether its
-// keys were integers or strings. Only scalar keys and values are decoded;
-// others, which no tree object has, are skipped.
-func decodeEntry(d *msgpack.Decoder, limit int) (map[string]any, error) {
-	n, err := d.DecodeMapLen()
-	if err != nil {
-		return nil, err
-	}
-	if n > limit {
-		return nil, fmt.Errorf("%d keys declared in %d bytes", n, limit)
-	}
-	m := make(map[string]any, max(n, 0))
-	for range n {
-		k, err := scalar(d)
-		if err != nil {
-			return nil, err
-		}
-		v, err := scalar(d)
-		if err != nil {
-			return nil, err
-		}
-		if key, ok := k.(string); ok {
-			m[key] = v
-		} else if u, ok := toUint(k); ok {
-			m[strconv.FormatUint(u, 10)] = v
-		}
-	}
-	return m, nil
-}
+// maxDepth bounds the nesting of what an entry holds; no tree object nests
+// at all, but a hostile one must not exhaust the stack.
+const maxDepth = 64
 
-// scalar decodes the next value if it is not an array or a map, and skips
-// it (returning nil) if it is.
-func scalar(d *msgpack.Decoder) (any, error) {
-	c, err := d.PeekCode()
-	if err != nil {
-		return nil, err
+// decodeEntry decodes an entry map, at depth 1; msgpack nil is an entry
+// with nothing set. Keys are integers >= 0 or their digit strings; of two
+// keys naming the same field the later wins, whatever its value.
+func decodeEntry(r *msgpackread.Reader) (Entry, error) {
+	h, err := r.Head(1)
+	switch {
+	case err != nil:
+		return Entry{}, err
+	case h.Kind == msgpackread.Nil:
+		return Entry{}, nil
+	case h.Kind != msgpackread.Map:
+		return Entry{}, fmt.Errorf("a %s, not a map", h.Kind)
 	}
-	if msgpcode.IsFixedArray(c) || msgpcode.IsFixedMap(c) ||
-		c == msgpcode.Array16 || c == msgpcode.Array32 || c == msgpcode.Map16 || c == msgpcode.Map32 {
-		return nil, d.Skip()
-	}
-	v, err := d.DecodeInterfaceLoose()
-	if b, ok := v.([]byte); ok {
-		v = bytes.Clone(b) // the decoder reuses its buffer
-	}
-	return v, err
-}
-
-func entryOf(m map[string]any) Entry {
 	var e Entry
-	e.Name, _ = m["1"].(string)
-	kind, _ := toUint(m["2"])
-	e.Kind = int(min(kind, KindSymlink+1))
-	if e.Kind > KindSymlink {
-		e.Kind = KindFile
+	for range h.N {
+		k, err := scalar(r)
+		if err != nil {
+			return Entry{}, err
+		}
+		v, err := scalar(r)
+		if err != nil {
+			return Entry{}, err
+		}
+		e.set(fieldKey(r, k), r.Bytes(v), v)
 	}
-	mode, _ := toUint(m["3"])
-	e.Mode = uint32(mode)
-	e.Size, _ = toUint(m["4"])
-	var h []byte
-	switch v := m["5"].(type) {
-	case []byte:
-		h = v
-	case string: // the decoder may hand a bin as a string
-		h = []byte(v)
-	}
-	if len(h) == len(e.Hash) {
-		copy(e.Hash[:], h)
-		e.HashOK = true
-	}
-	return e
+	return e, nil
 }
 
-// toUint reads any msgpack integer that is not negative.
-func toUint(v any) (uint64, bool) {
-	switch n := v.(type) {
-	case uint64:
-		return n, true
-	case uint32:
-		return uint64(n), true
-	case uint16:
-		return uint64(n), true
-	case uint8:
-		return uint64(n), true
-	case int64:
-		return uint64(n), n >= 0
-	case int32:
-		return uint64(n), n >= 0
-	case int16:
-		return uint64(n), n >= 0
-	case int8:
-		return uint64(n), n >= 0
+// scalar reads an entry's key or value, at depth 2. An array or map, which
+// no tree object has, is skipped: no key or field takes its head. An ext
+// fails unless it is a msgpack timestamp (type -1, 4, 8 or 12 bytes), as
+// the library's decoder, which this replaced, failed on any other.
+func scalar(r *msgpackread.Reader) (msgpackread.Head, error) {
+	h, err := r.Head(2)
+	if err != nil {
+		return h, err
 	}
-	return 0, false
+	if h.Kind == msgpackread.Ext && (h.ExtType != -1 || h.N != 4 && h.N != 8 && h.N != 12) {
+		return h, fmt.Errorf("an ext of type %d and %d bytes", h.ExtType, h.N)
+	}
+	return h, r.Skip(h, 2)
+}
+
+// fieldKey is the field a key names, 1 to 5, or 0 for none: an integer
+// >= 0, or a str or bin that is its decimal digits exactly ("01" is none).
+func fieldKey(r *msgpackread.Reader, k msgpackread.Head) uint64 {
+	switch k.Kind {
+	case msgpackread.Uint:
+		return k.N
+	case msgpackread.Str, msgpackread.Bin:
+		if s := r.Bytes(k); len(s) == 1 && s[0] >= '1' && s[0] <= '5' {
+			return uint64(s[0] - '0')
+		}
+	}
+	return 0
+}
+
+// set sets the field named key to the value v, whose bytes are b if it is
+// a str or bin; a value of the wrong type unsets the field. A negative
+// integer is taken as its two's complement bits, as it always was.
+func (e *Entry) set(key uint64, b []byte, v msgpackread.Head) {
+	n := v.N
+	if v.Kind != msgpackread.Uint && v.Kind != msgpackread.Neg {
+		n = 0
+	}
+	isBytes := v.Kind == msgpackread.Str || v.Kind == msgpackread.Bin
+	switch key {
+	case 1:
+		e.Name = ""
+		if isBytes {
+			e.Name = string(b)
+		}
+	case 2:
+		e.Kind = KindFile // also for values above KindSymlink
+		if n <= KindSymlink {
+			e.Kind = int(n)
+		}
+	case 3:
+		e.Mode = uint32(n)
+	case 4:
+		e.Size = n
+	case 5:
+		e.Hash, e.HashOK = [32]byte{}, isBytes && len(b) == len(e.Hash)
+		if e.HashOK {
+			copy(e.Hash[:], b)
+		}
+	}
 }
 
 // Encode writes a tree object as the official Go client does: an array of

@@ -1,6 +1,7 @@
 package fstree
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -30,7 +31,16 @@ func TestDecode(t *testing.T) {
 			{Name: "link", Kind: KindSymlink, Mode: 511, Size: 3, Hash: [32]byte{7}, HashOK: true},
 			{Name: "odd", Kind: KindFile},
 		}, false},
+		{"nil entry, bin name, later key wins", []byte{0x92, 0xc0, 0x83, 0x01, 0xc4, 0x01, 'b', 0xa1, '4', 0x07, 0x04, 0xa1, 'x'},
+			[]Entry{{}, {Name: "b"}}, false},
+		{"not quite a field key", []byte{0x91, 0x82, 0xa2, '0', '1', 0xa1, 'x', 0x06, 0xa1, 'y'}, []Entry{{}}, false},
+		{"nested value skipped", []byte{0x91, 0x82, 0x01, 0x91, 0xa1, 'x', 0x02, 0x01}, []Entry{{Kind: KindDir}}, false},
+		{"timestamp ext ignored", []byte{0x91, 0x81, 0x01, 0xd6, 0xff, 0, 0, 0, 0}, []Entry{{}}, false},
+		{"other ext", []byte{0x91, 0x81, 0x01, 0xd4, 0x01, 0x00}, nil, true},
+		{"nested too deep", append([]byte{0x91, 0x81, 0x01}, nest(maxDepth)...), nil, true},
+		{"count beyond the bytes", []byte{0x93, 0xc0, 0xc0}, nil, true},
 		{"not an array", []byte{0xa1, 'x'}, nil, true},
+		{"entry not a map", []byte{0x91, 0x01}, nil, true},
 		{"not msgpack", []byte{0xc1}, nil, true},
 	}
 	for _, tt := range tests {
@@ -46,6 +56,11 @@ func TestDecode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nest is n one-item arrays around nil.
+func nest(n int) []byte {
+	return append(bytes.Repeat([]byte{0x91}, n), 0xc0)
 }
 
 func FuzzDecode(f *testing.F) {

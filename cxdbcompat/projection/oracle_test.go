@@ -1,31 +1,28 @@
 package projection
 
 // The map-based renderer this package had before it streamed: decode to
-// Go values, then render. Tests and FuzzProject compare Project with it.
+// Go values with the msgpack library (msgpackreadtest), then render. Tests
+// and FuzzProject compare Project with it.
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"io"
-	"math"
-
 	"encoding/base64"
 	"encoding/hex"
-	"github.com/vmihailenco/msgpack/v5"
-	"github.com/vmihailenco/msgpack/v5/msgpcode"
+	"fmt"
+	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/msgpackread/msgpackreadtest"
 )
 
 // oracleProject is the old Project.
 func oracleProject(payload []byte, d Descriptor, reg Registry, o Options) (oracleResult, error) {
-	v, err := oracleDecode(payload)
+	v, err := msgpackreadtest.Decode(payload, oMaxDepth)
 	if err != nil {
 		return oracleResult{}, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
-	m, ok := v.(oMap)
+	m, ok := v.(msgpackreadtest.Map)
 	if !ok {
 		return oracleResult{}, ErrNotMap
 	}
@@ -45,17 +42,17 @@ func oracleProject(payload []byte, d Descriptor, reg Registry, o Options) (oracl
 
 // tagged normalises a map's keys to tags: unsigned integers and decimal
 // strings; other keys are dropped, and a later duplicate wins.
-func oTagged(m oMap) map[uint64]any {
+func oTagged(m msgpackreadtest.Map) map[uint64]any {
 	out := make(map[uint64]any, len(m))
 	for _, e := range m {
-		switch k := e.key.(type) {
+		switch k := e.Key.(type) {
 		case string:
 			if n, err := strconv.ParseUint(k, 10, 64); err == nil {
-				out[n] = e.val
+				out[n] = e.Val
 			}
 		default:
 			if n, ok := oUnsigned(k); ok {
-				out[n] = e.val
+				out[n] = e.Val
 			}
 		}
 	}
@@ -139,7 +136,7 @@ func (p oracleProjector) typed(v any, t string, f Field) any {
 		}
 		return nil
 	case "bytes", "typed_blob":
-		if b, ok := v.(oBin); ok {
+		if b, ok := v.(msgpackreadtest.Bin); ok {
 			return p.bytes(b)
 		}
 		return nil
@@ -172,7 +169,7 @@ func (p oracleProjector) array(v any, f Field) any {
 
 // ref renders a nested type by its latest version.
 func (p oracleProjector) ref(v any, typeID string) any {
-	m, ok := v.(oMap)
+	m, ok := v.(msgpackreadtest.Map)
 	if !ok || p.reg == nil {
 		return p.generic(v)
 	}
@@ -239,7 +236,7 @@ func (p oracleProjector) generic(v any) any {
 			return 0
 		}
 		return x
-	case oBin:
+	case msgpackreadtest.Bin:
 		return p.bytes(x)
 	case []any:
 		out := make([]any, len(x))
@@ -247,10 +244,10 @@ func (p oracleProjector) generic(v any) any {
 			out[i] = p.generic(it)
 		}
 		return out
-	case oMap:
+	case msgpackreadtest.Map:
 		out := make(map[string]any, len(x))
 		for _, e := range x {
-			out[oGenericKey(e.key)] = p.generic(e.val)
+			out[oGenericKey(e.Key)] = p.generic(e.Val)
 		}
 		return out
 	}
@@ -267,142 +264,9 @@ func oGenericKey(k any) string {
 	return ""
 }
 
-type (
-	// oKV is one map entry.
-	oKV struct{ key, val any }
-	// oMap is a msgpack map, entries in wire order.
-	oMap []oKV
-	// oBin is msgpack bin; string values are msgpack str.
-	oBin []byte
-	// oExt is any msgpack ext type.
-	oExt struct{}
-)
-
-// oMaxDepth bounds nesting, so a hostile payload cannot exhaust the stack.
+// oMaxDepth bounds nesting as Project does, so a hostile payload cannot
+// exhaust the stack.
 const oMaxDepth = 256
-
-var oErrTooDeep = errors.New("nested too deeply")
-
-// decode decodes one msgpack value from b; trailing bytes are ignored.
-func oracleDecode(b []byte) (any, error) {
-	r := bytes.NewReader(b)
-	return oDecodeValue(oValueDecoder{msgpack.NewDecoder(r), r, b}, 0)
-}
-
-// oValueDecoder is a decoder and the reader it reads, whose Len is the
-// bytes left: every map entry and array item takes at least one.
-type oValueDecoder struct {
-	*msgpack.Decoder
-	r *bytes.Reader
-	b []byte // what r reads
-}
-
-// checkLen fails when the str, bin or ext at the reader's position declares
-// more bytes than are left: the library would allocate them first.
-func (d oValueDecoder) checkLen(c byte) error {
-	pos := len(d.b) - d.r.Len()
-	var size int // bytes of the length field
-	switch c {
-	case msgpcode.Str8, msgpcode.Bin8, msgpcode.Ext8:
-		size = 1
-	case msgpcode.Str16, msgpcode.Bin16, msgpcode.Ext16:
-		size = 2
-	case msgpcode.Str32, msgpcode.Bin32, msgpcode.Ext32:
-		size = 4
-	default:
-		return nil
-	}
-	hdr := d.b[pos+1:]
-	if len(hdr) < size {
-		return io.ErrUnexpectedEOF
-	}
-	var n uint64
-	for _, x := range hdr[:size] {
-		n = n<<8 | uint64(x)
-	}
-	if n > uint64(len(hdr)-size) {
-		return fmt.Errorf("value of %d bytes in %d", n, len(hdr)-size)
-	}
-	return nil
-}
-
-// oPreallocMax caps what a declared length preallocates; longer containers
-// grow as their items actually arrive.
-const oPreallocMax = 64
-
-func oDecodeValue(d oValueDecoder, depth int) (any, error) {
-	if depth > oMaxDepth {
-		return nil, oErrTooDeep
-	}
-	c, err := d.PeekCode()
-	if err != nil {
-		return nil, err
-	}
-	if err := d.checkLen(c); err != nil {
-		return nil, err
-	}
-	switch {
-	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
-		return oDecodeMap(d, depth)
-	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
-		return oDecodeArray(d, depth)
-	case msgpcode.IsBin(c):
-		b, err := d.DecodeBytes()
-		return oBin(b), err
-	case msgpcode.IsExt(c) || msgpcode.IsFixedExt(c):
-		return oExt{}, d.Skip()
-	}
-	v, err := d.DecodeInterfaceLoose()
-	if err != nil {
-		return nil, err
-	}
-	if f, ok := v.(float32); ok {
-		v = float64(f)
-	}
-	return v, nil
-}
-
-func oDecodeMap(d oValueDecoder, depth int) (any, error) {
-	n, err := d.DecodeMapLen()
-	if err != nil || n < 0 {
-		return nil, err
-	}
-	if left := d.r.Len(); n > left/2 {
-		return nil, fmt.Errorf("map of %d entries in %d bytes", n, left)
-	}
-	m := make(oMap, 0, min(n, oPreallocMax))
-	for range n {
-		k, err := oDecodeValue(d, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		v, err := oDecodeValue(d, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		m = append(m, oKV{k, v})
-	}
-	return m, nil
-}
-
-func oDecodeArray(d oValueDecoder, depth int) (any, error) {
-	n, err := d.DecodeArrayLen()
-	if err != nil || n < 0 {
-		return nil, err
-	}
-	if left := d.r.Len(); n > left {
-		return nil, fmt.Errorf("array of %d items in %d bytes", n, left)
-	}
-	a := make([]any, 0, min(n, oPreallocMax))
-	for range n {
-		v, err := oDecodeValue(d, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		a = append(a, v)
-	}
-	return a, nil
-}
 
 // unsigned returns v as a u64 when it is an integer >= 0.
 func oUnsigned(v any) (uint64, bool) {

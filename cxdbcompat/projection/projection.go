@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cardboxhq/cardbox/cxdbcompat/msgpackread"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 )
 
@@ -64,10 +65,13 @@ var (
 func Project(payload []byte, d Descriptor, reg Registry, o Options) (Result, error) {
 	p := pool.Get().(*projector)
 	defer p.release()
-	p.r = reader{b: payload}
+	p.r = msgpackread.NewReader(payload, maxDepth)
 	p.reg, p.o = reg, o
 	return p.project(&d)
 }
+
+// maxDepth bounds nesting, so a hostile payload cannot exhaust the stack.
+const maxDepth = 256
 
 var pool = sync.Pool{New: func() any { return new(projector) }}
 
@@ -77,7 +81,7 @@ const maxPooled = 64 << 10
 // projector is the state of one Project call; pooled, as its buffers are
 // what would otherwise be allocated per call.
 type projector struct {
-	r   reader
+	r   msgpackread.Reader
 	reg Registry
 	o   Options
 
@@ -105,7 +109,7 @@ type cachedType struct {
 const maxCachedTypes = 16
 
 func (p *projector) release() {
-	p.r, p.reg = reader{}, nil
+	p.r, p.reg = msgpackread.Reader{}, nil
 	clear(p.types)
 	p.types = p.types[:0]
 	if cap(p.buf) > maxPooled || cap(p.out) > maxPooled || cap(p.keys) > maxPooled ||
@@ -119,9 +123,9 @@ func (p *projector) project(d *Descriptor) (Result, error) {
 	p.buf, p.keys = p.buf[:0], p.keys[:0]
 	p.members, p.unknown, p.done = p.members[:0], p.unknown[:0], p.done[:0]
 	p.nodes, p.kids, p.kidStack = p.nodes[:0], p.kids[:0], p.kidStack[:0]
-	h, err := p.r.head(0)
-	if err == nil && h.k != kMap {
-		if err = p.r.skip(h, 0); err == nil {
+	h, err := p.r.Head(0)
+	if err == nil && h.Kind != msgpackread.Map {
+		if err = p.r.Skip(h, 0); err == nil {
 			return Result{}, ErrNotMap
 		}
 	}
@@ -131,7 +135,7 @@ func (p *projector) project(d *Descriptor) (Result, error) {
 		if !p.o.IncludeUnknown {
 			u = nil
 		}
-		if err = p.entries(h.u, d, 0, &data, u); err == nil {
+		if err = p.entries(h.N, d, 0, &data, u); err == nil {
 			return p.result(data, unknown), nil
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cxdbcompat/msgpackread"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 )
 
@@ -44,7 +45,7 @@ func (p *projector) entry(o, u *object, d *Descriptor, depth int) error {
 	if err != nil {
 		return err
 	}
-	h, err := p.r.head(depth)
+	h, err := p.r.Head(depth)
 	if err != nil {
 		return err
 	}
@@ -58,24 +59,24 @@ func (p *projector) entry(o, u *object, d *Descriptor, depth int) error {
 			return p.valueEnd(u, p.generic(h, depth))
 		}
 	}
-	return p.r.skip(h, depth)
+	return p.r.Skip(h, depth)
 }
 
 // tag reads a map key at depth: an integer >= 0 or a decimal string is a
 // tag; any other key is none.
 func (p *projector) tag(depth int) (uint64, bool, error) {
-	h, err := p.r.head(depth)
+	h, err := p.r.Head(depth)
 	if err != nil {
 		return 0, false, err
 	}
-	switch h.k {
-	case kUint:
-		return h.u, true, nil
-	case kStr:
-		n, ok := parseTag(p.r.bytes(h))
+	switch h.Kind {
+	case msgpackread.Uint:
+		return h.N, true, nil
+	case msgpackread.Str:
+		n, ok := parseTag(p.r.Bytes(h))
 		return n, ok, nil
 	}
-	return 0, false, p.r.skip(h, depth)
+	return 0, false, p.r.Skip(h, depth)
 }
 
 // parseTag parses a decimal u64 as strconv.ParseUint(s, 10, 64) does.
@@ -95,8 +96,8 @@ func parseTag(s []byte) (uint64, bool) {
 }
 
 // field renders a value of field f: enum first, then ref, then by type.
-func (p *projector) field(h head, f *Field, depth int) error {
-	if f.Enum != "" && h.k == kUint && p.enum(h.u, f.Enum) {
+func (p *projector) field(h msgpackread.Head, f *Field, depth int) error {
+	if f.Enum != "" && h.Kind == msgpackread.Uint && p.enum(h.N, f.Enum) {
 		return nil
 	}
 	if f.Type == "ref" && f.Ref != "" {
@@ -106,10 +107,10 @@ func (p *projector) field(h head, f *Field, depth int) error {
 }
 
 // typed renders a value as the type t; items are an array's.
-func (p *projector) typed(h head, t string, items *registry.Items, depth int) error {
+func (p *projector) typed(h msgpackread.Head, t string, items *registry.Items, depth int) error {
 	if t == "array" {
-		if h.k == kArray {
-			return p.array(h.u, items, depth)
+		if h.Kind == msgpackread.Array {
+			return p.array(h.N, items, depth)
 		}
 	} else if simple, ok := p.simple(h, t); !simple {
 		return p.generic(h, depth)
@@ -117,48 +118,43 @@ func (p *projector) typed(h head, t string, items *registry.Items, depth int) er
 		return nil
 	}
 	p.buf = append(p.buf, "null"...)
-	return p.r.skip(h, depth)
+	return p.r.Skip(h, depth)
 }
 
 // simple renders a value as t if t is a simple type that accepts it;
 // simple is false when t is not a simple type, ok when it rendered.
-func (p *projector) simple(h head, t string) (simple, ok bool) {
+func (p *projector) simple(h msgpackread.Head, t string) (simple, ok bool) {
 	switch t {
 	case "u64", "uint64", "int64":
-		if ok = h.k == kUint; ok {
-			p.u64(h.u)
+		if ok = h.Kind == msgpackread.Uint; ok {
+			p.u64(h.N)
 		}
 	case "u32", "uint32", "u8", "uint8", "int32":
 		var n int64
-		if n, ok = h.int64(); ok {
+		if n, ok = h.Int64(); ok {
 			p.buf = strconv.AppendInt(p.buf, n, 10)
 		}
 	case "string":
-		if ok = h.k == kStr; ok {
-			p.buf = appendValue(p.buf, p.r.bytes(h))
+		if ok = h.Kind == msgpackread.Str; ok {
+			p.buf = appendValue(p.buf, p.r.Bytes(h))
 		}
 	case "bool":
-		if ok = h.k == kBool; ok {
-			p.buf = strconv.AppendBool(p.buf, h.u == 1)
+		if ok = h.Kind == msgpackread.Bool; ok {
+			p.buf = strconv.AppendBool(p.buf, h.N == 1)
 		}
 	case "bytes", "typed_blob":
-		if ok = h.k == kBin; ok {
-			p.bytes(p.r.bytes(h))
+		if ok = h.Kind == msgpackread.Bin; ok {
+			p.bytes(p.r.Bytes(h))
 		}
 	case "unix_ms", "time_ms", "timestamp_ms":
 		var ms int64
-		if ms, ok = h.int64(); ok {
+		if ms, ok = h.Int64(); ok {
 			p.time(ms)
 		}
 	default:
 		return false, false
 	}
 	return true, ok
-}
-
-// int64 is an integer that fits an int64.
-func (h head) int64() (int64, bool) {
-	return int64(h.u), h.k == kNeg || h.k == kUint && h.u <= math.MaxInt64
 }
 
 // enum renders n as a label of the enum id, if it has one.
@@ -199,7 +195,7 @@ func (p *projector) array(n uint64, items *registry.Items, depth int) error {
 		if i > 0 {
 			p.buf = append(p.buf, ',')
 		}
-		h, err := p.r.head(depth + 1)
+		h, err := p.r.Head(depth + 1)
 		if err != nil {
 			return err
 		}
@@ -221,10 +217,10 @@ func (p *projector) array(n uint64, items *registry.Items, depth int) error {
 
 // ref renders a map through the latest version of typeID, known fields
 // only; anything else renders generically.
-func (p *projector) ref(h head, typeID string, depth int) error {
-	if h.k == kMap && p.reg != nil {
+func (p *projector) ref(h msgpackread.Head, typeID string, depth int) error {
+	if h.Kind == msgpackread.Map && p.reg != nil {
 		if d, ok := p.latest(typeID); ok {
-			return p.fields(h.u, &d, depth)
+			return p.fields(h.N, &d, depth)
 		}
 	}
 	return p.generic(h, depth)
@@ -279,26 +275,26 @@ func (p *projector) time(ms int64) {
 }
 
 // generic renders a value without a type.
-func (p *projector) generic(h head, depth int) error {
-	switch h.k {
-	case kNil, kExt:
+func (p *projector) generic(h msgpackread.Head, depth int) error {
+	switch h.Kind {
+	case msgpackread.Nil, msgpackread.Ext:
 		p.buf = append(p.buf, "null"...)
-	case kBool:
-		p.buf = strconv.AppendBool(p.buf, h.u == 1)
-	case kUint:
-		p.u64(h.u)
-	case kNeg:
-		p.buf = strconv.AppendInt(p.buf, int64(h.u), 10)
-	case kFloat:
-		p.buf = appendFloat(p.buf, math.Float64frombits(h.u))
-	case kStr:
-		p.buf = appendValue(p.buf, p.r.bytes(h))
-	case kBin:
-		p.bytes(p.r.bytes(h))
-	case kArray:
-		return p.array(h.u, nil, depth)
-	case kMap:
-		return p.genericMap(h.u, depth)
+	case msgpackread.Bool:
+		p.buf = strconv.AppendBool(p.buf, h.N == 1)
+	case msgpackread.Uint:
+		p.u64(h.N)
+	case msgpackread.Neg:
+		p.buf = strconv.AppendInt(p.buf, int64(h.N), 10)
+	case msgpackread.Float:
+		p.buf = appendFloat(p.buf, h.Float64())
+	case msgpackread.Str:
+		p.buf = appendValue(p.buf, p.r.Bytes(h))
+	case msgpackread.Bin:
+		p.bytes(p.r.Bytes(h))
+	case msgpackread.Array:
+		return p.array(h.N, nil, depth)
+	case msgpackread.Map:
+		return p.genericMap(h.N, depth)
 	}
 	return nil
 }
@@ -308,22 +304,22 @@ func (p *projector) generic(h head, depth int) error {
 func (p *projector) genericMap(n uint64, depth int) error {
 	o := p.open(&p.members)
 	for ; n > 0; n-- {
-		k, err := p.r.head(depth + 1)
+		k, err := p.r.Head(depth + 1)
 		if err != nil {
 			return err
 		}
-		switch k.k {
-		case kStr:
-			p.rawKey(&o, p.r.bytes(k))
-		case kUint:
-			p.tagKey(&o, k.u)
+		switch k.Kind {
+		case msgpackread.Str:
+			p.rawKey(&o, p.r.Bytes(k))
+		case msgpackread.Uint:
+			p.tagKey(&o, k.N)
 		default:
-			if err := p.r.skip(k, depth+1); err != nil {
+			if err := p.r.Skip(k, depth+1); err != nil {
 				return err
 			}
 			p.rawKey(&o, nil)
 		}
-		h, err := p.r.head(depth + 1)
+		h, err := p.r.Head(depth + 1)
 		if err == nil {
 			err = p.valueEnd(&o, p.generic(h, depth+1))
 		}
