@@ -38,7 +38,7 @@ func (r *CXDBRoutes) events(c echo.Context) error {
 		return err
 	}
 	stream := r.svc.Hub().Stream
-	after, reset := resumeFrom(c.Request().Header.Get("Last-Event-ID"), stream.LastID())
+	after, reset := resumeFrom(c.Request().Header.Get("Last-Event-ID"), stream.LastID(t.ID))
 	sub := stream.Subscribe(t.ID, after)
 	defer sub.Close()
 

@@ -21,42 +21,73 @@ const (
 
 // Event is one event of a tenant. Data is rendered as JSON.
 type Event struct {
-	ID     uint64 // from 1, in publish order across tenants
+	ID     uint64 // from 1, in publish order, counted per tenant
 	Tenant string
 	Name   string
 	Data   any
 }
 
-// DefaultBuffer is how many recent events a Stream keeps for clients that
-// reconnect.
+// DefaultBuffer is how many recent events a Stream keeps per tenant for
+// clients that reconnect.
 const DefaultBuffer = 8192
 
-// Stream is a bounded buffer of recent events with subscribers. Publish
-// never blocks on a subscriber: a subscriber that falls further behind
-// than the buffer is told to reset.
+// Stream keeps each tenant's recent events, in a bounded buffer of its
+// own, and their subscribers. A tenant's events are numbered on their own
+// and only its events share its buffer, so neither an event id nor a
+// reset tells a tenant anything of another's activity (hosted mode, issue
+// 9). Publish never blocks on a subscriber: a subscriber that falls
+// further behind than the buffer is told to reset.
 type Stream struct {
-	mu     sync.Mutex
-	ring   []Event // ring[(id-1) % len]
+	mu      sync.Mutex
+	size    int
+	tenants map[string]*tenantLog
+}
+
+// tenantLog is one tenant's events and subscribers. Its ring grows with
+// the tenant's events up to the stream's size, so a quiet tenant costs
+// little.
+type tenantLog struct {
+	ring   []Event // ring[(id-1) % size]
 	next   uint64  // id of the next event
 	notify map[*Subscription]struct{}
 }
 
-// NewStream returns a stream keeping the last size events.
+// NewStream returns a stream keeping the last size events of each tenant.
 func NewStream(size int) *Stream {
 	if size <= 0 {
 		size = DefaultBuffer
 	}
-	return &Stream{ring: make([]Event, size), next: 1, notify: map[*Subscription]struct{}{}}
+	return &Stream{size: size, tenants: map[string]*tenantLog{}}
 }
 
-// Publish appends an event and wakes the subscribers.
+// log returns the tenant's log, made on first use; the caller holds mu.
+func (s *Stream) log(tenant string) *tenantLog {
+	l, ok := s.tenants[tenant]
+	if !ok {
+		l = &tenantLog{next: 1, notify: map[*Subscription]struct{}{}}
+		s.tenants[tenant] = l
+	}
+	return l
+}
+
+// event returns the buffered event id of l; the caller holds mu.
+func (s *Stream) event(l *tenantLog, id uint64) Event {
+	return l.ring[(id-1)%uint64(s.size)]
+}
+
+// Publish appends an event of the tenant and wakes its subscribers.
 func (s *Stream) Publish(tenant, name string, data any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := s.next
-	s.next++
-	s.ring[(id-1)%uint64(len(s.ring))] = Event{ID: id, Tenant: tenant, Name: name, Data: data}
-	for sub := range s.notify {
+	l := s.log(tenant)
+	ev := Event{ID: l.next, Tenant: tenant, Name: name, Data: data}
+	l.next++
+	if len(l.ring) < s.size {
+		l.ring = append(l.ring, ev) // ids 1..size fill slots 0..size-1
+	} else {
+		l.ring[(ev.ID-1)%uint64(s.size)] = ev
+	}
+	for sub := range l.notify {
 		select {
 		case sub.wake <- struct{}{}:
 		default: // already woken
@@ -64,29 +95,33 @@ func (s *Stream) Publish(tenant, name string, data any) {
 	}
 }
 
-// LastID is the id of the newest event (0 before the first).
-func (s *Stream) LastID() uint64 {
+// LastID is the id of the tenant's newest event (0 before its first).
+func (s *Stream) LastID(tenant string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.next - 1
+	if l, ok := s.tenants[tenant]; ok {
+		return l.next - 1
+	}
+	return 0
 }
 
 // Subscription reads a tenant's events in order.
 type Subscription struct {
-	s      *Stream
-	tenant string
-	after  uint64 // the last event delivered (or skipped)
-	wake   chan struct{}
+	s     *Stream
+	log   *tenantLog
+	after uint64 // the last event delivered (or skipped)
+	wake  chan struct{}
 }
 
 // Subscribe starts reading the tenant's events after event id after
-// (LastID() for only new ones). Close it when done.
+// (LastID(tenant) for only new ones). Close it when done.
 func (s *Stream) Subscribe(tenant string, after uint64) *Subscription {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sub := &Subscription{s: s, tenant: tenant, after: min(after, s.next-1), wake: make(chan struct{}, 1)}
-	s.notify[sub] = struct{}{}
-	if sub.after+1 < s.next {
+	l := s.log(tenant)
+	sub := &Subscription{s: s, log: l, after: min(after, l.next-1), wake: make(chan struct{}, 1)}
+	l.notify[sub] = struct{}{}
+	if sub.after+1 < l.next {
 		sub.wake <- struct{}{} // events to replay
 	}
 	return sub
@@ -96,7 +131,7 @@ func (s *Stream) Subscribe(tenant string, after uint64) *Subscription {
 func (sub *Subscription) Close() {
 	sub.s.mu.Lock()
 	defer sub.s.mu.Unlock()
-	delete(sub.s.notify, sub)
+	delete(sub.log.notify, sub)
 }
 
 // Wake is signalled when events may be waiting.
@@ -106,25 +141,22 @@ func (sub *Subscription) Wake() <-chan struct{} { return sub.wake }
 // max. reset is true when events were lost because they left the buffer
 // before being read: the reader should start over (reload its state).
 func (sub *Subscription) Next(max int) (events []Event, reset bool) {
-	s := sub.s
+	s, l := sub.s, sub.log
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	oldest := uint64(1)
-	if n := uint64(len(s.ring)); s.next > n {
-		oldest = s.next - n
+	if n := uint64(s.size); l.next > n {
+		oldest = l.next - n
 	}
 	if sub.after+1 < oldest {
-		sub.after = s.next - 1
+		sub.after = l.next - 1
 		return nil, true
 	}
-	for id := sub.after + 1; id < s.next && len(events) < max; id++ {
-		ev := s.ring[(id-1)%uint64(len(s.ring))]
+	for id := sub.after + 1; id < l.next && len(events) < max; id++ {
+		events = append(events, s.event(l, id))
 		sub.after = id
-		if ev.Tenant == sub.tenant {
-			events = append(events, ev)
-		}
 	}
-	if sub.after+1 < s.next {
+	if sub.after+1 < l.next {
 		// More are waiting: make sure the reader comes back.
 		select {
 		case sub.wake <- struct{}{}:

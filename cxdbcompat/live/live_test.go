@@ -16,7 +16,7 @@ func names(evs []Event) []string {
 
 func TestStreamDeliversOnlyTheTenantsEventsInOrder(t *testing.T) {
 	s := NewStream(16)
-	sub := s.Subscribe("a", s.LastID())
+	sub := s.Subscribe("a", s.LastID("a"))
 	t.Cleanup(sub.Close)
 	s.Publish("a", "one", nil)
 	s.Publish("b", "other", nil)
@@ -27,7 +27,7 @@ func TestStreamDeliversOnlyTheTenantsEventsInOrder(t *testing.T) {
 		t.Fatal("subscriber not woken")
 	}
 	evs, reset := sub.Next(10)
-	if reset || len(evs) != 2 || evs[0].Name != "one" || evs[1].Name != "two" || evs[1].ID != 3 {
+	if reset || len(evs) != 2 || evs[0].Name != "one" || evs[1].Name != "two" || evs[1].ID != 2 {
 		t.Fatalf("got %v reset=%v", names(evs), reset)
 	}
 	if evs, _ := sub.Next(10); len(evs) != 0 {
@@ -62,6 +62,32 @@ func TestStreamResetsAReaderThatFellOutOfTheBuffer(t *testing.T) {
 	evs, reset := sub.Next(10)
 	if reset || len(evs) != 1 || evs[0].Name != "later" {
 		t.Fatalf("after reset got %v reset=%v", names(evs), reset)
+	}
+}
+
+// TestStreamTenantsAreAlone: another tenant's events neither advance a
+// tenant's ids nor push its events out of the buffer, nor wake its
+// subscribers.
+func TestStreamTenantsAreAlone(t *testing.T) {
+	s := NewStream(4)
+	s.Publish("a", "mine", nil)
+	sub := s.Subscribe("a", 0)
+	t.Cleanup(sub.Close)
+	<-sub.Wake()
+	for range 10 {
+		s.Publish("b", "busy", nil)
+	}
+	select {
+	case <-sub.Wake():
+		t.Fatal("woken by another tenant's events")
+	default:
+	}
+	if s.LastID("a") != 1 || s.LastID("b") != 10 || s.LastID("c") != 0 {
+		t.Fatalf("last ids a=%d b=%d c=%d", s.LastID("a"), s.LastID("b"), s.LastID("c"))
+	}
+	evs, reset := sub.Next(10)
+	if reset || len(evs) != 1 || evs[0].Name != "mine" || evs[0].ID != 1 {
+		t.Fatalf("got %v reset=%v", names(evs), reset)
 	}
 }
 

@@ -145,7 +145,7 @@ func (h *hosted) seed(t *testing.T) (acme, asGlobex ids) {
 	// The first turn, over HTTP, names the context; its metadata is
 	// extracted off the append path, and the event says when.
 	stream := h.svc.Hub().Stream
-	sub := stream.Subscribe("acme", stream.LastID())
+	sub := stream.Subscribe("acme", stream.LastID("acme"))
 	defer sub.Close()
 	first := fmt.Sprintf(`{"type_id":"cxdb.ConversationItem","type_version":3,"data":{"item_type":"user_input","status":"complete",
 		"user_input":{"text":"acme's secret question"},
