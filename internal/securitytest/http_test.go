@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 )
 
 // request is one concrete HTTP request.
@@ -492,6 +494,8 @@ func TestHTTP(t *testing.T) {
 		})
 	}
 
+	t.Run("other tenant cannot tell acme is busy", func(t *testing.T) { h.tryBusyAcme(t, routes, asGlobex) })
+
 	t.Run("acme's keys", func(t *testing.T) {
 		for _, rc := range routes {
 			t.Run(rc.name(), func(t *testing.T) {
@@ -634,4 +638,81 @@ func contextIDs(v any) []string {
 		}
 	}
 	return out
+}
+
+// tryBusyAcme: what another tenant sees without naming acme's ids (its
+// listings, registry, event stream and metrics) does not change while
+// acme works on every surface.
+func (h *hosted) tryBusyAcme(t *testing.T, routes []routeCase, asGlobex ids) {
+	var watched []request
+	for _, rc := range routes {
+		for _, v := range rc.variants {
+			if !rc.public && !rc.admin && v.cross == scope {
+				watched = append(watched, v.build(asGlobex))
+			}
+		}
+	}
+	before := make([][]byte, len(watched))
+	for i, r := range watched {
+		before[i] = observed(t, r, h.do(t, globexWriter, r))
+	}
+	h.busyAcme(t)
+	for i, r := range watched {
+		after := observed(t, r, h.do(t, globexWriter, r))
+		if strings.HasPrefix(r.path, "/v1/metrics") {
+			// LEAK (issue 9): GET /v1/metrics reports the whole server's
+			// counts to every tenant (contexts, turns and blobs, the data
+			// files' sizes, binary sessions), so globex watches acme work.
+			// When the figures become per tenant, require equality here.
+			if bytes.Equal(after, before[i]) {
+				t.Errorf("%s: other tenants' activity no longer shows (the leak is fixed?): make this case require equality", r.path)
+			}
+			continue
+		}
+		if !bytes.Equal(after, before[i]) {
+			t.Errorf("%s %s changes with acme's activity:\nbefore %s\nafter  %s", r.method, r.path, before[i], after)
+		}
+	}
+}
+
+// observed is the part of an answer that must not follow another
+// tenant's activity: all of it, but for a search's time, the event
+// stream's first event, and the store's figures of /v1/metrics (the rest
+// is the process's and the clock's).
+func observed(t *testing.T, r request, res response) []byte {
+	t.Helper()
+	res.want(t, http.StatusOK)
+	if !strings.HasPrefix(r.path, "/v1/metrics") {
+		return normalize(res.body)
+	}
+	var m struct {
+		Objects, Storage json.RawMessage
+		Sessions         struct{ Total, Active, Idle int }
+	}
+	res.json(t, &m)
+	var storage map[string]any
+	if err := json.Unmarshal(m.Storage, &storage); err != nil {
+		t.Fatal(err)
+	}
+	delete(storage, "data_dir_free_bytes") // the disk's, shared with everything on it
+	out, _ := json.Marshal([]any{m.Objects, storage, m.Sessions.Total})
+	return out
+}
+
+// busyAcme makes acme work on every surface: a new binary session (left
+// open), a context, a turn, a blob, a card and a bundle.
+func (h *hosted) busyAcme(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	c := h.client(t, client.WithClientTag("acme-busy;key="+h.secrets[acmeWriter]))
+	head, err := c.CreateContext(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: head.ContextID, TypeID: "com.acme.SecretNote", TypeVersion: 1, Payload: []byte("busy")}); err != nil {
+		t.Fatal(err)
+	}
+	putBlob(t, c, []byte("acme's busy blob"))
+	h.do(t, acmeWriter, request{"POST", "/projects/acme/cards", `{"cards":[` + cardJSON("acme-busy-card", "busy") + `]}`}).want(t, http.StatusCreated)
+	h.do(t, acmeWriter, request{"PUT", "/v1/registry/bundles/acme-busy-bundle", strings.ReplaceAll(acmeBundle, "acme-secret-bundle", "acme-busy-bundle")}).want(t, http.StatusCreated)
 }
