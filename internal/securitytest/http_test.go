@@ -269,6 +269,7 @@ var httpRoutes = map[string]route{
 	"GET /v1/contexts": {ok: 200, variants: []variant{
 		{"label filter", func(p ids) request { return request{"GET", "/v1/contexts?label=" + url.QueryEscape(p.Label), ""} }, twin},
 		{"title filter", func(p ids) request { return request{"GET", "/v1/contexts?title=" + url.QueryEscape(p.Title), ""} }, twin},
+		{"client tag filter", func(p ids) request { return request{"GET", "/v1/contexts?tag=" + url.QueryEscape(p.Tag), ""} }, twin},
 		{"query", func(p ids) request {
 			return request{"GET", "/v1/contexts?include_provenance=true&q=" + url.QueryEscape(fmt.Sprintf("title = %q", p.Title)), ""}
 		}, twin},
@@ -308,6 +309,12 @@ var httpRoutes = map[string]route{
 		}, twin},
 		{"own context, acme's turn as cursor", func(p ids) request {
 			return request{"GET", fmt.Sprintf("/v1/contexts/%d/turns?before_turn_id=%d", p.OwnContext, p.Turn), ""}
+		}, twin},
+		{"own context, acme's type to filter", func(p ids) request {
+			return request{"GET", fmt.Sprintf("/v1/contexts/%d/turns?type_id=%s", p.OwnContext, p.TypeID), ""}
+		}, twin},
+		{"own context, read as acme's type", func(p ids) request {
+			return request{"GET", fmt.Sprintf("/v1/contexts/%d/turns?type_hint_mode=explicit&as_type_id=%s&as_type_version=1", p.OwnContext, p.TypeID), ""}
 		}, twin},
 	}},
 	"POST /v1/contexts/:id/append": {write: true, ok: 201, variants: []variant{
@@ -472,6 +479,19 @@ func TestHTTP(t *testing.T) {
 		}
 	})
 
+	// acme's reads come before other tenants' requests: its caches (cards,
+	// registries) are warm when those run, as on a server in use.
+	t.Run("acme's reads", func(t *testing.T) {
+		for _, rc := range routes {
+			if !rc.write {
+				t.Run(rc.name(), func(t *testing.T) {
+					h.tryAcme(t, rc, acme)
+					h.wantScopeProbes(t, rc, acme)
+				})
+			}
+		}
+	})
+
 	// Requests that write into the caller's own namespace go last: what
 	// they create must not make other variants' acme ids exist for globex.
 	for _, phase := range []struct {
@@ -496,26 +516,56 @@ func TestHTTP(t *testing.T) {
 
 	t.Run("other tenant cannot tell acme is busy", func(t *testing.T) { h.tryBusyAcme(t, routes, asGlobex) })
 
-	t.Run("acme's keys", func(t *testing.T) {
+	// Writes last, deletes after everything else (routes are in that
+	// order).
+	t.Run("acme's writes", func(t *testing.T) {
 		for _, rc := range routes {
-			t.Run(rc.name(), func(t *testing.T) {
-				r := rc.requests(acme)[0]
-				if !rc.write && !rc.admin {
-					h.do(t, acmeReader, r).want(t, rc.ok)
-				}
-				c := acmeWriter
-				if rc.admin {
-					c = acmeAdmin
-				}
-				if res := h.do(t, c, r); rc.method == "GET" || !rc.admin {
-					res.want(t, rc.ok)
-				} else if res.status == http.StatusUnauthorized || res.status == http.StatusForbidden {
-					// pprof's other methods: any answer but a refusal.
-					t.Fatalf("%s for an admin key: %d %s", rc.name(), res.status, res.body)
-				}
-			})
+			if rc.write {
+				t.Run(rc.name(), func(t *testing.T) { h.tryAcme(t, rc, acme) })
+			}
 		}
 	})
+}
+
+// tryAcme sends the route's first variant with acme's own keys: its
+// reader (reads only) and its writer, or its admin on admin routes. Each
+// must get the route's ok status.
+func (h *hosted) tryAcme(t *testing.T, rc routeCase, acme ids) {
+	t.Helper()
+	r := rc.requests(acme)[0]
+	if !rc.write && !rc.admin {
+		h.do(t, acmeReader, r).want(t, rc.ok)
+	}
+	c := acmeWriter
+	if rc.admin {
+		c = acmeAdmin
+	}
+	if res := h.do(t, c, r); rc.method == http.MethodGet || !rc.admin {
+		res.want(t, rc.ok)
+	} else if res.status == http.StatusUnauthorized || res.status == http.StatusForbidden {
+		// pprof's other methods: any answer but a refusal.
+		t.Fatalf("%s for an admin key: %d %s", rc.name(), res.status, res.body)
+	}
+}
+
+// wantScopeProbes checks that the route's scope requests, sent by acme,
+// show acme's markers: only then does their absence from another tenant's
+// answer mean something. The event stream's first event and the metrics
+// name nothing; tryBusyAcme watches them.
+func (h *hosted) wantScopeProbes(t *testing.T, rc routeCase, acme ids) {
+	t.Helper()
+	if rc.public || rc.admin || rc.path == "/v1/events" || rc.path == "/v1/metrics" {
+		return
+	}
+	for _, v := range rc.variants {
+		if v.cross != scope {
+			continue
+		}
+		body := h.do(t, acmeReader, v.build(acme)).want(t, http.StatusOK).body
+		if !slices.ContainsFunc(acme.markers(), func(m string) bool { return bytes.Contains(body, []byte(m)) }) {
+			t.Errorf("%s: acme's own answer shows none of its markers, so another tenant's proves nothing: %s", v.name, body)
+		}
+	}
 }
 
 // tryRefused sends r with every refused credential: 401 (with a

@@ -43,6 +43,7 @@ type ids struct {
 	TypeID     string
 	Title      string // the context's title, from its first turn
 	Label      string
+	Tag        string // the client tag of the session that made the context
 	// The caller's own.
 	OwnProject string
 	OwnContext uint64
@@ -68,7 +69,7 @@ func (p ids) missing() ids {
 	m.File = "no-such-file.txt"
 	m.Card, m.DoomedCard, m.Box, m.DoomedBox = "no-such-card", "no-such-doomed-card", "no-such-box", "no-such-doomed-box"
 	m.Bundle, m.TypeID = "no-such-bundle", "no.such.Type"
-	m.Title, m.Label = "No such title", "no-such-label"
+	m.Title, m.Label, m.Tag = "No such title", "no-such-label", "no-such-tag"
 	return m
 }
 
@@ -112,7 +113,7 @@ func rename(b []byte, renames [][2]string) []byte {
 // markers are strings only acme's data holds: no answer to another tenant
 // may contain one.
 func (p ids) markers() []string {
-	return []string{p.Title, p.Label, p.Bundle, p.TypeID, p.Card, p.Box, "acme-agent", "acme's secret", "acme.example"}
+	return []string{p.Title, p.Label, p.Tag, p.Bundle, p.TypeID, p.Card, p.Box, "acme's secret", "acme.example"}
 }
 
 // acmeBundle is a registry bundle with a type and a renderer of acme's
@@ -130,13 +131,13 @@ func (h *hosted) seed(t *testing.T) (acme, asGlobex ids) {
 	t.Helper()
 	ctx := context.Background()
 	acme = ids{Project: "acme", Bundle: "acme-secret-bundle", TypeID: "com.acme.SecretNote", Title: "Acme secret title",
-		Label: "acme-secret-label", File: "acme-secret.txt", Card: "acme-card-1", DoomedCard: "acme-doomed-card",
+		Label: "acme-secret-label", Tag: "acme-agent", File: "acme-secret.txt", Card: "acme-card-1", DoomedCard: "acme-doomed-card",
 		Box: "acme-box", DoomedBox: "acme-doomed-box"}
 
 	h.do(t, acmeWriter, request{"PUT", "/v1/registry/bundles/" + registry.ConversationBundleID, string(registry.ConversationBundle)}).want(t, http.StatusCreated)
 	h.do(t, acmeWriter, request{"PUT", "/v1/registry/bundles/" + acme.Bundle, acmeBundle}).want(t, http.StatusCreated)
 
-	c := h.client(t, client.WithClientTag("acme-agent;key="+h.secrets[acmeWriter]))
+	c := h.client(t, client.WithClientTag(acme.Tag+";key="+h.secrets[acmeWriter]))
 	head, err := c.CreateContext(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
