@@ -14,6 +14,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 )
 
 // rawConn speaks frames directly: the suite sends what a client must not
@@ -386,6 +387,9 @@ func TestBinary(t *testing.T) {
 		errorOf(t, c.call(t, req(cxdbcompat.GetHeadRequest{ContextID: acme.Context})), 404, "NOT_FOUND")
 	})
 
+	// Before globex stores acme's bytes itself (blob dedup, next).
+	t.Run("own tree naming acme's file", func(t *testing.T) { h.tryTreeNamingAcmesFile(t, asGlobex) })
+
 	t.Run("blob dedup", func(t *testing.T) { h.tryBlobDedup(t, acme) })
 
 	t.Run("acme's writer", func(t *testing.T) {
@@ -442,6 +446,42 @@ func (h *hosted) tryBlobDedup(t *testing.T, acme ids) {
 	// Holding the file's bytes does not open acme's tree.
 	errorOf(t, c.call(t, req(cxdbcompat.GetBlobRequest{Hash: acme.Tree})), 404, "NOT_FOUND")
 	h.do(t, globexWriter, request{"GET", "/v1/blobs/" + idText(acme.Tree), ""}).wantError(t, 404, "NOT_FOUND")
+}
+
+// tryTreeNamingAcmesFile: a tree another tenant stores itself may name
+// the hash of a file only acme stored; attaching it is refused exactly as
+// for a file that nobody stored.
+func (h *hosted) tryTreeNamingAcmesFile(t *testing.T, asGlobex ids) {
+	c := h.dialRaw(t)
+	if f := c.call(t, hello("globex-agent", h.secrets[globexWriter])); f.Type != cxdbcompat.MsgHello {
+		t.Fatalf("globex's HELLO: %s", f.Type)
+	}
+	tree := func(file cxdbcompat.Hash) cxdbcompat.Hash {
+		b := fstree.Encode([]fstree.Entry{{Name: "f.txt", Kind: fstree.KindFile, Mode: 0o644, Size: 1, Hash: file, HashOK: true}})
+		hash := cxdbcompat.Hash(blake3.Sum256(b))
+		if f := c.call(t, req(cxdbcompat.PutBlobRequest{Hash: hash, Data: b})); f.Type != cxdbcompat.MsgPutBlob {
+			t.Fatalf("PUT_BLOB of a tree: %s %s", f.Type, detail(f))
+		}
+		return hash
+	}
+	acmeFile, noFile := cxdbcompat.Hash(blake3.Sum256(acmeFileBytes)), cxdbcompat.Hash(blake3.Sum256([]byte("nobody's file")))
+	withAcmes, withNone := tree(acmeFile), tree(noFile)
+	renames := [][2]string{{noFile.String(), acmeFile.String()}, {withNone.String(), withAcmes.String()}}
+	for _, build := range []func(root cxdbcompat.Hash) message{
+		func(root cxdbcompat.Hash) message { return appendMsg(asGlobex.OwnContext, 0, &root) },
+		func(root cxdbcompat.Hash) message {
+			return req(cxdbcompat.AttachFSRequest{TurnID: asGlobex.OwnTurn, FSRootHash: root})
+		},
+	} {
+		h.unchanged(t, "", func() {
+			got, want := c.call(t, build(withAcmes)), c.call(t, build(withNone))
+			errorOf(t, want, 404, "NOT_FOUND")
+			if got.Type != want.Type || !bytes.Equal(answerText(got), rename(answerText(want), renames)) {
+				t.Errorf("a tree naming acme's file is told from one naming nobody's:\nacme's:  %s %s\nnobody's: %s %s",
+					got.Type, detail(got), want.Type, detail(want))
+			}
+		})
+	}
 }
 
 // answerText is what two answers are compared by: an ERROR's code and its

@@ -330,7 +330,12 @@ var httpRoutes = map[string]route{
 		// acme's own put of its bundle again is 204 (unchanged); another
 		// tenant's is 201, as for any fresh id: the id is per tenant.
 		{"acme's bundle id", func(p ids) request {
-			return request{"PUT", "/v1/registry/bundles/" + p.Bundle, strings.ReplaceAll(acmeBundle, "acme-secret-bundle", p.Bundle)}
+			return request{"PUT", "/v1/registry/bundles/" + p.Bundle, bundleJSON(p.Bundle, p.TypeID, "string")}
+		}, own},
+		// Were registries shared, changing the field's type would be an
+		// evolution conflict (409).
+		{"acme's type with another field type", func(p ids) request {
+			return request{"PUT", "/v1/registry/bundles/" + p.Bundle + "-2", bundleJSON(p.Bundle+"-2", p.TypeID, "u64")}
 		}, own},
 	}},
 	"GET /v1/registry/bundles/:bundle_id": {ok: 200, variants: []variant{
@@ -764,5 +769,5 @@ func (h *hosted) busyAcme(t *testing.T) {
 	}
 	putBlob(t, c, []byte("acme's busy blob"))
 	h.do(t, acmeWriter, request{"POST", "/projects/acme/cards", `{"cards":[` + cardJSON("acme-busy-card", "busy") + `]}`}).want(t, http.StatusCreated)
-	h.do(t, acmeWriter, request{"PUT", "/v1/registry/bundles/acme-busy-bundle", strings.ReplaceAll(acmeBundle, "acme-secret-bundle", "acme-busy-bundle")}).want(t, http.StatusCreated)
+	h.do(t, acmeWriter, request{"PUT", "/v1/registry/bundles/acme-busy-bundle", bundleJSON("acme-busy-bundle", "com.acme.BusyNote", "string")}).want(t, http.StatusCreated)
 }

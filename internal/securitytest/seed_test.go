@@ -116,11 +116,14 @@ func (p ids) markers() []string {
 	return []string{p.Title, p.Label, p.Tag, p.Bundle, p.TypeID, p.Card, p.Box, "acme's secret", "acme.example"}
 }
 
-// acmeBundle is a registry bundle with a type and a renderer of acme's
-// own, so that listings show whether it leaks.
-const acmeBundle = `{"registry_version":1,"bundle_id":"acme-secret-bundle","types":{"com.acme.SecretNote":{"versions":{"1":{
-	"fields":{"1":{"name":"secret_text","type":"string"}},
-	"renderer":{"esm_url":"https://acme.example/secret-renderer.js"}}}}}}`
+// bundleJSON is a registry bundle with one type whose one field is of
+// fieldType, and a renderer at acme's: acme's own make listings show
+// whether they leak.
+func bundleJSON(id, typeID, fieldType string) string {
+	return fmt.Sprintf(`{"registry_version":1,"bundle_id":%q,"types":{%q:{"versions":{"1":{
+	"fields":{"1":{"name":"secret_text","type":%q}},
+	"renderer":{"esm_url":"https://acme.example/secret-renderer.js"}}}}}}`, id, typeID, fieldType)
+}
 
 // seed stores acme's data through the real surfaces (the binary protocol
 // with the key in the client tag, the CXDB and CardBox HTTP APIs) and
@@ -135,7 +138,7 @@ func (h *hosted) seed(t *testing.T) (acme, asGlobex ids) {
 		Box: "acme-box", DoomedBox: "acme-doomed-box"}
 
 	h.do(t, acmeWriter, request{"PUT", "/v1/registry/bundles/" + registry.ConversationBundleID, string(registry.ConversationBundle)}).want(t, http.StatusCreated)
-	h.do(t, acmeWriter, request{"PUT", "/v1/registry/bundles/" + acme.Bundle, acmeBundle}).want(t, http.StatusCreated)
+	h.do(t, acmeWriter, request{"PUT", "/v1/registry/bundles/" + acme.Bundle, bundleJSON(acme.Bundle, acme.TypeID, "string")}).want(t, http.StatusCreated)
 
 	c := h.client(t, client.WithClientTag(acme.Tag+";key="+h.secrets[acmeWriter]))
 	head, err := c.CreateContext(ctx, 0)
