@@ -26,6 +26,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/connlimit"
+	"github.com/cardboxhq/cardbox/internal/logtest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -84,7 +85,7 @@ type hosted struct {
 	handler *api.Handler
 	binAddr string
 	url     string
-	logs    *errorLog
+	logs    *logtest.Errors
 	secrets map[cred]string
 	// tables are the tenant-owned tables (those with a tenant_id column).
 	tables []string
@@ -93,7 +94,7 @@ type hosted struct {
 func newHosted(t *testing.T) *hosted {
 	t.Helper()
 	ctx := context.Background()
-	h := &hosted{pool: pgtest.NewPool(t), dataDir: t.TempDir(), logs: &errorLog{}, secrets: map[cred]string{}}
+	h := &hosted{pool: pgtest.NewPool(t), dataDir: t.TempDir(), logs: &logtest.Errors{}, secrets: map[cred]string{}}
 	log := slog.New(h.logs)
 
 	var svc *service.Service
@@ -159,7 +160,7 @@ func newHosted(t *testing.T) *hosted {
 			}
 		}
 		// No request of the suite may reach a 500 or an internal error.
-		for _, r := range h.logs.records() {
+		for _, r := range h.logs.Records() {
 			t.Errorf("server logged an error: %s", r)
 		}
 	})
@@ -352,32 +353,4 @@ func waitEvent(t *testing.T, sub *live.Subscription, name string, contextID uint
 			t.Fatalf("no %s event for context %d within %v", name, contextID, ioTimeout)
 		}
 	}
-}
-
-// errorLog keeps the server's ERROR records: internal failures and 500s
-// are logged at that level, and no request of the suite may cause one.
-type errorLog struct {
-	mu   sync.Mutex
-	recs []string
-}
-
-func (l *errorLog) Enabled(_ context.Context, lvl slog.Level) bool { return lvl >= slog.LevelError }
-func (l *errorLog) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		b.WriteString(" " + a.String())
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, b.String())
-	return nil
-}
-func (l *errorLog) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *errorLog) WithGroup(string) slog.Handler      { return l }
-func (l *errorLog) records() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.recs)
 }
