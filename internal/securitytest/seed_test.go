@@ -201,10 +201,20 @@ func (h *hosted) seed(t *testing.T) (acme, asGlobex ids) {
 	}
 	asGlobex.OwnContext = gh.ContextID
 	asGlobex.OwnTree = putTree(t, g, "globex.txt", []byte("globex's file"))
-	gt, err := g.AppendTurn(ctx, &client.AppendRequest{ContextID: gh.ContextID, TypeID: "com.globex.Note", TypeVersion: 1, Payload: []byte("globex")})
+	// A first turn with metadata (msgpack, as the official clients write
+	// it): its extraction, off the append path, ends with an event, which
+	// the suite waits for before it compares anything.
+	gsub := stream.Subscribe("globex", stream.LastID("globex"))
+	defer gsub.Close()
+	gfirst, err := msgpack.Marshal(map[string]any{"1": "user_input", "30": map[string]any{"1": "globex-agent", "2": "Globex title"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	gt, err := g.AppendTurn(ctx, &client.AppendRequest{ContextID: gh.ContextID, TypeID: "com.globex.Note", TypeVersion: 1, Payload: gfirst})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, gsub, live.ContextMetadataUpdated, gh.ContextID)
 	asGlobex.OwnTurn = gt.NewTurnID
 	h.do(t, globexWriter, request{"POST", "/projects/globex/cards", `{"cards":[` + cardJSON(asGlobex.OwnCard, "globex's card") + `]}`}).want(t, http.StatusCreated)
 	h.do(t, globexWriter, request{"PUT", "/projects/globex/boxes/globex-box", `{"card_ids":["globex-card"]}`}).want(t, http.StatusOK)
