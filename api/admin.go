@@ -49,7 +49,7 @@ func (r *AdminRoutes) MapError(err error) *Error {
 		return NewError(http.StatusConflict, "%s", err)
 	case errors.Is(err, auth.ErrNoTenant), errors.Is(err, auth.ErrNoKey):
 		return NewError(http.StatusNotFound, "%s", err)
-	case errors.Is(err, auth.ErrBadTenantName), errors.Is(err, auth.ErrBadRole):
+	case errors.Is(err, auth.ErrBadTenantName), errors.Is(err, auth.ErrBadRole), errors.Is(err, auth.ErrBadExpiry), errors.Is(err, auth.ErrBadRate):
 		return NewError(http.StatusBadRequest, "%s", err)
 	}
 	return nil

@@ -336,6 +336,31 @@ func TestTenantsAreIsolated(t *testing.T) {
 	}
 }
 
+// TestTenantsResolvedElsewhereCanWrite: hosted mode's API keys carry their
+// tenant from their own lookup, so a tenant created while the engine runs
+// reaches Append and PutBlob without Engine.Tenant; its writes commit.
+func TestTenantsResolvedElsewhereCanWrite(t *testing.T) {
+	s := newTestStore(t)
+	ctx := context.Background()
+	var no int64
+	if err := s.pool.QueryRow(ctx, `INSERT INTO tenants (tenant_id) VALUES ('late') RETURNING tenant_no`).Scan(&no); err != nil {
+		t.Fatal(err)
+	}
+	late := Tenant{ID: "late", No: uint32(no)}
+	h := s.create(late, 0)
+	r := s.append(late, turnReq(h.ContextID, 0, []byte("late turn")))
+	if _, err := s.PutBlob(ctx, late, blake3.Sum256([]byte("late blob")), []byte("late blob")); err != nil {
+		t.Fatalf("put blob: %v", err)
+	}
+	if n := s.countRows(`turns WHERE tenant_id = 'late'`); n != 1 {
+		t.Fatalf("%d turns of the late tenant, want 1", n)
+	}
+	s.reopen()
+	if got := s.last(late, h.ContextID, 10, true); len(got) != 1 || got[0].ID != r.TurnID {
+		t.Fatalf("after reopen: %+v", got)
+	}
+}
+
 func TestBlobsAndFSAttachments(t *testing.T) {
 	s := newTestStore(t)
 	ten := s.defaultTenant()

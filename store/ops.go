@@ -70,6 +70,7 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 			return res, err
 		}
 	}
+	e.tenants.learn(t)
 	j := &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)}
 	e.encodeBlob(j, req)
 	o := e.committer.submit(ctx, j)
@@ -304,6 +305,7 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	}
 	entry, ok := e.blobs.Lookup(h)
 	if !ok {
+		e.tenants.learn(t)
 		j := &job{tenant: t, raw: data, hash: h, done: make(chan outcome, 1)}
 		e.encodeBlob(j, nil)
 		o := e.committer.submit(ctx, j)

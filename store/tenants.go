@@ -47,8 +47,21 @@ func (c *tenantCache) add(t Tenant) {
 	c.ids[t.No] = t.ID
 }
 
+// learn records a tenant resolved elsewhere: hosted mode's API keys carry
+// their tenant (id and number) from their own lookup, so a tenant created
+// while the server runs reaches Append without passing through get. The
+// committer names every tenant it writes by idOf.
+func (c *tenantCache) learn(t Tenant) {
+	c.mu.RLock()
+	_, known := c.ids[t.No]
+	c.mu.RUnlock()
+	if !known && t.ID != "" {
+		c.add(t)
+	}
+}
+
 // idOf returns the id of tenant number no; the committer only sees tenants
-// that were resolved through get.
+// that were resolved through get or learned from the job that wrote them.
 func (c *tenantCache) idOf(no uint32) string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

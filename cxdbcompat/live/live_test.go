@@ -85,6 +85,32 @@ func TestStreamResetsAReaderThatFellOutOfTheBuffer(t *testing.T) {
 	}
 }
 
+// TestStreamTenantsAreAlone: another tenant's events neither advance a
+// tenant's ids nor push its events out of the buffer, nor wake its
+// subscribers.
+func TestStreamTenantsAreAlone(t *testing.T) {
+	s := NewStream(4)
+	s.Publish("a", "mine", nil)
+	sub := s.Subscribe("a", 0)
+	t.Cleanup(sub.Close)
+	<-sub.Wake()
+	for range 10 {
+		s.Publish("b", "busy", nil)
+	}
+	select {
+	case <-sub.Wake():
+		t.Fatal("woken by another tenant's events")
+	default:
+	}
+	if s.LastID("a") != 1 || s.LastID("b") != 10 || s.LastID("c") != 0 {
+		t.Fatalf("last ids a=%d b=%d c=%d", s.LastID("a"), s.LastID("b"), s.LastID("c"))
+	}
+	evs, reset := sub.Next(10)
+	if reset || len(evs) != 1 || evs[0].Name != "mine" || evs[0].ID != 1 {
+		t.Fatalf("got %v reset=%v", names(evs), reset)
+	}
+}
+
 func TestStreamMaxLeavesTheRestForTheNextCall(t *testing.T) {
 	s := NewStream(16)
 	sub := s.Subscribe("a", 0)

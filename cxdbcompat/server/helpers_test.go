@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/logtest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -48,7 +48,7 @@ type env struct {
 	engine *store.Engine
 	srv    *server.Server
 	addr   string
-	logs   *errorLog
+	logs   *logtest.Errors
 	served chan error // Serve's return value
 }
 
@@ -72,7 +72,7 @@ func newEnv(t testing.TB) *env { return newEnvWith(t, envConfig{}) }
 
 func newEnvWith(t testing.TB, cfg envConfig) *env {
 	t.Helper()
-	e := &env{t: t, pool: pgtest.NewPool(t), logs: &errorLog{}, served: make(chan error, 1)}
+	e := &env{t: t, pool: pgtest.NewPool(t), logs: &logtest.Errors{}, served: make(chan error, 1)}
 	engine, err := store.Open(context.Background(), store.Options{Dir: t.TempDir(), Pool: e.pool})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -116,7 +116,7 @@ func newEnvWith(t testing.TB, cfg envConfig) *env {
 			t.Error("Serve did not return after Shutdown")
 		}
 		if !cfg.allowErrorLogs {
-			for _, r := range e.logs.records() {
+			for _, r := range e.logs.Records() {
 				if cfg.allowLog == nil || !cfg.allowLog(r) {
 					t.Errorf("server logged an error: %s", r)
 				}
@@ -208,34 +208,6 @@ func (e *env) requireServing() {
 		e.t.Fatalf("HELLO response is %d bytes", len(hello))
 	}
 	c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0))
-}
-
-// errorLog is a slog handler that keeps ERROR records: the server logs
-// panics and internal failures at that level.
-type errorLog struct {
-	mu   sync.Mutex
-	recs []string
-}
-
-func (l *errorLog) Enabled(_ context.Context, lvl slog.Level) bool { return lvl >= slog.LevelError }
-func (l *errorLog) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		b.WriteString(" " + a.String())
-		return true
-	})
-	l.mu.Lock()
-	l.recs = append(l.recs, b.String())
-	l.mu.Unlock()
-	return nil
-}
-func (l *errorLog) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *errorLog) WithGroup(string) slog.Handler      { return l }
-func (l *errorLog) records() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.recs...)
 }
 
 // rawConn speaks frames directly, for what the client cannot send. Its

@@ -19,6 +19,7 @@ var (
 	ErrTenantExists  = errors.New("tenant exists already")
 	ErrNoTenant      = errors.New("no such tenant")
 	ErrNoKey         = errors.New("no such key, or revoked already")
+	ErrBadExpiry     = errors.New("a key's expiry must be in the future")
 	ErrBadTenantName = errors.New("a tenant name is 1 to 64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit")
 )
 
@@ -83,6 +84,9 @@ func (k *Keys) ListTenants(ctx context.Context) ([]Tenant, error) {
 func (k *Keys) CreateKey(ctx context.Context, actor, tenant string, role Role, expires *time.Time) (Key, string, error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return Key{}, "", err
+	}
+	if expires != nil && !expires.After(k.now()) {
+		return Key{}, "", fmt.Errorf("create key for tenant %q: %w", tenant, ErrBadExpiry)
 	}
 	id, secret, hash := newSecret()
 	err := k.audited(ctx, func(q *db.Queries) (audit, error) {

@@ -119,6 +119,10 @@ func TestAdministrationErrors(t *testing.T) {
 	if _, _, err := k.CreateKey(ctx, "test", "acme", Role("root"), nil); err == nil {
 		t.Error("unknown role accepted")
 	}
+	past := time.Now().Add(-time.Minute)
+	if _, _, err := k.CreateKey(ctx, "test", "acme", RoleReader, &past); !errors.Is(err, ErrBadExpiry) {
+		t.Errorf("expiry in the past: %v", err)
+	}
 	if _, err := k.RevokeKey(ctx, "test", "key_0000000000000000"); !errors.Is(err, ErrNoKey) {
 		t.Errorf("revoke unknown: %v", err)
 	}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
+)
+
+// TestHostedRevocationEndsSessions: in hosted mode, revoking a key (as
+// `cardbox key revoke` does, from another process) refuses its next HTTP
+// request and closes its open binary sessions within a second, while
+// another key's session goes on. It runs the real cardboxd: the key watch
+// is wired in run.go.
+func TestHostedRevocationEndsSessions(t *testing.T) {
+	db := pgtest.NewDB(t)
+	srv := newServer(t, t.TempDir(), db)
+	srv.env = append(srv.env, "CARDBOX_MODE=hosted")
+	srv.start()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	keys := auth.NewKeys(pool, nil)
+	if _, err := keys.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
+		t.Fatal(err)
+	}
+	doomed, doomedSecret, err := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, keptSecret, err := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, kept := helloed(t, srv.binAddr, doomedSecret), helloed(t, srv.binAddr, keptSecret)
+	getContexts := func(secret string) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.httpURL("/v1/contexts"), nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := getContexts(doomedSecret); got != http.StatusOK {
+		t.Fatalf("before the revocation: %d", got)
+	}
+
+	if _, err := keys.RevokeKey(ctx, "test", doomed.ID); err != nil {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	if got := getContexts(doomedSecret); got != http.StatusUnauthorized {
+		t.Errorf("the next request after the revocation: %d, want 401", got)
+	}
+	// The server closes the session: the read ends, without an answer.
+	_ = gone.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := gone.Read(make([]byte, 1))
+	if n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("the revoked key's session: read %d bytes, %v; want it closed", n, err)
+	}
+	if waited := time.Since(revoked); waited > time.Second {
+		t.Errorf("the revoked key's session closed after %v, want within a second", waited)
+	}
+	// The other key's session is served.
+	if f := call(t, kept, cxdbcompat.CtxCreateRequest{}); f.Type != cxdbcompat.MsgCtxCreate {
+		t.Errorf("the other key's session: %s", f.Type)
+	}
+}
+
+// helloed dials the binary listener and authenticates with secret in the
+// client tag, as the official clients do.
+func helloed(t *testing.T, addr, secret string) net.Conn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if f := call(t, conn, cxdbcompat.HelloRequest{ProtocolVersion: 1, ClientTag: "agent;key=" + secret}); f.Type != cxdbcompat.MsgHello {
+		t.Fatalf("HELLO: %s", f.Type)
+	}
+	return conn
+}
+
+// call sends one request and reads its answer.
+func call(t *testing.T, conn net.Conn, r cxdbcompat.Request) cxdbcompat.Frame {
+	t.Helper()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := cxdbcompat.WriteFrame(conn, r.MsgType(), r.Flags(), 1, r.AppendTo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := cxdbcompat.ReadFrame(conn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

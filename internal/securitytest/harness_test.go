@@ -1,0 +1,363 @@
+package securitytest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/connlimit"
+	"github.com/cardboxhq/cardbox/internal/logtest"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/ratelimit"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// ioTimeout bounds every wait on the network or on the server's
+// background work.
+const ioTimeout = 10 * time.Second
+
+// cred is who a request claims to be.
+type cred string
+
+// The credentials every surface is tried with. Only acme has data; globex
+// is the other tenant, whose keys must get nothing of acme's.
+const (
+	noKey        cred = "no key"
+	malformedKey cred = "malformed key"
+	forgedKey    cred = "forged key" // acme writer's key id with another secret
+	revokedKey   cred = "revoked key"
+	expiredKey   cred = "expired key"
+	acmeAnalyst  cred = "acme analyst"
+	acmeReader   cred = "acme reader"
+	acmeWriter   cred = "acme writer"
+	acmeAdmin    cred = "acme admin"
+	globexWriter cred = "globex writer"
+)
+
+// refused are the credentials no surface accepts, with the HTTP status
+// they get on every route but the public ones.
+var refused = []struct {
+	cred   cred
+	status int
+}{
+	{noKey, http.StatusUnauthorized},
+	{malformedKey, http.StatusUnauthorized},
+	{forgedKey, http.StatusUnauthorized},
+	{revokedKey, http.StatusUnauthorized},
+	{expiredKey, http.StatusUnauthorized},
+	{acmeAnalyst, http.StatusForbidden},
+}
+
+// hosted is cardboxd in hosted mode, wired as cmd/cardboxd (run.go,
+// domain.go, hosted.go) wires it: the turn store on a fresh Postgres
+// database and data directory, the CXDB and CardBox services with their
+// background work, API keys (auth.Keys) checked by the binary listener
+// (server.KeyAuthenticator) and the HTTP API (Options.Auth), both behind
+// the connection limit. Pprof is on so that its admin-only route is tried
+// too.
+type hosted struct {
+	pool    *pgxpool.Pool
+	dataDir string
+	engine  *store.Engine
+	svc     *service.Service
+	keys    *auth.Keys
+	handler *api.Handler
+	binAddr string
+	url     string
+	logs    *logtest.Errors
+	secrets map[cred]string
+	// tables are the tenant-owned tables (those with a tenant_id column).
+	tables []string
+}
+
+func newHosted(t *testing.T) *hosted {
+	t.Helper()
+	ctx := context.Background()
+	h := &hosted{pool: pgtest.NewPool(t), dataDir: t.TempDir(), logs: &logtest.Errors{}, secrets: map[cred]string{}}
+	log := slog.New(h.logs)
+
+	var svc *service.Service
+	engine, err := store.Open(ctx, store.Options{
+		Dir: h.dataDir, Pool: h.pool, Logger: log, OnAppend: func(a []store.Appended) { svc.Appended(a) },
+	})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := engine.Close(); err != nil {
+			t.Errorf("close store: %v", err)
+		}
+	})
+	svc = service.New(engine, service.Options{Logger: log})
+	h.engine, h.svc = engine, svc
+
+	// The domains' background work, as domainRoutes starts it.
+	background, stop := context.WithCancel(ctx)
+	cards := cardbox.New(h.pool, cardbox.Options{})
+	sweeper := cards.NewSweeper(cardbox.SweeperConfig{Logger: log})
+	var wg sync.WaitGroup
+	bgErrs := make(chan error, 2)
+	wg.Go(func() { bgErrs <- sweeper.Run(background) })
+	wg.Go(func() { bgErrs <- svc.Run(background) })
+
+	h.keys = auth.NewKeys(h.pool, log)
+	limiter := ratelimit.New(ratelimit.Rate{PerSec: 2000, Burst: 4000}, nil) // cardboxd's defaults
+	bin := server.New(server.Options{
+		Store: svc, Live: svc.Hub(), Logger: log, Authenticate: server.KeyAuthenticator(h.keys),
+		Limit: limiter.Allow, MaxSessionsPerTenant: 256,
+	})
+	binLn, httpLn := listen(t, server.RefuseConn), listen(t, api.RefuseConn)
+	h.binAddr = binLn.Addr().String()
+	httpMetrics := api.NewHTTPMetrics()
+	metrics := api.NewRegistry(engine, httpMetrics, connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn}), bin.Collector())
+	routes := []api.Routes{
+		api.CardBox(cards),
+		// A short heartbeat: streams of revoked keys end at the next one.
+		api.CXDB(svc, api.CXDBOptions{Stop: background.Done(), Stats: engine, DataDir: h.dataDir, Gatherer: metrics, Heartbeat: 50 * time.Millisecond}),
+		api.Admin(h.keys),
+	}
+	h.handler = api.New(api.Options{
+		Health: engine, Routes: routes, Metrics: metrics, HTTPMetrics: httpMetrics, Pprof: true, Logger: log, Auth: h.keys, Limit: limiter.Allow,
+	})
+	web := &http.Server{Handler: h.handler, ReadHeaderTimeout: ioTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	h.url = "http://" + httpLn.Addr().String()
+
+	served := make(chan error, 2)
+	go func() { served <- bin.Serve(binLn) }()
+	go func() { served <- web.Serve(httpLn) }()
+	t.Cleanup(func() {
+		stop() // ends event streams first: they would hold Shutdown
+		sctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+		defer cancel()
+		h.handler.CutArrivingBodies()
+		if err := errors.Join(bin.Shutdown(sctx), web.Shutdown(sctx)); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		for range 2 {
+			if err := <-served; !errors.Is(err, server.ErrServerClosed) && !errors.Is(err, http.ErrServerClosed) {
+				t.Errorf("serve: %v", err)
+			}
+		}
+		wg.Wait()
+		for range 2 {
+			if err := <-bgErrs; err != nil {
+				t.Errorf("background work: %v", err)
+			}
+		}
+		// No request of the suite may reach a 500 or an internal error.
+		for _, r := range h.logs.Records() {
+			t.Errorf("server logged an error: %s", r)
+		}
+	})
+	h.makeKeys(t)
+	h.tables = tenantTables(t, h.pool)
+	return h
+}
+
+// listen opens a loopback listener behind the connection limit, as
+// cardboxd's listen does.
+func listen(t *testing.T, refuse func(net.Conn)) *connlimit.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := connlimit.New(ln, connlimit.Options{Max: 1024, Refuse: refuse})
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// makeKeys creates tenants acme and globex and the keys of every
+// credential, through auth.Keys as `cardbox tenant create` and `cardbox key
+// create` do.
+func (h *hosted) makeKeys(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tenant := range []string{"acme", "globex"} {
+		if _, err := h.keys.CreateTenant(ctx, "securitytest", tenant, tenant+" inc"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(c cred, tenant string, role auth.Role, expires *time.Time) auth.Key {
+		k, secret, err := h.keys.CreateKey(ctx, "securitytest", tenant, role, expires)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.secrets[c] = secret
+		return k
+	}
+	key(acmeAdmin, "acme", auth.RoleAdmin, nil)
+	key(acmeWriter, "acme", auth.RoleWriter, nil)
+	key(acmeReader, "acme", auth.RoleReader, nil)
+	key(acmeAnalyst, "acme", auth.RoleAnalyst, nil)
+	key(globexWriter, "globex", auth.RoleWriter, nil)
+	past := time.Now().Add(-time.Hour)
+	key(expiredKey, "acme", auth.RoleWriter, &past)
+	gone := key(revokedKey, "acme", auth.RoleWriter, nil)
+	if _, err := h.keys.RevokeKey(ctx, "securitytest", gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	w := h.secrets[acmeWriter]
+	h.secrets[forgedKey] = w[:len(w)-8] + "AAAAAAAA"
+	h.secrets[malformedKey] = "not-a-key"
+}
+
+// tenantTables lists the tables with a tenant_id column: every table a
+// tenant owns rows of.
+func tenantTables(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT c.table_name FROM information_schema.columns c
+		JOIN information_schema.tables USING (table_schema, table_name)
+		WHERE c.column_name = 'tenant_id' AND c.table_schema = current_schema() AND table_type = 'BASE TABLE'
+		ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(tables) < 5 {
+		t.Fatalf("tenant-owned tables: %v %v", tables, err)
+	}
+	return tables
+}
+
+// snapshot is what a refused request must leave as it was: each
+// tenant-owned table's rows per tenant (their count and a digest of their
+// content, so that an update such as a soft delete shows too), the sizes
+// of the data files, and the store's counts in memory.
+type snapshot struct {
+	rows  map[string]string // "table tenant" -> "count digest"
+	files map[string]int64  // path in the data directory -> size
+	stats store.Stats
+}
+
+func (h *hosted) snapshot(t testing.TB) snapshot {
+	t.Helper()
+	parts := make([]string, len(h.tables))
+	for i, table := range h.tables {
+		id := pgx.Identifier{table}.Sanitize()
+		parts[i] = fmt.Sprintf(`SELECT %s, coalesce(tenant_id, ''), count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM %s x GROUP BY tenant_id`,
+			pgQuote(table), id)
+	}
+	rows, err := h.pool.Query(context.Background(), strings.Join(parts, " UNION ALL "))
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	s := snapshot{rows: map[string]string{}, files: map[string]int64{}}
+	var table, tenant, digest string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&table, &tenant, &n, &digest}, func() error {
+		s.rows[table+" "+tenant] = fmt.Sprintf("%d rows %s", n, digest)
+		return nil
+	}); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	err = filepath.WalkDir(h.dataDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(h.dataDir, path)
+		s.files[rel] = info.Size()
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("snapshot of the data directory: %v", err)
+	}
+	s.stats = h.engine.Stats()
+	s.stats.Groups = 0 // a work counter: a group of rejected appends counts
+	return s
+}
+
+func pgQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// changes lists what differs between two snapshots; with tenant set, only
+// that tenant's rows count (another tenant may rightly write its own).
+func (s snapshot) changes(after snapshot, tenant string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(mergeKeys(s.rows, after.rows))) {
+		if tenant != "" && !strings.HasSuffix(k, " "+tenant) {
+			continue
+		}
+		if s.rows[k] != after.rows[k] {
+			out = append(out, fmt.Sprintf("table %s: %q -> %q", k, s.rows[k], after.rows[k]))
+		}
+	}
+	if tenant != "" {
+		return out
+	}
+	for _, k := range slices.Sorted(maps.Keys(mergeKeys(s.files, after.files))) {
+		if s.files[k] != after.files[k] {
+			out = append(out, fmt.Sprintf("file %s: %d -> %d bytes", k, s.files[k], after.files[k]))
+		}
+	}
+	if s.stats != after.stats {
+		out = append(out, fmt.Sprintf("store counts: %+v -> %+v", s.stats, after.stats))
+	}
+	return out
+}
+
+func mergeKeys[V any](a, b map[string]V) map[string]V {
+	out := maps.Clone(a)
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// unchanged runs do and fails t if it changed anything (of tenant's, or
+// anything at all when tenant is "").
+func (h *hosted) unchanged(t *testing.T, tenant string, do func()) {
+	t.Helper()
+	before := h.snapshot(t)
+	do()
+	if diff := before.changes(h.snapshot(t), tenant); len(diff) > 0 {
+		t.Errorf("changed what it must not:\n%s", strings.Join(diff, "\n"))
+	}
+}
+
+// waitEvent waits for the tenant's event name about context id on sub:
+// the service's metadata extraction runs off the request path, and its
+// event says it is done.
+func waitEvent(t *testing.T, sub *live.Subscription, name string, contextID uint64) {
+	t.Helper()
+	deadline := time.After(ioTimeout)
+	for {
+		select {
+		case <-sub.Wake():
+			evs, _ := sub.Next(1024)
+			for _, ev := range evs {
+				if data, ok := ev.Data.(map[string]any); ok && ev.Name == name && data["context_id"] == fmt.Sprint(contextID) {
+					return
+				}
+			}
+		case <-deadline:
+			t.Fatalf("no %s event for context %d within %v", name, contextID, ioTimeout)
+		}
+	}
+}
