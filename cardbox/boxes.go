@@ -95,7 +95,7 @@ func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (B
 		return Box{}, err
 	}
 	now := s.now()
-	row, err := s.q.InsertBox(ctx, db.InsertBoxParams{
+	row, err := s.as(project).InsertBox(ctx, db.InsertBoxParams{
 		TenantID: project, BoxID: id.String(), CardIds: nonNil(in.CardIDs),
 		ParentIds: nonNil(in.ParentIDs), Metadata: meta, Now: now,
 	})
@@ -116,7 +116,7 @@ func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInpu
 	if err != nil {
 		return Box{}, err
 	}
-	row, err := s.q.UpsertBox(ctx, db.UpsertBoxParams{
+	row, err := s.as(project).UpsertBox(ctx, db.UpsertBoxParams{
 		TenantID: project, BoxID: boxID, CardIds: nonNil(in.CardIDs),
 		ParentIds: nonNil(in.ParentIDs), Metadata: meta, Now: s.now(),
 	})
@@ -184,7 +184,7 @@ func (s *Service) checkCards(ctx context.Context, project string, ids []string) 
 	if len(ids) == 0 {
 		return nil
 	}
-	missing, err := s.q.MissingCardIDs(ctx, db.MissingCardIDsParams{
+	missing, err := s.as(project).MissingCardIDs(ctx, db.MissingCardIDsParams{
 		TenantID: project, CardIds: dedupe(ids), Now: s.now(),
 	})
 	if err != nil {
@@ -218,7 +218,7 @@ func (s *Service) AppendToBox(ctx context.Context, project, boxID string, cardID
 	if err := s.checkAppend(ctx, project, boxID, cardIDs); err != nil {
 		return Appended{}, err
 	}
-	row, err := s.q.AppendToBox(ctx, db.AppendToBoxParams{
+	row, err := s.as(project).AppendToBox(ctx, db.AppendToBoxParams{
 		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(), MaxCards: MaxBoxCards,
 	})
 	if isNoRows(err) {
@@ -266,7 +266,7 @@ func (s *Service) appendRefused(ctx context.Context, project, boxID string, addi
 
 // boxLength returns how many card ids a live box holds.
 func (s *Service) boxLength(ctx context.Context, project, boxID string) (int, error) {
-	n, err := s.q.LiveBoxLength(ctx, db.LiveBoxLengthParams{TenantID: project, BoxID: boxID})
+	n, err := s.as(project).LiveBoxLength(ctx, db.LiveBoxLengthParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
 		return 0, notFound("box", boxID)
 	}
@@ -284,7 +284,7 @@ func (s *Service) LoadBox(ctx context.Context, project, boxID string) (Box, erro
 	if err := ValidateID("box_id", boxID); err != nil {
 		return Box{}, err
 	}
-	row, err := s.q.GetLiveBox(ctx, db.GetLiveBoxParams{TenantID: project, BoxID: boxID})
+	row, err := s.as(project).GetLiveBox(ctx, db.GetLiveBoxParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
 		return Box{}, notFound("box", boxID)
 	}
@@ -303,7 +303,7 @@ func (s *Service) DeleteBox(ctx context.Context, project, boxID string) error {
 	if err := ValidateID("box_id", boxID); err != nil {
 		return err
 	}
-	n, err := s.q.SoftDeleteBox(ctx, db.SoftDeleteBoxParams{TenantID: project, BoxID: boxID, Now: s.now()})
+	n, err := s.as(project).SoftDeleteBox(ctx, db.SoftDeleteBoxParams{TenantID: project, BoxID: boxID, Now: s.now()})
 	if err != nil {
 		return fmt.Errorf("delete box %q: %w", boxID, err)
 	}
@@ -336,7 +336,7 @@ func getBoxes[C any](ctx context.Context, s *Service, project string, query Boxe
 	if len(ids) == 0 {
 		return res, nil
 	}
-	rows, err := s.q.GetLiveBoxes(ctx, db.GetLiveBoxesParams{TenantID: project, BoxIds: ids})
+	rows, err := s.as(project).GetLiveBoxes(ctx, db.GetLiveBoxesParams{TenantID: project, BoxIds: ids})
 	if err != nil {
 		return BoxesOf[C]{}, fmt.Errorf("get boxes: %w", err)
 	}
@@ -407,7 +407,7 @@ func boxCards[C any](ctx context.Context, s *Service, project, boxID string, lim
 	if err != nil {
 		return CardPageOf[C]{}, err
 	}
-	page, err := s.q.GetBoxPage(ctx, db.GetBoxPageParams{
+	page, err := s.as(project).GetBoxPage(ctx, db.GetBoxPageParams{
 		TenantID: project, BoxID: boxID, PageLimit: int32(ClampLimit(limit)), Before: before,
 	})
 	if isNoRows(err) {

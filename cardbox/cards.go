@@ -37,7 +37,7 @@ func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard)
 		return nil, err
 	}
 	var stored map[string]Card
-	err = s.inTx(ctx, func(q *db.Queries) error {
+	err = s.inTx(ctx, project, func(q *db.Queries) error {
 		stored, err = insertCards(ctx, q, project, s.now(), norm)
 		return err
 	})
@@ -164,7 +164,7 @@ func (s *Service) DeleteCard(ctx context.Context, project, cardID string) error 
 	if err := ValidateID("card_id", cardID); err != nil {
 		return err
 	}
-	n, err := s.q.SoftDeleteCard(ctx, db.SoftDeleteCardParams{TenantID: project, CardID: cardID, Now: s.now()})
+	n, err := s.as(project).SoftDeleteCard(ctx, db.SoftDeleteCardParams{TenantID: project, CardID: cardID, Now: s.now()})
 	if err != nil {
 		return fmt.Errorf("delete card %q: %w", cardID, err)
 	}

@@ -110,7 +110,7 @@ func (s *Service) liveCards(ctx context.Context, project string, ids []string) (
 	if len(ids) == 0 {
 		return byID, nil
 	}
-	rows, err := s.q.GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: s.now()})
+	rows, err := s.as(project).GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: s.now()})
 	if err != nil {
 		return nil, fmt.Errorf("get cards: %w", err)
 	}
@@ -136,7 +136,7 @@ func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (m
 		}
 		return byID, nil
 	}
-	live, err := s.q.LiveCardVersions(ctx, db.LiveCardVersionsParams{TenantID: project, CardIds: ids, Now: now})
+	live, err := s.as(project).LiveCardVersions(ctx, db.LiveCardVersionsParams{TenantID: project, CardIds: ids, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("get cards: %w", err)
 	}
@@ -171,7 +171,7 @@ func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (m
 // renderLive reads the live cards among ids in full (one query), renders
 // them into byID and caches them.
 func (s *Service) renderLive(ctx context.Context, project string, ids []string, now time.Time, byID map[string]json.RawMessage) error {
-	rows, err := s.q.GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: now})
+	rows, err := s.as(project).GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: now})
 	if err != nil {
 		return fmt.Errorf("get cards: %w", err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cardboxhq/cardbox/internal/bytecache"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -36,7 +37,7 @@ const DefaultCardCacheBytes = 64 << 20
 // DB is what the Service needs from Postgres: a *pgxpool.Pool, or a pgx.Tx
 // (transactions then become savepoints).
 type DB interface {
-	db.DBTX
+	pgrole.Batcher
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
@@ -53,7 +54,6 @@ type Options struct {
 // Service is the CardBox domain over Postgres. It is safe for concurrent use.
 type Service struct {
 	db  DB
-	q   *db.Queries
 	now func() time.Time
 	// cache holds rendered cards for the JSON reads; nil when off.
 	//
@@ -78,7 +78,7 @@ func New(d DB, opts Options) *Service {
 	if size == 0 {
 		size = DefaultCardCacheBytes
 	}
-	return &Service{db: d, q: db.New(d), now: now, cache: bytecache.New[cacheKey](size)}
+	return &Service{db: d, now: now, cache: bytecache.New[cacheKey](size)}
 }
 
 // Card is a stored card.
@@ -140,16 +140,28 @@ type BoxInput struct {
 	Metadata json.RawMessage
 }
 
+// as returns the queries of a request of project: row-level security
+// holds them to its rows.
+func (s *Service) as(project string) *db.Queries {
+	return db.New(pgrole.As(s.db, pgrole.Tenant, project))
+}
+
+// sweeper returns the queries of the sweeper, which purges every
+// project's expired rows.
+func (s *Service) sweeper() *db.Queries {
+	return db.New(pgrole.As(s.db, pgrole.Sweeper, ""))
+}
+
 // ensureProject creates the project on its first write (dev mode).
 func (s *Service) ensureProject(ctx context.Context, project string) error {
 	if _, ok := s.projects.Load(project); ok {
 		return nil
 	}
-	_, err := s.q.EnsureTenant(ctx, project)
+	_, err := s.as(project).EnsureTenant(ctx, project)
 	if isNoRows(err) {
 		// A concurrent first write created the project after this
 		// statement's snapshot; a new statement sees it.
-		_, err = s.q.EnsureTenant(ctx, project)
+		_, err = s.as(project).EnsureTenant(ctx, project)
 	}
 	if err != nil {
 		return fmt.Errorf("ensure project %q: %w", project, err)
@@ -164,13 +176,13 @@ func checkProject(project string) error {
 }
 
 // inTx runs fn in a transaction, committing when fn returns nil.
-func (s *Service) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+func (s *Service) inTx(ctx context.Context, project string, fn func(q *db.Queries) error) error {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(s.q.WithTx(tx)); err != nil {
+	if err := fn(db.New(pgrole.As(tx, pgrole.Tenant, project))); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -92,7 +92,7 @@ func (w *Sweeper) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
 	batch := int32(w.cfg.BatchSize)
 	for {
-		n, err := w.s.q.PurgeCards(ctx, db.PurgeCardsParams{
+		n, err := w.s.sweeper().PurgeCards(ctx, db.PurgeCardsParams{
 			ExpiredBefore: now.Add(-w.cfg.ExpiredRetention),
 			DeletedBefore: now.Add(-w.cfg.DeletedRetention),
 			BatchSize:     batch,
@@ -106,7 +106,7 @@ func (w *Sweeper) Sweep(ctx context.Context) (SweepStats, error) {
 		}
 	}
 	for {
-		n, err := w.s.q.PurgeBoxes(ctx, db.PurgeBoxesParams{
+		n, err := w.s.sweeper().PurgeBoxes(ctx, db.PurgeBoxesParams{
 			DeletedBefore: now.Add(-w.cfg.DeletedRetention), BatchSize: batch,
 		})
 		st.Boxes += n

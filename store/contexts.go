@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -97,7 +98,7 @@ func (e *Engine) FSRoot(ctx context.Context, t Tenant, id uint64) (root Hash, fr
 	}
 	for id != 0 {
 		chain := e.ancestors(t, id, fsLookupBatch)
-		rows, err := e.q.FSAttachments(ctx, db.FSAttachmentsParams{TenantID: t.ID, TurnIds: chain})
+		rows, err := e.as(pgrole.Tenant, t.ID).FSAttachments(ctx, db.FSAttachmentsParams{TenantID: t.ID, TurnIds: chain})
 		if err != nil {
 			return Hash{}, 0, false, wrapf(KindUnavailable, err, "look up fs roots")
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -63,7 +64,6 @@ type Engine struct {
 	opts    Options
 	log     *slog.Logger
 	pool    *pgxpool.Pool
-	q       *db.Queries
 	storeID pgtype.UUID // pgx encodes its own UUID type without reflection
 
 	blobs *blobpack.Pack
@@ -104,9 +104,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		opts.Now = time.Now
 	}
 	e := &Engine{
-		opts: opts, log: opts.Logger, pool: opts.Pool, q: db.New(opts.Pool),
+		opts: opts, log: opts.Logger, pool: opts.Pool,
 		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
-		types: newTypeTable(), tenants: newTenantCache(db.New(opts.Pool)),
+		types: newTypeTable(), tenants: newTenantCache(db.New(pgrole.As(opts.Pool, pgrole.Lookup, ""))),
 	}
 	if err := e.recover(ctx); err != nil {
 		e.closeFiles()
@@ -193,7 +193,7 @@ func (e *Engine) Stats() Stats {
 // DatabaseBytes returns the bytes Postgres uses for the turn store's
 // tables and indexes.
 func (e *Engine) DatabaseBytes(ctx context.Context) (int64, error) {
-	return e.q.TurnStoreRelationBytes(ctx)
+	return e.as(pgrole.Recovery, "").TurnStoreRelationBytes(ctx)
 }
 
 // Tenant resolves a tenant id.
@@ -211,7 +211,7 @@ func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64,
 		}
 		depth = m.depth
 	}
-	row, err := e.q.CreateContext(ctx, db.CreateContextParams{
+	row, err := e.as(pgrole.Tenant, t.ID).CreateContext(ctx, db.CreateContextParams{
 		TenantID: t.ID, BaseTurnID: int64(baseTurnID), HeadDepth: int64(depth), ClientTag: clientTag,
 	})
 	if err != nil {
@@ -261,3 +261,9 @@ func TurnLogPath(dataDir string) string { return filepath.Join(dataDir, "turns",
 
 func blobDir(dir string) string     { return BlobDir(dir) }
 func turnLogPath(dir string) string { return TurnLogPath(dir) }
+
+// as returns the queries of a path's Postgres role; tenant names the
+// tenant of a pgrole.Tenant scope.
+func (e *Engine) as(role pgrole.Role, tenant string) *db.Queries {
+	return db.New(pgrole.As(e.pool, role, tenant))
+}

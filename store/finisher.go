@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cardboxhq/cardbox/internal/pgerr"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -104,7 +105,7 @@ func (c *committer) wasCommitted(p *plan) (committed, known bool) {
 	first := p.turns[0]
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ok, err := c.e.q.TurnExists(ctx, db.TurnExistsParams{TenantID: first.tenantID(c.e), TurnID: int64(first.id)})
+		ok, err := c.e.as(pgrole.Committer, "").TurnExists(ctx, db.TurnExistsParams{TenantID: first.tenantID(c.e), TurnID: int64(first.id)})
 		cancel()
 		if err == nil {
 			return ok, true

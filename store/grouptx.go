@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -35,6 +36,9 @@ func (e *Engine) sendGroup(params db.CommitAppendBatchParams) (*groupTx, error) 
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	// The group writes many tenants' rows: it runs as the committer, whose
+	// grants are the statement's inserts and updates (docs/security.md).
+	pgrole.Queue(b, pgrole.Committer, "")
 	// The query text and arguments come from sqlc; batchQueue only queues.
 	if err := db.New(batchQueue{b}).CommitAppendBatch(ctx, params); err != nil {
 		cancel()

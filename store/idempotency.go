@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/zeebo/blake3"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -197,7 +198,7 @@ func (t *idemTable) expire(now time.Time) {
 // conflict). Recent keys are always in memory, so a key committed while
 // this runs is caught by the planner.
 func (e *Engine) replayFromDB(ctx context.Context, t Tenant, req *AppendRequest) (res AppendResult, found bool, err error) {
-	row, err := e.q.GetIdempotencyKey(ctx, db.GetIdempotencyKeyParams{
+	row, err := e.as(pgrole.Tenant, t.ID).GetIdempotencyKey(ctx, db.GetIdempotencyKeyParams{
 		TenantID: t.ID, ContextID: int64(req.ContextID), IdempotencyKey: req.IdempotencyKey,
 		Since: e.now().Add(-IdempotencyWindow),
 	})
@@ -229,7 +230,7 @@ const purgeInterval = 10 * time.Minute
 // PurgeIdempotencyKeys deletes the keys older than IdempotencyWindow from
 // Postgres and returns how many; memory forgets them as it goes.
 func (e *Engine) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
-	n, err := e.q.DeleteIdempotencyKeysBefore(ctx, e.now().Add(-IdempotencyWindow))
+	n, err := e.as(pgrole.Sweeper, "").DeleteIdempotencyKeysBefore(ctx, e.now().Add(-IdempotencyWindow))
 	if err != nil {
 		return 0, wrapf(KindUnavailable, err, "purge idempotency keys")
 	}

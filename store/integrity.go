@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -52,7 +53,7 @@ func (e *Engine) openBlobs(ctx context.Context, state db.GetTurnLogStateRow) err
 		return err
 	}
 	if state.PackEnd < 0 && state.CommittedEnd > 0 {
-		err := e.q.SetPackEnd(ctx, db.SetPackEndParams{
+		err := e.as(pgrole.Recovery, "").SetPackEnd(ctx, db.SetPackEndParams{
 			PackEnd: e.blobs.Stats().PackBytes, StoreID: e.storeID, CommittedEnd: state.CommittedEnd, OnlyUnset: true,
 		})
 		if err != nil {
@@ -72,7 +73,7 @@ func (e *Engine) recordHoles(ctx context.Context) error {
 		}
 		e.log.Error("blob pack: damaged record kept as a hole; its blob cannot be read, every other blob can",
 			"offset", h.Offset, "end", h.End, "blob", fmt.Sprintf("%x", hash), "reason", h.Reason, "advice", adviceVerify)
-		err := e.q.RecordPackHole(ctx, db.RecordPackHoleParams{
+		err := e.as(pgrole.Recovery, "").RecordPackHole(ctx, db.RecordPackHoleParams{
 			StoreID: e.storeID, StartOffset: h.Offset, EndOffset: h.End, BlobHash: hash, Reason: h.Reason,
 		})
 		if err != nil {
@@ -113,7 +114,7 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 			note(m.hash, fmt.Sprintf("payload of turn %d", id))
 		}
 	}
-	roots, err := e.q.ListFSRoots(ctx)
+	roots, err := e.as(pgrole.Recovery, "").ListFSRoots(ctx)
 	if err != nil {
 		return fmt.Errorf("list fs roots: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -16,7 +17,7 @@ type Bundle struct {
 
 // RegistryBundles returns the tenant's bundles in publish order.
 func (e *Engine) RegistryBundles(ctx context.Context, t Tenant) ([]Bundle, error) {
-	rows, err := e.q.ListRegistryBundles(ctx, t.ID)
+	rows, err := e.as(pgrole.Tenant, t.ID).ListRegistryBundles(ctx, t.ID)
 	if err != nil {
 		return nil, wrapf(KindUnavailable, err, "load registry bundles")
 	}
@@ -30,7 +31,7 @@ func (e *Engine) RegistryBundles(ctx context.Context, t Tenant) ([]Bundle, error
 // AddRegistryBundle stores a bundle; stored is false when a bundle with
 // that id exists already.
 func (e *Engine) AddRegistryBundle(ctx context.Context, t Tenant, b Bundle) (stored bool, err error) {
-	n, err := e.q.InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
+	n, err := e.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "store registry bundle %q", b.ID)
 	}
@@ -59,7 +60,7 @@ func (e *Engine) SaveRootMetadata(ctx context.Context, t Tenant, root uint64, co
 		p.ClientTag, p.Title = optText(m.ClientTag), optText(m.Title)
 		p.Labels, p.Provenance = m.Labels, m.Provenance
 	}
-	if err := e.q.InsertTurnMetadata(ctx, p); err != nil {
+	if err := e.as(pgrole.Tenant, t.ID).InsertTurnMetadata(ctx, p); err != nil {
 		return wrapf(KindUnavailable, err, "save metadata of turn %d", root)
 	}
 	return nil
@@ -89,7 +90,7 @@ type PendingMetadata struct {
 // ContextsWithoutMetadata returns up to max contexts that have turns but
 // whose metadata was never extracted.
 func (e *Engine) ContextsWithoutMetadata(ctx context.Context, max int) ([]PendingMetadata, error) {
-	rows, err := e.q.ListContextsWithoutMetadata(ctx, int32(max))
+	rows, err := e.as(pgrole.Recovery, "").ListContextsWithoutMetadata(ctx, int32(max))
 	if err != nil {
 		return nil, wrapf(KindUnavailable, err, "list contexts without metadata")
 	}
@@ -110,7 +111,7 @@ func (e *Engine) Metadata(ctx context.Context, t Tenant, ids []uint64) (map[uint
 			want[i] = int64(id)
 		}
 	}
-	rows, err := e.q.ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: want})
+	rows, err := e.as(pgrole.Tenant, t.ID).ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: want})
 	if err != nil {
 		return nil, wrapf(KindUnavailable, err, "load context metadata")
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -288,7 +289,7 @@ func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
 	if entry.Owner == t.No {
 		return true, nil
 	}
-	ok, err := e.q.TenantOwnsBlob(ctx, db.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
+	ok, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, db.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "look up blob %x", h)
 	}
@@ -320,7 +321,7 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	if entry.Owner == t.No {
 		return false, nil
 	}
-	isNew, err := e.q.GrantBlob(ctx, db.GrantBlobParams{TenantID: t.ID, BlobHash: h[:]})
+	isNew, err := e.as(pgrole.Tenant, t.ID).GrantBlob(ctx, db.GrantBlobParams{TenantID: t.ID, BlobHash: h[:]})
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "grant blob %x", h)
 	}
@@ -335,7 +336,7 @@ func (e *Engine) AttachFS(ctx context.Context, t Tenant, turnID uint64, root Has
 	if err := e.checkFSRoot(ctx, t, root); err != nil {
 		return err
 	}
-	err := e.q.AttachFS(ctx, db.AttachFSParams{TenantID: t.ID, TurnID: int64(turnID), FsRootHash: root[:]})
+	err := e.as(pgrole.Tenant, t.ID).AttachFS(ctx, db.AttachFSParams{TenantID: t.ID, TurnID: int64(turnID), FsRootHash: root[:]})
 	if err != nil {
 		return wrapf(KindUnavailable, err, "attach fs root to turn %d", turnID)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
@@ -95,7 +96,7 @@ func SessionName() string {
 // endEarlierSessions ends the sessions of earlier processes on this
 // database (a no-op unless this process's sessions have SessionPrefix).
 func (e *Engine) endEarlierSessions(ctx context.Context) error {
-	left, err := e.q.EndEarlierSessions(ctx, SessionPrefix)
+	left, err := e.as(pgrole.Recovery, "").EndEarlierSessions(ctx, SessionPrefix)
 	if err != nil {
 		return fmt.Errorf("end the sessions of earlier processes: %w", err)
 	}
@@ -114,7 +115,7 @@ func (e *Engine) loadState(ctx context.Context) (db.GetTurnLogStateRow, error) {
 	if err != nil {
 		return db.GetTurnLogStateRow{}, err
 	}
-	state, err := e.q.GetTurnLogState(ctx)
+	state, err := e.as(pgrole.Recovery, "").GetTurnLogState(ctx)
 	switch {
 	case err == nil && fileID == uuid.Nil:
 		return state, fmt.Errorf("the database holds turn store %s but %s has no %s: is this the right data directory?",
@@ -145,7 +146,7 @@ func (e *Engine) initState(ctx context.Context, fileID uuid.UUID) (db.GetTurnLog
 		}
 	}
 	id := pgtype.UUID{Bytes: fileID, Valid: true}
-	if err := e.q.InitTurnLogState(ctx, id); err != nil {
+	if err := e.as(pgrole.Recovery, "").InitTurnLogState(ctx, id); err != nil {
 		return db.GetTurnLogStateRow{}, fmt.Errorf("init turn log state: %w", err)
 	}
 	e.storeID = id
@@ -229,7 +230,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 }
 
 func (e *Engine) loadTenants(ctx context.Context) error {
-	rows, err := e.q.ListTenants(ctx)
+	rows, err := e.as(pgrole.Recovery, "").ListTenants(ctx)
 	if err != nil {
 		return fmt.Errorf("load tenants: %w", err)
 	}
@@ -240,7 +241,7 @@ func (e *Engine) loadTenants(ctx context.Context) error {
 }
 
 func (e *Engine) loadTypes(ctx context.Context) error {
-	rows, err := e.q.ListTurnTypes(ctx)
+	rows, err := e.as(pgrole.Recovery, "").ListTurnTypes(ctx)
 	if err != nil {
 		return fmt.Errorf("load turn types: %w", err)
 	}
@@ -253,7 +254,7 @@ func (e *Engine) loadTypes(ctx context.Context) error {
 // loadContexts loads every head and checks it names a committed turn of
 // the same tenant.
 func (e *Engine) loadContexts(ctx context.Context) error {
-	rows, err := e.q.ListContexts(ctx)
+	rows, err := e.as(pgrole.Recovery, "").ListContexts(ctx)
 	if err != nil {
 		return fmt.Errorf("load contexts: %w", err)
 	}
@@ -275,7 +276,7 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 
 func (e *Engine) loadIdempotencyKeys(ctx context.Context) (*idemTable, error) {
 	t := newIdemTable(e.opts.MaxIdempotencyKeys)
-	rows, err := e.q.ListIdempotencyKeysSince(ctx, e.now().Add(-IdempotencyWindow))
+	rows, err := e.as(pgrole.Recovery, "").ListIdempotencyKeysSince(ctx, e.now().Add(-IdempotencyWindow))
 	if err != nil {
 		return t, fmt.Errorf("load idempotency keys: %w", err)
 	}

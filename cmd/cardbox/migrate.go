@@ -29,7 +29,7 @@ func migrate(ctx context.Context, args []string) error {
 		return err
 	}
 	defer lock.Unlock()
-	db, err := database.Open(ctx, cfg, database.Options{})
+	db, err := database.Open(ctx, cfg, database.Options{Owner: true})
 	if err != nil {
 		return err
 	}

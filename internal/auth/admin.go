@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -67,7 +68,7 @@ func (k *Keys) CreateTenant(ctx context.Context, actor, id, name string) (Tenant
 
 // ListTenants lists every tenant with its count of live keys.
 func (k *Keys) ListTenants(ctx context.Context) ([]Tenant, error) {
-	rows, err := k.q.ListTenantsFull(ctx)
+	rows, err := k.admin.ListTenantsFull(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list tenants: %w", err)
 	}
@@ -106,7 +107,7 @@ func (k *Keys) CreateKey(ctx context.Context, actor, tenant string, role Role, e
 
 // ListKeys lists the keys of tenant, or of every tenant when tenant is "".
 func (k *Keys) ListKeys(ctx context.Context, tenant string) ([]Key, error) {
-	rows, err := k.q.ListKeys(ctx, pgtype.Text{String: tenant, Valid: tenant != ""})
+	rows, err := k.admin.ListKeys(ctx, pgtype.Text{String: tenant, Valid: tenant != ""})
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
@@ -153,7 +154,7 @@ type audit struct {
 // audit log in the same transaction: no change without its record.
 func (k *Keys) audited(ctx context.Context, change func(q *db.Queries) (audit, error)) error {
 	return pgx.BeginFunc(ctx, k.pool, func(tx pgx.Tx) error {
-		q := k.q.WithTx(tx)
+		q := db.New(pgrole.As(tx, pgrole.Admin, ""))
 		a, err := change(q)
 		if err != nil {
 			return err
@@ -197,7 +198,7 @@ type AuditEntry struct {
 // Audit returns the last max records of the audit log about tenant (all
 // tenants when tenant is ""), newest first.
 func (k *Keys) Audit(ctx context.Context, tenant string, max int) ([]AuditEntry, error) {
-	rows, err := k.q.ListAudit(ctx, db.ListAuditParams{TenantID: pgtype.Text{String: tenant, Valid: tenant != ""}, MaxRows: int32(max)})
+	rows, err := k.admin.ListAudit(ctx, db.ListAuditParams{TenantID: pgtype.Text{String: tenant, Valid: tenant != ""}, MaxRows: int32(max)})
 	if err != nil {
 		return nil, fmt.Errorf("read the audit log: %w", err)
 	}
@@ -245,7 +246,7 @@ var ErrBadRate = errors.New("a rate limit is a positive rate and a positive burs
 // TenantRate returns a tenant's own rate limit (the zero Rate when it has
 // none and takes the server's default).
 func (k *Keys) TenantRate(ctx context.Context, tenant string) (Rate, error) {
-	row, err := k.q.GetTenantRate(ctx, tenant)
+	row, err := k.lookup.GetTenantRate(ctx, tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Rate{}, ErrNoTenant
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -19,9 +20,10 @@ import (
 // at HELLO, are closed by Watch.
 type Keys struct {
 	pool *pgxpool.Pool
-	q    *db.Queries
-	log  *slog.Logger
-	now  func() time.Time
+	// lookup finds keys and tenant limits; admin administers (pgrole).
+	lookup, admin *db.Queries
+	log           *slog.Logger
+	now           func() time.Time
 }
 
 // NewKeys returns the keys of the database behind pool; log (nil: none)
@@ -30,7 +32,10 @@ func NewKeys(pool *pgxpool.Pool, log *slog.Logger) *Keys {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Keys{pool: pool, q: db.New(pool), log: log, now: time.Now}
+	return &Keys{
+		pool: pool, log: log, now: time.Now,
+		lookup: db.New(pgrole.As(pool, pgrole.Lookup, "")), admin: db.New(pgrole.As(pool, pgrole.Admin, "")),
+	}
 }
 
 // Authenticate returns the principal of secret. An unknown, malformed,
@@ -42,7 +47,7 @@ func (k *Keys) Authenticate(ctx context.Context, secret string) (Principal, erro
 	if !ok {
 		return Principal{}, ErrUnauthenticated
 	}
-	row, err := k.q.GetKey(ctx, id)
+	row, err := k.lookup.GetKey(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -58,7 +63,7 @@ func (k *Keys) Authenticate(ctx context.Context, secret string) (Principal, erro
 // ValidKey reports whether a key is still valid (it exists, is not
 // revoked and not expired): what Watch's callers check for open sessions.
 func (k *Keys) ValidKey(ctx context.Context, keyID string) (bool, error) {
-	row, err := k.q.GetKey(ctx, keyID)
+	row, err := k.lookup.GetKey(ctx, keyID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -213,8 +213,13 @@ func (h *hosted) makeKeys(t *testing.T) {
 	key(acmeReader, "acme", auth.RoleReader, nil)
 	key(acmeAnalyst, "acme", auth.RoleAnalyst, nil)
 	key(globexWriter, "globex", auth.RoleWriter, nil)
-	past := time.Now().Add(-time.Hour)
-	key(expiredKey, "acme", auth.RoleWriter, &past)
+	// A key cannot be created expired: this one expires after creation,
+	// as the table's owner says.
+	soon := time.Now().Add(time.Hour)
+	expired := key(expiredKey, "acme", auth.RoleWriter, &soon)
+	if _, err := h.pool.Exec(ctx, "UPDATE api_keys SET expires_at = now() - interval '1 hour' WHERE key_id = $1", expired.ID); err != nil {
+		t.Fatal(err)
+	}
 	gone := key(revokedKey, "acme", auth.RoleWriter, nil)
 	if _, err := h.keys.RevokeKey(ctx, "securitytest", gone.ID); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -36,12 +37,12 @@ func Recover(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress i
 	var actions []string
 	var a string
 	if needsLogRebuild(before) {
-		if a, err = rebuildLog(ctx, dataDir, db.New(pool)); err != nil {
+		if a, err = rebuildLog(ctx, dataDir, db.New(pgrole.As(pool, pgrole.Recovery, ""))); err != nil {
 			return nil, err
 		}
 		actions = append(actions, a)
 	}
-	a, err = rebuildIndex(ctx, dataDir, db.New(pool))
+	a, err = rebuildIndex(ctx, dataDir, db.New(pgrole.As(pool, pgrole.Recovery, "")))
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -96,7 +97,7 @@ type files struct {
 // row has its record and its payload, every head and fs root exists, the
 // log reaches its committed end. Progress goes to progress.
 func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io.Writer) (*Report, error) {
-	if err := sameStore(ctx, dataDir, db.New(pool)); err != nil {
+	if err := sameStore(ctx, dataDir, db.New(pgrole.As(pool, pgrole.Recovery, ""))); err != nil {
 		return nil, err
 	}
 	r := &Report{}
@@ -104,7 +105,7 @@ func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io
 	if err != nil {
 		return nil, err
 	}
-	return r, crossCheck(ctx, db.New(pool), f, r, progress)
+	return r, crossCheck(ctx, db.New(pgrole.As(pool, pgrole.Recovery, "")), f, r, progress)
 }
 
 // sameStore refuses a data directory and a database that belong to

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/internal/pgembed"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/migrations"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -64,7 +66,11 @@ type Options struct {
 	// directory's lock and is running, for the administration commands
 	// (keys, tenants) that work beside it: Close leaves the cluster
 	// running.
-	Guest  bool
+	Guest bool
+	// Owner keeps the pool as the URL's role, the schema's owner, rather
+	// than pgrole.Server: for commands that read the migrations' state or
+	// make Postgres roles.
+	Owner  bool
 	Logger *slog.Logger
 }
 
@@ -95,7 +101,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 		}
 		url = srv.URL(embeddedDB)
 	}
-	if err := d.connect(ctx, url, opts.NameSessions); err != nil {
+	if err := d.connect(ctx, url, opts); err != nil {
 		d.Close(ctx)
 		return nil, err
 	}
@@ -148,27 +154,80 @@ func wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (d *DB) connect(ctx context.Context, url string, nameSessions bool) error {
+// connect migrates as the URL's role, which owns the schema, and opens
+// the pool the rest of the process uses, which runs as pgrole.Server: no
+// privileges of its own, every statement taking its path's role
+// (internal/pgrole), so that row-level security applies. The embedded
+// cluster logs in as that role; a server at a URL keeps the URL's login
+// and switches to it on each connection.
+func (d *DB) connect(ctx context.Context, url string, opts Options) error {
+	if err := migrate(ctx, url, d.embedded != nil); err != nil {
+		return err
+	}
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return fmt.Errorf("CARDBOX_DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConns = 32
 	pcfg.MaxConnIdleTime = 5 * time.Minute
-	if nameSessions {
+	if opts.NameSessions {
 		// So that the next server's recovery can end them if this one dies
 		// with transactions open.
 		pcfg.ConnConfig.RuntimeParams["application_name"] = store.SessionName()
 	}
-	if d.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
-		return fmt.Errorf("connect to postgres: %w", err)
+	switch {
+	case opts.Owner:
+	case d.embedded != nil:
+		pcfg.ConnConfig.User = pgrole.Server
+	default:
+		pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SET ROLE "+pgrole.Server)
+			return err
+		}
+	}
+	if d.Pool, err = open(ctx, pcfg); err != nil {
+		return err
+	}
+	return nil
+}
+
+// migrate applies the migrations as the URL's role and, in the embedded
+// cluster, lets pgrole.Server log in (over the cluster's private socket).
+func migrate(ctx context.Context, url string, embedded bool) error {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("CARDBOX_DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = 2
+	owner, err := open(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer owner.Close()
+	if err := migrations.Up(ctx, owner); err != nil {
+		return err
+	}
+	if embedded {
+		if _, err := owner.Exec(ctx, "ALTER ROLE "+pgrole.Server+" LOGIN"); err != nil {
+			return fmt.Errorf("let %s log in: %w", pgrole.Server, err)
+		}
+	}
+	return nil
+}
+
+// open opens a pool and checks that it reaches Postgres.
+func open(ctx context.Context, pcfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := d.Pool.Ping(pingCtx); err != nil {
-		return fmt.Errorf("connect to postgres: %w", err)
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to postgres as %s: %w", pcfg.ConnConfig.User, err)
 	}
-	return migrations.Up(ctx, d.Pool)
+	return pool, nil
 }
 
 // Close closes the pool and stops the embedded cluster if this process
