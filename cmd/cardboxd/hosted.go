@@ -22,6 +22,9 @@ import (
 func checkMode(cfg *config.Config) error {
 	switch cfg.Mode {
 	case config.ModeHosted:
+		if s := cfg.TenantMemoryShare; s <= 0 || s > 1 {
+			return fmt.Errorf("--tenant-memory-share %v: want a fraction above 0, at most 1", s)
+		}
 		return nil
 	case config.ModeDev:
 	default:
@@ -77,6 +80,15 @@ func (a access) limit() func(ctx context.Context, tenant string) (bool, time.Dur
 		return nil
 	}
 	return a.limiter.Allow
+}
+
+// memoryShare is the fraction of the binary port's memory budgets one
+// tenant may hold; 0 (no shares) in dev mode, which has one tenant.
+func (a access) memoryShare(cfg *config.Config) float64 {
+	if a.keys == nil {
+		return 0
+	}
+	return cfg.TenantMemoryShare
 }
 
 // binary is the binary server's authenticator; nil in dev mode.

@@ -71,6 +71,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	bin := server.New(server.Options{
 		Store: svc, Live: svc.Hub(), Logger: log, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
 		Authenticate: access.binary(), Limit: access.limit(), MaxSessionsPerTenant: cfg.TenantMaxConns,
+		TenantShare: access.memoryShare(cfg),
 	})
 	httpMetrics := api.NewHTTPMetrics()
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn})

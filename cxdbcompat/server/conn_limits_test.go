@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
@@ -116,5 +117,73 @@ cardbox_binary_requests_total{code="404",type="GET_HEAD"} 1
 `
 	if err := testutil.CollectAndCompare(e.srv.Collector(), strings.NewReader(want), "cardbox_binary_requests_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// One tenant's frames hold at most its share of the request budget: while
+// acme's stalled frames hold all of its share, bravo's large frame is
+// served at once, though without shares acme's frames would leave it too
+// little room.
+func TestTenantShareOfTheRequestBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envConfig{
+		auth: apiKeys(map[string]string{"key-a": "acme", "key-b": "bravo"}),
+		options: func(o *server.Options) {
+			o.FrameTimeout = time.Minute // acme's frames stay stalled throughout
+			o.MaxInFlightBytes = 2 * (cxdbcompat.MaxPayload + cxdbcompat.HeaderSize + 1)
+			o.TenantShare = 0.5 // one frame's worth each
+		},
+	})
+	e.tenant("acme")
+	e.tenant("bravo")
+	hello := func(key string) *rawConn {
+		c := dialRaw(t, e.addr)
+		c.expectOK(cxdbcompat.MsgHello, 0, cxdbcompat.HelloRequest{ProtocolVersion: 1, ClientMetaJSON: []byte(`{"api_key":"` + key + `"}`)}.AppendTo(nil))
+		return c
+	}
+	// Two acme frames announcing 64 MiB each, 40 MiB of each sent: 80 MiB
+	// wanted, 64 MiB allowed. The second write blocks once the server
+	// stops reading, so it runs on its own; the test ends it by closing.
+	hdr := cxdbcompat.AppendFrame(nil, cxdbcompat.MsgPutBlob, 0, 1, nil)
+	copy(hdr, []byte{0, 0, 0, 4}) // len = 64 MiB
+	for range 2 {
+		c := hello("key-a")
+		t.Cleanup(c.close)
+		go func() { _, _ = c.conn.Write(append(append([]byte{}, hdr...), make([]byte, 40<<20)...)) }()
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e.srv.Collector())
+	held := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "cardbox_binary_request_bytes_held" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no cardbox_binary_request_bytes_held")
+		return 0
+	}
+	// acme's share is one frame; the frame being read waits for room in
+	// steps of at most a few MiB, so what acme holds ends within one step
+	// of its share.
+	share := float64(cxdbcompat.MaxPayload + cxdbcompat.HeaderSize + 1)
+	full := share - 4<<20
+	deadline := time.Now().Add(ioTimeout)
+	for held() < full && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling what the server holds, bounded
+	}
+	if h := held(); h < full || h > share {
+		t.Fatalf("acme's frames hold %.0f bytes, want its share %.0f (within 4 MiB)", h, share)
+	}
+	// bravo's 60 MiB blob needs more than the 48 MiB acme would have left
+	// without shares.
+	b := hello("key-b")
+	blob := bytes.Repeat([]byte("b"), 60<<20)
+	b.expectOK(cxdbcompat.MsgPutBlob, 0, cxdbcompat.PutBlobRequest{Hash: hashOf(blob), Data: blob}.AppendTo(nil))
+	if h := held(); h < full {
+		t.Fatalf("after bravo's blob the server holds %.0f bytes, want acme's %.0f still held", h, share)
 	}
 }

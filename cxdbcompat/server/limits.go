@@ -80,9 +80,14 @@ func withLimitDefaults(o Options) Options {
 	if o.MaxReplyBytes <= 0 {
 		o.MaxReplyBytes = DefaultMaxReplyBytes
 	}
-	// One whole frame must always fit, or it would wait forever.
-	o.MaxInFlightBytes = max(o.MaxInFlightBytes, cxdbcompat.MaxPayload)
-	o.MaxReplyBytes = max(o.MaxReplyBytes, cxdbcompat.MaxPayload+cxdbcompat.HeaderSize+1)
+	// One whole frame must always fit, or it would wait forever: in the
+	// budget, and in a tenant's share of it.
+	whole := float64(cxdbcompat.MaxPayload + cxdbcompat.HeaderSize + 1)
+	if o.TenantShare > 0 && o.TenantShare < 1 {
+		whole /= o.TenantShare
+	}
+	o.MaxInFlightBytes = max(o.MaxInFlightBytes, int64(whole))
+	o.MaxReplyBytes = max(o.MaxReplyBytes, int64(whole))
 	return o
 }
 
@@ -156,8 +161,9 @@ func (p *pacedReader) drainFor(d time.Duration) {
 // request budget.
 type frameCharge struct {
 	s       *session
-	total   int64 // bytes room was made for
-	charged int64 // of which charged
+	tenant  string // charged to, from the frame's first charge
+	total   int64  // bytes room was made for
+	charged int64  // of which charged
 }
 
 // reserve is the cxdbcompat.ReadFrameReserving hook: it charges room
@@ -172,7 +178,10 @@ func (c *frameCharge) reserve(n int) error {
 	}
 	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.srv.opts.FrameTimeout)
 	defer cancel()
-	if err := c.s.srv.bytes.Acquire(ctx, need); err != nil {
+	if c.charged == 0 {
+		c.tenant = c.s.tenant.ID
+	}
+	if err := c.s.srv.bytes.acquire(ctx, c.tenant, need); err != nil {
 		return fmt.Errorf("no room for %d more bytes of a frame within %v: %w", need, c.s.srv.opts.FrameTimeout, err)
 	}
 	c.charged += need
@@ -183,7 +192,7 @@ func (c *frameCharge) reserve(n int) error {
 // release gives the charged bytes back.
 func (c *frameCharge) release() {
 	if c.charged > 0 {
-		c.s.srv.bytes.Release(c.charged)
+		c.s.srv.bytes.release(c.tenant, c.charged)
 		c.s.srv.metrics.requestBytes.Add(-c.charged)
 		c.charged = 0
 	}
@@ -225,12 +234,13 @@ func (s *session) turnListSize(f cxdbcompat.Frame) (size int64, ok bool) {
 // chargeReply takes n bytes of the reply budget for an answer about to be
 // built, and returns how to give them back.
 func (s *session) chargeReply(ctx context.Context, n int64) (release func(), err error) {
-	if err := s.srv.replies.Acquire(ctx, n); err != nil {
+	tenant := s.tenant.ID
+	if err := s.srv.replies.acquire(ctx, tenant, n); err != nil {
 		return nil, err
 	}
 	s.srv.metrics.replyBytes.Add(n)
 	return func() {
-		s.srv.replies.Release(n)
+		s.srv.replies.release(tenant, n)
 		s.srv.metrics.replyBytes.Add(-n)
 	}, nil
 }
@@ -238,7 +248,7 @@ func (s *session) chargeReply(ctx context.Context, n int64) (release func(), err
 // buildLarge runs build for a request whose answer's size is not known
 // before (GET_BLOB) within the response limits, and returns its answer and
 // the reply bytes charged for it, to release once written.
-func (s *session) buildLarge(ctx context.Context, build func() []byte) ([]byte, int64, error) {
+func (s *session) buildLarge(ctx context.Context, tenant string, build func() []byte) ([]byte, int64, error) {
 	if err := s.srv.builds.Acquire(ctx, 1); err != nil {
 		return nil, 0, err
 	}
@@ -248,7 +258,7 @@ func (s *session) buildLarge(ctx context.Context, build func() []byte) ([]byte, 
 	if n <= freeFrameBytes {
 		return resp, 0, nil
 	}
-	if err := s.srv.replies.Acquire(ctx, n); err != nil {
+	if err := s.srv.replies.acquire(ctx, tenant, n); err != nil {
 		recycleFrame(resp)
 		return nil, 0, err
 	}

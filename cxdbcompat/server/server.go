@@ -83,6 +83,12 @@ type Options struct {
 	// written, across all connections (default 64 MiB, at least one whole
 	// frame).
 	MaxReplyBytes int64
+	// TenantShare is the fraction of MaxInFlightBytes and of
+	// MaxReplyBytes one tenant may hold, so that one tenant cannot spend a
+	// budget all others share; 0 gives no shares. Sessions yet to
+	// authenticate count as one tenant. Each budget is raised, if need
+	// be, so that a share holds one whole frame (at 0.25: 256 MiB).
+	TenantShare float64
 	// IdleTimeout closes a session that sends no frame for so long
 	// (default 5 minutes).
 	IdleTimeout time.Duration
@@ -105,8 +111,8 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	sessions atomic.Uint64
-	bytes    *semaphore.Weighted // payload bytes of requests arriving or in progress
-	replies  *semaphore.Weighted // bytes of large responses not yet written
+	bytes    *budget             // payload bytes of requests arriving or in progress
+	replies  *budget             // bytes of large responses not yet written
 	builds   *semaphore.Weighted // payload-carrying responses being built
 	metrics  *metrics
 
@@ -137,8 +143,8 @@ func New(opts Options) *Server {
 	}
 	return &Server{
 		opts: opts, log: opts.Logger, conns: map[*session]struct{}{}, perTenant: map[string]int{},
-		bytes:   semaphore.NewWeighted(opts.MaxInFlightBytes),
-		replies: semaphore.NewWeighted(opts.MaxReplyBytes),
+		bytes:   newBudget(opts.MaxInFlightBytes, opts.TenantShare, cxdbcompat.MaxPayload),
+		replies: newBudget(opts.MaxReplyBytes, opts.TenantShare, cxdbcompat.MaxPayload+cxdbcompat.HeaderSize+1),
 		builds:  semaphore.NewWeighted(maxBuilds),
 		metrics: newMetrics(),
 	}

@@ -223,13 +223,14 @@ func (s *session) serveLarge(f cxdbcompat.Frame) {
 		return
 	}
 	defer func() { <-s.large }()
-	resp, charged, err := s.buildLarge(s.ctx, func() []byte { return s.handle(f) })
+	tenant := s.tenant.ID
+	resp, charged, err := s.buildLarge(s.ctx, tenant, func() []byte { return s.handle(f) })
 	if err != nil {
 		return // the session is ending
 	}
 	s.answer(f, resp)
 	if charged > 0 {
-		s.srv.replies.Release(charged)
+		s.srv.replies.release(tenant, charged)
 		s.srv.metrics.replyBytes.Add(-charged)
 	}
 }

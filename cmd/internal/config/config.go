@@ -37,7 +37,10 @@ type Config struct {
 	AllowPublicDev   bool
 	TenantRate       float64
 	TenantMaxConns   int
-	TenantBurst      int
+	// TenantMemoryShare is the fraction of the binary port's request and
+	// answer budgets one tenant may hold (hosted mode).
+	TenantMemoryShare float64
+	TenantBurst       int
 	// TLSCert and TLSKey are PEM files; with both set, both listeners
 	// speak TLS only (see cmd/cardboxd).
 	TLSCert             string
@@ -103,6 +106,9 @@ func settings(c *Config) []setting {
 		}},
 		{"tenant-max-conns", "CARDBOX_TENANT_MAX_CONNS", "hosted mode: most binary sessions one tenant may have open (its share of --max-conns)", func(fs *flag.FlagSet, name, usage string) {
 			fs.IntVar(&c.TenantMaxConns, name, 256, usage)
+		}},
+		{"tenant-memory-share", "CARDBOX_TENANT_MEMORY_SHARE", "hosted mode: fraction of the binary port's memory budgets for requests and answers (64 MiB each) one tenant may hold; at least one frame (16 MiB)", func(fs *flag.FlagSet, name, usage string) {
+			fs.Float64Var(&c.TenantMemoryShare, name, 0.25, usage)
 		}},
 		{"tenant-burst", "CARDBOX_TENANT_BURST", "hosted mode: requests a tenant may make at once above its rate", func(fs *flag.FlagSet, name, usage string) {
 			fs.IntVar(&c.TenantBurst, name, 4000, usage)
