@@ -20,6 +20,7 @@ import (
 // benchConfig is what `cardbox bench` drives.
 type benchConfig struct {
 	addr, httpAddr string
+	key            string // API key of a hosted server
 	conns          int
 	contexts       int
 	size           int
@@ -43,6 +44,7 @@ func parseBench(args []string) (*benchConfig, error) {
 	fs.DurationVar(&c.readDuration, "read-duration", 5*time.Second, "length of the GET_LAST phase")
 	fs.IntVar(&c.latencyTurns, "latency-turns", 2000, "appends on one connection to measure single-writer latency")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
+	fs.StringVar(&c.key, "key", "", "API key (writer) of a server in hosted mode")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -103,7 +105,7 @@ func bench(ctx context.Context, args []string) error {
 }
 
 func createContexts(ctx context.Context, cfg *benchConfig) ([]uint64, error) {
-	c, err := dialBench(ctx, cfg.addr)
+	c, err := dialBench(ctx, cfg.addr, cfg.key)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.addr, err)
 	}
@@ -155,7 +157,7 @@ func appendPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *be
 // latencyPhase measures appends with a single connection: no batching
 // partner, so it shows the cost of one durable commit.
 func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *benchResult) error {
-	c, err := dialBench(ctx, cfg.addr)
+	c, err := dialBench(ctx, cfg.addr, cfg.key)
 	if err != nil {
 		return err
 	}
@@ -184,7 +186,7 @@ func readPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benc
 	errs := make([]error, cfg.conns)
 	var wg sync.WaitGroup
 	for i := range cfg.conns {
-		wg.Go(func() { ops[i], errs[i] = readLoop(ctx, cfg.addr, contexts, i, deadline) })
+		wg.Go(func() { ops[i], errs[i] = readLoop(ctx, cfg.addr, cfg.key, contexts, i, deadline) })
 	}
 	wg.Wait()
 	r.GetLastPerSec = float64(sumInt64(ops)) / time.Since(start).Seconds()
@@ -193,8 +195,8 @@ func readPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benc
 
 // readLoop is connection i's share of the read phase: it walks the
 // contexts from the i-th on and returns how many answers it checked.
-func readLoop(ctx context.Context, addr string, contexts []uint64, i int, deadline time.Time) (int64, error) {
-	c, err := dialBench(ctx, addr)
+func readLoop(ctx context.Context, addr, key string, contexts []uint64, i int, deadline time.Time) (int64, error) {
+	c, err := dialBench(ctx, addr, key)
 	if err != nil {
 		return 0, fmt.Errorf("connect to %s: %w", addr, err)
 	}
@@ -222,7 +224,7 @@ func forEachConn(ctx context.Context, cfg *benchConfig, fn func(int, *benchConn)
 	errs := make([]error, cfg.conns)
 	for i := range cfg.conns {
 		wg.Go(func() {
-			c, err := dialBench(ctx, cfg.addr)
+			c, err := dialBench(ctx, cfg.addr, cfg.key)
 			if err != nil {
 				errs[i] = err
 				return

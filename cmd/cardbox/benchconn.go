@@ -29,16 +29,28 @@ type benchConn struct {
 	calls uint64
 }
 
-// dialBench connects and says HELLO. The connection is closed when ctx
+// serverError is an ERROR frame the server answered.
+type serverError struct{ cxdbcompat.ErrorResponse }
+
+func (e *serverError) Error() string {
+	return fmt.Sprintf("server error %d %s: %s", e.Code, e.Kind, e.Message)
+}
+
+// dialBench connects and says HELLO, with key (an API key of a hosted
+// server) in its client tag if given. The connection is closed when ctx
 // ends.
-func dialBench(ctx context.Context, addr string) (*benchConn, error) {
+func dialBench(ctx context.Context, addr, key string) (*benchConn, error) {
 	conn, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	c := &benchConn{conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}
 	c.stop = context.AfterFunc(ctx, func() { conn.Close() })
-	hello := cxdbcompat.HelloRequest{ProtocolVersion: cxdbcompat.ProtocolVersion, ClientTag: "cardbox-bench"}
+	tag := "cardbox-bench"
+	if key != "" {
+		tag += ";key=" + key
+	}
+	hello := cxdbcompat.HelloRequest{ProtocolVersion: cxdbcompat.ProtocolVersion, ClientTag: tag}
 	if _, err := c.call(hello); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("hello: %w", err)
@@ -78,7 +90,7 @@ func (c *benchConn) call(req cxdbcompat.Request) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("undecodable ERROR frame: %w", err)
 		}
-		return nil, fmt.Errorf("server error %d %s: %s", e.Code, e.Kind, e.Message)
+		return nil, &serverError{e}
 	case f.Type != req.MsgType():
 		return nil, fmt.Errorf("%s answered with %s", req.MsgType(), f.Type)
 	}

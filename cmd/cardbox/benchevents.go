@@ -190,7 +190,7 @@ func appendLoad(ctx context.Context, cfg *benchHTTPConfig, log *appendLog) ([]ti
 }
 
 func appendUntil(ctx context.Context, cfg *benchHTTPConfig, log *appendLog, seed uint64, deadline time.Time) ([]time.Duration, error) {
-	c, err := dialBench(ctx, cfg.addr)
+	c, err := dialBench(ctx, cfg.addr, "")
 	if err != nil {
 		return nil, err
 	}

@@ -127,7 +127,7 @@ func publishBundle(ctx context.Context, client *http.Client, base string) error 
 // fillContexts creates cfg.contexts contexts of cfg.pageTurns turns each
 // over the binary protocol.
 func fillContexts(ctx context.Context, cfg *benchHTTPConfig) ([]uint64, error) {
-	c, err := dialBench(ctx, cfg.addr)
+	c, err := dialBench(ctx, cfg.addr, "")
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.addr, err)
 	}

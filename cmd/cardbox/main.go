@@ -3,6 +3,7 @@
 //	cardbox migrate   apply the SQL migrations (embedded Postgres or CARDBOX_DATABASE_URL)
 //	cardbox bench     drive a running server over the binary protocol and report throughput
 //	cardbox bench-http  drive a running server's CXDB HTTP API: typed turn pages, event latency
+//	cardbox bench-tenants  one tenant's appends alone and beside a tenant hammering past its rate limit
 //	cardbox tenant    create, list tenants (hosted mode), against the server's database
 //	cardbox key       create, list, revoke API keys
 //	cardbox config    print the configuration table (flags and environment variables)
@@ -27,6 +28,7 @@ Commands:
   migrate   apply pending SQL migrations and print their status
   bench     benchmark a running cardboxd over the CXDB binary protocol
   bench-http  benchmark a running cardboxd's CXDB HTTP API (typed turn pages, /v1/events latency)
+  bench-tenants  A/B rounds: a tenant's appends alone and beside another tenant hammering past its rate limit (hosted mode)
   tenant    create NAME | list: administer tenants (hosted mode), beside a running server or not
   key       create --tenant NAME --role ROLE | list | revoke KEY_ID: administer API keys
   config    print the configuration table (flags and environment variables)
@@ -52,6 +54,8 @@ func main() {
 		err = bench(ctx, args)
 	case "bench-http":
 		err = benchHTTP(ctx, args)
+	case "bench-tenants":
+		err = benchTenants(ctx, args)
 	case "tenant":
 		err = adminGroup(ctx, "tenant", tenantCommands, args)
 	case "key":

@@ -168,3 +168,39 @@ func TestConnectionSharesInHostedMode(t *testing.T) {
 	c.expectClosed()
 	a.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)) // the admitted ones are served
 }
+
+// A session refused for its tenant's rate is not read again until the
+// tenant may make a request: a client that ignores its 429s and floods
+// frames gets one refusal per wait, not one per frame.
+func TestRefusedSessionPausesReading(t *testing.T) {
+	t.Parallel()
+	const wait = 100 * time.Millisecond
+	e := newEnvWith(t, envConfig{auth: roleKeys, options: func(o *server.Options) {
+		o.Limit = func(context.Context, string) (bool, time.Duration) { return false, wait }
+	}})
+	e.tenant("acme")
+	c := dialRaw(t, e.addr)
+	c.expectOK(cxdbcompat.MsgHello, 0, helloWith("writer-1"))
+	var flood []byte
+	for i := range 40 {
+		flood = cxdbcompat.AppendFrame(flood, cxdbcompat.MsgGetHead, 0, uint64(i+1), u64(1))
+	}
+	c.write(flood)
+	const window = 4 * wait
+	start := time.Now()
+	_ = c.conn.SetReadDeadline(start.Add(window))
+	answered := 0
+	for {
+		f, err := cxdbcompat.ReadFrame(c.r, nil)
+		if err != nil {
+			break // the window ended
+		}
+		requireError(t, f, 429)
+		answered++
+	}
+	// One answer at once, then one per wait at most (a slow machine
+	// answers fewer, never more).
+	if most := int(window/wait) + 1; answered < 1 || answered > most {
+		t.Fatalf("%d refusals within %v, want 1 to %d", answered, window, most)
+	}
+}

@@ -158,6 +158,7 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 		if ok, wait := limit(s.ctx, s.tenant.ID); !ok {
 			s.answer(f, errorFrame(f.ReqID, &protocolError{429, "RATE_LIMITED",
 				fmt.Sprintf("the tenant's request rate limit is reached; retry in %d ms", max(1, wait.Milliseconds()))}))
+			s.pauseAfterRefusal(wait)
 			return true
 		}
 	}
@@ -188,6 +189,26 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 		s.answer(f, s.handle(f))
 	}()
 	return true
+}
+
+// Bounds of the pause after a request refused for the tenant's rate.
+const (
+	minRefusedPause = 50 * time.Millisecond
+	maxRefusedPause = time.Second
+)
+
+// pauseAfterRefusal stops reading the session's frames until its tenant
+// may make a request again (within the bounds above): a client that
+// ignores 429s then costs the server one refusal per pause, not one per
+// frame it can send, and the tenants within their rates keep the CPU.
+func (s *session) pauseAfterRefusal(wait time.Duration) {
+	t := time.NewTimer(min(max(wait, minRefusedPause), maxRefusedPause))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.stopping:
+	case <-s.ctx.Done():
+	}
 }
 
 // serveCharged answers a request whose answer will be about size bytes,
