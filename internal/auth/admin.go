@@ -47,22 +47,32 @@ type Key struct {
 
 // CreateTenant creates a tenant, recording actor in the audit log.
 func (k *Keys) CreateTenant(ctx context.Context, actor, id, name string) (Tenant, error) {
-	if !tenantName.MatchString(id) {
-		return Tenant{}, fmt.Errorf("create tenant %q: %w", id, ErrBadTenantName)
-	}
 	var t Tenant
-	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
-		row, err := q.CreateTenant(ctx, db.CreateTenantParams{TenantID: id, Name: name})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return audit{}, ErrTenantExists
-		}
-		t = Tenant{ID: row.TenantID, Name: row.Name, CreatedAt: row.CreatedAt}
-		return audit{actor: actor, action: "tenant.create", tenant: id, target: id}, err
+	err := k.audited(ctx, func(q *db.Queries) (a audit, err error) {
+		t, a, err = createTenant(ctx, q, actor, id, name)
+		return a, err
 	})
 	if err != nil {
 		return Tenant{}, fmt.Errorf("create tenant %q: %w", id, err)
 	}
 	return t, nil
+}
+
+// createTenant creates a tenant in q's transaction and returns the record
+// of it for the audit log.
+func createTenant(ctx context.Context, q *db.Queries, actor, id, name string) (Tenant, audit, error) {
+	if !tenantName.MatchString(id) {
+		return Tenant{}, audit{}, ErrBadTenantName
+	}
+	row, err := q.CreateTenant(ctx, db.CreateTenantParams{TenantID: id, Name: name})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Tenant{}, audit{}, ErrTenantExists
+	}
+	if err != nil {
+		return Tenant{}, audit{}, err
+	}
+	t := Tenant{ID: row.TenantID, Name: row.Name, CreatedAt: row.CreatedAt}
+	return t, audit{actor: actor, action: "tenant.create", tenant: id, target: id}, nil
 }
 
 // ListTenants lists every tenant with its count of live keys.
@@ -152,21 +162,40 @@ type audit struct {
 // audited runs change in a transaction and records what it returns in the
 // audit log in the same transaction: no change without its record.
 func (k *Keys) audited(ctx context.Context, change func(q *db.Queries) (audit, error)) error {
+	return k.auditedTx(ctx, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
+		a, err := change(q)
+		return []audit{a}, err
+	})
+}
+
+// auditedTx is audited for a change of several records, or one that needs
+// the transaction itself (dynamic SQL).
+func (k *Keys) auditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
 	return pgx.BeginFunc(ctx, k.pool, func(tx pgx.Tx) error {
 		q := k.q.WithTx(tx)
-		a, err := change(q)
+		records, err := change(tx, q)
 		if err != nil {
 			return err
 		}
-		detail, err := json.Marshal(a.detail)
-		if err != nil || a.detail == nil {
-			detail = []byte("{}")
+		for _, a := range records {
+			if err := q.AddAudit(ctx, a.params()); err != nil {
+				return err
+			}
 		}
-		return q.AddAudit(ctx, db.AddAuditParams{
-			Actor: a.actor, Action: a.action, TenantID: pgtype.Text{String: a.tenant, Valid: a.tenant != ""},
-			Target: a.target, Detail: detail,
-		})
+		return nil
 	})
+}
+
+// params are the audit log row of a.
+func (a audit) params() db.AddAuditParams {
+	detail, err := json.Marshal(a.detail)
+	if err != nil || a.detail == nil {
+		detail = []byte("{}")
+	}
+	return db.AddAuditParams{
+		Actor: a.actor, Action: a.action, TenantID: pgtype.Text{String: a.tenant, Valid: a.tenant != ""},
+		Target: a.target, Detail: detail,
+	}
 }
 
 func timestamptz(t *time.Time) pgtype.Timestamptz {
