@@ -84,8 +84,9 @@ func startT(t *testing.T, opts Options) *Server {
 	return s
 }
 
-// A cluster made without a TCP listener gets one, with passwords required,
-// when started again with TCPAddr; a process that joins it finds it
+// A cluster made without a TCP listener, even one whose pg_hba.conf
+// trusts TCP as initdb --auth=trust writes it, gets one with passwords
+// required when started again with TCPAddr; a process that joins it finds it
 // through postmaster.pid whatever it asked for, and an owner asking for
 // another listener restarts it.
 func TestTCPListenerOnAnExistingCluster(t *testing.T) {
@@ -98,6 +99,11 @@ func TestTCPListenerOnAnExistingCluster(t *testing.T) {
 	if err := s.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// What initdb --auth=trust wrote, as clusters of earlier versions have.
+	hbaPath := filepath.Join(dir, "pgdata", "pg_hba.conf")
+	if err := os.WriteFile(hbaPath, []byte("local all all trust\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	s = startT(t, Options{Dir: dir, TCPAddr: addr})
@@ -105,7 +111,7 @@ func TestTCPListenerOnAnExistingCluster(t *testing.T) {
 		t.Fatalf("TCPAddr = %q (want %q), started %v", s.TCPAddr(), addr, s.Started())
 	}
 	mustPing(t, s.URL("postgres"))
-	hba, _ := os.ReadFile(filepath.Join(dir, "pgdata", "pg_hba.conf"))
+	hba, _ := os.ReadFile(hbaPath)
 	if string(hba) != hbaConf {
 		t.Fatalf("pg_hba.conf = %q", hba)
 	}
