@@ -269,6 +269,18 @@ func TestSQLRoleSeesOnlyItsTenant(t *testing.T) {
 		}
 	})
 
+	t.Run("no column statistics", func(t *testing.T) {
+		mustExec(t, a.owner, "ANALYZE")
+		var n int
+		if err := analyst.QueryRow(ctx, "SELECT count(*)::int FROM pg_stats WHERE tablename = ANY($1)", analystTables).Scan(&n); err != nil || n != 0 {
+			t.Errorf("pg_stats shows %d rows of the analysts' tables (%v)", n, err)
+		}
+		var owner int
+		if err := a.owner.QueryRow(ctx, "SELECT count(*)::int FROM pg_stats WHERE tablename = ANY($1)", analystTables).Scan(&owner); err != nil || owner == 0 {
+			t.Errorf("the owner sees %d rows of pg_stats (%v): the check above proves nothing", owner, err)
+		}
+	})
+
 	t.Run("the role holds an analyst's rights only", func(t *testing.T) {
 		var limit int
 		var super, bypass, createRole, createDB, inherit bool
