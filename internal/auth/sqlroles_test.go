@@ -341,6 +341,22 @@ func TestSQLRoleSeesOnlyItsTenant(t *testing.T) {
 		}
 	})
 
+	t.Run("unsafe states are refused", func(t *testing.T) {
+		for _, tc := range []struct{ name, unsafe, repair, want string }{
+			// PostgreSQL 14's default: analysts could plant functions.
+			{"PUBLIC may create in the schema", "GRANT CREATE ON SCHEMA public TO PUBLIC", "REVOKE CREATE ON SCHEMA public FROM PUBLIC", ErrSQLRolesUnavailable.Error()},
+			{"the role belongs to another role", "GRANT pg_read_all_data TO " + role.Name, "REVOKE pg_read_all_data FROM " + role.Name, "rights beyond an analyst's"},
+		} {
+			mustExec(t, a.owner, tc.unsafe)
+			_, _, err := a.keys.CreateSQLRole(ctx, "test", "acme", "")
+			mustExec(t, a.owner, tc.repair)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
+			}
+		}
+		onlyRowsOf(t, a.mustConnect(t, role.Name, password), "acme", 2) // nothing changed
+	})
+
 	t.Run("tenant create with a SQL role", func(t *testing.T) {
 		tenant, r, pw, err := a.keys.CreateTenantWithSQLRole(ctx, "test", "Gamma.co", "Gamma")
 		if err != nil || tenant.ID != "Gamma.co" || r.Name != SQLRoleName("Gamma.co") || r.TenantID != "Gamma.co" {
