@@ -6,9 +6,8 @@
 // listens on one loopback TCP address, where every role must give its
 // password (SCRAM); nothing outside the machine can reach it either way.
 // pg_hba.conf is rewritten at every start to say exactly that. When the
-// calling process is root,
-// postgres runs as an unprivileged user (postgres, else nobody), because the
-// server refuses to run as root.
+// calling process is root, postgres runs as an unprivileged user
+// (postgres, else nobody), because the server refuses to run as root.
 //
 // A second Start on the same directory reuses the cluster, and reuses a
 // server that is still running there (for example after the previous owner
@@ -265,8 +264,8 @@ func (s *Server) start(ctx context.Context, settings map[string]string) error {
 		opts = append(opts, "-c", k+"="+settings[k])
 	}
 	// Last, so that no setting widens the listener or weakens passwords.
-	opts = append(opts, "-k", s.sockDir, "-p", strconv.Itoa(s.lis.port),
-		"-c", "listen_addresses="+s.lis.host, "-c", "password_encryption=scram-sha-256")
+	opts = append(opts, "-k", s.sockDir, "-p", strconv.Itoa(s.lis.port), "-c", "listen_addresses="+s.lis.host,
+		"-c", "hba_file="+filepath.Join(s.dataDir(), "pg_hba.conf"), "-c", "password_encryption=scram-sha-256")
 	s.log.Info("starting embedded postgres", "dir", s.dataDir(), "socket", s.sockDir, "tcp", s.lis.addr())
 	out, err := s.run(ctx, s.bins.pgCtl, "start", "-D", s.dataDir(), "-l", s.logFile(),
 		"-w", "-t", "60", "-o", shellJoin(opts))
