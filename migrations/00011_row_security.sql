@@ -38,6 +38,10 @@ BEGIN
     END LOOP;
     GRANT cardbox_tenant, cardbox_committer, cardbox_recovery, cardbox_sweeper,
           cardbox_lookup, cardbox_admin TO cardbox_server;
+    -- The migrating role (the schema's owner) may take cardbox_server and
+    -- so the path roles: the server at a URL logs in as it (a superuser
+    -- may anyway).
+    EXECUTE format('GRANT cardbox_server TO %I', current_user);
 END
 $$;
 -- +goose StatementEnd

@@ -48,17 +48,18 @@ func runAdmin(ctx context.Context, name string, cmd adminCommand, args []string)
 	return cmd.run(ctx, auth.NewKeys(db.Pool, nil), actor(), rest)
 }
 
-// openAdminDB opens the configured database. With the embedded cluster it
-// joins a running server's, or takes the data directory's lock and starts
-// the cluster for the command's duration.
+// openAdminDB opens the configured database as its owner (analysts' SQL
+// roles are made by it; everything else still runs as the path roles).
+// With the embedded cluster it joins a running server's, or takes the data
+// directory's lock and starts the cluster for the command's duration.
 func openAdminDB(ctx context.Context, cfg *config.Config, who string) (*database.DB, func(), error) {
 	if cfg.DatabaseURL != "" {
-		db, err := database.Open(ctx, cfg, database.Options{})
+		db, err := database.Open(ctx, cfg, database.Options{Owner: true})
 		return db, func() { db.Close(context.Background()) }, err
 	}
 	lock, err := datadir.Acquire(cfg.DataDir, who)
 	if errors.Is(err, datadir.ErrLocked) {
-		db, err := database.Open(ctx, cfg, database.Options{Guest: true})
+		db, err := database.Open(ctx, cfg, database.Options{Guest: true, Owner: true})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -67,7 +68,7 @@ func openAdminDB(ctx context.Context, cfg *config.Config, who string) (*database
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := database.Open(ctx, cfg, database.Options{})
+	db, err := database.Open(ctx, cfg, database.Options{Owner: true})
 	if err != nil {
 		lock.Unlock()
 		return nil, nil, err
@@ -104,15 +105,28 @@ var tenantCommands = map[string]adminCommand{
 
 func tenantCreate() adminCommand {
 	var name string
+	var sqlRole bool
 	return adminCommand{
-		flags: func(fs *flag.FlagSet) { fs.StringVar(&name, "name", "", "display name of the tenant") },
-		args:  1, usage: "create NAME [--name DISPLAY]",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&name, "name", "", "display name of the tenant")
+			fs.BoolVar(&sqlRole, "sql-role", false, "also create a Postgres role for the tenant's analysts and print its password (see cardbox sql-role)")
+		},
+		args: 1, usage: "create NAME [--name DISPLAY] [--sql-role]",
 		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
-			t, err := k.CreateTenant(ctx, actor, args[0], name)
+			if !sqlRole {
+				t, err := k.CreateTenant(ctx, actor, args[0], name)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("created tenant %s\n", t.ID)
+				return nil
+			}
+			t, r, password, err := k.CreateTenantWithSQLRole(ctx, actor, args[0], name)
 			if err != nil {
 				return err
 			}
 			fmt.Printf("created tenant %s\n", t.ID)
+			printSQLRole(r, password)
 			return nil
 		},
 	}
@@ -250,7 +264,111 @@ func orDash(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// adminGroup runs "cardbox tenant ..." or "cardbox key ...".
+var sqlRoleCommands = map[string]adminCommand{
+	"create": sqlRoleCreate(),
+	"list":   sqlRoleList(),
+	"drop":   sqlRoleDrop(),
+}
+
+func sqlRoleCreate() adminCommand {
+	var tenant, role string
+	return adminCommand{
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&tenant, "tenant", "", "tenant whose rows the role reads")
+			fs.StringVar(&role, "role", "", "role name (default: cardbox_sql_ and the tenant)")
+		},
+		usage: "create --tenant NAME [--role ROLE]",
+		run: func(ctx context.Context, k *auth.Keys, actor string, _ []string) error {
+			if tenant == "" {
+				return errors.New("--tenant is required")
+			}
+			r, password, err := k.CreateSQLRole(ctx, actor, tenant, role)
+			if err != nil {
+				return err
+			}
+			printSQLRole(r, password)
+			return nil
+		},
+	}
+}
+
+// printSQLRole reports a created or rotated SQL role, its password alone
+// on the last line of standard output.
+func printSQLRole(r auth.SQLRole, password string) {
+	if r.RotatedAt != nil {
+		fmt.Printf("new password for SQL role %s (tenant %s); the old one no longer logs in\n", r.Name, r.TenantID)
+	} else {
+		fmt.Printf("created SQL role %s (tenant %s), connection limit %d\n", r.Name, r.TenantID, auth.SQLRoleConnLimit)
+	}
+	warnUnended(r)
+	fmt.Println("the password follows; it is shown only this once:")
+	fmt.Println(password)
+}
+
+// warnUnended says on standard error that sessions of r outlive it.
+func warnUnended(r auth.SQLRole) {
+	switch {
+	case r.Unended < 0:
+		fmt.Fprintf(os.Stderr, "warning: could not end the open sessions of %s (not a superuser?); they go on until they disconnect\n", r.Name)
+	case r.Unended > 0:
+		fmt.Fprintf(os.Stderr, "warning: %d sessions of %s did not end within 5 s\n", r.Unended, r.Name)
+	}
+}
+
+func sqlRoleList() adminCommand {
+	var tenant string
+	var asJSON bool
+	return adminCommand{
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&tenant, "tenant", "", "only this tenant's roles")
+			fs.BoolVar(&asJSON, "json", false, "print JSON")
+		},
+		usage: "list [--tenant NAME] [--json]",
+		run: func(ctx context.Context, k *auth.Keys, _ string, _ []string) error {
+			roles, err := k.ListSQLRoles(ctx, tenant)
+			if err != nil || asJSON {
+				if err == nil {
+					err = json.NewEncoder(os.Stdout).Encode(roles)
+				}
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ROLE\tTENANT\tCREATED\tROTATED\tSTATE")
+			for _, r := range roles {
+				state := "ok"
+				if r.Missing {
+					state = "missing (dropped outside cardbox)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.TenantID, r.CreatedAt.UTC().Format(time.RFC3339), orDash(r.RotatedAt), state)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func sqlRoleDrop() adminCommand {
+	var tenant, role string
+	return adminCommand{
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&tenant, "tenant", "", "drop every SQL role of this tenant")
+			fs.StringVar(&role, "role", "", "drop this SQL role")
+		},
+		usage: "drop --tenant NAME | --role ROLE",
+		run: func(ctx context.Context, k *auth.Keys, actor string, _ []string) error {
+			dropped, err := k.DropSQLRoles(ctx, actor, tenant, role)
+			if err != nil {
+				return err
+			}
+			for _, r := range dropped {
+				fmt.Printf("dropped SQL role %s (tenant %s)\n", r.Name, r.TenantID)
+				warnUnended(r)
+			}
+			return nil
+		},
+	}
+}
+
+// adminGroup runs "cardbox tenant ...", "cardbox key ..." or "cardbox sql-role ...".
 func adminGroup(ctx context.Context, group string, cmds map[string]adminCommand, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("usage: cardbox %s %s", group, subcommands(cmds))

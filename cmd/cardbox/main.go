@@ -6,6 +6,7 @@
 //	cardbox bench-tenants  one tenant's appends alone and beside a tenant hammering past its rate limit
 //	cardbox tenant    create, list tenants (hosted mode), against the server's database
 //	cardbox key       create, list, revoke API keys
+//	cardbox sql-role  create, list, drop analysts' Postgres roles (read-only, one tenant)
 //	cardbox config    print the configuration table (flags and environment variables)
 //	cardbox attack    run the hostile-client attacks against a running server and check it survives
 //	cardbox verify    offline: re-read every blob and turn record and cross-check Postgres
@@ -29,8 +30,9 @@ Commands:
   bench     benchmark a running cardboxd over the CXDB binary protocol
   bench-http  benchmark a running cardboxd's CXDB HTTP API (typed turn pages, /v1/events latency)
   bench-tenants  A/B rounds: a tenant's appends alone and beside another tenant hammering past its rate limit (hosted mode)
-  tenant    create NAME | list: administer tenants (hosted mode), beside a running server or not
+  tenant    create NAME [--sql-role] | list: administer tenants (hosted mode), beside a running server or not
   key       create --tenant NAME --role ROLE | list | revoke KEY_ID: administer API keys
+  sql-role  create --tenant NAME | list | drop --tenant NAME: analysts' Postgres roles (read-only, one tenant)
   config    print the configuration table (flags and environment variables)
   attack    run hostile-client attacks against a running cardboxd and check it survives
   verify    (offline) re-read every blob and turn record, cross-check Postgres; non-zero exit on defects
@@ -60,6 +62,8 @@ func main() {
 		err = adminGroup(ctx, "tenant", tenantCommands, args)
 	case "key":
 		err = adminGroup(ctx, "key", keyCommands, args)
+	case "sql-role":
+		err = adminGroup(ctx, "sql-role", sqlRoleCommands, args)
 	case "config":
 		err = printConfig()
 	case "attack":

@@ -48,22 +48,32 @@ type Key struct {
 
 // CreateTenant creates a tenant, recording actor in the audit log.
 func (k *Keys) CreateTenant(ctx context.Context, actor, id, name string) (Tenant, error) {
-	if !tenantName.MatchString(id) {
-		return Tenant{}, fmt.Errorf("create tenant %q: %w", id, ErrBadTenantName)
-	}
 	var t Tenant
-	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
-		row, err := q.CreateTenant(ctx, db.CreateTenantParams{TenantID: id, Name: name})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return audit{}, ErrTenantExists
-		}
-		t = Tenant{ID: row.TenantID, Name: row.Name, CreatedAt: row.CreatedAt}
-		return audit{actor: actor, action: "tenant.create", tenant: id, target: id}, err
+	err := k.audited(ctx, func(q *db.Queries) (a audit, err error) {
+		t, a, err = createTenant(ctx, q, actor, id, name)
+		return a, err
 	})
 	if err != nil {
 		return Tenant{}, fmt.Errorf("create tenant %q: %w", id, err)
 	}
 	return t, nil
+}
+
+// createTenant creates a tenant in q's transaction and returns the record
+// of it for the audit log.
+func createTenant(ctx context.Context, q *db.Queries, actor, id, name string) (Tenant, audit, error) {
+	if !tenantName.MatchString(id) {
+		return Tenant{}, audit{}, ErrBadTenantName
+	}
+	row, err := q.CreateTenant(ctx, db.CreateTenantParams{TenantID: id, Name: name})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Tenant{}, audit{}, ErrTenantExists
+	}
+	if err != nil {
+		return Tenant{}, audit{}, err
+	}
+	t := Tenant{ID: row.TenantID, Name: row.Name, CreatedAt: row.CreatedAt}
+	return t, audit{actor: actor, action: "tenant.create", tenant: id, target: id}, nil
 }
 
 // ListTenants lists every tenant with its count of live keys.
@@ -153,21 +163,56 @@ type audit struct {
 // audited runs change in a transaction and records what it returns in the
 // audit log in the same transaction: no change without its record.
 func (k *Keys) audited(ctx context.Context, change func(q *db.Queries) (audit, error)) error {
-	return pgx.BeginFunc(ctx, k.pool, func(tx pgx.Tx) error {
-		q := db.New(pgrole.As(tx, pgrole.Admin, ""))
+	return k.auditedTx(ctx, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
 		a, err := change(q)
+		return []audit{a}, err
+	})
+}
+
+// auditedTx is audited for a change of several records, or one that needs
+// the transaction itself (dynamic SQL).
+func (k *Keys) auditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
+	return k.inAuditedTx(ctx, func(tx pgx.Tx) *db.Queries { return db.New(pgrole.As(tx, pgrole.Admin, "")) }, change)
+}
+
+// ownerAuditedTx is auditedTx as the session's own role, which must be
+// the schema's owner with the right to make roles (a superuser, as in
+// the embedded cluster): for the SQL roles of analysts, whose DDL no path
+// role may run. Keys over a pool of pgrole.Server cannot.
+func (k *Keys) ownerAuditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
+	return k.inAuditedTx(ctx, func(tx pgx.Tx) *db.Queries { return db.New(tx) }, change)
+}
+
+// owner returns the queries of the session's own role (see
+// ownerAuditedTx).
+func (k *Keys) owner() *db.Queries { return db.New(k.pool) }
+
+func (k *Keys) inAuditedTx(ctx context.Context, queries func(pgx.Tx) *db.Queries, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
+	return pgx.BeginFunc(ctx, k.pool, func(tx pgx.Tx) error {
+		q := queries(tx)
+		records, err := change(tx, q)
 		if err != nil {
 			return err
 		}
-		detail, err := json.Marshal(a.detail)
-		if err != nil || a.detail == nil {
-			detail = []byte("{}")
+		for _, a := range records {
+			if err := q.AddAudit(ctx, a.params()); err != nil {
+				return err
+			}
 		}
-		return q.AddAudit(ctx, db.AddAuditParams{
-			Actor: a.actor, Action: a.action, TenantID: pgtype.Text{String: a.tenant, Valid: a.tenant != ""},
-			Target: a.target, Detail: detail,
-		})
+		return nil
 	})
+}
+
+// params are the audit log row of a.
+func (a audit) params() db.AddAuditParams {
+	detail, err := json.Marshal(a.detail)
+	if err != nil || a.detail == nil {
+		detail = []byte("{}")
+	}
+	return db.AddAuditParams{
+		Actor: a.actor, Action: a.action, TenantID: pgtype.Text{String: a.tenant, Valid: a.tenant != ""},
+		Target: a.target, Detail: detail,
+	}
 }
 
 func timestamptz(t *time.Time) pgtype.Timestamptz {

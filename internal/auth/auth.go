@@ -1,6 +1,7 @@
 // Package auth is hosted mode's who-is-calling: API keys (their secrets,
 // roles and lifetimes), the principal a request acts as, and the
-// administration of tenants and keys with its audit log.
+// administration of tenants, keys and analysts' SQL roles (sqlroles.go)
+// with its audit log.
 //
 // A secret is "cbk_<key id>_<random>": the key id is public and names the
 // row, the random part is 256 bits, and only the SHA-256 of the whole

@@ -1,15 +1,17 @@
 // Package pgembed runs a private PostgreSQL cluster from the machine's
 // PostgreSQL binaries inside a directory the caller owns.
 //
-// The cluster listens on a unix socket only (listen_addresses is empty), so
-// nothing outside the machine can reach it, and the socket directory is
-// private to the user that runs postgres. When the calling process is root,
-// postgres runs as an unprivileged user (postgres, else nobody), because the
-// server refuses to run as root.
+// The cluster listens on a unix socket, in a directory private to the user
+// that runs postgres, where it trusts every local role. Optionally it also
+// listens on one loopback TCP address, where every role must give its
+// password (SCRAM); nothing outside the machine can reach it either way.
+// pg_hba.conf is rewritten at every start to say exactly that. When the
+// calling process is root, postgres runs as an unprivileged user
+// (postgres, else nobody), because the server refuses to run as root.
 //
 // A second Start on the same directory reuses the cluster, and reuses a
 // server that is still running there (for example after the previous owner
-// was killed).
+// was killed), restarting it if it listens elsewhere than asked.
 package pgembed
 
 import (
@@ -36,9 +38,6 @@ import (
 // its private socket.
 const Superuser = "cardbox"
 
-// port only names the socket file (.s.PGSQL.<port>); nothing listens on TCP.
-const port = 5432
-
 // Options configure an embedded cluster.
 type Options struct {
 	// Dir holds the cluster: Dir/pgdata, Dir/run (socket), Dir/postgres.log.
@@ -47,6 +46,14 @@ type Options struct {
 	BinDir string
 	// Settings are extra postgresql.conf parameters passed at start.
 	Settings map[string]string
+	// TCPAddr, if set, is a loopback IP address and port (127.0.0.1:5433)
+	// where postgres also listens, for roles with a password; anything
+	// else is refused (ErrNotLoopback). The socket takes the same port.
+	TCPAddr string
+	// Join uses a cluster that another process (the server owning the
+	// directory) runs as it runs, whatever its listener: Start never
+	// restarts it.
+	Join bool
 	// Logger receives progress messages; nil discards them.
 	Logger *slog.Logger
 }
@@ -59,7 +66,8 @@ type Server struct {
 	user     *runAs
 	log      *slog.Logger
 	settings map[string]string
-	started  bool // this Start started postgres (it was not already running)
+	lis      listener // where postgres listens (or, joined, listened)
+	started  bool     // this Start started postgres (it was not already running)
 }
 
 // Start initialises the cluster if needed, starts it unless it already runs,
@@ -73,11 +81,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded postgres: %w", err)
 	}
+	lis, err := parseListener(opts.TCPAddr)
+	if err != nil {
+		return nil, err
+	}
 	user, err := unprivilegedUser()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, bins: bins, sockDir: socketDir(dir), user: user, log: opts.Logger, settings: opts.Settings}
+	s := &Server{dir: dir, bins: bins, sockDir: socketDir(dir), user: user, log: opts.Logger, settings: opts.Settings, lis: lis}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -87,9 +99,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := s.initdb(ctx); err != nil {
 		return nil, err
 	}
-	if s.ping(ctx) == nil {
-		s.log.Info("embedded postgres already running", "dir", s.dataDir())
-		return s, nil
+	hbaChanged, err := s.writeHBA()
+	if err != nil {
+		return nil, err
+	}
+	if adopted, err := s.adopt(ctx, opts.Join, hbaChanged); adopted || err != nil {
+		return s, err
 	}
 	if err := s.start(ctx, opts.Settings); err != nil {
 		return nil, err
@@ -97,6 +112,52 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s.started = true
 	return s, s.waitReady(ctx)
 }
+
+// adopt uses a postmaster already running on the cluster, found through
+// the port its postmaster.pid records. A joined one is used as it runs;
+// otherwise one listening elsewhere than asked is stopped (and adopt
+// reports false, so that Start starts it as asked).
+func (s *Server) adopt(ctx context.Context, join, hbaChanged bool) (bool, error) {
+	want := s.lis
+	if rec, ok := s.recordedListener(); ok {
+		s.lis = rec
+	}
+	if s.ping(ctx) != nil {
+		s.lis = want
+		return false, nil
+	}
+	if join || s.lis == want {
+		s.log.Info("embedded postgres already running", "dir", s.dataDir(), "tcp", s.lis.addr())
+		if hbaChanged {
+			return true, s.reload(ctx)
+		}
+		return true, nil
+	}
+	s.log.Info("embedded postgres running with another listener; restarting it",
+		"dir", s.dataDir(), "tcp", s.lis.addr(), "want_tcp", want.addr())
+	if err := s.Stop(ctx); err != nil {
+		return false, err
+	}
+	s.lis = want
+	return false, nil
+}
+
+// reload makes the running postmaster read pg_hba.conf again.
+func (s *Server) reload(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("embedded postgres: reload: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("embedded postgres: reload: %w", err)
+	}
+	return nil
+}
+
+// TCPAddr is the loopback address postgres listens on for roles with a
+// password, or "" when it listens on its socket only.
+func (s *Server) TCPAddr() string { return s.lis.addr() }
 
 // Running reports whether the cluster's postmaster is running (pg_ctl
 // status), whether or not it answers.
@@ -149,7 +210,7 @@ func (s *Server) logFile() string { return filepath.Join(s.dir, "postgres.log") 
 
 // URL is a connection string for database db on the cluster's socket.
 func (s *Server) URL(db string) string {
-	q := url.Values{"host": {s.sockDir}, "port": {strconv.Itoa(port)}, "user": {Superuser}, "sslmode": {"disable"}}
+	q := url.Values{"host": {s.sockDir}, "port": {strconv.Itoa(s.lis.port)}, "user": {Superuser}, "sslmode": {"disable"}}
 	return "postgres:///" + url.PathEscape(db) + "?" + q.Encode()
 }
 
@@ -198,11 +259,14 @@ func (s *Server) initdb(ctx context.Context) error {
 }
 
 func (s *Server) start(ctx context.Context, settings map[string]string) error {
-	opts := []string{"-k", s.sockDir, "-p", strconv.Itoa(port), "-c", "listen_addresses="}
+	var opts []string
 	for _, k := range slices.Sorted(maps.Keys(settings)) {
 		opts = append(opts, "-c", k+"="+settings[k])
 	}
-	s.log.Info("starting embedded postgres", "dir", s.dataDir(), "socket", s.sockDir)
+	// Last, so that no setting widens the listener or weakens passwords.
+	opts = append(opts, "-k", s.sockDir, "-p", strconv.Itoa(s.lis.port), "-c", "listen_addresses="+s.lis.host,
+		"-c", "hba_file="+filepath.Join(s.dataDir(), "pg_hba.conf"), "-c", "password_encryption=scram-sha-256")
+	s.log.Info("starting embedded postgres", "dir", s.dataDir(), "socket", s.sockDir, "tcp", s.lis.addr())
 	out, err := s.run(ctx, s.bins.pgCtl, "start", "-D", s.dataDir(), "-l", s.logFile(),
 		"-w", "-t", "60", "-o", shellJoin(opts))
 	if err != nil {

@@ -23,7 +23,7 @@ func TestMissingBinariesSayWhatToInstall(t *testing.T) {
 
 func TestSocketDirFitsTheKernelLimit(t *testing.T) {
 	for _, dir := range []string{"/data", "/" + strings.Repeat("d", 200)} {
-		if got := socketDir(dir) + "/.s.PGSQL.5432"; len(got) > 107 {
+		if got := socketDir(dir) + "/.s.PGSQL.65535"; len(got) > 107 {
 			t.Errorf("socket path for %d-byte dir is %d bytes", len(dir), len(got))
 		}
 	}

@@ -100,6 +100,13 @@ type RegistryBundle struct {
 	PublishedAt time.Time
 }
 
+type SqlRole struct {
+	RoleName  string
+	TenantID  string
+	CreatedAt time.Time
+	RotatedAt pgtype.Timestamptz
+}
+
 type Tenant struct {
 	TenantID   string
 	TenantNo   int32

@@ -46,6 +46,9 @@ type Config struct {
 	TLSCert             string
 	TLSKey              string
 	TLSHandshakeTimeout time.Duration
+	// SQLAddr is the embedded Postgres's loopback TCP address for
+	// analysts' SQL roles; empty: its unix socket only.
+	SQLAddr string
 }
 
 // Modes of cardboxd.
@@ -119,6 +122,7 @@ func settings(c *Config) []setting {
 		{"tls-cert", "CARDBOX_TLS_CERT", "PEM certificate (chain) file; with --tls-key, both listeners speak TLS only (1.2 or later); neither: plain TCP", str(&c.TLSCert, "")},
 		{"tls-key", "CARDBOX_TLS_KEY", "PEM private key file of --tls-cert", str(&c.TLSKey, "")},
 		{"tls-handshake-timeout", "CARDBOX_TLS_HANDSHAKE_TIMEOUT", "how long a client has to complete the TLS handshake before its connection is closed", dur(&c.TLSHandshakeTimeout, 10*time.Second)},
+		{"sql-addr", "CARDBOX_SQL_ADDR", "embedded Postgres only: also listen on this loopback address (127.0.0.1:5433) for analysts' SQL roles, a password (SCRAM) required of every role; empty: its unix socket only", str(&c.SQLAddr, "")},
 	}
 }
 

@@ -5,6 +5,7 @@ package database
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -65,7 +66,7 @@ type Options struct {
 	// Guest uses the embedded cluster of a server that holds the data
 	// directory's lock and is running, for the administration commands
 	// (keys, tenants) that work beside it: Close leaves the cluster
-	// running.
+	// running, and it is used as it runs, whatever --sql-addr says.
 	Guest bool
 	// Owner keeps the pool as the URL's role, the schema's owner, rather
 	// than pgrole.Server: for commands that read the migrations' state or
@@ -83,10 +84,14 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	url := cfg.DatabaseURL
+	if url != "" && cfg.SQLAddr != "" {
+		return nil, errors.New("--sql-addr is for the embedded Postgres; with --database-url, give analysts access on that server instead (see docs/security.md)")
+	}
 	if url == "" {
 		srv, err := pgembed.Start(ctx, pgembed.Options{
 			Dir: filepath.Join(cfg.DataDir, "postgres"), BinDir: cfg.PGBinDir,
 			Settings: embeddedSettings, Logger: opts.Logger,
+			TCPAddr: cfg.SQLAddr, Join: opts.Guest,
 		})
 		if err != nil {
 			return nil, err
