@@ -5,7 +5,9 @@ SQLC     ?= $(shell command -v sqlc 2>/dev/null || echo $(shell $(GO) env GOPATH
 FUZZTIME ?= 200000x
 
 # Every fuzz test, as package:target[:fuzztime] (default FUZZTIME); a
-# target that drives a live server over TCP runs fewer inputs.
+# target that drives a live server over TCP, or checks each input against
+# a slow oracle (projection: every descriptor and render option against
+# vmihailenco/msgpack), runs fewer inputs.
 FUZZ_TARGETS = \
 	./api:FuzzScanIDList \
 	./api:FuzzCheckBody \
@@ -17,7 +19,7 @@ FUZZ_TARGETS = \
 	./cxdbcompat/cql:FuzzParse \
 	./cxdbcompat/ctxmeta:FuzzExtract \
 	./cxdbcompat/msgpackread:FuzzReader \
-	./cxdbcompat/projection:FuzzProject \
+	./cxdbcompat/projection:FuzzProject:50000x \
 	./cxdbcompat/registry:FuzzParse \
 	./cxdbcompat/typedjson:FuzzEncode \
 	./cxdbcompat/server:FuzzServerConn:3000x \
