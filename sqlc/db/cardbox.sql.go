@@ -212,18 +212,23 @@ func (q *Queries) GetLiveBox(ctx context.Context, arg GetLiveBoxParams) (Box, er
 }
 
 const getLiveBoxes = `-- name: GetLiveBoxes :many
-SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at
-FROM boxes
-WHERE tenant_id = $1::text AND box_id = ANY ($2::text[]) AND deleted_at IS NULL
+SELECT b.tenant_id, b.box_id, b.card_ids, b.parent_ids, b.metadata, b.created_at, b.updated_at, b.deleted_at
+FROM unnest($1::text[]) AS u(id)
+CROSS JOIN LATERAL (
+    SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at FROM boxes
+    WHERE boxes.tenant_id = $2::text AND boxes.box_id = u.id AND boxes.deleted_at IS NULL
+    LIMIT 1
+) b
 `
 
 type GetLiveBoxesParams struct {
-	TenantID string
 	BoxIds   []string
+	TenantID string
 }
 
+// Each id looked up by the primary key, as in GetLiveCards.
 func (q *Queries) GetLiveBoxes(ctx context.Context, arg GetLiveBoxesParams) ([]Box, error) {
-	rows, err := q.db.Query(ctx, getLiveBoxes, arg.TenantID, arg.BoxIds)
+	rows, err := q.db.Query(ctx, getLiveBoxes, arg.BoxIds, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -252,18 +257,22 @@ func (q *Queries) GetLiveBoxes(ctx context.Context, arg GetLiveBoxesParams) ([]B
 }
 
 const getLiveCards = `-- name: GetLiveCards :many
-SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
-       deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
-       coalesce(metadata->>'role', '')::text AS role,
-       coalesce(metadata->>'author_id', '')::text AS author_id
-FROM cards
-WHERE tenant_id = $1::text AND card_id = ANY ($2::text[])
-  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > $3::timestamptz)
+SELECT c.tenant_id, c.card_id, c.content, c.tool_calls, c.tool_call_id, c.ttl_seconds, c.expires_at,
+       c.deleted_at, c.metadata, c.created_at, coalesce(c.metadata->>'type', '')::text AS type,
+       coalesce(c.metadata->>'role', '')::text AS role,
+       coalesce(c.metadata->>'author_id', '')::text AS author_id
+FROM unnest($1::text[]) AS u(id)
+CROSS JOIN LATERAL (
+    SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at, deleted_at, metadata, created_at FROM cards
+    WHERE cards.tenant_id = $2::text AND cards.card_id = u.id
+      AND cards.deleted_at IS NULL AND (cards.expires_at IS NULL OR cards.expires_at > $3::timestamptz)
+    LIMIT 1
+) c
 `
 
 type GetLiveCardsParams struct {
-	TenantID string
 	CardIds  []string
+	TenantID string
 	Now      time.Time
 }
 
@@ -283,8 +292,14 @@ type GetLiveCardsRow struct {
 	AuthorID   string
 }
 
+// Batch reads look each id up by the primary key, whatever the table's
+// statistics say: a LATERAL subquery with LIMIT cannot be flattened into a
+// join, so Postgres cannot choose to scan the whole project instead (as
+// it did for card_id = ANY (...) and for NOT EXISTS after a bulk load,
+// before ANALYZE; docs/performance.md). TestBatchReadPlansDoNotDependOnStatistics
+// checks the plans.
 func (q *Queries) GetLiveCards(ctx context.Context, arg GetLiveCardsParams) ([]GetLiveCardsRow, error) {
-	rows, err := q.db.Query(ctx, getLiveCards, arg.TenantID, arg.CardIds, arg.Now)
+	rows, err := q.db.Query(ctx, getLiveCards, arg.CardIds, arg.TenantID, arg.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -481,6 +496,7 @@ LEFT JOIN LATERAL (
     SELECT c.created_at FROM cards c
     WHERE c.tenant_id = $2::text AND c.card_id = u.id
       AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > $3::timestamptz)
+    LIMIT 1
 ) v ON true
 `
 
@@ -500,11 +516,9 @@ type LiveCardVersionsRow struct {
 // their versions (created_at), as one row of two arrays, which costs the
 // client far less to decode than a row per card.
 //
-// The lateral join looks each id up by the primary key's columns, and it
-// reads only columns of the cards_liveness index (an index-only scan once
-// the table is vacuumed). For a project with few cards Postgres hashes the
-// ids instead; card_id = ANY (@card_ids) would compare every row with
-// every id.
+// The lateral join looks each id up by the primary key's columns (see
+// GetLiveCards), and it reads only columns of the cards_liveness index (an
+// index-only scan once the table is vacuumed).
 func (q *Queries) LiveCardVersions(ctx context.Context, arg LiveCardVersionsParams) (LiveCardVersionsRow, error) {
 	row := q.db.QueryRow(ctx, liveCardVersions, arg.CardIds, arg.TenantID, arg.Now)
 	var i LiveCardVersionsRow
@@ -515,10 +529,13 @@ func (q *Queries) LiveCardVersions(ctx context.Context, arg LiveCardVersionsPara
 const missingCardIDs = `-- name: MissingCardIDs :many
 SELECT u.id::text AS card_id
 FROM unnest($1::text[]) AS u(id)
-WHERE NOT EXISTS (
-    SELECT 1 FROM cards c
+LEFT JOIN LATERAL (
+    SELECT 1 AS found FROM cards c
     WHERE c.tenant_id = $2::text AND c.card_id = u.id
-      AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > $3::timestamptz))
+      AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > $3::timestamptz)
+    LIMIT 1
+) l ON true
+WHERE l.found IS NULL
 `
 
 type MissingCardIDsParams struct {
@@ -527,7 +544,8 @@ type MissingCardIDsParams struct {
 	Now      time.Time
 }
 
-// Returns the given ids that do not name a live card of the tenant.
+// Returns the given ids that do not name a live card of the tenant (each
+// looked up by the primary key, as in GetLiveCards).
 func (q *Queries) MissingCardIDs(ctx context.Context, arg MissingCardIDsParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, missingCardIDs, arg.CardIds, arg.TenantID, arg.Now)
 	if err != nil {

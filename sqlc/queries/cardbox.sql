@@ -50,13 +50,23 @@ JOIN (SELECT unnest(@card_ids::text[]) AS card_id,
 WHERE c.tenant_id = @tenant_id::text;
 
 -- name: GetLiveCards :many
-SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
-       deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
-       coalesce(metadata->>'role', '')::text AS role,
-       coalesce(metadata->>'author_id', '')::text AS author_id
-FROM cards
-WHERE tenant_id = @tenant_id::text AND card_id = ANY (@card_ids::text[])
-  AND deleted_at IS NULL AND (expires_at IS NULL OR expires_at > @now::timestamptz);
+-- Batch reads look each id up by the primary key, whatever the table's
+-- statistics say: a LATERAL subquery with LIMIT cannot be flattened into a
+-- join, so Postgres cannot choose to scan the whole project instead (as
+-- it did for card_id = ANY (...) and for NOT EXISTS after a bulk load,
+-- before ANALYZE; docs/performance.md). TestBatchReadPlansDoNotDependOnStatistics
+-- checks the plans.
+SELECT c.tenant_id, c.card_id, c.content, c.tool_calls, c.tool_call_id, c.ttl_seconds, c.expires_at,
+       c.deleted_at, c.metadata, c.created_at, coalesce(c.metadata->>'type', '')::text AS type,
+       coalesce(c.metadata->>'role', '')::text AS role,
+       coalesce(c.metadata->>'author_id', '')::text AS author_id
+FROM unnest(@card_ids::text[]) AS u(id)
+CROSS JOIN LATERAL (
+    SELECT * FROM cards
+    WHERE cards.tenant_id = @tenant_id::text AND cards.card_id = u.id
+      AND cards.deleted_at IS NULL AND (cards.expires_at IS NULL OR cards.expires_at > @now::timestamptz)
+    LIMIT 1
+) c;
 
 -- name: LiveCardVersions :one
 -- Finds the live cards among the given ids: the check that cached cards
@@ -64,11 +74,9 @@ WHERE tenant_id = @tenant_id::text AND card_id = ANY (@card_ids::text[])
 -- their versions (created_at), as one row of two arrays, which costs the
 -- client far less to decode than a row per card.
 --
--- The lateral join looks each id up by the primary key's columns, and it
--- reads only columns of the cards_liveness index (an index-only scan once
--- the table is vacuumed). For a project with few cards Postgres hashes the
--- ids instead; card_id = ANY (@card_ids) would compare every row with
--- every id.
+-- The lateral join looks each id up by the primary key's columns (see
+-- GetLiveCards), and it reads only columns of the cards_liveness index (an
+-- index-only scan once the table is vacuumed).
 SELECT coalesce(array_agg(u.n) FILTER (WHERE v.created_at IS NOT NULL), '{}')::integer[] AS positions,
        coalesce(array_agg(v.created_at) FILTER (WHERE v.created_at IS NOT NULL), '{}')::timestamptz[] AS versions
 FROM unnest(@card_ids::text[]) WITH ORDINALITY AS u(id, n)
@@ -76,16 +84,21 @@ LEFT JOIN LATERAL (
     SELECT c.created_at FROM cards c
     WHERE c.tenant_id = @tenant_id::text AND c.card_id = u.id
       AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > @now::timestamptz)
+    LIMIT 1
 ) v ON true;
 
 -- name: MissingCardIDs :many
--- Returns the given ids that do not name a live card of the tenant.
+-- Returns the given ids that do not name a live card of the tenant (each
+-- looked up by the primary key, as in GetLiveCards).
 SELECT u.id::text AS card_id
 FROM unnest(@card_ids::text[]) AS u(id)
-WHERE NOT EXISTS (
-    SELECT 1 FROM cards c
+LEFT JOIN LATERAL (
+    SELECT 1 AS found FROM cards c
     WHERE c.tenant_id = @tenant_id::text AND c.card_id = u.id
-      AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > @now::timestamptz));
+      AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > @now::timestamptz)
+    LIMIT 1
+) l ON true
+WHERE l.found IS NULL;
 
 -- name: SoftDeleteCard :execrows
 -- Marks a card deleted; deleting a deleted card keeps the first deletion time.
@@ -135,9 +148,14 @@ FROM boxes
 WHERE tenant_id = @tenant_id::text AND box_id = @box_id::text AND deleted_at IS NULL;
 
 -- name: GetLiveBoxes :many
-SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at
-FROM boxes
-WHERE tenant_id = @tenant_id::text AND box_id = ANY (@box_ids::text[]) AND deleted_at IS NULL;
+-- Each id looked up by the primary key, as in GetLiveCards.
+SELECT b.tenant_id, b.box_id, b.card_ids, b.parent_ids, b.metadata, b.created_at, b.updated_at, b.deleted_at
+FROM unnest(@box_ids::text[]) AS u(id)
+CROSS JOIN LATERAL (
+    SELECT * FROM boxes
+    WHERE boxes.tenant_id = @tenant_id::text AND boxes.box_id = u.id AND boxes.deleted_at IS NULL
+    LIMIT 1
+) b;
 
 -- name: GetBoxPage :one
 -- Returns one page of a box's card ids: the @page_limit ids before position
