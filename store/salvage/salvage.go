@@ -28,8 +28,8 @@ type Report struct {
 	// DeletedRecords are good turn records of deleted tenants: known,
 	// never served, left for a compaction; not counted in Records.
 	DeletedRecords int
-	PackDefects           []blobpack.Defect
-	LogDefects            []turnlog.Defect
+	PackDefects    []blobpack.Defect
+	LogDefects     []turnlog.Defect
 	// Problems are the cross-check's findings, at most maxListed of each
 	// kind; Counts has every kind's total.
 	Problems []string
