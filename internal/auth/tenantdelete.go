@@ -143,15 +143,15 @@ func purge(ctx context.Context, q *db.Queries, id string) ([]TableRows, error) {
 	return out, nil
 }
 
-// DeletedTenants returns the ids of every deleted tenant.
-func (k *Keys) DeletedTenants(ctx context.Context) ([]string, error) {
+// DeletedTenants returns every deleted tenant.
+func (k *Keys) DeletedTenants(ctx context.Context) ([]store.Tenant, error) {
 	rows, err := k.q.ListDeletedTenants(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list deleted tenants: %w", err)
 	}
-	out := make([]string, len(rows))
+	out := make([]store.Tenant, len(rows))
 	for i, r := range rows {
-		out[i] = r.TenantID
+		out[i] = store.Tenant{ID: r.TenantID, No: uint32(r.TenantNo)}
 	}
 	return out, nil
 }

@@ -263,7 +263,7 @@ func TestPurgeDeletedRemovesLateRowsOnly(t *testing.T) {
 		}
 	}
 	deleted, err := k.DeletedTenants(ctx)
-	if err != nil || !slices.Equal(deleted, []string{"acme"}) {
+	if err != nil || len(deleted) != 1 || deleted[0].ID != "acme" || deleted[0].No == 0 {
 		t.Errorf("DeletedTenants = %v, %v", deleted, err)
 	}
 }
