@@ -245,13 +245,15 @@ func (e *Engine) loadTenants(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load tenants: %w", err)
 	}
+	var deleted []uint32
 	for _, r := range rows {
 		if r.Deleted {
-			e.gate.Close(uint32(r.TenantNo))
+			deleted = append(deleted, uint32(r.TenantNo))
 			continue
 		}
 		e.tenants.add(Tenant{ID: r.TenantID, No: uint32(r.TenantNo)})
 	}
+	e.gate.CloseAll(deleted)
 	return nil
 }
 

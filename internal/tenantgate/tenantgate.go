@@ -55,18 +55,24 @@ func (g *Gate[K]) Close(tenant K) bool {
 	if g.Gone(tenant) {
 		return false
 	}
+	return g.CloseAll([]K{tenant}) == 1
+}
+
+// CloseAll closes the gates of tenants at once, as Close does each, and
+// returns how many were open.
+func (g *Gate[K]) CloseAll(tenants []K) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	old := g.gone.Load()
-	next := map[K]struct{}{tenant: {}}
-	if old != nil {
-		if _, ok := (*old)[tenant]; ok {
-			return false
-		}
+	next := map[K]struct{}{}
+	if old := g.gone.Load(); old != nil {
 		for k := range *old {
 			next[k] = struct{}{}
 		}
 	}
+	n := len(next)
+	for _, k := range tenants {
+		next[k] = struct{}{}
+	}
 	g.gone.Store(&next)
-	return true
+	return len(next) - n
 }

@@ -21,6 +21,9 @@ func TestGate(t *testing.T) {
 		t.Fatal("acme's closed gate refused bravo")
 	}
 	g.Leave()
+	if n := g.CloseAll([]string{"acme", "bravo", "charlie", "bravo"}); n != 2 || !g.Gone("bravo") || !g.Gone("charlie") || !g.Gone("acme") {
+		t.Fatalf("CloseAll closed %d, want bravo and charlie", n)
+	}
 }
 
 // Close waits for the writes admitted before it.
