@@ -16,6 +16,7 @@ import (
 type Administration interface {
 	CreateTenant(ctx context.Context, actor, id, name string) (auth.Tenant, error)
 	ListTenants(ctx context.Context) ([]auth.Tenant, error)
+	DeleteTenant(ctx context.Context, actor, id string) (auth.Deletion, error)
 	CreateKey(ctx context.Context, actor, tenant string, role auth.Role, expires *time.Time) (auth.Key, string, error)
 	ListKeys(ctx context.Context, tenant string) ([]auth.Key, error)
 	RevokeKey(ctx context.Context, actor, keyID string) (auth.Key, error)
@@ -36,6 +37,7 @@ func (r *AdminRoutes) Register(e *echo.Echo) {
 	g := e.Group("/admin")
 	g.POST("/tenants", r.createTenant)
 	g.GET("/tenants", r.listTenants)
+	g.DELETE("/tenants/:tenant_id", r.deleteTenant)
 	g.POST("/keys", r.createKey)
 	g.GET("/keys", r.listKeys)
 	g.DELETE("/keys/:key_id", r.revokeKey)
@@ -45,7 +47,7 @@ func (r *AdminRoutes) Register(e *echo.Echo) {
 // MapError maps administration errors.
 func (r *AdminRoutes) MapError(err error) *Error {
 	switch {
-	case errors.Is(err, auth.ErrTenantExists):
+	case errors.Is(err, auth.ErrTenantExists), errors.Is(err, auth.ErrDefaultTenant):
 		return NewError(http.StatusConflict, "%s", err)
 	case errors.Is(err, auth.ErrNoTenant), errors.Is(err, auth.ErrNoKey):
 		return NewError(http.StatusNotFound, "%s", err)
@@ -82,6 +84,16 @@ func (r *AdminRoutes) listTenants(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"tenants": ts})
+}
+
+// deleteTenant deletes a tenant and everything it owns at once (204; 404
+// when it does not exist or was deleted already). The audit log records
+// how many rows of each table went.
+func (r *AdminRoutes) deleteTenant(c echo.Context) error {
+	if _, err := r.admin.DeleteTenant(c.Request().Context(), actor(c), c.Param("tenant_id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
 }
 
 func (r *AdminRoutes) createKey(c echo.Context) error {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -69,6 +70,61 @@ func TestAdminAPI(t *testing.T) {
 	}
 	if got := strings.Join(actions, ", "); got != "key.revoke by key:, key.create by key:, tenant.create by key:" {
 		t.Errorf("audit = %s", got)
+	}
+}
+
+// DELETE /admin/tenants/{id}: admin keys only; 204, then 404 as for a
+// tenant that never existed; the default tenant is refused (409); the
+// deleted tenant's keys stop working, and its id cannot be created again.
+func TestAdminDeletesTenants(t *testing.T) {
+	ctx := context.Background()
+	keys := auth.NewKeys(pgtest.NewPool(t), nil)
+	for _, id := range []string{"ops", "acme"} {
+		if _, err := keys.CreateTenant(ctx, "test", id, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, adminKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleAdmin, nil)
+	_, writerKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleWriter, nil)
+	_, acmeKey, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
+	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Routes: []api.Routes{api.Admin(keys)}}))
+	t.Cleanup(srv.Close)
+	h := &cxdbHarness{t: t, url: srv.URL}
+	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
+
+	for _, c := range []struct {
+		path string
+		key  string
+		want int
+	}{
+		{"/admin/tenants/acme", "", http.StatusUnauthorized},
+		{"/admin/tenants/acme", writerKey, http.StatusForbidden},
+		{"/admin/tenants/acme", acmeKey, http.StatusForbidden},
+		{"/admin/tenants/default", adminKey, http.StatusConflict},
+		{"/admin/tenants/nobody", adminKey, http.StatusNotFound},
+		{"/admin/tenants/acme", adminKey, http.StatusNoContent},
+		{"/admin/tenants/acme", adminKey, http.StatusNotFound},
+		{"/admin/tenants/acme", acmeKey, http.StatusUnauthorized},
+	} {
+		var headers []string
+		if c.key != "" {
+			headers = as(c.key)
+		}
+		h.call(http.MethodDelete, c.path, nil, headers...).want(t, c.want)
+	}
+	h.call(http.MethodPost, "/admin/tenants", `{"tenant_id":"acme"}`, as(adminKey)...).want(t, http.StatusConflict)
+	var audit struct {
+		Entries []auth.AuditEntry `json:"entries"`
+	}
+	h.get("/admin/audit?tenant_id=acme&limit=1", as(adminKey)...).want(t, http.StatusOK).JSON(t, &audit)
+	var detail struct {
+		Rows map[string]int `json:"rows"`
+	}
+	if len(audit.Entries) != 1 || audit.Entries[0].Action != "tenant.delete" {
+		t.Fatalf("audit = %+v", audit.Entries)
+	}
+	if err := json.Unmarshal(audit.Entries[0].Detail, &detail); err != nil || detail.Rows["api_keys"] != 1 {
+		t.Errorf("the deletion's audit detail: %s", audit.Entries[0].Detail)
 	}
 }
 

@@ -94,6 +94,10 @@ func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (B
 	if err != nil {
 		return Box{}, err
 	}
+	if err := s.admit(ctx, project); err != nil {
+		return Box{}, err
+	}
+	defer s.gate.Leave()
 	now := s.now()
 	row, err := s.as(project).InsertBox(ctx, db.InsertBoxParams{
 		TenantID: project, BoxID: id.String(), CardIds: nonNil(in.CardIDs),
@@ -116,6 +120,10 @@ func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInpu
 	if err != nil {
 		return Box{}, err
 	}
+	if err := s.admit(ctx, project); err != nil {
+		return Box{}, err
+	}
+	defer s.gate.Leave()
 	row, err := s.as(project).UpsertBox(ctx, db.UpsertBoxParams{
 		TenantID: project, BoxID: boxID, CardIds: nonNil(in.CardIDs),
 		ParentIds: nonNil(in.ParentIDs), Metadata: meta, Now: s.now(),
@@ -126,8 +134,8 @@ func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInpu
 	return boxFromRow(row), nil
 }
 
-// checkBoxWrite validates a box body, checks its cards exist and makes
-// sure the project exists; it returns the metadata to store.
+// checkBoxWrite validates a box body and checks its cards exist; it
+// returns the metadata to store.
 func (s *Service) checkBoxWrite(ctx context.Context, project string, in BoxInput) ([]byte, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
@@ -148,7 +156,7 @@ func (s *Service) checkBoxWrite(ctx context.Context, project string, in BoxInput
 	if err := s.checkCards(ctx, project, in.CardIDs); err != nil {
 		return nil, err
 	}
-	return meta, s.ensureProject(ctx, project)
+	return meta, nil
 }
 
 // checkBoxSize checks a box body against MaxBoxCards and MaxBoxParents,

@@ -33,9 +33,10 @@ func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ensureProject(ctx, project); err != nil {
+	if err := s.admit(ctx, project); err != nil {
 		return nil, err
 	}
+	defer s.gate.Leave()
 	var stored map[string]Card
 	err = s.inTx(ctx, project, func(q *db.Queries) error {
 		stored, err = insertCards(ctx, q, project, s.now(), norm)

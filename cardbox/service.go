@@ -27,6 +27,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/internal/tenantgate"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -66,6 +67,9 @@ type Service struct {
 	cache *bytecache.Cache[cacheKey]
 	// projects records project ids known to exist, to skip EnsureTenant.
 	projects sync.Map
+	// gate admits the writes that add rows, per project; a deleted
+	// project's is closed (see ForgetProject).
+	gate tenantgate.Gate[string]
 }
 
 // New returns a Service over d.
@@ -152,22 +156,54 @@ func (s *Service) sweeper() *db.Queries {
 	return db.New(pgrole.As(s.db, pgrole.Sweeper, ""))
 }
 
+// admit lets in a write that adds rows to project, creating the project
+// on its first write (dev mode); the caller calls s.gate.Leave when done.
+// A deleted project is a conflict: its id is not used again.
+func (s *Service) admit(ctx context.Context, project string) error {
+	if !s.gate.Enter(project) {
+		return deletedProject(project)
+	}
+	if err := s.ensureProject(ctx, project); err != nil {
+		s.gate.Leave()
+		return err
+	}
+	return nil
+}
+
+func deletedProject(project string) error {
+	return fmt.Errorf("project %q was deleted, and a deleted project's id is not used again: %w", project, ErrConflict)
+}
+
 // ensureProject creates the project on its first write (dev mode).
 func (s *Service) ensureProject(ctx context.Context, project string) error {
 	if _, ok := s.projects.Load(project); ok {
 		return nil
 	}
-	_, err := s.as(project).EnsureTenant(ctx, project)
+	row, err := s.as(project).EnsureTenant(ctx, project)
 	if isNoRows(err) {
 		// A concurrent first write created the project after this
 		// statement's snapshot; a new statement sees it.
-		_, err = s.as(project).EnsureTenant(ctx, project)
+		row, err = s.as(project).EnsureTenant(ctx, project)
 	}
 	if err != nil {
 		return fmt.Errorf("ensure project %q: %w", project, err)
 	}
+	if row.Deleted {
+		return deletedProject(project)
+	}
 	s.projects.Store(project, struct{}{})
 	return nil
+}
+
+// ForgetProject makes the service forget a project deleted in Postgres
+// (auth.Keys.DeleteTenant, from any process): it waits for the writes in
+// flight that add rows to it, refuses them from then on, and drops its
+// cached cards. Rows the last writes added after the deletion are the
+// caller's to purge once this returns (auth.Keys.PurgeDeleted).
+func (s *Service) ForgetProject(project string) {
+	s.gate.Close(project)
+	s.projects.Delete(project)
+	s.cache.DropIf(func(k cacheKey) bool { return k.project == project })
 }
 
 // checkProject validates a project id.

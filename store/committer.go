@@ -29,6 +29,9 @@ type outcome struct {
 	entry blobpack.Entry // for blob puts
 	isNew bool           // for blob puts
 	err   error
+	// pending: the caller stopped waiting (its ctx ended) while the job
+	// was queued or in flight; its outcome still comes on the job's done.
+	pending bool
 }
 
 // committer owns every write to the files and the turn tables. It is a
@@ -143,7 +146,7 @@ func (c *committer) submit(ctx context.Context, j *job) outcome {
 	case <-ctx.Done():
 		// The append may still commit; a retry with the same idempotency
 		// key finds it.
-		return outcome{err: ctx.Err()}
+		return outcome{err: ctx.Err(), pending: true}
 	}
 }
 

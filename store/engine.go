@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/internal/tenantgate"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -74,6 +75,9 @@ type Engine struct {
 	types    *typeTable
 	tenants  *tenantCache
 	trees    wholeTrees // fs trees found whole (see checkFSRoot)
+	// gate admits writes of live tenants; a deleted tenant's is closed
+	// (see ForgetTenant), and reads check it too.
+	gate tenantgate.Gate[uint32]
 
 	committer *committer
 
@@ -203,6 +207,10 @@ func (e *Engine) Tenant(ctx context.Context, id string) (Tenant, error) {
 
 // CreateContext makes a context whose head is baseTurnID (0 = empty).
 func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64, clientTag string) (Head, error) {
+	if err := e.admit(t); err != nil {
+		return Head{}, err
+	}
+	defer e.gate.Leave()
 	var depth uint32
 	if baseTurnID != 0 {
 		m, ok := e.turnOf(t, baseTurnID)
@@ -233,10 +241,11 @@ func (e *Engine) Head(_ context.Context, t Tenant, contextID uint64) (Head, erro
 }
 
 // contextOf returns the tenant's context, or NOT_FOUND (also for another
-// tenant's context: its existence is not revealed).
+// tenant's context: its existence is not revealed; and for a deleted
+// tenant's).
 func (e *Engine) contextOf(t Tenant, id uint64) (contextState, error) {
 	s, ok := e.contexts.get(id)
-	if !ok || s.tenant != t.No {
+	if !ok || s.tenant != t.No || e.gate.Gone(t.No) {
 		return contextState{}, errorf(KindNotFound, "context %d not found", id)
 	}
 	return s, nil
@@ -245,7 +254,7 @@ func (e *Engine) contextOf(t Tenant, id uint64) (contextState, error) {
 // turnOf returns the tenant's committed turn.
 func (e *Engine) turnOf(t Tenant, id uint64) (turnMeta, bool) {
 	m, ok := e.table.get(id)
-	if !ok || m.tenant != t.No {
+	if !ok || m.tenant != t.No || e.gate.Gone(t.No) {
 		return turnMeta{}, false
 	}
 	return m, true

@@ -17,6 +17,9 @@ type Bundle struct {
 
 // RegistryBundles returns the tenant's bundles in publish order.
 func (e *Engine) RegistryBundles(ctx context.Context, t Tenant) ([]Bundle, error) {
+	if e.gate.Gone(t.No) {
+		return nil, nil
+	}
 	rows, err := e.as(pgrole.Tenant, t.ID).ListRegistryBundles(ctx, t.ID)
 	if err != nil {
 		return nil, wrapf(KindUnavailable, err, "load registry bundles")
@@ -31,6 +34,10 @@ func (e *Engine) RegistryBundles(ctx context.Context, t Tenant) ([]Bundle, error
 // AddRegistryBundle stores a bundle; stored is false when a bundle with
 // that id exists already.
 func (e *Engine) AddRegistryBundle(ctx context.Context, t Tenant, b Bundle) (stored bool, err error) {
+	if err := e.admit(t); err != nil {
+		return false, err
+	}
+	defer e.gate.Leave()
 	n, err := e.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "store registry bundle %q", b.ID)
@@ -51,6 +58,10 @@ type ContextMeta struct {
 // makes root the chain root of contexts; a root's metadata, once recorded,
 // is not replaced.
 func (e *Engine) SaveRootMetadata(ctx context.Context, t Tenant, root uint64, contexts []uint64, m *ContextMeta) error {
+	if err := e.admit(t); err != nil {
+		return err
+	}
+	defer e.gate.Leave()
 	ids := make([]int64, len(contexts))
 	for i, c := range contexts {
 		ids[i] = int64(c)
@@ -104,6 +115,9 @@ func (e *Engine) ContextsWithoutMetadata(ctx context.Context, max int) ([]Pendin
 // Metadata returns the metadata of the given contexts of the tenant (all
 // of them when ids is nil); contexts without any are absent.
 func (e *Engine) Metadata(ctx context.Context, t Tenant, ids []uint64) (map[uint64]ContextMeta, error) {
+	if e.gate.Gone(t.No) {
+		return map[uint64]ContextMeta{}, nil
+	}
 	var want []int64 // nil: all
 	if ids != nil {
 		want = make([]int64, len(ids))

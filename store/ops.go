@@ -48,6 +48,15 @@ var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxPayload), 
 // caller's goroutine, so appends verify in parallel, then hands the turn to
 // the committer and waits until it is durable.
 func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (AppendResult, error) {
+	if err := e.admit(t); err != nil {
+		return AppendResult{}, err
+	}
+	leave := true // unless a job still in flight takes the gate over
+	defer func() {
+		if leave {
+			e.gate.Leave()
+		}
+	}()
 	if _, err := e.contextOf(t, req.ContextID); err != nil {
 		return AppendResult{}, err
 	}
@@ -74,7 +83,8 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 	e.tenants.learn(t)
 	j := &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)}
 	e.encodeBlob(j, req)
-	o := e.committer.submit(ctx, j)
+	o, handedOff := e.submit(ctx, j)
+	leave = !handedOff
 	return o.res, o.err
 }
 
@@ -286,6 +296,9 @@ func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
 	if !ok {
 		return false, nil
 	}
+	if e.gate.Gone(t.No) {
+		return false, nil
+	}
 	if entry.Owner == t.No {
 		return true, nil
 	}
@@ -298,6 +311,15 @@ func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
 
 // PutBlob stores data under h after checking that it hashes to h.
 func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bool, error) {
+	if err := e.admit(t); err != nil {
+		return false, err
+	}
+	leave := true // unless a job still in flight takes the gate over
+	defer func() {
+		if leave {
+			e.gate.Leave()
+		}
+	}()
 	if len(data) > MaxPayload {
 		return false, errorf(KindUnprocessable, "blob of %d bytes exceeds the %d-byte limit", len(data), MaxPayload)
 	}
@@ -309,7 +331,8 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 		e.tenants.learn(t)
 		j := &job{tenant: t, raw: data, hash: h, done: make(chan outcome, 1)}
 		e.encodeBlob(j, nil)
-		o := e.committer.submit(ctx, j)
+		o, handedOff := e.submit(ctx, j)
+		leave = !handedOff
 		if o.err != nil {
 			return false, o.err
 		}
@@ -330,6 +353,10 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 
 // AttachFS records root as turnID's fs tree; the last attach wins.
 func (e *Engine) AttachFS(ctx context.Context, t Tenant, turnID uint64, root Hash) error {
+	if err := e.admit(t); err != nil {
+		return err
+	}
+	defer e.gate.Leave()
 	if _, ok := e.turnOf(t, turnID); !ok {
 		return errorf(KindNotFound, "turn %d not found", turnID)
 	}

@@ -34,7 +34,8 @@ const storeIDFile = "STORE_ID"
 //     it is cut; orphan blobs are harmless);
 //  4. open the turn log, failing on damage below committed_end and cutting
 //     everything from committed_end on (records of groups that never
-//     committed), loading every record left into the turn table;
+//     committed), loading every record left into the turn table but those
+//     of deleted tenants (loaded with the tenants, before);
 //  5. cross-check: every committed payload and fs root is in the pack or
 //     in a hole, else refuse to start;
 //  6. load tenants, type refs, heads and recent idempotency keys, and check
@@ -207,13 +208,18 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 		return 0, err
 	}
 	var maxTurn uint64
+	var deleted int64
 	load := func(_ int64, r turnlog.Record) error {
+		maxTurn = max(maxTurn, r.TurnID) // a deleted tenant's ids are not handed out again
+		if e.gate.Gone(r.Tenant) {
+			deleted++
+			return nil
+		}
 		e.table.set(r.TurnID, turnMeta{
 			parent: r.ParentTurnID, hash: r.PayloadHash, depth: r.Depth, tenant: r.Tenant,
 			typeRef: r.TypeRef, typeVersion: r.TypeVersion, encoding: r.Encoding,
 			compression: r.Compression, uncompressedLen: r.UncompressedLen,
 		})
-		maxTurn = max(maxTurn, r.TurnID)
 		return nil
 	}
 	log, err := turnlog.Open(path, turnlog.Options{MinValidSize: committedEnd, TruncateAt: committedEnd, Reserve: e.opts.fileReserve()}, load)
@@ -226,17 +232,29 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 			"(restore the data directory from a backup)", path, log.Size(), committedEnd)
 	}
 	e.table.publish(maxTurn)
+	if deleted > 0 {
+		e.log.Info("turn log: records of deleted tenants skipped; their bytes stay in the files until a compaction",
+			"records", deleted)
+	}
 	return maxTurn, nil
 }
 
+// loadTenants resolves every live tenant and closes the gates of the
+// deleted ones, whose records the turn log's load then skips.
 func (e *Engine) loadTenants(ctx context.Context) error {
 	rows, err := e.as(pgrole.Recovery, "").ListTenants(ctx)
 	if err != nil {
 		return fmt.Errorf("load tenants: %w", err)
 	}
+	var deleted []uint32
 	for _, r := range rows {
+		if r.Deleted {
+			deleted = append(deleted, uint32(r.TenantNo))
+			continue
+		}
 		e.tenants.add(Tenant{ID: r.TenantID, No: uint32(r.TenantNo)})
 	}
+	e.gate.CloseAll(deleted)
 	return nil
 }
 

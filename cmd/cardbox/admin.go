@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/user"
@@ -88,6 +89,7 @@ func actor() string {
 
 var tenantCommands = map[string]adminCommand{
 	"create": tenantCreate(),
+	"delete": tenantDelete(os.Stdout),
 	"rate":   tenantRate(),
 	"list": {usage: "list", run: func(ctx context.Context, k *auth.Keys, _ string, _ []string) error {
 		tenants, err := k.ListTenants(ctx)
@@ -130,6 +132,54 @@ func tenantCreate() adminCommand {
 			return nil
 		},
 	}
+}
+
+// errNotConfirmed is tenant delete without --yes: it says what would go
+// and deletes nothing.
+var errNotConfirmed = errors.New("nothing was deleted: run again with --yes to delete the tenant")
+
+// tenantDelete deletes a tenant with --yes, printing what went to w;
+// without --yes it prints what would go and fails.
+func tenantDelete(w io.Writer) adminCommand {
+	var yes bool
+	return adminCommand{
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&yes, "yes", false, "delete: without it, print what would be deleted and exit 1")
+		},
+		args: 1, usage: "delete NAME --yes",
+		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
+			if !yes {
+				d, err := k.TenantRows(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				printDeletion(w, "would delete", d)
+				return errNotConfirmed
+			}
+			d, err := k.DeleteTenant(ctx, actor, args[0])
+			if err != nil {
+				return err
+			}
+			printDeletion(w, "deleted", d)
+			for _, r := range d.Unremoved {
+				fmt.Fprintf(w, "could not drop the Postgres role %s (it reads nothing now): DROP ROLE %s as a superuser\n", r, r)
+			}
+			fmt.Fprintln(w, "its keys no longer work; running servers forget it at once. Its turn records and blobs stay in the data\n"+
+				"directory's files, unreadable, until a compaction rewrites them (docs/security.md, Deleting a tenant)")
+			return nil
+		},
+	}
+}
+
+// printDeletion prints the rows of each table a deletion removed (or
+// would remove).
+func printDeletion(w io.Writer, what string, d auth.Deletion) {
+	fmt.Fprintf(w, "%s tenant %s (rows: %d)\n", what, d.TenantID, d.Total())
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, t := range d.Tables {
+		fmt.Fprintf(tw, "  %s\t%d\n", t.Table, t.Rows)
+	}
+	tw.Flush()
 }
 
 func tenantRate() adminCommand {

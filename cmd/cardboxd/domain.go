@@ -14,9 +14,9 @@ import (
 
 // domainRoutes builds the CardBox routes and starts the background work of
 // the domains: the sweeper that purges expired and long-deleted cards and
-// boxes, and the CXDB service's metadata extraction. The returned func
-// stops them and waits.
-func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service, log *slog.Logger) ([]api.Routes, func()) {
+// boxes, and the CXDB service's metadata extraction. It returns the
+// CardBox service too, and a func that stops the work and waits.
+func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service, log *slog.Logger) ([]api.Routes, *cardbox.Service, func()) {
 	svc := cardbox.New(db.Pool, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes})
 	sweeper := svc.NewSweeper(cardbox.SweeperConfig{
 		Interval: cfg.SweepInterval, DeletedRetention: cfg.DeletedRetention, Logger: log,
@@ -37,5 +37,5 @@ func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb
 		cancel()
 		wg.Wait()
 	}
-	return []api.Routes{api.CardBox(svc)}, stop
+	return []api.Routes{api.CardBox(svc)}, svc, stop
 }

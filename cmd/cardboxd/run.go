@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/cardboxhq/cardbox/api"
@@ -14,6 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/connlimit"
 	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/store"
@@ -65,7 +67,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer engine.Close()
 	svc = service.New(engine, service.Options{Logger: log, RenderCacheBytes: cfg.RenderCacheBytes})
 
-	routes, stopBackground := domainRoutes(ctx, cfg, db, svc, log)
+	routes, cards, stopBackground := domainRoutes(ctx, cfg, db, svc, log)
 	defer stopBackground()
 	access := newAccess(cfg, db.Pool, log)
 	bin := server.New(server.Options{
@@ -103,10 +105,15 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	errc := make(chan error, 2)
 	go func() { errc <- bin.Serve(binServe) }()
 	go func() { errc <- web.Serve(webServe) }()
+	forget := &forgetter{
+		admin: auth.NewKeys(db.Pool, log), engine: engine, cxdb: svc, cards: cards, bin: bin,
+		limiter: access.limiter, log: log,
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() { defer close(watched); access.watch(watchCtx, bin, log) }()
-	defer func() { stopWatch(); <-watched }()
+	var watchers sync.WaitGroup
+	watchers.Go(func() { access.watch(watchCtx, bin, log) })
+	watchers.Go(func() { forget.watch(watchCtx) })
+	defer func() { stopWatch(); watchers.Wait() }()
 	log.Info("cardboxd serving", "mode", cfg.Mode, "binary", binLn.Addr().String(), "http", httpLn.Addr().String(),
 		"tls", tlsCfg != nil, "data_dir", cfg.DataDir)
 

@@ -85,6 +85,14 @@ func (s *Stream) Publish(tenant, name string, data any) {
 	}
 }
 
+// Forget drops a deleted tenant's buffered events. Its subscribers read
+// nothing more (their streams end when their keys are found gone).
+func (s *Stream) Forget(tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tenants, tenant)
+}
+
 // LastID is the id of the tenant's newest event (0 before the first).
 func (s *Stream) LastID(tenant string) uint64 {
 	s.mu.Lock()

@@ -171,3 +171,20 @@ func TestSubscribingBehindIsWokenToReplay(t *testing.T) {
 		t.Fatal("a subscriber with events to replay is not woken")
 	}
 }
+
+// Forget drops a deleted tenant's buffer: a later stream of that name
+// starts empty, and other tenants keep theirs.
+func TestStreamForget(t *testing.T) {
+	s := NewStream(4)
+	s.Publish("a", "gone", nil)
+	s.Publish("b", "kept", nil)
+	s.Forget("a")
+	if s.LastID("a") != 0 || s.LastID("b") != 1 {
+		t.Fatalf("after Forget: last ids a=%d b=%d, want 0 and 1", s.LastID("a"), s.LastID("b"))
+	}
+	sub := s.Subscribe("a", 0)
+	t.Cleanup(sub.Close)
+	if evs, _ := sub.Next(10); len(evs) != 0 {
+		t.Fatalf("a forgotten tenant's events replayed: %v", names(evs))
+	}
+}

@@ -100,7 +100,11 @@ func (w *metadataWorker) extract(ctx context.Context, t store.Tenant, root, cont
 		return err
 	}
 	// An unreadable payload has no metadata; the context is done.
-	if err := w.s.SaveRootMetadata(ctx, t, root, []uint64{contextID}, toStored(found)); err != nil {
+	err := w.s.SaveRootMetadata(ctx, t, root, []uint64{contextID}, toStored(found))
+	if store.KindOf(err) == store.KindNotFound {
+		return nil // the tenant was deleted: nothing to do
+	}
+	if err != nil {
 		return err
 	}
 	if found != nil {

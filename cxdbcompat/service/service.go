@@ -103,6 +103,17 @@ func New(st Store, opts Options) *Service {
 	return s
 }
 
+// ForgetTenant drops what the service keeps of a deleted tenant: its type
+// registry, its rendered turns and its buffered events. The store forgets
+// the rest (store.Engine.ForgetTenant).
+func (s *Service) ForgetTenant(t store.Tenant) {
+	s.regMu.Lock()
+	delete(s.registries, t.ID)
+	s.regMu.Unlock()
+	s.rendered.DropIf(func(k renderKey) bool { return k.tenant == t.No })
+	s.hub.Stream.Forget(t.ID)
+}
+
 // Hub is the service's live state.
 func (s *Service) Hub() *live.Hub { return s.hub }
 

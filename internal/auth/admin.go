@@ -67,7 +67,7 @@ func createTenant(ctx context.Context, q *db.Queries, actor, id, name string) (T
 	}
 	row, err := q.CreateTenant(ctx, db.CreateTenantParams{TenantID: id, Name: name})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Tenant{}, audit{}, ErrTenantExists
+		return Tenant{}, audit{}, existing(ctx, q, id)
 	}
 	if err != nil {
 		return Tenant{}, audit{}, err
@@ -76,7 +76,18 @@ func createTenant(ctx context.Context, q *db.Queries, actor, id, name string) (T
 	return t, audit{actor: actor, action: "tenant.create", tenant: id, target: id}, nil
 }
 
-// ListTenants lists every tenant with its count of live keys.
+// existing says why tenant id could not be created: it exists, or it
+// was deleted.
+func existing(ctx context.Context, q *db.Queries, id string) error {
+	if _, err := q.DeletedTenant(ctx, id); err == nil {
+		return ErrTenantDeleted
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	return ErrTenantExists
+}
+
+// ListTenants lists every live tenant with its count of live keys.
 func (k *Keys) ListTenants(ctx context.Context) ([]Tenant, error) {
 	rows, err := k.admin.ListTenantsFull(ctx)
 	if err != nil {
@@ -101,7 +112,9 @@ func (k *Keys) CreateKey(ctx context.Context, actor, tenant string, role Role, e
 	}
 	id, secret, hash := newSecret()
 	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
-		if _, err := q.GetTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
+		// Locked: a deletion waits for the key, or the key for it (and
+		// then finds no tenant).
+		if _, err := q.LockLiveTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
 			return audit{}, ErrNoTenant
 		} else if err != nil {
 			return audit{}, err

@@ -6,9 +6,13 @@ import (
 	"time"
 )
 
-// keysChannel is the Postgres notification channel of key changes; the
-// payload is the key id.
-const keysChannel = "cardbox_keys"
+// Postgres notification channels. keysChannel carries the id of a key
+// that was revoked or deleted, tenantsChannel the id of a tenant that was
+// deleted.
+const (
+	keysChannel    = "cardbox_keys"
+	tenantsChannel = "cardbox_tenants"
+)
 
 // Watch calls changed with the id of every key that is revoked, in any
 // process, until ctx ends; its caller re-checks the sessions of that key.
@@ -16,13 +20,26 @@ const keysChannel = "cardbox_keys"
 // every (re)connection changed("") says "re-check every session". It
 // returns when ctx ends.
 func (k *Keys) Watch(ctx context.Context, changed func(keyID string)) error {
+	return k.watch(ctx, keysChannel, changed)
+}
+
+// WatchTenants calls deleted with the id of every tenant that is deleted,
+// in any process, until ctx ends; its caller forgets the tenant. After
+// every (re)connection, deleted("") says "a deletion may have been
+// missed: look for every deleted tenant". It returns when ctx ends.
+func (k *Keys) WatchTenants(ctx context.Context, deleted func(tenantID string)) error {
+	return k.watch(ctx, tenantsChannel, deleted)
+}
+
+// watch listens on channel until ctx ends, reconnecting after failures.
+func (k *Keys) watch(ctx context.Context, channel string, changed func(payload string)) error {
 	for ctx.Err() == nil {
-		err := k.listen(ctx, changed)
+		err := k.listen(ctx, channel, changed)
 		if ctx.Err() != nil {
 			break
 		}
 		// Postgres went away: try again soon, as revocations wait on it.
-		k.log.Warn("listening for API key changes failed; retrying", "err", err)
+		k.log.Warn("listening for changes failed; retrying", "channel", channel, "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
@@ -32,22 +49,22 @@ func (k *Keys) Watch(ctx context.Context, changed func(keyID string)) error {
 }
 
 // listen holds one LISTEN connection until it fails or ctx ends.
-func (k *Keys) listen(ctx context.Context, changed func(keyID string)) error {
+func (k *Keys) listen(ctx context.Context, channel string, changed func(payload string)) error {
 	pooled, err := k.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("listen for key changes: %w", err)
+		return fmt.Errorf("listen on %s: %w", channel, err)
 	}
 	// The connection carries a LISTEN: it never goes back to the pool.
 	conn := pooled.Hijack()
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+keysChannel); err != nil {
-		return fmt.Errorf("listen for key changes: %w", err)
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		return fmt.Errorf("listen on %s: %w", channel, err)
 	}
 	changed("") // anything may have changed while nobody listened
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return fmt.Errorf("wait for key changes: %w", err)
+			return fmt.Errorf("wait for notifications on %s: %w", channel, err)
 		}
 		changed(n.Payload)
 	}

@@ -151,6 +151,28 @@ func (c *Cache[K]) Drop(k K) {
 	}
 }
 
+// DropIf forgets every key for which match reports true (a deleted
+// tenant's, say) and returns how many it forgot. It holds one shard's
+// lock at a time while it calls match on that shard's keys.
+func (c *Cache[K]) DropIf(match func(K) bool) int {
+	if c == nil {
+		return 0
+	}
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			if match(k) {
+				sh.remove(e)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
 // Stats returns the number of entries and the bytes they are charged. The
 // shards are read one after another, so under concurrent use the totals
 // are approximate.

@@ -243,6 +243,32 @@ func TestCacheStaysWithinBudget(t *testing.T) {
 	}
 }
 
+// TestDropIf forgets a tenant's entries, every version, and keeps the
+// others' and the budget's accounts.
+func TestDropIf(t *testing.T) {
+	c := New[testKey](1 << 20)
+	for i := range 100 {
+		for _, tenant := range []string{"acme", "bravo"} {
+			k := testKey{tenant, fmt.Sprint("card-", i)}
+			c.Put(k, int64(i), []byte("value"), k.bytes())
+		}
+	}
+	if n := c.DropIf(func(k testKey) bool { return k.tenant == "acme" }); n != 100 {
+		t.Fatalf("DropIf dropped %d, want 100", n)
+	}
+	checkCache(t, c)
+	if entries, _ := c.Stats(); entries != 100 {
+		t.Fatalf("%d entries left, want bravo's 100", entries)
+	}
+	if c.Get(testKey{"acme", "card-7"}, 7) != nil || c.Get(testKey{"bravo", "card-7"}, 7) == nil {
+		t.Fatal("DropIf dropped the wrong tenant's entries")
+	}
+	var off *Cache[testKey]
+	if n := off.DropIf(func(testKey) bool { return true }); n != 0 {
+		t.Fatalf("a nil cache dropped %d", n)
+	}
+}
+
 // TestNilCache: a cache turned off (a budget that is not positive) is nil,
 // and a nil cache holds nothing without failing.
 func TestNilCache(t *testing.T) {

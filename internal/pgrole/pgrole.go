@@ -6,10 +6,10 @@
 // The role and tenant are set with set_config(..., true), local to the
 // statement's transaction, in the same round trip as the statement: a
 // pgx batch runs as one implicit transaction, and in an explicit
-// transaction each statement sets them again. Nothing outlives the
-// transaction, so a pooled connection never carries one tenant's setting
-// into another's statement; a statement sent without a scope runs as the
-// connection's own role, which has no privileges.
+// transaction the batch resets them after the statement. Nothing
+// outlives the statement, so a pooled connection never carries one
+// tenant's setting into another's statement; a statement sent without a
+// scope runs as the connection's own role, which has no privileges.
 package pgrole
 
 import (
@@ -49,8 +49,13 @@ const Server = "cardbox_server"
 // tenant_id with.
 const TenantSetting = "cardbox.tenant"
 
-// setScope is the statement queued before each scoped one.
-const setScope = "SELECT set_config('role', $1, true), set_config('" + TenantSetting + "', $2, true)"
+// setScope is the statement queued before each scoped one; endScope
+// follows it inside an explicit transaction, whose later statements must
+// not inherit the scope.
+const (
+	setScope = "SELECT set_config('role', $1, true), set_config('" + TenantSetting + "', $2, true)"
+	endScope = "SELECT set_config('role', 'none', true), set_config('" + TenantSetting + "', '', true)"
+)
 
 // Batcher sends batches: a *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn or
 // pgx.Tx.
@@ -82,6 +87,9 @@ func (s Scope) send(ctx context.Context, sql string, args []any) (pgx.BatchResul
 	b := &pgx.Batch{}
 	Queue(b, s.role, s.tenant)
 	b.Queue(sql, args...)
+	if _, inTx := s.d.(pgx.Tx); inTx {
+		b.Queue(endScope)
+	}
 	br := s.d.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		return nil, errors.Join(err, br.Close())

@@ -156,7 +156,7 @@ func TestPathGrants(t *testing.T) {
 		{pgrole.Sweeper, "DELETE FROM cards WHERE false", true},
 		{pgrole.Lookup, "SELECT 1 FROM api_keys", true},
 		{pgrole.Lookup, "SELECT 1 FROM cards", false},
-		{pgrole.Admin, "SELECT 1 FROM cards", false},
+		{pgrole.Admin, "UPDATE cards SET metadata = metadata", false}, // reads and deletes a deleted tenant's, writes none
 		{pgrole.Admin, "INSERT INTO audit_log (actor, action) VALUES ('t', 'test')", true},
 	} {
 		_, err := pgrole.As(pool, tc.role, "a").Exec(context.Background(), tc.sql)
@@ -168,5 +168,28 @@ func TestPathGrants(t *testing.T) {
 		if denied == tc.ok {
 			t.Errorf("%s: %s: denied = %v, want %v", tc.role, tc.sql, denied, !tc.ok)
 		}
+	}
+}
+
+// In an explicit transaction too, the statements after a scoped one run
+// as the session's role, with no tenant.
+func TestScopeInATransactionEndsWithItsStatement(t *testing.T) {
+	pool := seed(t)
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var sessionUser, role, tenant string
+	if err := tx.QueryRow(ctx, "SELECT session_user").Scan(&sessionUser); err != nil {
+		t.Fatal(err)
+	}
+	if got := tenantsOf(t, pgrole.As(tx, pgrole.Tenant, "b"), "SELECT tenant_id FROM contexts"); len(got) != 1 || got[0] != "b" {
+		t.Fatalf("in scope: %v", got)
+	}
+	err = tx.QueryRow(ctx, "SELECT current_user, coalesce(current_setting('cardbox.tenant', true), '')").Scan(&role, &tenant)
+	if err != nil || role != sessionUser || tenant != "" {
+		t.Fatalf("after the scoped statement: role %q tenant %q err %v, want %q and no tenant", role, tenant, err, sessionUser)
 	}
 }

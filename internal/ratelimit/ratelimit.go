@@ -65,6 +65,13 @@ func (l *Limiter) Allow(ctx context.Context, tenant string) (bool, time.Duration
 	return false, wait
 }
 
+// Forget drops a deleted tenant's bucket.
+func (l *Limiter) Forget(tenant string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.buckets, tenant)
+}
+
 // bucket returns tenant's bucket, nil when it is not limited.
 func (l *Limiter) bucket(ctx context.Context, tenant string, now time.Time) *bucket {
 	l.mu.Lock()

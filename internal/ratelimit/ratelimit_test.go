@@ -107,3 +107,18 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Forget drops a deleted tenant's bucket; another tenant's stays spent.
+func TestForget(t *testing.T) {
+	l, _ := newTestLimiter(Rate{PerSec: 1, Burst: 2}, &fakeRates{})
+	allowed(l, "acme", 2)
+	allowed(l, "bravo", 2)
+	l.Forget("acme")
+	l.mu.Lock()
+	_, acme := l.buckets["acme"]
+	_, bravo := l.buckets["bravo"]
+	l.mu.Unlock()
+	if acme || !bravo {
+		t.Fatalf("buckets after Forget: acme %v, bravo %v; want bravo's only", acme, bravo)
+	}
+}

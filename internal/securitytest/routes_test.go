@@ -55,12 +55,14 @@ var httpRoutes = map[string]route{
 	"GET /openapi.yaml": {public: true, ok: 200, variants: fixed("GET", "/openapi.yaml")},
 	"GET /metrics":      {admin: true, ok: 200, variants: fixed("GET", "/metrics")},
 	// Tenant and key administration (admin keys of any tenant: operators).
-	"POST /admin/tenants":        {admin: true, ok: 201, variants: fixed("POST", "/admin/tenants", `{"tenant_id":"initech","name":"Initech"}`)},
-	"GET /admin/tenants":         {admin: true, ok: 200, variants: fixed("GET", "/admin/tenants")},
-	"POST /admin/keys":           {admin: true, ok: 201, variants: fixed("POST", "/admin/keys", `{"tenant_id":"initech","role":"reader"}`)},
-	"GET /admin/keys":            {admin: true, ok: 200, variants: fixed("GET", "/admin/keys")},
-	"DELETE /admin/keys/:key_id": {admin: true, ok: 404, variants: fixed("DELETE", "/admin/keys/key_0000000000000000")},
-	"GET /admin/audit":           {admin: true, ok: 200, variants: fixed("GET", "/admin/audit")},
+	"POST /admin/tenants": {admin: true, ok: 201, variants: fixed("POST", "/admin/tenants", `{"tenant_id":"initech","name":"Initech"}`)},
+	"GET /admin/tenants":  {admin: true, ok: 200, variants: fixed("GET", "/admin/tenants")},
+	// A tenant no case creates: acme and the others outlive the suite.
+	"DELETE /admin/tenants/:tenant_id": {admin: true, ok: 404, variants: fixed("DELETE", "/admin/tenants/nobody")},
+	"POST /admin/keys":                 {admin: true, ok: 201, variants: fixed("POST", "/admin/keys", `{"tenant_id":"initech","role":"reader"}`)},
+	"GET /admin/keys":                  {admin: true, ok: 200, variants: fixed("GET", "/admin/keys")},
+	"DELETE /admin/keys/:key_id":       {admin: true, ok: 404, variants: fixed("DELETE", "/admin/keys/key_0000000000000000")},
+	"GET /admin/audit":                 {admin: true, ok: 200, variants: fixed("GET", "/admin/audit")},
 	// Every method of pprof; the first variant is sent with each.
 	allMethods + " /debug/pprof/*": {admin: true, ok: 200, variants: fixed("GET", "/debug/pprof/cmdline")},
 

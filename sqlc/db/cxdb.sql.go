@@ -156,7 +156,7 @@ func (q *Queries) InsertTurnMetadata(ctx context.Context, arg InsertTurnMetadata
 
 const listContextsWithoutMetadata = `-- name: ListContextsWithoutMetadata :many
 SELECT t.tenant_no, c.tenant_id, c.context_id FROM contexts c JOIN tenants t USING (tenant_id)
-WHERE NOT c.metadata_done AND c.head_turn_id <> 0
+WHERE NOT c.metadata_done AND c.head_turn_id <> 0 AND t.deleted_at IS NULL
 ORDER BY c.context_id
 LIMIT $1
 `

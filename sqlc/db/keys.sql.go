@@ -94,7 +94,7 @@ func (q *Queries) CreateTenant(ctx context.Context, arg CreateTenantParams) (Cre
 const getKey = `-- name: GetKey :one
 SELECT k.key_id, k.tenant_id, t.tenant_no, k.role, k.secret_hash, k.expires_at, k.revoked_at
 FROM api_keys k JOIN tenants t USING (tenant_id)
-WHERE k.key_id = $1
+WHERE k.key_id = $1 AND t.deleted_at IS NULL
 `
 
 type GetKeyRow struct {
@@ -123,7 +123,7 @@ func (q *Queries) GetKey(ctx context.Context, keyID string) (GetKeyRow, error) {
 }
 
 const getTenantRate = `-- name: GetTenantRate :one
-SELECT rate_per_sec, rate_burst FROM tenants WHERE tenant_id = $1
+SELECT rate_per_sec, rate_burst FROM tenants WHERE tenant_id = $1 AND deleted_at IS NULL
 `
 
 type GetTenantRateRow struct {
@@ -228,7 +228,7 @@ SELECT t.tenant_id, t.tenant_no, t.name, t.created_at,
        (SELECT count(*) FROM api_keys k
          WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL
            AND (k.expires_at IS NULL OR k.expires_at > now()))::bigint AS live_keys
-FROM tenants t ORDER BY t.tenant_no
+FROM tenants t WHERE t.deleted_at IS NULL ORDER BY t.tenant_no
 `
 
 type ListTenantsFullRow struct {
@@ -265,6 +265,20 @@ func (q *Queries) ListTenantsFull(ctx context.Context) ([]ListTenantsFullRow, er
 	return items, nil
 }
 
+const lockLiveTenant = `-- name: LockLiveTenant :one
+SELECT tenant_no FROM tenants WHERE tenant_id = $1 AND deleted_at IS NULL FOR SHARE
+`
+
+// A live tenant, its row locked against a concurrent deletion until the
+// transaction ends (a deletion waiting for it then removes what it adds;
+// one it waited for leaves no row).
+func (q *Queries) LockLiveTenant(ctx context.Context, tenantID string) (int32, error) {
+	row := q.db.QueryRow(ctx, lockLiveTenant, tenantID)
+	var tenant_no int32
+	err := row.Scan(&tenant_no)
+	return tenant_no, err
+}
+
 const notifyKeysChanged = `-- name: NotifyKeysChanged :exec
 SELECT pg_notify('cardbox_keys', $1::text)
 `
@@ -297,7 +311,7 @@ func (q *Queries) RevokeKey(ctx context.Context, keyID string) (RevokeKeyRow, er
 
 const setTenantRate = `-- name: SetTenantRate :one
 UPDATE tenants SET rate_per_sec = $1, rate_burst = $2
-WHERE tenant_id = $3
+WHERE tenant_id = $3 AND deleted_at IS NULL
 RETURNING tenant_id
 `
 

@@ -114,6 +114,7 @@ type Tenant struct {
 	CreatedAt  time.Time
 	RatePerSec pgtype.Float8
 	RateBurst  pgtype.Int4
+	DeletedAt  pgtype.Timestamptz
 }
 
 type TenantBlob struct {

@@ -13,29 +13,31 @@ const ensureTenant = `-- name: EnsureTenant :one
 WITH ins AS (
     INSERT INTO tenants (tenant_id) VALUES ($1)
     ON CONFLICT (tenant_id) DO NOTHING
-    RETURNING tenant_id, tenant_no
+    RETURNING tenant_id, tenant_no, false AS deleted
 )
-SELECT tenant_id, tenant_no FROM ins
+SELECT tenant_id, tenant_no, deleted FROM ins
 UNION ALL
-SELECT tenant_id, tenant_no FROM tenants WHERE tenant_id = $1
+SELECT tenant_id, tenant_no, (deleted_at IS NOT NULL)::boolean FROM tenants WHERE tenant_id = $1
 LIMIT 1
 `
 
 type EnsureTenantRow struct {
 	TenantID string
 	TenantNo int32
+	Deleted  bool
 }
 
-// Creates the tenant on first use (dev mode projects) and returns it.
+// Creates the tenant on first use (dev mode projects) and returns it; a
+// deleted tenant is not created again (deleted says so).
 func (q *Queries) EnsureTenant(ctx context.Context, tenantID string) (EnsureTenantRow, error) {
 	row := q.db.QueryRow(ctx, ensureTenant, tenantID)
 	var i EnsureTenantRow
-	err := row.Scan(&i.TenantID, &i.TenantNo)
+	err := row.Scan(&i.TenantID, &i.TenantNo, &i.Deleted)
 	return i, err
 }
 
 const getTenant = `-- name: GetTenant :one
-SELECT tenant_id, tenant_no FROM tenants WHERE tenant_id = $1
+SELECT tenant_id, tenant_no FROM tenants WHERE tenant_id = $1 AND deleted_at IS NULL
 `
 
 type GetTenantRow struct {
@@ -43,6 +45,7 @@ type GetTenantRow struct {
 	TenantNo int32
 }
 
+// A live tenant: a deleted one is not found, like one that never existed.
 func (q *Queries) GetTenant(ctx context.Context, tenantID string) (GetTenantRow, error) {
 	row := q.db.QueryRow(ctx, getTenant, tenantID)
 	var i GetTenantRow
@@ -51,14 +54,16 @@ func (q *Queries) GetTenant(ctx context.Context, tenantID string) (GetTenantRow,
 }
 
 const listTenants = `-- name: ListTenants :many
-SELECT tenant_id, tenant_no FROM tenants ORDER BY tenant_no
+SELECT tenant_id, tenant_no, (deleted_at IS NOT NULL)::boolean AS deleted FROM tenants ORDER BY tenant_no
 `
 
 type ListTenantsRow struct {
 	TenantID string
 	TenantNo int32
+	Deleted  bool
 }
 
+// Every tenant, deleted ones too: recovery must know their numbers.
 func (q *Queries) ListTenants(ctx context.Context) ([]ListTenantsRow, error) {
 	rows, err := q.db.Query(ctx, listTenants)
 	if err != nil {
@@ -68,7 +73,7 @@ func (q *Queries) ListTenants(ctx context.Context) ([]ListTenantsRow, error) {
 	var items []ListTenantsRow
 	for rows.Next() {
 		var i ListTenantsRow
-		if err := rows.Scan(&i.TenantID, &i.TenantNo); err != nil {
+		if err := rows.Scan(&i.TenantID, &i.TenantNo, &i.Deleted); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

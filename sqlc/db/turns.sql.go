@@ -339,6 +339,7 @@ func (q *Queries) InitTurnLogState(ctx context.Context, storeID pgtype.UUID) err
 const listContexts = `-- name: ListContexts :many
 SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
 FROM contexts c JOIN tenants t USING (tenant_id)
+WHERE t.deleted_at IS NULL
 `
 
 type ListContextsRow struct {
@@ -404,7 +405,7 @@ func (q *Queries) ListFSRoots(ctx context.Context) ([][]byte, error) {
 const listIdempotencyKeysSince = `-- name: ListIdempotencyKeysSince :many
 SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM idempotency_keys k JOIN tenants t USING (tenant_id)
-WHERE k.created_at > $1
+WHERE k.created_at > $1 AND t.deleted_at IS NULL
 ORDER BY k.created_at
 `
 
@@ -451,7 +452,7 @@ SELECT t.turn_id, t.parent_turn_id, t.context_id, t.depth, tn.tenant_no, tt.type
 FROM turns t
 JOIN tenants tn ON tn.tenant_id = t.tenant_id
 JOIN turn_types tt ON tt.tenant_id = t.tenant_id AND tt.type_id = t.type_id
-WHERE t.turn_id > $1
+WHERE t.turn_id > $1 AND tn.deleted_at IS NULL
 ORDER BY t.turn_id
 LIMIT $2
 `
@@ -478,7 +479,7 @@ type ListTurnRecordsAfterRow struct {
 }
 
 // The turns as the turn log records them, in id order, a page at a time
-// (cardbox verify and recover).
+// (cardbox verify and recover); a deleted tenant has none.
 func (q *Queries) ListTurnRecordsAfter(ctx context.Context, arg ListTurnRecordsAfterParams) ([]ListTurnRecordsAfterRow, error) {
 	rows, err := q.db.Query(ctx, listTurnRecordsAfter, arg.After, arg.PageSize)
 	if err != nil {
@@ -516,6 +517,7 @@ func (q *Queries) ListTurnRecordsAfter(ctx context.Context, arg ListTurnRecordsA
 const listTurnTypes = `-- name: ListTurnTypes :many
 SELECT t.tenant_no, tt.type_ref, tt.type_id
 FROM turn_types tt JOIN tenants t USING (tenant_id)
+WHERE t.deleted_at IS NULL
 `
 
 type ListTurnTypesRow struct {

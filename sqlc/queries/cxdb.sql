@@ -26,7 +26,7 @@ WHERE c.tenant_id = @tenant_id AND c.context_id = ANY(@context_ids::bigint[]);
 -- (a crash between the append and the metadata write, or a store older
 -- than metadata).
 SELECT t.tenant_no, c.tenant_id, c.context_id FROM contexts c JOIN tenants t USING (tenant_id)
-WHERE NOT c.metadata_done AND c.head_turn_id <> 0
+WHERE NOT c.metadata_done AND c.head_turn_id <> 0 AND t.deleted_at IS NULL
 ORDER BY c.context_id
 LIMIT @max;
 

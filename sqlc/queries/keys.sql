@@ -9,7 +9,13 @@ SELECT t.tenant_id, t.tenant_no, t.name, t.created_at,
        (SELECT count(*) FROM api_keys k
          WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL
            AND (k.expires_at IS NULL OR k.expires_at > now()))::bigint AS live_keys
-FROM tenants t ORDER BY t.tenant_no;
+FROM tenants t WHERE t.deleted_at IS NULL ORDER BY t.tenant_no;
+
+-- name: LockLiveTenant :one
+-- A live tenant, its row locked against a concurrent deletion until the
+-- transaction ends (a deletion waiting for it then removes what it adds;
+-- one it waited for leaves no row).
+SELECT tenant_no FROM tenants WHERE tenant_id = @tenant_id AND deleted_at IS NULL FOR SHARE;
 
 -- name: CreateKey :exec
 INSERT INTO api_keys (key_id, tenant_id, role, secret_hash, expires_at)
@@ -18,7 +24,7 @@ VALUES (@key_id, @tenant_id, @role, @secret_hash, sqlc.narg('expires_at'));
 -- name: GetKey :one
 SELECT k.key_id, k.tenant_id, t.tenant_no, k.role, k.secret_hash, k.expires_at, k.revoked_at
 FROM api_keys k JOIN tenants t USING (tenant_id)
-WHERE k.key_id = @key_id;
+WHERE k.key_id = @key_id AND t.deleted_at IS NULL;
 
 -- name: ListKeys :many
 -- Keys of one tenant, or of all when tenant_id is NULL.
@@ -53,8 +59,8 @@ LIMIT @max_rows;
 -- Sets (or, with NULLs, clears) a tenant's rate limit; no row when the
 -- tenant does not exist.
 UPDATE tenants SET rate_per_sec = sqlc.narg('rate_per_sec'), rate_burst = sqlc.narg('rate_burst')
-WHERE tenant_id = @tenant_id
+WHERE tenant_id = @tenant_id AND deleted_at IS NULL
 RETURNING tenant_id;
 
 -- name: GetTenantRate :one
-SELECT rate_per_sec, rate_burst FROM tenants WHERE tenant_id = @tenant_id;
+SELECT rate_per_sec, rate_burst FROM tenants WHERE tenant_id = @tenant_id AND deleted_at IS NULL;

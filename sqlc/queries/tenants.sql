@@ -1,17 +1,20 @@
 -- name: GetTenant :one
-SELECT tenant_id, tenant_no FROM tenants WHERE tenant_id = @tenant_id;
+-- A live tenant: a deleted one is not found, like one that never existed.
+SELECT tenant_id, tenant_no FROM tenants WHERE tenant_id = @tenant_id AND deleted_at IS NULL;
 
 -- name: EnsureTenant :one
--- Creates the tenant on first use (dev mode projects) and returns it.
+-- Creates the tenant on first use (dev mode projects) and returns it; a
+-- deleted tenant is not created again (deleted says so).
 WITH ins AS (
     INSERT INTO tenants (tenant_id) VALUES (@tenant_id)
     ON CONFLICT (tenant_id) DO NOTHING
-    RETURNING tenant_id, tenant_no
+    RETURNING tenant_id, tenant_no, false AS deleted
 )
-SELECT tenant_id, tenant_no FROM ins
+SELECT tenant_id, tenant_no, deleted FROM ins
 UNION ALL
-SELECT tenant_id, tenant_no FROM tenants WHERE tenant_id = @tenant_id
+SELECT tenant_id, tenant_no, (deleted_at IS NOT NULL)::boolean FROM tenants WHERE tenant_id = @tenant_id
 LIMIT 1;
 
 -- name: ListTenants :many
-SELECT tenant_id, tenant_no FROM tenants ORDER BY tenant_no;
+-- Every tenant, deleted ones too: recovery must know their numbers.
+SELECT tenant_id, tenant_no, (deleted_at IS NOT NULL)::boolean AS deleted FROM tenants ORDER BY tenant_no;

@@ -17,16 +17,18 @@ INSERT INTO turn_stores (store_id) VALUES (@store_id);
 
 -- name: ListContexts :many
 SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
-FROM contexts c JOIN tenants t USING (tenant_id);
+FROM contexts c JOIN tenants t USING (tenant_id)
+WHERE t.deleted_at IS NULL;
 
 -- name: ListTurnTypes :many
 SELECT t.tenant_no, tt.type_ref, tt.type_id
-FROM turn_types tt JOIN tenants t USING (tenant_id);
+FROM turn_types tt JOIN tenants t USING (tenant_id)
+WHERE t.deleted_at IS NULL;
 
 -- name: ListIdempotencyKeysSince :many
 SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM idempotency_keys k JOIN tenants t USING (tenant_id)
-WHERE k.created_at > @since
+WHERE k.created_at > @since AND t.deleted_at IS NULL
 ORDER BY k.created_at;
 
 -- name: GetIdempotencyKey :one
@@ -164,14 +166,14 @@ SELECT DISTINCT fs_root_hash FROM fs_attachments;
 
 -- name: ListTurnRecordsAfter :many
 -- The turns as the turn log records them, in id order, a page at a time
--- (cardbox verify and recover).
+-- (cardbox verify and recover); a deleted tenant has none.
 SELECT t.turn_id, t.parent_turn_id, t.context_id, t.depth, tn.tenant_no, tt.type_ref,
        t.type_version, t.encoding, t.compression, t.uncompressed_len,
        (t.fs_root_hash IS NOT NULL)::boolean AS has_fs_root, t.created_at, t.payload_hash
 FROM turns t
 JOIN tenants tn ON tn.tenant_id = t.tenant_id
 JOIN turn_types tt ON tt.tenant_id = t.tenant_id AND tt.type_id = t.type_id
-WHERE t.turn_id > @after
+WHERE t.turn_id > @after AND tn.deleted_at IS NULL
 ORDER BY t.turn_id
 LIMIT @page_size;
 

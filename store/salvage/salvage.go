@@ -26,8 +26,11 @@ import (
 // Report is what Verify or Recover found and did.
 type Report struct {
 	Blobs, Records, Turns int // good blobs, good turn records, turn rows
-	PackDefects           []blobpack.Defect
-	LogDefects            []turnlog.Defect
+	// DeletedRecords are good turn records of deleted tenants: known,
+	// never served, left for a compaction; not counted in Records.
+	DeletedRecords int
+	PackDefects    []blobpack.Defect
+	LogDefects     []turnlog.Defect
 	// Problems are the cross-check's findings, at most maxListed of each
 	// kind; Counts has every kind's total.
 	Problems []string
@@ -61,7 +64,11 @@ func (r *Report) Print(w io.Writer) {
 	for _, d := range r.PackDefects {
 		fmt.Fprintf(w, "  damaged bytes %d..%d: %s\n", d.Offset, d.End, d.Reason)
 	}
-	fmt.Fprintf(w, "turn log: %d good records, %d damaged\n", r.Records, len(r.LogDefects))
+	fmt.Fprintf(w, "turn log: %d good records, %d damaged", r.Records, len(r.LogDefects))
+	if r.DeletedRecords > 0 {
+		fmt.Fprintf(w, ", and %d of deleted tenants (unreadable, kept until a compaction)", r.DeletedRecords)
+	}
+	fmt.Fprintln(w)
 	for _, d := range r.LogDefects {
 		fmt.Fprintf(w, "  record at %d: %s\n", d.Offset, d.Reason)
 	}
@@ -100,12 +107,30 @@ func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io
 	if err := sameStore(ctx, dataDir, db.New(pgrole.As(pool, pgrole.Recovery, ""))); err != nil {
 		return nil, err
 	}
+	deleted, err := deletedTenants(ctx, db.New(pool))
+	if err != nil {
+		return nil, err
+	}
 	r := &Report{}
-	f, err := readFiles(dataDir, r, progress)
+	f, err := readFiles(dataDir, deleted, r, progress)
 	if err != nil {
 		return nil, err
 	}
 	return r, crossCheck(ctx, db.New(pgrole.As(pool, pgrole.Recovery, "")), f, r, progress)
+}
+
+// deletedTenants returns the numbers of the deleted tenants, whose turn
+// records are known and not damage: their rows are gone on purpose.
+func deletedTenants(ctx context.Context, q *db.Queries) (map[uint32]bool, error) {
+	rows, err := q.ListDeletedTenants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list deleted tenants: %w", err)
+	}
+	out := make(map[uint32]bool, len(rows))
+	for _, r := range rows {
+		out[uint32(r.TenantNo)] = true
+	}
+	return out, nil
 }
 
 // sameStore refuses a data directory and a database that belong to
@@ -126,7 +151,7 @@ func sameStore(ctx context.Context, dataDir string, q *db.Queries) error {
 	return nil
 }
 
-func readFiles(dataDir string, r *Report, progress io.Writer) (*files, error) {
+func readFiles(dataDir string, deleted map[uint32]bool, r *Report, progress io.Writer) (*files, error) {
 	f := &files{blobs: map[store.Hash]struct{}{}, records: map[uint64][32]byte{}}
 	step := newProgress(progress, "blob pack")
 	defects, err := blobpack.Verify(store.BlobDir(dataDir), func(e blobpack.Entry) {
@@ -140,8 +165,12 @@ func readFiles(dataDir string, r *Report, progress io.Writer) (*files, error) {
 	}
 	r.Blobs, r.PackDefects = len(f.blobs), defects
 	end, logDefects, err := turnlog.Scan(store.TurnLogPath(dataDir), func(_ int64, rec turnlog.Record) {
-		f.records[rec.TurnID] = rec.PayloadHash
 		f.maxTurn = max(f.maxTurn, rec.TurnID)
+		if deleted[rec.Tenant] {
+			r.DeletedRecords++
+			return
+		}
+		f.records[rec.TurnID] = rec.PayloadHash
 	})
 	if errors.Is(err, os.ErrNotExist) {
 		r.problem("missing files", "%s is missing", store.TurnLogPath(dataDir))

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/internal/filefault"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/salvage"
@@ -207,4 +209,55 @@ func TestRefusesAnotherStoresDirectory(t *testing.T) {
 	if after, _ := os.ReadFile(store.TurnLogPath(a.dir)); string(after) != string(before) {
 		t.Fatal("the other store's turn log changed")
 	}
+}
+
+// A deleted tenant's turn records stay in the turn log without their rows:
+// verify counts them apart and reports no damage, recover leaves the log
+// alone, and the store starts without them.
+func TestDeletedTenantIsNotDamage(t *testing.T) {
+	t.Parallel()
+	s := newStopped(t)
+	ctx := context.Background()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ('acme')`); err != nil {
+		t.Fatal(err)
+	}
+	e := s.open()
+	acme, err := e.Tenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.CreateContext(ctx, acme, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const acmeTurns = 7
+	for i := range acmeTurns {
+		p := []byte(fmt.Sprintf("acme %d", i))
+		_, err := e.Append(ctx, acme, &store.AppendRequest{
+			ContextID: h.ContextID, TypeID: "t", TypeVersion: 1, Encoding: 1,
+			UncompressedLen: uint32(len(p)), ContentHash: blake3.Sum256(p), Payload: p,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q := db.New(s.pool)
+	if err := q.MarkTenantDeleted(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.PurgeDeletedTenants(ctx, pgtype.Text{String: "acme", Valid: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	if r := s.verify(); !r.OK() || r.Turns != turns || r.Records != turns || r.DeletedRecords != acmeTurns {
+		t.Fatalf("verify after the deletion: %+v", r)
+	}
+	r := s.recover()
+	if !r.OK() || r.DeletedRecords != acmeTurns || strings.Contains(strings.Join(r.Actions, "\n"), "turn log") {
+		t.Fatalf("recover after the deletion: %+v", r)
+	}
+	s.readsAll()
 }

@@ -1,0 +1,110 @@
+-- Deleting a tenant: every row it owns goes in one transaction, its
+-- tenants row stays as a tombstone (see migrations/00014_tenant_delete.sql).
+--
+-- The tables a tenant owns rows of are listed twice below, in
+-- CountTenantRows and PurgeDeletedTenants; a new table with a tenant_id
+-- column belongs in both (internal/auth's tests fail until it is).
+
+-- name: LockTenantForDelete :one
+-- Locks a live tenant's row for its deletion: writes in flight that
+-- checked it (foreign keys hold a share lock) commit first, and new ones
+-- wait for the deletion to end.
+SELECT tenant_no FROM tenants WHERE tenant_id = @tenant_id AND deleted_at IS NULL FOR UPDATE;
+
+-- name: MarkTenantDeleted :exec
+UPDATE tenants SET deleted_at = now(), rate_per_sec = NULL, rate_burst = NULL
+WHERE tenant_id = @tenant_id AND deleted_at IS NULL;
+
+-- name: NotifyTenantKeysDeleted :exec
+-- Tells every server that each key of the tenant is gone, as a
+-- revocation does (see NotifyKeysChanged): their sessions are closed.
+SELECT pg_notify('cardbox_keys', key_id) FROM api_keys WHERE tenant_id = @tenant_id::text;
+
+-- name: NotifyTenantDeleted :exec
+-- Tells every server to forget the tenant: memory, caches, sessions (see
+-- internal/auth's WatchTenants).
+SELECT pg_notify('cardbox_tenants', @tenant_id::text);
+
+-- name: DeletedTenant :one
+-- The number of a deleted tenant (no row for a live or unknown one).
+SELECT tenant_no FROM tenants WHERE tenant_id = @tenant_id AND deleted_at IS NOT NULL;
+
+-- name: ListDeletedTenants :many
+SELECT tenant_id, tenant_no FROM tenants WHERE deleted_at IS NOT NULL ORDER BY tenant_no;
+
+-- name: CountTenantRows :many
+-- How many rows of each table a tenant owns: what its deletion would
+-- remove.
+SELECT 'contexts'::text AS table_name, count(*)::bigint AS row_count FROM contexts WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'turns', count(*) FROM turns WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'turn_metadata', count(*) FROM turn_metadata WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'fs_attachments', count(*) FROM fs_attachments WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'idempotency_keys', count(*) FROM idempotency_keys WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'turn_types', count(*) FROM turn_types WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'tenant_blobs', count(*) FROM tenant_blobs WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'registry_bundles', count(*) FROM registry_bundles WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'cards', count(*) FROM cards WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'boxes', count(*) FROM boxes WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'api_keys', count(*) FROM api_keys WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'sql_roles', count(*) FROM sql_roles WHERE tenant_id = @tenant_id::text;
+
+-- name: PurgeDeletedTenants :many
+-- Removes every row of the deleted tenant @tenant_id (of every deleted
+-- tenant when NULL) and returns how many rows of each table went, in the
+-- order of CountTenantRows. Only tenants marked deleted are touched, so a
+-- live tenant's rows can never be removed by it. The foreign keys are NO
+-- ACTION, checked at the end of the statement, when parents and children
+-- are gone alike.
+WITH gone AS (
+    SELECT tenant_id FROM tenants
+    WHERE deleted_at IS NOT NULL
+      AND (sqlc.narg('tenant_id')::text IS NULL OR tenant_id = sqlc.narg('tenant_id')::text)
+),
+del_contexts AS (
+    DELETE FROM contexts x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_turns AS (
+    DELETE FROM turns x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_turn_metadata AS (
+    DELETE FROM turn_metadata x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_fs_attachments AS (
+    DELETE FROM fs_attachments x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_idempotency_keys AS (
+    DELETE FROM idempotency_keys x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_turn_types AS (
+    DELETE FROM turn_types x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_tenant_blobs AS (
+    DELETE FROM tenant_blobs x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_registry_bundles AS (
+    DELETE FROM registry_bundles x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_cards AS (
+    DELETE FROM cards x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_boxes AS (
+    DELETE FROM boxes x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_api_keys AS (
+    DELETE FROM api_keys x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_sql_roles AS (
+    DELETE FROM sql_roles x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+)
+SELECT 'contexts'::text AS table_name, count(*)::bigint AS row_count FROM del_contexts
+UNION ALL SELECT 'turns', count(*) FROM del_turns
+UNION ALL SELECT 'turn_metadata', count(*) FROM del_turn_metadata
+UNION ALL SELECT 'fs_attachments', count(*) FROM del_fs_attachments
+UNION ALL SELECT 'idempotency_keys', count(*) FROM del_idempotency_keys
+UNION ALL SELECT 'turn_types', count(*) FROM del_turn_types
+UNION ALL SELECT 'tenant_blobs', count(*) FROM del_tenant_blobs
+UNION ALL SELECT 'registry_bundles', count(*) FROM del_registry_bundles
+UNION ALL SELECT 'cards', count(*) FROM del_cards
+UNION ALL SELECT 'boxes', count(*) FROM del_boxes
+UNION ALL SELECT 'api_keys', count(*) FROM del_api_keys
+UNION ALL SELECT 'sql_roles', count(*) FROM del_sql_roles;

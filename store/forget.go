@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+
+	"github.com/cardboxhq/cardbox/internal/pgrole"
+)
+
+// A deleted tenant (auth.Keys.DeleteTenant, from any process) has no rows
+// left in Postgres, but a running store still knows it: its contexts,
+// turns and types in memory, writes in flight. ForgetTenant closes its
+// gate and drops what memory holds of it; recovery skips its records.
+
+// admit lets a write of tenant t in; the caller calls e.gate.Leave when
+// done (or hands that to a job in flight, see submit). A deleted tenant is
+// answered as one that does not exist.
+func (e *Engine) admit(t Tenant) error {
+	if !e.gate.Enter(t.No) {
+		return errorf(KindNotFound, "tenant %q not found", t.ID)
+	}
+	return nil
+}
+
+// submit queues j and waits for its outcome, inside the gate the caller
+// entered for j's tenant. When ctx ends while j is queued or in flight, j
+// may still commit: the gate is then left only once j is answered, so that
+// a deletion of the tenant waits for it, and submit reports handedOff (the
+// caller must not leave the gate itself).
+func (e *Engine) submit(ctx context.Context, j *job) (o outcome, handedOff bool) {
+	o = e.committer.submit(ctx, j)
+	if !o.pending {
+		return o, false
+	}
+	go func() {
+		defer e.gate.Leave()
+		select {
+		case <-j.done:
+		case <-e.committer.exited:
+		}
+	}()
+	return o, true
+}
+
+// ForgetTenant makes a running store forget tenant id once it has been
+// deleted in Postgres. It waits for the tenant's writes in flight, refuses
+// its writes from then on, and drops its contexts, type ids, fs trees and
+// cached id, so that every read answers as for a tenant that never
+// existed. The entries of its turns in the turn table stay, unreachable,
+// until the next start, whose recovery skips its records. Rows the last
+// writes added after the deletion are the caller's to purge once this
+// returns (auth.Keys.PurgeDeleted). A live tenant is refused (KindInvalid);
+// forgetting a tenant twice does nothing.
+func (e *Engine) ForgetTenant(ctx context.Context, id string) (Tenant, error) {
+	no, err := e.as(pgrole.Lookup, "").DeletedTenant(ctx, id)
+	if isNoRows(err) {
+		return Tenant{}, errorf(KindInvalid, "tenant %q is not a deleted tenant", id)
+	}
+	if err != nil {
+		return Tenant{}, wrapf(KindUnavailable, err, "look up deleted tenant %q", id)
+	}
+	t := Tenant{ID: id, No: uint32(no)}
+	if !e.gate.Close(t.No) {
+		return t, nil
+	}
+	e.tenants.forget(t)
+	e.types.forget(t.No)
+	e.trees.forget(t.No)
+	contexts := e.contexts.forget(t.No)
+	turns := e.table.uncount(t.No)
+	e.log.Info("forgot a deleted tenant", "tenant", id, "contexts", contexts, "turns", turns)
+	return t, nil
+}
+
+// Forgotten reports whether the store forgot tenant t (see ForgetTenant).
+func (e *Engine) Forgotten(t Tenant) bool { return e.gate.Gone(t.No) }
+
+func (c *tenantCache) forget(t Tenant) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, t.ID)
+	delete(c.ids, t.No)
+}
+
+// forget drops the tenant's contexts and returns how many there were.
+func (c *contextTable) forget(tenant uint32) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for id, s := range c.m {
+		if s.tenant == tenant {
+			delete(c.m, id)
+			n++
+		}
+	}
+	return n
+}
+
+func (t *typeTable) forget(tenant uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.refs {
+		if k.tenant == tenant {
+			delete(t.refs, k)
+		}
+	}
+	for k := range t.names {
+		if k.tenant == tenant {
+			delete(t.names, k)
+		}
+	}
+	delete(t.latest, tenant)
+}
+
+func (w *wholeTrees) forget(tenant uint32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range w.m {
+		if k.tenant == tenant {
+			delete(w.m, k)
+		}
+	}
+}
+
+// uncount stops counting the tenant's turns and returns how many there
+// were. Their entries stay: readers take them without a lock, so only the
+// committer writes entries, and only new ones; nothing reaches them once
+// the tenant's gate is closed.
+func (t *turnTable) uncount(tenant uint32) int64 {
+	var n int64
+	for id, last := uint64(1), t.visible.Load(); id <= last; id++ {
+		if m, ok := t.get(id); ok && m.tenant == tenant {
+			n++
+		}
+	}
+	t.count.Add(-n)
+	return n
+}
