@@ -107,12 +107,18 @@ type Tenant struct {
 	CreatedAt  time.Time
 	RatePerSec pgtype.Float8
 	RateBurst  pgtype.Int4
+	QuotaBytes pgtype.Int8
 }
 
 type TenantBlob struct {
 	TenantID  string
 	BlobHash  []byte
 	CreatedAt time.Time
+}
+
+type TenantUsage struct {
+	TenantID     string
+	CardboxBytes int64
 }
 
 type Turn struct {

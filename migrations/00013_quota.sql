@@ -1,0 +1,129 @@
+-- Hosted mode: per-tenant storage quotas (docs/security.md, "Storage
+-- quotas").
+--
+-- A tenant's usage has two parts, each counted where its bytes are:
+--
+--   - the turn store's (blobs, turns, contexts, registry bundles) is
+--     derived by the store from its files and committed rows at every
+--     start and kept in memory as writes commit (store/usage.go): a blob's
+--     first owner is recorded only in the blob pack, so no Postgres
+--     counter could be updated atomically with it;
+--   - CardBox's (cards and boxes) lives in Postgres alone, so it is
+--     counted here, in tenant_usage.cardbox_bytes, by statement triggers in
+--     the same transaction as every insert, update and delete of a card or
+--     box: it cannot drift, whoever writes the rows.
+
+-- +goose Up
+-- The tenant's quota in bytes; NULL takes the server's default
+-- (--tenant-quota-bytes). Set with `cardbox tenant quota`.
+ALTER TABLE tenants ADD COLUMN quota_bytes bigint CHECK (quota_bytes > 0);
+
+CREATE TABLE tenant_usage (
+    tenant_id     text PRIMARY KEY REFERENCES tenants (tenant_id) ON DELETE CASCADE,
+    -- bytes of the tenant's cards and boxes, deleted ones included until
+    -- the sweeper purges them (see card_bytes and box_bytes)
+    cardbox_bytes bigint NOT NULL DEFAULT 0
+);
+
+-- What a card is charged: its id and the text of its JSON as Postgres
+-- renders it (content, tool_calls, metadata) and its tool_call_id.
+-- +goose StatementBegin
+CREATE FUNCTION card_bytes(card_id text, content jsonb, tool_calls jsonb, tool_call_id text, metadata jsonb)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (octet_length(card_id) + coalesce(octet_length(content::text), 0)
+            + coalesce(octet_length(tool_calls::text), 0) + coalesce(octet_length(tool_call_id), 0)
+            + octet_length(metadata::text))::bigint
+$$;
+-- +goose StatementEnd
+
+-- What a box is charged: its id, the bytes of its card ids and parent ids,
+-- and the text of its metadata.
+-- +goose StatementBegin
+CREATE FUNCTION box_bytes(box_id text, card_ids text[], parent_ids text[], metadata jsonb)
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (octet_length(box_id) + octet_length(array_to_string(card_ids, ''))
+            + octet_length(array_to_string(parent_ids, '')) + octet_length(metadata::text))::bigint
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION add_cardbox_bytes(tenant text, delta bigint) RETURNS void
+LANGUAGE sql VOLATILE AS $$
+    INSERT INTO tenant_usage AS u (tenant_id, cardbox_bytes) VALUES (tenant, delta)
+    ON CONFLICT (tenant_id) DO UPDATE SET cardbox_bytes = u.cardbox_bytes + excluded.cardbox_bytes
+$$;
+-- +goose StatementEnd
+
+-- Cards are immutable: an UPDATE only sets deleted_at, which changes no
+-- charged byte, so cards have no UPDATE trigger (it would render every
+-- deleted card's JSON twice for nothing).
+-- +goose StatementBegin
+CREATE FUNCTION count_card_bytes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM add_cardbox_bytes(n.tenant_id, sum(card_bytes(n.card_id, n.content, n.tool_calls, n.tool_call_id, n.metadata)))
+        FROM new_rows n GROUP BY n.tenant_id;
+    ELSE
+        PERFORM add_cardbox_bytes(o.tenant_id, -sum(card_bytes(o.card_id, o.content, o.tool_calls, o.tool_call_id, o.metadata)))
+        FROM old_rows o GROUP BY o.tenant_id;
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION count_box_bytes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM add_cardbox_bytes(n.tenant_id, sum(box_bytes(n.box_id, n.card_ids, n.parent_ids, n.metadata)))
+        FROM new_rows n GROUP BY n.tenant_id;
+    ELSIF TG_OP = 'DELETE' THEN
+        PERFORM add_cardbox_bytes(o.tenant_id, -sum(box_bytes(o.box_id, o.card_ids, o.parent_ids, o.metadata)))
+        FROM old_rows o GROUP BY o.tenant_id;
+    ELSE
+        PERFORM add_cardbox_bytes(d.tenant_id, sum(d.bytes))
+        FROM (SELECT n.tenant_id, box_bytes(n.box_id, n.card_ids, n.parent_ids, n.metadata) AS bytes FROM new_rows n
+              UNION ALL
+              SELECT o.tenant_id, -box_bytes(o.box_id, o.card_ids, o.parent_ids, o.metadata) FROM old_rows o) d
+        GROUP BY d.tenant_id HAVING sum(d.bytes) <> 0;
+    END IF;
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+-- The triggers first: they lock the tables against writes until this
+-- migration commits, so the count below misses none.
+CREATE TRIGGER cards_usage_insert AFTER INSERT ON cards
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_card_bytes();
+CREATE TRIGGER cards_usage_delete AFTER DELETE ON cards
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION count_card_bytes();
+CREATE TRIGGER boxes_usage_insert AFTER INSERT ON boxes
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_box_bytes();
+CREATE TRIGGER boxes_usage_update AFTER UPDATE ON boxes
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION count_box_bytes();
+CREATE TRIGGER boxes_usage_delete AFTER DELETE ON boxes
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION count_box_bytes();
+
+INSERT INTO tenant_usage (tenant_id, cardbox_bytes)
+SELECT tenant_id, sum(bytes) FROM (
+    SELECT tenant_id, card_bytes(card_id, content, tool_calls, tool_call_id, metadata) AS bytes FROM cards
+    UNION ALL
+    SELECT tenant_id, box_bytes(box_id, card_ids, parent_ids, metadata) FROM boxes
+) c
+GROUP BY tenant_id;
+
+-- +goose Down
+DROP TRIGGER boxes_usage_delete ON boxes;
+DROP TRIGGER boxes_usage_update ON boxes;
+DROP TRIGGER boxes_usage_insert ON boxes;
+DROP TRIGGER cards_usage_delete ON cards;
+DROP TRIGGER cards_usage_insert ON cards;
+DROP FUNCTION count_box_bytes();
+DROP FUNCTION count_card_bytes();
+DROP FUNCTION add_cardbox_bytes(text, bigint);
+DROP FUNCTION box_bytes(text, text[], text[], jsonb);
+DROP FUNCTION card_bytes(text, jsonb, jsonb, text, jsonb);
+DROP TABLE tenant_usage;
+ALTER TABLE tenants DROP COLUMN quota_bytes;
