@@ -40,6 +40,10 @@ type Options struct {
 	// committed and readable, in commit order, from the committer's
 	// goroutine: it must return quickly (queue, don't work).
 	OnAppend func([]Appended)
+	// Quota, if set, is asked before every write that adds to a tenant's
+	// storage (appends, blob puts, fs attachments, contexts, registry
+	// bundles) and may refuse it; nil: no quotas.
+	Quota QuotaFunc
 	// Now is the clock of idempotency keys and their expiry (time.Now
 	// when nil).
 	Now    func() time.Time
@@ -74,6 +78,7 @@ type Engine struct {
 	types    *typeTable
 	tenants  *tenantCache
 	trees    wholeTrees // fs trees found whole (see checkFSRoot)
+	usage    *usage     // what tenants store beyond the blobs the pack counts
 
 	committer *committer
 
@@ -106,7 +111,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool, q: db.New(opts.Pool),
 		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
-		types: newTypeTable(), tenants: newTenantCache(db.New(opts.Pool)),
+		types: newTypeTable(), tenants: newTenantCache(db.New(opts.Pool)), usage: newUsage(),
 	}
 	if err := e.recover(ctx); err != nil {
 		e.closeFiles()
@@ -211,6 +216,9 @@ func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64,
 		}
 		depth = m.depth
 	}
+	if err := e.admit(ctx, t, ContextCharge); err != nil {
+		return Head{}, err
+	}
 	row, err := e.q.CreateContext(ctx, db.CreateContextParams{
 		TenantID: t.ID, BaseTurnID: int64(baseTurnID), HeadDepth: int64(depth), ClientTag: clientTag,
 	})
@@ -220,6 +228,7 @@ func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64,
 	h := Head{ContextID: uint64(row.ContextID), TurnID: baseTurnID, Depth: depth}
 	at := row.CreatedAt.UnixMilli()
 	e.contexts.put(h.ContextID, contextState{tenant: t.No, head: baseTurnID, depth: depth, created: at, updated: at})
+	e.usage.add(t.No, ContextCharge)
 	return h, nil
 }
 

@@ -30,9 +30,15 @@ func (e *Engine) RegistryBundles(ctx context.Context, t Tenant) ([]Bundle, error
 // AddRegistryBundle stores a bundle; stored is false when a bundle with
 // that id exists already.
 func (e *Engine) AddRegistryBundle(ctx context.Context, t Tenant, b Bundle) (stored bool, err error) {
+	if err := e.admit(ctx, t, int64(len(b.Body))); err != nil {
+		return false, err
+	}
 	n, err := e.q.InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "store registry bundle %q", b.ID)
+	}
+	if n == 1 {
+		e.usage.add(t.No, int64(len(b.Body)))
 	}
 	return n == 1, nil
 }

@@ -70,6 +70,9 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 			return res, err
 		}
 	}
+	if err := e.admit(ctx, t, TurnCharge+e.blobCharge(t, req.ContentHash, len(raw))); err != nil {
+		return AppendResult{}, err
+	}
 	e.tenants.learn(t)
 	j := &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)}
 	e.encodeBlob(j, req)
@@ -303,6 +306,9 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	if hashOf(data) != h {
 		return false, errorf(KindConflict, "blob hash mismatch: data does not hash to %x", h)
 	}
+	if err := e.admit(ctx, t, e.blobCharge(t, h, len(data))); err != nil {
+		return false, err
+	}
 	entry, ok := e.blobs.Lookup(h)
 	if !ok {
 		e.tenants.learn(t)
@@ -324,6 +330,7 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "grant blob %x", h)
 	}
+	e.usage.grant(grant{t.No, h}, int64(len(data)))
 	return isNew, nil
 }
 
@@ -333,6 +340,9 @@ func (e *Engine) AttachFS(ctx context.Context, t Tenant, turnID uint64, root Has
 		return errorf(KindNotFound, "turn %d not found", turnID)
 	}
 	if err := e.checkFSRoot(ctx, t, root); err != nil {
+		return err
+	}
+	if err := e.admit(ctx, t, 0); err != nil {
 		return err
 	}
 	err := e.q.AttachFS(ctx, db.AttachFSParams{TenantID: t.ID, TurnID: int64(turnID), FsRootHash: root[:]})

@@ -37,7 +37,8 @@ const storeIDFile = "STORE_ID"
 //  5. cross-check: every committed payload and fs root is in the pack or
 //     in a hole, else refuse to start;
 //  6. load tenants, type refs, heads and recent idempotency keys, and check
-//     that every head names a loaded turn.
+//     that every head names a loaded turn; count what each tenant stores
+//     (see usage.go).
 func (e *Engine) recover(ctx context.Context) error {
 	if err := e.endEarlierSessions(ctx); err != nil {
 		return err
@@ -66,6 +67,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	if err := e.loadContexts(ctx); err != nil {
+		return err
+	}
+	if err := e.loadUsage(ctx); err != nil {
 		return err
 	}
 	idem, err := e.loadIdempotencyKeys(ctx)
@@ -206,6 +210,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 		return 0, err
 	}
 	var maxTurn uint64
+	turns := map[uint32]int64{} // by tenant, for the usage
 	load := func(_ int64, r turnlog.Record) error {
 		e.table.set(r.TurnID, turnMeta{
 			parent: r.ParentTurnID, hash: r.PayloadHash, depth: r.Depth, tenant: r.Tenant,
@@ -213,6 +218,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 			compression: r.Compression, uncompressedLen: r.UncompressedLen,
 		})
 		maxTurn = max(maxTurn, r.TurnID)
+		turns[r.Tenant]++
 		return nil
 	}
 	log, err := turnlog.Open(path, turnlog.Options{MinValidSize: committedEnd, TruncateAt: committedEnd, Reserve: e.opts.fileReserve()}, load)
@@ -225,6 +231,9 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 			"(restore the data directory from a backup)", path, log.Size(), committedEnd)
 	}
 	e.table.publish(maxTurn)
+	for tenant, n := range turns {
+		e.usage.add(tenant, n*TurnCharge)
+	}
 	return maxTurn, nil
 }
 
@@ -269,6 +278,7 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 			}
 		}
 		e.contexts.put(uint64(r.ContextID), s)
+		e.usage.add(s.tenant, ContextCharge)
 	}
 	return nil
 }
