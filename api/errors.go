@@ -67,7 +67,15 @@ var storeStatus = map[store.Kind]int{
 	store.KindUnprocessable: http.StatusUnprocessableEntity,
 	store.KindUnavailable:   http.StatusServiceUnavailable,
 	store.KindDiskFull:      http.StatusInsufficientStorage,
+	store.KindQuotaExceeded: http.StatusInsufficientStorage,
 	store.KindInternal:      http.StatusInternalServerError,
+}
+
+// storeKinds are the kinds of store errors whose string code is not the
+// one of their status: a tenant over its quota is told so, not that the
+// disk is full.
+var storeKinds = map[store.Kind]string{
+	store.KindQuotaExceeded: store.KindQuotaExceeded.String(),
 }
 
 // StoreErrors maps turn store errors: the kind gives the status, the
@@ -84,6 +92,9 @@ func StoreErrors(err error) *Error {
 	}
 	e := NewError(status, "%s", se.Error())
 	e.Details = se.Details
+	if kind, ok := storeKinds[se.Kind]; ok {
+		e.Kind = kind
+	}
 	return e
 }
 
