@@ -48,6 +48,11 @@ type Options struct {
 	// the JSON reads serve from: DefaultCardCacheBytes when 0, no cache
 	// when negative.
 	CardCacheBytes int64
+	// Admit, if set, is asked before every card or box write whether the
+	// project may store about adding more bytes (see cardBytes and
+	// boxBytes); an error refuses the write, which then writes nothing.
+	// Postgres counts what is written (tenant_usage.cardbox_bytes).
+	Admit func(ctx context.Context, project string, adding int64) error
 }
 
 // Service is the CardBox domain over Postgres. It is safe for concurrent use.
@@ -55,6 +60,8 @@ type Service struct {
 	db  DB
 	q   *db.Queries
 	now func() time.Time
+	// admit is Options.Admit; nil admits everything.
+	admit func(ctx context.Context, project string, adding int64) error
 	// cache holds rendered cards for the JSON reads; nil when off.
 	//
 	// A card's JSON never changes while the card lives: cards are
@@ -78,7 +85,7 @@ func New(d DB, opts Options) *Service {
 	if size == 0 {
 		size = DefaultCardCacheBytes
 	}
-	return &Service{db: d, q: db.New(d), now: now, cache: bytecache.New[cacheKey](size)}
+	return &Service{db: d, q: db.New(d), now: now, admit: opts.Admit, cache: bytecache.New[cacheKey](size)}
 }
 
 // Card is a stored card.
@@ -156,6 +163,40 @@ func (s *Service) ensureProject(ctx context.Context, project string) error {
 	}
 	s.projects.Store(project, struct{}{})
 	return nil
+}
+
+// admitWrite asks Options.Admit whether project may store adding more
+// bytes.
+func (s *Service) admitWrite(ctx context.Context, project string, adding int64) error {
+	if s.admit == nil {
+		return nil
+	}
+	return s.admit(ctx, project, adding)
+}
+
+// cardBytes is about what a card adds to its project's storage: its id,
+// JSON and tool call id (Postgres counts the JSON as it renders it, with
+// a space after each ':' and ',').
+func cardBytes(cards []normalCard) int64 {
+	var n int
+	for _, c := range cards {
+		n += len(c.id) + len(c.content) + len(c.toolCalls) + len(c.toolCallID) + len(c.metadata)
+	}
+	return int64(n)
+}
+
+// idBytes is the length of ids together.
+func idBytes(ids []string) int64 {
+	var n int
+	for _, id := range ids {
+		n += len(id)
+	}
+	return int64(n)
+}
+
+// boxBytes is what a box holds: its id, card ids, parent ids and metadata.
+func boxBytes(boxID string, in BoxInput, meta []byte) int64 {
+	return int64(len(boxID)+len(meta)) + idBytes(in.CardIDs) + idBytes(in.ParentIDs)
 }
 
 // checkProject validates a project id.

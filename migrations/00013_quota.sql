@@ -61,10 +61,10 @@ $$;
 CREATE FUNCTION count_card_bytes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        PERFORM add_cardbox_bytes(n.tenant_id, sum(card_bytes(n.card_id, n.content, n.tool_calls, n.tool_call_id, n.metadata)))
+        PERFORM add_cardbox_bytes(n.tenant_id, sum(card_bytes(n.card_id, n.content, n.tool_calls, n.tool_call_id, n.metadata))::bigint)
         FROM new_rows n GROUP BY n.tenant_id;
     ELSE
-        PERFORM add_cardbox_bytes(o.tenant_id, -sum(card_bytes(o.card_id, o.content, o.tool_calls, o.tool_call_id, o.metadata)))
+        PERFORM add_cardbox_bytes(o.tenant_id, -sum(card_bytes(o.card_id, o.content, o.tool_calls, o.tool_call_id, o.metadata))::bigint)
         FROM old_rows o GROUP BY o.tenant_id;
     END IF;
     RETURN NULL;
@@ -76,13 +76,13 @@ $$;
 CREATE FUNCTION count_box_bytes() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        PERFORM add_cardbox_bytes(n.tenant_id, sum(box_bytes(n.box_id, n.card_ids, n.parent_ids, n.metadata)))
+        PERFORM add_cardbox_bytes(n.tenant_id, sum(box_bytes(n.box_id, n.card_ids, n.parent_ids, n.metadata))::bigint)
         FROM new_rows n GROUP BY n.tenant_id;
     ELSIF TG_OP = 'DELETE' THEN
-        PERFORM add_cardbox_bytes(o.tenant_id, -sum(box_bytes(o.box_id, o.card_ids, o.parent_ids, o.metadata)))
+        PERFORM add_cardbox_bytes(o.tenant_id, -sum(box_bytes(o.box_id, o.card_ids, o.parent_ids, o.metadata))::bigint)
         FROM old_rows o GROUP BY o.tenant_id;
     ELSE
-        PERFORM add_cardbox_bytes(d.tenant_id, sum(d.bytes))
+        PERFORM add_cardbox_bytes(d.tenant_id, sum(d.bytes)::bigint)
         FROM (SELECT n.tenant_id, box_bytes(n.box_id, n.card_ids, n.parent_ids, n.metadata) AS bytes FROM new_rows n
               UNION ALL
               SELECT o.tenant_id, -box_bytes(o.box_id, o.card_ids, o.parent_ids, o.metadata) FROM old_rows o) d
@@ -107,7 +107,7 @@ CREATE TRIGGER boxes_usage_delete AFTER DELETE ON boxes
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION count_box_bytes();
 
 INSERT INTO tenant_usage (tenant_id, cardbox_bytes)
-SELECT tenant_id, sum(bytes) FROM (
+SELECT tenant_id, sum(bytes)::bigint FROM (
     SELECT tenant_id, card_bytes(card_id, content, tool_calls, tool_call_id, metadata) AS bytes FROM cards
     UNION ALL
     SELECT tenant_id, box_bytes(box_id, card_ids, parent_ids, metadata) FROM boxes
