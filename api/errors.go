@@ -114,7 +114,11 @@ func errorHandler(log *slog.Logger, mappers []ErrorMapper) echo.HTTPErrorHandler
 			return
 		}
 		apiErr := toAPIError(err, mappers)
-		if apiErr.Status >= 500 {
+		switch {
+		case store.KindOf(err) == store.KindQuotaExceeded:
+			// The tenant's condition, not a fault of the server.
+			log.Debug("request over the storage quota", "method", c.Request().Method, "path", c.Path(), "err", err)
+		case apiErr.Status >= 500:
 			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
 		if apiErr.Status == http.StatusServiceUnavailable {

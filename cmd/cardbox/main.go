@@ -3,7 +3,7 @@
 //	cardbox migrate   apply the SQL migrations (embedded Postgres or CARDBOX_DATABASE_URL)
 //	cardbox bench     drive a running server over the binary protocol and report throughput
 //	cardbox bench-http  drive a running server's CXDB HTTP API: typed turn pages, event latency
-//	cardbox tenant    create, list tenants (hosted mode), against the server's database
+//	cardbox tenant    create, list tenants, set their rate limits and storage quotas (hosted mode), against the server's database
 //	cardbox key       create, list, revoke API keys
 //	cardbox config    print the configuration table (flags and environment variables)
 //	cardbox attack    run the hostile-client attacks against a running server and check it survives
@@ -27,7 +27,7 @@ Commands:
   migrate   apply pending SQL migrations and print their status
   bench     benchmark a running cardboxd over the CXDB binary protocol
   bench-http  benchmark a running cardboxd's CXDB HTTP API (typed turn pages, /v1/events latency)
-  tenant    create NAME | list: administer tenants (hosted mode), beside a running server or not
+  tenant    create NAME | list | rate NAME | quota NAME --bytes N: administer tenants (hosted mode), beside a running server or not
   key       create --tenant NAME --role ROLE | list | revoke KEY_ID: administer API keys
   config    print the configuration table (flags and environment variables)
   attack    run hostile-client attacks against a running cardboxd and check it survives
