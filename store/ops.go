@@ -70,7 +70,7 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 			return res, err
 		}
 	}
-	if err := e.admit(ctx, t, TurnCharge+e.blobCharge(t, req.ContentHash, len(raw))); err != nil {
+	if err := e.admitBlob(ctx, t, req.ContentHash, len(raw), TurnCharge); err != nil {
 		return AppendResult{}, err
 	}
 	e.tenants.learn(t)
@@ -306,7 +306,7 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	if hashOf(data) != h {
 		return false, errorf(KindConflict, "blob hash mismatch: data does not hash to %x", h)
 	}
-	if err := e.admit(ctx, t, e.blobCharge(t, h, len(data))); err != nil {
+	if err := e.admitBlob(ctx, t, h, len(data), 0); err != nil {
 		return false, err
 	}
 	entry, ok := e.blobs.Lookup(h)

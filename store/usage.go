@@ -115,13 +115,18 @@ func (e *Engine) admit(ctx context.Context, t Tenant, adding int64) error {
 	return e.opts.Quota(ctx, t, e.Usage(t), adding)
 }
 
-// blobCharge is what storing blob h of size bytes would add to t's usage:
-// nothing when t owns it already.
-func (e *Engine) blobCharge(t Tenant, h Hash, size int) int64 {
-	if entry, ok := e.blobs.Lookup(h); ok && (entry.Owner == t.No || e.usage.granted(grant{t.No, h})) {
-		return 0
+// admitBlob asks Options.Quota whether t may store blob h of size bytes
+// and extra bytes more; the blob adds nothing when t owns it already.
+// Without quotas it looks nothing up.
+func (e *Engine) admitBlob(ctx context.Context, t Tenant, h Hash, size int, extra int64) error {
+	if e.opts.Quota == nil {
+		return nil
 	}
-	return int64(size)
+	adding := extra
+	if entry, ok := e.blobs.Lookup(h); !ok || (entry.Owner != t.No && !e.usage.granted(grant{t.No, h})) {
+		adding += int64(size)
+	}
+	return e.admit(ctx, t, adding)
 }
 
 // chargeGroup charges a committed group's turns and grants (its new blobs
@@ -130,10 +135,13 @@ func (e *Engine) chargeGroup(p *plan) {
 	if len(p.turns) == 0 && len(p.grants) == 0 {
 		return
 	}
-	sizes := make(map[grant]int64, len(p.grants))
-	for g := range p.grants {
-		if entry, ok := e.blobs.Lookup(g.hash); ok {
-			sizes[g] = int64(entry.RawLen)
+	var sizes map[grant]int64 // looked up before taking the lock
+	if len(p.grants) > 0 {
+		sizes = make(map[grant]int64, len(p.grants))
+		for g := range p.grants {
+			if entry, ok := e.blobs.Lookup(g.hash); ok {
+				sizes[g] = int64(entry.RawLen)
+			}
 		}
 	}
 	e.usage.mu.Lock()
