@@ -14,11 +14,13 @@ import (
 )
 
 // counted is what Postgres counts for a project's cards and boxes
-// (tenant_usage, kept by triggers), and recounted what its rows hold now.
+// (tenant_usage and the log the triggers write), and recounted what its
+// rows hold now.
 func counted(t *testing.T, tx pgx.Tx, project string) (counted, recounted int64) {
 	t.Helper()
 	err := tx.QueryRow(context.Background(), `
-		SELECT coalesce((SELECT cardbox_bytes FROM tenant_usage WHERE tenant_id = $1), 0),
+		SELECT coalesce((SELECT cardbox_bytes FROM tenant_usage WHERE tenant_id = $1), 0)
+		       + coalesce((SELECT sum(bytes) FROM cardbox_usage_log WHERE tenant_id = $1), 0),
 		       coalesce((SELECT sum(card_bytes(card_id, content, tool_calls, tool_call_id, metadata)) FROM cards WHERE tenant_id = $1), 0)
 		       + coalesce((SELECT sum(box_bytes(box_id, card_ids, parent_ids, metadata)) FROM boxes WHERE tenant_id = $1), 0)`,
 		project).Scan(&counted, &recounted)
@@ -28,9 +30,10 @@ func counted(t *testing.T, tx pgx.Tx, project string) (counted, recounted int64)
 	return counted, recounted
 }
 
-// Every write of cards and boxes, and the sweeper's purge, keeps a
-// project's counted bytes equal to what its rows hold; soft deletes keep
-// the bytes until the purge; another project's count never moves.
+// Every write of cards and boxes, and the sweeper's purge and compaction
+// of the log, keeps a project's counted bytes equal to what its rows
+// hold; soft deletes keep the bytes until the purge; another project's
+// count never moves.
 func TestCardBoxBytesAreCounted(t *testing.T) {
 	ctx := context.Background()
 	tx := pgtest.Tx(t)
@@ -84,6 +87,10 @@ func TestCardBoxBytesAreCounted(t *testing.T) {
 		if n, _ := counted(t, tx, "other"); n != other {
 			t.Errorf("%s: the other project's count moved from %d to %d", step.name, other, n)
 		}
+	}
+	var logged int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM cardbox_usage_log`).Scan(&logged); err != nil || logged != 0 {
+		t.Errorf("after a sweep the log holds %d rows (%v), want none", logged, err)
 	}
 }
 

@@ -9,9 +9,13 @@
 --     first owner is recorded only in the blob pack, so no Postgres
 --     counter could be updated atomically with it;
 --   - CardBox's (cards and boxes) lives in Postgres alone, so it is
---     counted here, in tenant_usage.cardbox_bytes, by statement triggers in
---     the same transaction as every insert, update and delete of a card or
---     box: it cannot drift, whoever writes the rows.
+--     counted here by statement triggers, in the same transaction as every
+--     insert, update and delete of a card or box: it cannot drift, whoever
+--     writes the rows. The triggers only insert into cardbox_usage_log, so
+--     that concurrent writes of one tenant never wait on one counter row
+--     (its lock would be held until each commit); the sweeper folds the
+--     log into tenant_usage (compact_cardbox_usage). A tenant's bytes are
+--     tenant_usage.cardbox_bytes plus its rows of the log.
 
 -- +goose Up
 -- The tenant's quota in bytes; NULL takes the server's default
@@ -21,9 +25,18 @@ ALTER TABLE tenants ADD COLUMN quota_bytes bigint CHECK (quota_bytes > 0);
 CREATE TABLE tenant_usage (
     tenant_id     text PRIMARY KEY REFERENCES tenants (tenant_id) ON DELETE CASCADE,
     -- bytes of the tenant's cards and boxes, deleted ones included until
-    -- the sweeper purges them (see card_bytes and box_bytes)
+    -- the sweeper purges them (see card_bytes and box_bytes), up to the
+    -- last compaction of cardbox_usage_log
     cardbox_bytes bigint NOT NULL DEFAULT 0
 );
+
+-- Changes to the bytes of tenants' cards and boxes since the last
+-- compaction: insert-only, one row per tenant per statement.
+CREATE TABLE cardbox_usage_log (
+    tenant_id text NOT NULL REFERENCES tenants (tenant_id) ON DELETE CASCADE,
+    bytes     bigint NOT NULL
+);
+CREATE INDEX cardbox_usage_log_tenant ON cardbox_usage_log (tenant_id);
 
 -- What a card is charged: its id and the text of its JSON as Postgres
 -- renders it (content, tool_calls, metadata) and its tool_call_id.
@@ -49,7 +62,21 @@ $$;
 -- +goose StatementBegin
 CREATE FUNCTION add_cardbox_bytes(tenant text, delta bigint) RETURNS void
 LANGUAGE sql VOLATILE AS $$
-    INSERT INTO tenant_usage AS u (tenant_id, cardbox_bytes) VALUES (tenant, delta)
+    INSERT INTO cardbox_usage_log (tenant_id, bytes) VALUES (tenant, delta)
+$$;
+-- +goose StatementEnd
+
+-- Folds the committed rows of cardbox_usage_log into tenant_usage, in one
+-- statement: a reader sees them in one place or the other, never both.
+-- Rows committed meanwhile stay for the next compaction.
+-- +goose StatementBegin
+CREATE FUNCTION compact_cardbox_usage() RETURNS void
+LANGUAGE sql VOLATILE AS $$
+    WITH gone AS (
+        DELETE FROM cardbox_usage_log RETURNING tenant_id, bytes
+    )
+    INSERT INTO tenant_usage AS u (tenant_id, cardbox_bytes)
+    SELECT tenant_id, sum(bytes)::bigint FROM gone GROUP BY tenant_id
     ON CONFLICT (tenant_id) DO UPDATE SET cardbox_bytes = u.cardbox_bytes + excluded.cardbox_bytes
 $$;
 -- +goose StatementEnd
@@ -122,8 +149,10 @@ DROP TRIGGER cards_usage_delete ON cards;
 DROP TRIGGER cards_usage_insert ON cards;
 DROP FUNCTION count_box_bytes();
 DROP FUNCTION count_card_bytes();
+DROP FUNCTION compact_cardbox_usage();
 DROP FUNCTION add_cardbox_bytes(text, bigint);
 DROP FUNCTION box_bytes(text, text[], text[], jsonb);
 DROP FUNCTION card_bytes(text, jsonb, jsonb, text, jsonb);
+DROP TABLE cardbox_usage_log;
 DROP TABLE tenant_usage;
 ALTER TABLE tenants DROP COLUMN quota_bytes;

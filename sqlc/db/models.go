@@ -54,6 +54,11 @@ type Card struct {
 	CreatedAt  time.Time
 }
 
+type CardboxUsageLog struct {
+	TenantID string
+	Bytes    int64
+}
+
 type Context struct {
 	TenantID     string
 	ContextID    int64

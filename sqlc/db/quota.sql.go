@@ -11,8 +11,21 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const compactCardBoxUsage = `-- name: CompactCardBoxUsage :exec
+SELECT compact_cardbox_usage()
+`
+
+// Folds the log of CardBox byte changes into tenant_usage (the sweeper
+// does, every pass).
+func (q *Queries) CompactCardBoxUsage(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, compactCardBoxUsage)
+	return err
+}
+
 const getTenantQuota = `-- name: GetTenantQuota :one
-SELECT t.quota_bytes, coalesce(u.cardbox_bytes, 0)::bigint AS cardbox_bytes
+SELECT t.quota_bytes,
+       (coalesce(u.cardbox_bytes, 0)
+        + coalesce((SELECT sum(l.bytes) FROM cardbox_usage_log l WHERE l.tenant_id = t.tenant_id), 0))::bigint AS cardbox_bytes
 FROM tenants t LEFT JOIN tenant_usage u USING (tenant_id)
 WHERE t.tenant_id = $1
 `
@@ -23,7 +36,7 @@ type GetTenantQuotaRow struct {
 }
 
 // A tenant's own quota (NULL: the server's default) and the bytes of its
-// cards and boxes.
+// cards and boxes (compacted, and logged since).
 func (q *Queries) GetTenantQuota(ctx context.Context, tenantID string) (GetTenantQuotaRow, error) {
 	row := q.db.QueryRow(ctx, getTenantQuota, tenantID)
 	var i GetTenantQuotaRow
@@ -96,7 +109,9 @@ func (q *Queries) ListBundleBytes(ctx context.Context) ([]ListBundleBytesRow, er
 }
 
 const listTenantQuotas = `-- name: ListTenantQuotas :many
-SELECT t.tenant_id, t.quota_bytes, coalesce(u.cardbox_bytes, 0)::bigint AS cardbox_bytes
+SELECT t.tenant_id, t.quota_bytes,
+       (coalesce(u.cardbox_bytes, 0)
+        + coalesce((SELECT sum(l.bytes) FROM cardbox_usage_log l WHERE l.tenant_id = t.tenant_id), 0))::bigint AS cardbox_bytes
 FROM tenants t LEFT JOIN tenant_usage u USING (tenant_id)
 ORDER BY t.tenant_no
 `

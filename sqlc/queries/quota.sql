@@ -12,8 +12,10 @@ GROUP BY tn.tenant_no;
 
 -- name: GetTenantQuota :one
 -- A tenant's own quota (NULL: the server's default) and the bytes of its
--- cards and boxes.
-SELECT t.quota_bytes, coalesce(u.cardbox_bytes, 0)::bigint AS cardbox_bytes
+-- cards and boxes (compacted, and logged since).
+SELECT t.quota_bytes,
+       (coalesce(u.cardbox_bytes, 0)
+        + coalesce((SELECT sum(l.bytes) FROM cardbox_usage_log l WHERE l.tenant_id = t.tenant_id), 0))::bigint AS cardbox_bytes
 FROM tenants t LEFT JOIN tenant_usage u USING (tenant_id)
 WHERE t.tenant_id = @tenant_id;
 
@@ -26,6 +28,13 @@ RETURNING tenant_id;
 
 -- name: ListTenantQuotas :many
 -- Every tenant's own quota and the bytes of its cards and boxes.
-SELECT t.tenant_id, t.quota_bytes, coalesce(u.cardbox_bytes, 0)::bigint AS cardbox_bytes
+SELECT t.tenant_id, t.quota_bytes,
+       (coalesce(u.cardbox_bytes, 0)
+        + coalesce((SELECT sum(l.bytes) FROM cardbox_usage_log l WHERE l.tenant_id = t.tenant_id), 0))::bigint AS cardbox_bytes
 FROM tenants t LEFT JOIN tenant_usage u USING (tenant_id)
 ORDER BY t.tenant_no;
+
+-- name: CompactCardBoxUsage :exec
+-- Folds the log of CardBox byte changes into tenant_usage (the sweeper
+-- does, every pass).
+SELECT compact_cardbox_usage();
