@@ -96,7 +96,7 @@ func (a access) storeQuota() store.QuotaFunc {
 	if a.quota == nil {
 		return nil
 	}
-	return a.quota.Store
+	return a.quota.CheckTurnStore
 }
 
 // cardboxAdmit is the CardBox service's quota check; nil in dev mode. A
@@ -110,7 +110,7 @@ func (a access) cardboxAdmit(engine *store.Engine) func(ctx context.Context, pro
 		if err != nil {
 			return err
 		}
-		return a.quota.CardBox(ctx, project, engine.Usage(t), adding)
+		return a.quota.CheckCardBox(ctx, project, engine.Usage(t), adding)
 	}
 }
 

@@ -78,18 +78,18 @@ func New(opts Options) *Checker {
 	return &Checker{opts: opts, known: map[string]*entry{}}
 }
 
-// Store checks a write to the turn store; it is the store's
+// CheckTurnStore checks a write to the turn store; it is the store's
 // store.QuotaFunc. stored is what the turn store holds for the tenant.
-func (c *Checker) Store(ctx context.Context, t store.Tenant, stored, adding int64) error {
+func (c *Checker) CheckTurnStore(ctx context.Context, t store.Tenant, stored, adding int64) error {
 	s := c.setting(ctx, t.ID)
 	return check(t.ID, c.limit(s), stored+s.CardBoxBytes, adding)
 }
 
-// CardBox checks a write of cards or boxes that adds about adding bytes;
+// CheckCardBox checks a write of cards or boxes that adds about adding bytes;
 // stored is what the turn store holds for the tenant. An admitted write's
 // bytes count at once, until the next read of Postgres's count replaces
 // them, so that the writes after it see them.
-func (c *Checker) CardBox(ctx context.Context, tenant string, stored, adding int64) error {
+func (c *Checker) CheckCardBox(ctx context.Context, tenant string, stored, adding int64) error {
 	s := c.setting(ctx, tenant)
 	if err := check(tenant, c.limit(s), stored+s.CardBoxBytes, adding); err != nil {
 		return err

@@ -82,12 +82,12 @@ func TestStoreChecks(t *testing.T) {
 		{"over its own quota", c, globex, 4000, 1001, true},
 		{"no default", unlimited, acme, 1 << 40, 1 << 40, false},
 	} {
-		err := tt.c.Store(ctx, tt.t, tt.stored, tt.adding)
+		err := tt.c.CheckTurnStore(ctx, tt.t, tt.stored, tt.adding)
 		if refused(err) != tt.refused || (err != nil && !tt.refused) {
 			t.Errorf("%s: %v, refused want %v", tt.name, err, tt.refused)
 		}
 	}
-	err := c.Store(ctx, acme, 900, 200)
+	err := c.CheckTurnStore(ctx, acme, 900, 200)
 	var se *store.Error
 	if !errors.As(err, &se) || se.Details["used_bytes"] != int64(900) || se.Details["quota_bytes"] != int64(1000) ||
 		se.Details["adding_bytes"] != int64(200) {
@@ -101,13 +101,13 @@ func TestCardBoxBytesCount(t *testing.T) {
 	ctx := context.Background()
 	pool, _, c, clk := setup(t, 1000)
 	acme := store.Tenant{ID: "acme", No: 2}
-	if err := c.CardBox(ctx, "acme", 0, 600); err != nil {
+	if err := c.CheckCardBox(ctx, "acme", 0, 600); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Store(ctx, acme, 400, 1); !refused(err) {
+	if err := c.CheckTurnStore(ctx, acme, 400, 1); !refused(err) {
 		t.Errorf("600 bytes admitted for cards, 400 stored, 1 more: %v, want refused", err)
 	}
-	if err := c.CardBox(ctx, "acme", 400, 1); !refused(err) {
+	if err := c.CheckCardBox(ctx, "acme", 400, 1); !refused(err) {
 		t.Errorf("a card over the quota: %v, want refused", err)
 	}
 	if used, limit := c.Usage(ctx, "acme", 400); used != 1000 || limit != 1000 {
@@ -115,7 +115,7 @@ func TestCardBoxBytesCount(t *testing.T) {
 	}
 	// The cards were never written: the next read of Postgres forgets them.
 	clk.add(quota.RefreshEvery)
-	if err := c.Store(ctx, acme, 400, 600); err != nil {
+	if err := c.CheckTurnStore(ctx, acme, 400, 600); err != nil {
 		t.Errorf("after a refresh: %v", err)
 	}
 	// Cards Postgres holds count.
@@ -134,22 +134,22 @@ func TestQuotaChangesApplyAfterRefresh(t *testing.T) {
 	ctx := context.Background()
 	pool, keys, c, clk := setup(t, 1000)
 	acme := store.Tenant{ID: "acme", No: 2}
-	if err := c.Store(ctx, acme, 1000, 1); !refused(err) {
+	if err := c.CheckTurnStore(ctx, acme, 1000, 1); !refused(err) {
 		t.Fatalf("over the default: %v", err)
 	}
 	if err := keys.SetQuota(ctx, "test", "acme", 2000); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Store(ctx, acme, 1000, 1); !refused(err) {
+	if err := c.CheckTurnStore(ctx, acme, 1000, 1); !refused(err) {
 		t.Errorf("before the refresh: %v, want the old quota", err)
 	}
 	clk.add(quota.RefreshEvery)
-	if err := c.Store(ctx, acme, 1000, 1); err != nil {
+	if err := c.CheckTurnStore(ctx, acme, 1000, 1); err != nil {
 		t.Errorf("after the refresh: %v", err)
 	}
 	pool.Close() // every read fails from now on
 	clk.add(quota.RefreshEvery)
-	if err := c.Store(ctx, acme, 1999, 2); !refused(err) {
+	if err := c.CheckTurnStore(ctx, acme, 1999, 2); !refused(err) {
 		t.Errorf("with Postgres gone: %v, want the last quota known", err)
 	}
 }

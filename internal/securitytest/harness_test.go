@@ -109,7 +109,7 @@ func newHosted(t *testing.T) *hosted {
 	}})
 	var svc *service.Service
 	engine, err := store.Open(ctx, store.Options{
-		Dir: h.dataDir, Pool: h.pool, Logger: log, OnAppend: func(a []store.Appended) { svc.Appended(a) }, Quota: h.quota.Store,
+		Dir: h.dataDir, Pool: h.pool, Logger: log, OnAppend: func(a []store.Appended) { svc.Appended(a) }, Quota: h.quota.CheckTurnStore,
 	})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -129,7 +129,7 @@ func newHosted(t *testing.T) *hosted {
 		if err != nil {
 			return err
 		}
-		return h.quota.CardBox(ctx, project, engine.Usage(t), adding)
+		return h.quota.CheckCardBox(ctx, project, engine.Usage(t), adding)
 	}})
 	sweeper := cards.NewSweeper(cardbox.SweeperConfig{Logger: log})
 	var wg sync.WaitGroup
