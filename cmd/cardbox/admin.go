@@ -129,7 +129,7 @@ func tenantQuota() adminCommand {
 		args: 1, usage: "quota NAME --bytes N",
 		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
 			if bytes < 0 {
-				return errors.New("--bytes is required: the bytes the tenant may store, or 0 for the server's default")
+				return errors.New("--bytes: want the bytes the tenant may store, or 0 for the server's default")
 			}
 			if err := k.SetQuota(ctx, actor, args[0], bytes); err != nil {
 				return err
