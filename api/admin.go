@@ -26,11 +26,33 @@ type Administration interface {
 // AdminRoutes are hosted mode's tenant and key administration over HTTP,
 // for admin keys: the same operations as the CLI, audited with the key
 // as the actor.
-type AdminRoutes struct{ admin Administration }
+type AdminRoutes struct {
+	admin Administration
+	usage UsageFunc // nil: tenants are listed without their usage
+}
+
+// UsageFunc reports the bytes a tenant stores and its storage quota (0:
+// none).
+type UsageFunc func(ctx context.Context, tenant string) (used, limit int64)
 
 // Admin returns the admin routes. Pass them in Options.Routes in hosted
 // mode only (authenticate lets admin keys alone reach /admin/).
 func Admin(a Administration) *AdminRoutes { return &AdminRoutes{admin: a} }
+
+// WithUsage lists every tenant with its usage and quota (nil: without).
+func (r *AdminRoutes) WithUsage(u UsageFunc) *AdminRoutes {
+	r.usage = u
+	return r
+}
+
+// tenantEntry is a tenant as GET /admin/tenants lists it.
+type tenantEntry struct {
+	auth.Tenant
+	// UsedBytes and QuotaBytes are what the tenant stores and may store
+	// (0: no quota); absent without a UsageFunc.
+	UsedBytes  *int64 `json:"used_bytes,omitempty"`
+	QuotaBytes *int64 `json:"quota_bytes,omitempty"`
+}
 
 // Register adds the /admin routes.
 func (r *AdminRoutes) Register(e *echo.Echo) {
@@ -79,11 +101,20 @@ func (r *AdminRoutes) createTenant(c echo.Context) error {
 }
 
 func (r *AdminRoutes) listTenants(c echo.Context) error {
-	ts, err := r.admin.ListTenants(c.Request().Context())
+	ctx := c.Request().Context()
+	ts, err := r.admin.ListTenants(ctx)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"tenants": ts})
+	out := make([]tenantEntry, len(ts))
+	for i, t := range ts {
+		out[i].Tenant = t
+		if r.usage != nil {
+			used, limit := r.usage(ctx, t.ID)
+			out[i].UsedBytes, out[i].QuotaBytes = &used, &limit
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tenants": out})
 }
 
 // deleteTenant deletes a tenant and everything it owns at once (204; 404

@@ -67,7 +67,15 @@ var storeStatus = map[store.Kind]int{
 	store.KindUnprocessable: http.StatusUnprocessableEntity,
 	store.KindUnavailable:   http.StatusServiceUnavailable,
 	store.KindDiskFull:      http.StatusInsufficientStorage,
+	store.KindQuotaExceeded: http.StatusInsufficientStorage,
 	store.KindInternal:      http.StatusInternalServerError,
+}
+
+// storeKinds are the kinds of store errors whose string code is not the
+// one of their status: a tenant over its quota is told so, not that the
+// disk is full.
+var storeKinds = map[store.Kind]string{
+	store.KindQuotaExceeded: store.KindQuotaExceeded.String(),
 }
 
 // StoreErrors maps turn store errors: the kind gives the status, the
@@ -84,6 +92,9 @@ func StoreErrors(err error) *Error {
 	}
 	e := NewError(status, "%s", se.Error())
 	e.Details = se.Details
+	if kind, ok := storeKinds[se.Kind]; ok {
+		e.Kind = kind
+	}
 	return e
 }
 
@@ -103,7 +114,11 @@ func errorHandler(log *slog.Logger, mappers []ErrorMapper) echo.HTTPErrorHandler
 			return
 		}
 		apiErr := toAPIError(err, mappers)
-		if apiErr.Status >= 500 {
+		switch {
+		case store.KindOf(err) == store.KindQuotaExceeded:
+			// The tenant's condition, not a fault of the server.
+			log.Debug("request over the storage quota", "method", c.Request().Method, "path", c.Path(), "err", err)
+		case apiErr.Status >= 500:
 			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
 		if apiErr.Status == http.StatusServiceUnavailable {

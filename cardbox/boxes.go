@@ -90,7 +90,7 @@ func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (B
 	if err != nil {
 		return Box{}, fmt.Errorf("generate box id: %w", err)
 	}
-	meta, err := s.checkBoxWrite(ctx, project, in)
+	meta, err := s.checkBoxWrite(ctx, project, id.String(), in)
 	if err != nil {
 		return Box{}, err
 	}
@@ -116,7 +116,7 @@ func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInpu
 	if err := ValidateID("box_id", boxID); err != nil {
 		return Box{}, err
 	}
-	meta, err := s.checkBoxWrite(ctx, project, in)
+	meta, err := s.checkBoxWrite(ctx, project, boxID, in)
 	if err != nil {
 		return Box{}, err
 	}
@@ -134,9 +134,10 @@ func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInpu
 	return boxFromRow(row), nil
 }
 
-// checkBoxWrite validates a box body and checks its cards exist; it
-// returns the metadata to store.
-func (s *Service) checkBoxWrite(ctx context.Context, project string, in BoxInput) ([]byte, error) {
+// checkBoxWrite validates a box body, checks its cards exist, admits its
+// bytes (a replaced box's too, as if it were new) and makes sure the
+// project exists; it returns the metadata to store.
+func (s *Service) checkBoxWrite(ctx context.Context, project, boxID string, in BoxInput) ([]byte, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
 	}
@@ -154,6 +155,9 @@ func (s *Service) checkBoxWrite(ctx context.Context, project string, in BoxInput
 		return nil, err
 	}
 	if err := s.checkCards(ctx, project, in.CardIDs); err != nil {
+		return nil, err
+	}
+	if err := s.admitWrite(ctx, project, boxBytes(boxID, in, meta)); err != nil {
 		return nil, err
 	}
 	return meta, nil
@@ -224,6 +228,9 @@ func (a Appended) Cursor() string { return strconv.Itoa(a.Length) }
 // must stay within MaxBoxCards.
 func (s *Service) AppendToBox(ctx context.Context, project, boxID string, cardIDs []string) (Appended, error) {
 	if err := s.checkAppend(ctx, project, boxID, cardIDs); err != nil {
+		return Appended{}, err
+	}
+	if err := s.admitWrite(ctx, project, idBytes(cardIDs)); err != nil {
 		return Appended{}, err
 	}
 	row, err := s.as(project).AppendToBox(ctx, db.AppendToBoxParams{

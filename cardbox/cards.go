@@ -33,6 +33,9 @@ func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.admitWrite(ctx, project, cardBytes(norm)); err != nil {
+		return nil, err
+	}
 	if err := s.admit(ctx, project); err != nil {
 		return nil, err
 	}

@@ -50,12 +50,19 @@ type Options struct {
 	// the JSON reads serve from: DefaultCardCacheBytes when 0, no cache
 	// when negative.
 	CardCacheBytes int64
+	// Admit, if set, is asked before every card or box write whether the
+	// project may store about adding more bytes (see cardBytes and
+	// boxBytes); an error refuses the write, which then writes nothing.
+	// Postgres counts what is written (tenant_usage.cardbox_bytes).
+	Admit func(ctx context.Context, project string, adding int64) error
 }
 
 // Service is the CardBox domain over Postgres. It is safe for concurrent use.
 type Service struct {
 	db  DB
 	now func() time.Time
+	// quota is Options.Admit; nil admits everything.
+	quota func(ctx context.Context, project string, adding int64) error
 	// cache holds rendered cards for the JSON reads; nil when off.
 	//
 	// A card's JSON never changes while the card lives: cards are
@@ -82,7 +89,7 @@ func New(d DB, opts Options) *Service {
 	if size == 0 {
 		size = DefaultCardCacheBytes
 	}
-	return &Service{db: d, now: now, cache: bytecache.New[cacheKey](size)}
+	return &Service{db: d, now: now, quota: opts.Admit, cache: bytecache.New[cacheKey](size)}
 }
 
 // Card is a stored card.
@@ -204,6 +211,40 @@ func (s *Service) ForgetProject(project string) {
 	s.gate.Close(project)
 	s.projects.Delete(project)
 	s.cache.DropIf(func(k cacheKey) bool { return k.project == project })
+}
+
+// admitWrite asks Options.Admit whether project may store adding more
+// bytes.
+func (s *Service) admitWrite(ctx context.Context, project string, adding int64) error {
+	if s.quota == nil {
+		return nil
+	}
+	return s.quota(ctx, project, adding)
+}
+
+// cardBytes is about what a card adds to its project's storage: its id,
+// JSON and tool call id (Postgres counts the JSON as it renders it, with
+// a space after each ':' and ',').
+func cardBytes(cards []normalCard) int64 {
+	var n int
+	for _, c := range cards {
+		n += len(c.id) + len(c.content) + len(c.toolCalls) + len(c.toolCallID) + len(c.metadata)
+	}
+	return int64(n)
+}
+
+// idBytes is the length of ids together.
+func idBytes(ids []string) int64 {
+	var n int
+	for _, id := range ids {
+		n += len(id)
+	}
+	return int64(n)
+}
+
+// boxBytes is what a box holds: its id, card ids, parent ids and metadata.
+func boxBytes(boxID string, in BoxInput, meta []byte) int64 {
+	return int64(len(boxID)+len(meta)) + idBytes(in.CardIDs) + idBytes(in.ParentIDs)
 }
 
 // checkProject validates a project id.

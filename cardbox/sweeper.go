@@ -86,8 +86,22 @@ func (w *Sweeper) Run(ctx context.Context) error {
 
 // Sweep runs one pass: it deletes, in batches, cards expired more than
 // ExpiredRetention ago and cards and boxes deleted more than
-// DeletedRetention ago.
+// DeletedRetention ago, then folds the log of the projects' card and box
+// bytes into their totals (migration 00013), so that the log holds about
+// one interval of writes.
 func (w *Sweeper) Sweep(ctx context.Context) (SweepStats, error) {
+	st, err := w.purge(ctx)
+	if err != nil {
+		return st, err
+	}
+	if err := w.s.sweeper().CompactCardBoxUsage(ctx); err != nil {
+		return st, fmt.Errorf("compact card and box bytes: %w", err)
+	}
+	return st, nil
+}
+
+// purge deletes what Sweep deletes.
+func (w *Sweeper) purge(ctx context.Context) (SweepStats, error) {
 	now := w.s.now()
 	var st SweepStats
 	batch := int32(w.cfg.BatchSize)

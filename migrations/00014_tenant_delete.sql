@@ -17,9 +17,24 @@ ALTER TABLE tenants ADD COLUMN deleted_at timestamptz;
 -- read and delete them). sql_roles has no row-level security: only the
 -- owner and cardbox_admin reach it.
 GRANT SELECT, DELETE ON contexts, turns, turn_metadata, fs_attachments, idempotency_keys, turn_types,
-    tenant_blobs, registry_bundles, cards, boxes, api_keys, sql_roles TO cardbox_admin;
+    tenant_blobs, registry_bundles, cards, boxes, api_keys, sql_roles, tenant_usage, cardbox_usage_log
+    TO cardbox_admin;
+
+-- A deleted tenant's cards and boxes, removed by the purge, log no
+-- usage: nothing of the tenant may be left behind.
+CREATE OR REPLACE FUNCTION add_cardbox_bytes(tenant text, delta bigint) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    INSERT INTO cardbox_usage_log (tenant_id, bytes)
+    SELECT tenant, delta
+    WHERE NOT EXISTS (SELECT 1 FROM tenants WHERE tenant_id = tenant AND deleted_at IS NOT NULL)
+$$;
 
 -- +goose Down
+CREATE OR REPLACE FUNCTION add_cardbox_bytes(tenant text, delta bigint) RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    INSERT INTO cardbox_usage_log (tenant_id, bytes) VALUES (tenant, delta)
+$$;
 REVOKE DELETE ON contexts, turns, turn_metadata, fs_attachments, idempotency_keys, turn_types,
-    tenant_blobs, registry_bundles, cards, boxes, api_keys, sql_roles FROM cardbox_admin;
+    tenant_blobs, registry_bundles, cards, boxes, api_keys, sql_roles, tenant_usage, cardbox_usage_log
+    FROM cardbox_admin;
 ALTER TABLE tenants DROP COLUMN deleted_at;

@@ -42,6 +42,10 @@ type Options struct {
 	// committed and readable, in commit order, from the committer's
 	// goroutine: it must return quickly (queue, don't work).
 	OnAppend func([]Appended)
+	// Quota, if set, is asked before every write that adds to a tenant's
+	// storage (appends, blob puts, fs attachments, contexts, registry
+	// bundles) and may refuse it; nil: no quotas.
+	Quota QuotaFunc
 	// Now is the clock of idempotency keys and their expiry (time.Now
 	// when nil).
 	Now    func() time.Time
@@ -77,7 +81,8 @@ type Engine struct {
 	trees    wholeTrees // fs trees found whole (see checkFSRoot)
 	// gate admits writes of live tenants; a deleted tenant's is closed
 	// (see ForgetTenant), and reads check it too.
-	gate tenantgate.Gate[uint32]
+	gate  tenantgate.Gate[uint32]
+	usage *usage // what tenants store beyond the blobs the pack counts
 
 	committer *committer
 
@@ -110,7 +115,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
-		types: newTypeTable(), tenants: newTenantCache(db.New(pgrole.As(opts.Pool, pgrole.Lookup, ""))),
+		types: newTypeTable(), tenants: newTenantCache(db.New(pgrole.As(opts.Pool, pgrole.Lookup, ""))), usage: newUsage(),
 	}
 	if err := e.recover(ctx); err != nil {
 		e.closeFiles()
@@ -219,6 +224,9 @@ func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64,
 		}
 		depth = m.depth
 	}
+	if err := e.checkQuota(ctx, t, ContextCharge); err != nil {
+		return Head{}, err
+	}
 	row, err := e.as(pgrole.Tenant, t.ID).CreateContext(ctx, db.CreateContextParams{
 		TenantID: t.ID, BaseTurnID: int64(baseTurnID), HeadDepth: int64(depth), ClientTag: clientTag,
 	})
@@ -228,6 +236,7 @@ func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64,
 	h := Head{ContextID: uint64(row.ContextID), TurnID: baseTurnID, Depth: depth}
 	at := row.CreatedAt.UnixMilli()
 	e.contexts.put(h.ContextID, contextState{tenant: t.No, head: baseTurnID, depth: depth, created: at, updated: at})
+	e.usage.add(t.No, ContextCharge)
 	return h, nil
 }
 

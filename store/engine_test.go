@@ -23,7 +23,8 @@ type testStore struct {
 	t           *testing.T
 	dir         string
 	pool        *pgxpool.Pool
-	maxIdemKeys int // Options.MaxIdempotencyKeys at the next open
+	maxIdemKeys int       // Options.MaxIdempotencyKeys at the next open
+	quota       QuotaFunc // Options.Quota at the next open
 	*Engine
 }
 
@@ -36,7 +37,7 @@ func newTestStore(t *testing.T) *testStore {
 
 func (s *testStore) open(h *hooks) {
 	s.t.Helper()
-	e, err := Open(context.Background(), Options{Dir: s.dir, Pool: s.pool, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys})
+	e, err := Open(context.Background(), Options{Dir: s.dir, Pool: s.pool, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota})
 	if err != nil {
 		s.t.Fatalf("open store: %v", err)
 	}

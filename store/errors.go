@@ -18,13 +18,14 @@ const (
 	KindUnprocessable             // well-formed but unsupported (compression, sizes)
 	KindUnavailable               // the database is unreachable or the store is shutting down
 	KindDiskFull                  // the data directory's file system is full; writes resume when space is freed
+	KindQuotaExceeded             // the write would take the tenant over its storage quota (not a full disk)
 )
 
 // Kinds lists every Kind, for the tests that check each surface maps them
 // all.
-var Kinds = []Kind{KindInternal, KindInvalid, KindNotFound, KindConflict, KindUnprocessable, KindUnavailable, KindDiskFull}
+var Kinds = []Kind{KindInternal, KindInvalid, KindNotFound, KindConflict, KindUnprocessable, KindUnavailable, KindDiskFull, KindQuotaExceeded}
 
-var kindNames = [...]string{"INTERNAL", "INVALID", "NOT_FOUND", "CONFLICT", "UNPROCESSABLE", "UNAVAILABLE", "DISK_FULL"}
+var kindNames = [...]string{"INTERNAL", "INVALID", "NOT_FOUND", "CONFLICT", "UNPROCESSABLE", "UNAVAILABLE", "DISK_FULL", "QUOTA_EXCEEDED"}
 
 // String returns the kind's protocol name, e.g. "NOT_FOUND".
 func (k Kind) String() string {

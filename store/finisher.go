@@ -131,6 +131,7 @@ func (c *committer) publish(p *plan) {
 	for _, t := range p.newTypes {
 		c.e.types.add(t.tenant, t.ref, t.typeID)
 	}
+	c.e.chargeGroup(p)
 	c.published.Store(p.seq)
 	if len(p.turns) > 0 {
 		c.dbDown.Store(false)

@@ -38,9 +38,15 @@ func (e *Engine) AddRegistryBundle(ctx context.Context, t Tenant, b Bundle) (sto
 		return false, err
 	}
 	defer e.gate.Leave()
+	if err := e.checkQuota(ctx, t, int64(len(b.Body))); err != nil {
+		return false, err
+	}
 	n, err := e.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "store registry bundle %q", b.ID)
+	}
+	if n == 1 {
+		e.usage.add(t.No, int64(len(b.Body)))
 	}
 	return n == 1, nil
 }

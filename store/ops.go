@@ -80,6 +80,9 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 			return res, err
 		}
 	}
+	if err := e.admitBlob(ctx, t, req.ContentHash, len(raw), TurnCharge); err != nil {
+		return AppendResult{}, err
+	}
 	e.tenants.learn(t)
 	j := &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)}
 	e.encodeBlob(j, req)
@@ -326,6 +329,9 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	if hashOf(data) != h {
 		return false, errorf(KindConflict, "blob hash mismatch: data does not hash to %x", h)
 	}
+	if err := e.admitBlob(ctx, t, h, len(data), 0); err != nil {
+		return false, err
+	}
 	entry, ok := e.blobs.Lookup(h)
 	if !ok {
 		e.tenants.learn(t)
@@ -348,6 +354,7 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "grant blob %x", h)
 	}
+	e.usage.grant(grant{t.No, h}, int64(len(data)))
 	return isNew, nil
 }
 
@@ -361,6 +368,9 @@ func (e *Engine) AttachFS(ctx context.Context, t Tenant, turnID uint64, root Has
 		return errorf(KindNotFound, "turn %d not found", turnID)
 	}
 	if err := e.checkFSRoot(ctx, t, root); err != nil {
+		return err
+	}
+	if err := e.checkQuota(ctx, t, 0); err != nil {
 		return err
 	}
 	err := e.as(pgrole.Tenant, t.ID).AttachFS(ctx, db.AttachFSParams{TenantID: t.ID, TurnID: int64(turnID), FsRootHash: root[:]})

@@ -39,7 +39,8 @@ const storeIDFile = "STORE_ID"
 //  5. cross-check: every committed payload and fs root is in the pack or
 //     in a hole, else refuse to start;
 //  6. load tenants, type refs, heads and recent idempotency keys, and check
-//     that every head names a loaded turn.
+//     that every head names a loaded turn; count what each tenant stores
+//     (see usage.go).
 func (e *Engine) recover(ctx context.Context) error {
 	if err := e.endEarlierSessions(ctx); err != nil {
 		return err
@@ -68,6 +69,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	if err := e.loadContexts(ctx); err != nil {
+		return err
+	}
+	if err := e.loadUsage(ctx); err != nil {
 		return err
 	}
 	idem, err := e.loadIdempotencyKeys(ctx)
@@ -209,6 +213,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	}
 	var maxTurn uint64
 	var deleted int64
+	turns := map[uint32]int64{} // by tenant, for the usage
 	load := func(_ int64, r turnlog.Record) error {
 		maxTurn = max(maxTurn, r.TurnID) // a deleted tenant's ids are not handed out again
 		if e.gate.Gone(r.Tenant) {
@@ -220,6 +225,8 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 			typeRef: r.TypeRef, typeVersion: r.TypeVersion, encoding: r.Encoding,
 			compression: r.Compression, uncompressedLen: r.UncompressedLen,
 		})
+		maxTurn = max(maxTurn, r.TurnID)
+		turns[r.Tenant]++
 		return nil
 	}
 	log, err := turnlog.Open(path, turnlog.Options{MinValidSize: committedEnd, TruncateAt: committedEnd, Reserve: e.opts.fileReserve()}, load)
@@ -235,6 +242,9 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	if deleted > 0 {
 		e.log.Info("turn log: records of deleted tenants skipped; their bytes stay in the files until a compaction",
 			"records", deleted)
+	}
+	for tenant, n := range turns {
+		e.usage.add(tenant, n*TurnCharge)
 	}
 	return maxTurn, nil
 }
@@ -288,6 +298,7 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 			}
 		}
 		e.contexts.put(uint64(r.ContextID), s)
+		e.usage.add(s.tenant, ContextCharge)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/user"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/datadir"
+	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
 )
 
@@ -91,18 +93,54 @@ var tenantCommands = map[string]adminCommand{
 	"create": tenantCreate(),
 	"delete": tenantDelete(os.Stdout),
 	"rate":   tenantRate(),
-	"list": {usage: "list", run: func(ctx context.Context, k *auth.Keys, _ string, _ []string) error {
-		tenants, err := k.ListTenants(ctx)
-		if err != nil {
-			return err
+	"quota":  tenantQuota(),
+	"list":   {usage: "list", run: tenantList},
+}
+
+// tenantList prints every tenant with its live keys and storage quota
+// ("default": the server's --tenant-quota-bytes). What a tenant stores in
+// all is known to the server only (GET /admin/tenants); the list shows its
+// cards' and boxes' part, which Postgres counts.
+func tenantList(ctx context.Context, k *auth.Keys, _ string, _ []string) error {
+	tenants, err := k.ListTenants(ctx)
+	if err != nil {
+		return err
+	}
+	quotas, err := k.TenantQuotas(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TENANT\tNAME\tLIVE KEYS\tQUOTA BYTES\tCARDBOX BYTES\tCREATED")
+	for _, t := range tenants {
+		q := quotas[t.ID]
+		limit := "default"
+		if q.Bytes > 0 {
+			limit = strconv.FormatInt(q.Bytes, 10)
 		}
-		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "TENANT\tNAME\tLIVE KEYS\tCREATED")
-		for _, t := range tenants {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", t.ID, t.Name, t.LiveKeys, t.CreatedAt.UTC().Format(time.RFC3339))
-		}
-		return w.Flush()
-	}},
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\n", t.ID, t.Name, t.LiveKeys, limit, q.CardBoxBytes, t.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return w.Flush()
+}
+
+func tenantQuota() adminCommand {
+	var bytes int64
+	return adminCommand{
+		flags: func(fs *flag.FlagSet) {
+			fs.Int64Var(&bytes, "bytes", -1, "bytes the tenant may store; 0: back to the server's --tenant-quota-bytes")
+		},
+		args: 1, usage: "quota NAME --bytes N",
+		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
+			if bytes < 0 {
+				return errors.New("--bytes: want the bytes the tenant may store, or 0 for the server's default")
+			}
+			if err := k.SetQuota(ctx, actor, args[0], bytes); err != nil {
+				return err
+			}
+			fmt.Printf("tenant %s: storage quota %d bytes (0: the server's default); servers apply it within %v\n", args[0], bytes, quota.RefreshEvery)
+			return nil
+		},
+	}
 }
 
 func tenantCreate() adminCommand {

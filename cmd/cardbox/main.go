@@ -4,7 +4,7 @@
 //	cardbox bench     drive a running server over the binary protocol and report throughput
 //	cardbox bench-http  drive a running server's CXDB HTTP API: typed turn pages, event latency
 //	cardbox bench-tenants  one tenant's appends alone and beside a tenant hammering past its rate limit
-//	cardbox tenant    create, list, delete tenants, set their rates, against the server's database
+//	cardbox tenant    create, list, delete tenants, set their rate limits and storage quotas, against the server's database
 //	cardbox key       create, list, revoke API keys
 //	cardbox sql-role  create, list, drop analysts' Postgres roles (read-only, one tenant)
 //	cardbox config    print the configuration table (flags and environment variables)
@@ -30,7 +30,7 @@ Commands:
   bench     benchmark a running cardboxd over the CXDB binary protocol
   bench-http  benchmark a running cardboxd's CXDB HTTP API (typed turn pages, /v1/events latency)
   bench-tenants  A/B rounds: a tenant's appends alone and beside another tenant hammering past its rate limit (hosted mode)
-  tenant    create NAME [--sql-role] | list | delete NAME --yes | rate NAME: administer tenants, beside a running server or not
+  tenant    create NAME [--sql-role] | list | delete NAME --yes | rate NAME | quota NAME --bytes N: administer tenants, beside a running server or not
   key       create --tenant NAME --role ROLE | list | revoke KEY_ID: administer API keys
   sql-role  create --tenant NAME | list | drop --tenant NAME: analysts' Postgres roles (read-only, one tenant)
   config    print the configuration table (flags and environment variables)

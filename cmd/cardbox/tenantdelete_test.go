@@ -14,8 +14,6 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 // runDelete runs `cardbox tenant delete` with args against k.
 func runDelete(k *auth.Keys, args ...string) (string, error) {
 	var out bytes.Buffer

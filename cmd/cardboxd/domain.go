@@ -15,9 +15,11 @@ import (
 // domainRoutes builds the CardBox routes and starts the background work of
 // the domains: the sweeper that purges expired and long-deleted cards and
 // boxes, and the CXDB service's metadata extraction. It returns the
-// CardBox service too, and a func that stops the work and waits.
-func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service, log *slog.Logger) ([]api.Routes, *cardbox.Service, func()) {
-	svc := cardbox.New(db.Pool, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes})
+// CardBox service too, and a func that stops the work and waits. admit is
+// the storage quota check of card and box writes (nil: none).
+func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service,
+	admit func(ctx context.Context, project string, adding int64) error, log *slog.Logger) ([]api.Routes, *cardbox.Service, func()) {
+	svc := cardbox.New(db.Pool, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes, Admit: admit})
 	sweeper := svc.NewSweeper(cardbox.SweeperConfig{
 		Interval: cfg.SweepInterval, DeletedRetention: cfg.DeletedRetention, Logger: log,
 	})

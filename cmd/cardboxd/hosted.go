@@ -13,13 +13,18 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
+	"github.com/cardboxhq/cardbox/store"
 )
 
 // checkMode refuses an unknown mode, and dev mode (no keys: whoever
 // connects has full access) on an address beyond this machine unless
 // --allow-public-dev says that is meant.
 func checkMode(cfg *config.Config) error {
+	if cfg.TenantQuotaBytes < 0 {
+		return fmt.Errorf("--tenant-quota-bytes %d: want 0 (no quota) or a positive number of bytes", cfg.TenantQuotaBytes)
+	}
 	switch cfg.Mode {
 	case config.ModeHosted:
 		if s := cfg.TenantMemoryShare; s <= 0 || s > 1 {
@@ -60,6 +65,7 @@ func loopback(addr string) bool {
 type access struct {
 	keys    *auth.Keys         // nil in dev mode
 	limiter *ratelimit.Limiter // nil in dev mode
+	quota   *quota.Checker     // nil in dev mode
 }
 
 func newAccess(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) access {
@@ -71,7 +77,59 @@ func newAccess(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) access 
 		r, err := keys.TenantRate(ctx, tenant)
 		return ratelimit.Rate{PerSec: r.PerSec, Burst: r.Burst}, err
 	}
-	return access{keys: keys, limiter: ratelimit.New(ratelimit.Rate{PerSec: cfg.TenantRate, Burst: cfg.TenantBurst}, own)}
+	return access{
+		keys:    keys,
+		limiter: ratelimit.New(ratelimit.Rate{PerSec: cfg.TenantRate, Burst: cfg.TenantBurst}, own),
+		quota:   newQuota(cfg, keys),
+	}
+}
+
+// newQuota is hosted mode's storage quota checker: --tenant-quota-bytes
+// unless `cardbox tenant quota` set a tenant's own.
+func newQuota(cfg *config.Config, keys *auth.Keys) *quota.Checker {
+	lookup := func(ctx context.Context, tenant string) (quota.Setting, error) {
+		q, err := keys.TenantQuota(ctx, tenant)
+		return quota.Setting{Quota: q.Bytes, CardBoxBytes: q.CardBoxBytes}, err
+	}
+	return quota.New(quota.Options{Default: cfg.TenantQuotaBytes, Lookup: lookup})
+}
+
+// storeQuota is the turn store's quota check; nil in dev mode.
+func (a access) storeQuota() store.QuotaFunc {
+	if a.quota == nil {
+		return nil
+	}
+	return a.quota.CheckTurnStore
+}
+
+// cardboxAdmit is the CardBox service's quota check; nil in dev mode. A
+// tenant's turn store bytes count with its cards and boxes.
+func (a access) cardboxAdmit(engine *store.Engine) func(ctx context.Context, project string, adding int64) error {
+	if a.quota == nil {
+		return nil
+	}
+	return func(ctx context.Context, project string, adding int64) error {
+		t, err := engine.Tenant(ctx, project)
+		if err != nil {
+			return err
+		}
+		return a.quota.CheckCardBox(ctx, project, engine.Usage(t), adding)
+	}
+}
+
+// usage reports a tenant's stored bytes and quota (0: none) for GET
+// /admin/tenants; nil in dev mode.
+func (a access) usage(engine *store.Engine) api.UsageFunc {
+	if a.quota == nil {
+		return nil
+	}
+	return func(ctx context.Context, tenant string) (used, limit int64) {
+		var stored int64
+		if t, err := engine.Tenant(ctx, tenant); err == nil {
+			stored = engine.Usage(t)
+		}
+		return a.quota.Usage(ctx, tenant, stored)
+	}
 }
 
 // limit is the surfaces' rate check; nil in dev mode.

@@ -55,11 +55,13 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	defer closeDB(db, cfg, log)
 
+	access := newAccess(cfg, db.Pool, log)
 	// The CXDB service hears of every committed turn; the store only
 	// commits once the listeners serve, after svc is set.
 	var svc *service.Service
 	engine, err := store.Open(ctx, store.Options{
 		Dir: cfg.DataDir, Pool: db.Pool, Logger: log, OnAppend: func(a []store.Appended) { svc.Appended(a) },
+		Quota: access.storeQuota(),
 	})
 	if err != nil {
 		return err
@@ -67,9 +69,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer engine.Close()
 	svc = service.New(engine, service.Options{Logger: log, RenderCacheBytes: cfg.RenderCacheBytes})
 
-	routes, cards, stopBackground := domainRoutes(ctx, cfg, db, svc, log)
+	routes, cards, stopBackground := domainRoutes(ctx, cfg, db, svc, access.cardboxAdmit(engine), log)
 	defer stopBackground()
-	access := newAccess(cfg, db.Pool, log)
 	bin := server.New(server.Options{
 		Store: svc, Live: svc.Hub(), Logger: log, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
 		Authenticate: access.binary(), Limit: access.limit(), MaxSessionsPerTenant: cfg.TenantMaxConns,
@@ -80,7 +81,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	metrics := api.NewRegistry(engine, httpMetrics, listeners, bin.Collector())
 	routes = append(routes, api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, DataDir: cfg.DataDir, Gatherer: metrics}))
 	if access.keys != nil {
-		routes = append(routes, api.Admin(access.keys))
+		routes = append(routes, api.Admin(access.keys).WithUsage(access.usage(engine)))
 	}
 	deadlines := api.DefaultDeadlines
 	deadlines.Write = cfg.WriteTimeout

@@ -28,13 +28,15 @@ var storeCodes = map[store.Kind]struct {
 	store.KindUnprocessable: {422, "UNPROCESSABLE"},
 	store.KindUnavailable:   {503, "UNAVAILABLE"},
 	store.KindDiskFull:      {507, "DISK_FULL"},
+	store.KindQuotaExceeded: {507, "QUOTA_EXCEEDED"},
 	store.KindInternal:      {500, "INTERNAL"},
 }
 
 // toErrorResponse is the one place where errors become ERROR-frame codes:
 // malformed payloads 400, unknown things 404, bytes that contradict the
 // declared hash or length 409, unknown message types and unsupported values
-// 422, an unreachable database 503, a full disk 507, anything else 500 (its
+// 422, an unreachable database 503, a full disk 507 DISK_FULL, a write over
+// the tenant's storage quota 507 QUOTA_EXCEEDED, anything else 500 (its
 // cause is logged, not sent).
 func toErrorResponse(err error) cxdbcompat.ErrorResponse {
 	var pe *protocolError

@@ -11,12 +11,18 @@ import (
 func TestEveryStoreKindMaps(t *testing.T) {
 	want := map[store.Kind]uint32{
 		store.KindInvalid: 400, store.KindNotFound: 404, store.KindConflict: 409, store.KindUnprocessable: 422,
-		store.KindUnavailable: 503, store.KindDiskFull: 507, store.KindInternal: 500,
+		store.KindUnavailable: 503, store.KindDiskFull: 507, store.KindQuotaExceeded: 507, store.KindInternal: 500,
 	}
 	for _, k := range store.Kinds {
 		r := toErrorResponse(&store.Error{Kind: k, Msg: "m"})
 		if r.Code != want[k] || r.Kind == "" {
 			t.Errorf("kind %v: ERROR %d %s, want %d", k, r.Code, r.Kind, want[k])
 		}
+	}
+	// Both are 507; the detail's code tells a full disk from a quota.
+	disk := toErrorResponse(&store.Error{Kind: store.KindDiskFull, Msg: "m"})
+	quota := toErrorResponse(store.QuotaExceeded("acme", 10, 10, 1))
+	if disk.Kind != "DISK_FULL" || quota.Kind != "QUOTA_EXCEEDED" || quota.Details["quota_bytes"] != int64(10) {
+		t.Errorf("full disk: %+v; quota: %+v", disk, quota)
 	}
 }

@@ -27,6 +27,9 @@ func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			// The peer left or the server is shutting down: not a fault.
 			s.srv.log.Debug("binary request cancelled", "type", f.Type, "session", s.id)
+		case store.KindOf(err) == store.KindQuotaExceeded:
+			// The tenant's condition, not a fault of the server.
+			s.srv.log.Debug("binary request over the storage quota", "type", f.Type, "session", s.id, "err", err)
 		case toErrorResponse(err).Code >= 500:
 			s.srv.log.Error("binary request failed", "type", f.Type, "session", s.id, "err", err)
 		}

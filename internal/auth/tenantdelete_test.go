@@ -31,6 +31,7 @@ var seeds = []string{
 	`INSERT INTO cards (tenant_id, card_id, content) VALUES ($1, 'c', '"hi"')`,
 	`INSERT INTO boxes (tenant_id, box_id, card_ids) VALUES ($1, 'x', '{c}')`,
 	`INSERT INTO sql_roles (role_name, tenant_id) VALUES ('cardbox_sql_seed_' || $1, $1)`,
+	`INSERT INTO tenant_usage (tenant_id, cardbox_bytes) VALUES ($1, 1) ON CONFLICT (tenant_id) DO NOTHING`,
 }
 
 // seedTenant creates tenant id with a key and a row in every table.

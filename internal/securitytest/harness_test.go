@@ -28,6 +28,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/connlimit"
 	"github.com/cardboxhq/cardbox/internal/logtest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -75,14 +76,17 @@ var refused = []struct {
 // database and data directory, the CXDB and CardBox services with their
 // background work, API keys (auth.Keys) checked by the binary listener
 // (server.KeyAuthenticator) and the HTTP API (Options.Auth), both behind
-// the connection limit. Pprof is on so that its admin-only route is tried
-// too.
+// the connection limit, and storage quotas (no default quota, as
+// cardboxd's default; a tenant's own quota is read for every write, not
+// every 5 s, so that a test sees a change at once). Pprof is on so that
+// its admin-only route is tried too.
 type hosted struct {
 	pool    *pgxpool.Pool
 	dataDir string
 	engine  *store.Engine
 	svc     *service.Service
 	keys    *auth.Keys
+	quota   *quota.Checker
 	handler *api.Handler
 	binAddr string
 	url     string
@@ -98,9 +102,14 @@ func newHosted(t *testing.T) *hosted {
 	h := &hosted{pool: pgtest.NewPool(t), dataDir: t.TempDir(), logs: &logtest.Errors{}, secrets: map[cred]string{}}
 	log := slog.New(h.logs)
 
+	h.keys = auth.NewKeys(h.pool, log)
+	h.quota = quota.New(quota.Options{RefreshEvery: -1, Lookup: func(ctx context.Context, tenant string) (quota.Setting, error) {
+		q, err := h.keys.TenantQuota(ctx, tenant)
+		return quota.Setting{Quota: q.Bytes, CardBoxBytes: q.CardBoxBytes}, err
+	}})
 	var svc *service.Service
 	engine, err := store.Open(ctx, store.Options{
-		Dir: h.dataDir, Pool: h.pool, Logger: log, OnAppend: func(a []store.Appended) { svc.Appended(a) },
+		Dir: h.dataDir, Pool: h.pool, Logger: log, OnAppend: func(a []store.Appended) { svc.Appended(a) }, Quota: h.quota.CheckTurnStore,
 	})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -115,14 +124,19 @@ func newHosted(t *testing.T) *hosted {
 
 	// The domains' background work, as domainRoutes starts it.
 	background, stop := context.WithCancel(ctx)
-	cards := cardbox.New(h.pool, cardbox.Options{})
+	cards := cardbox.New(h.pool, cardbox.Options{Admit: func(ctx context.Context, project string, adding int64) error {
+		t, err := engine.Tenant(ctx, project)
+		if err != nil {
+			return err
+		}
+		return h.quota.CheckCardBox(ctx, project, engine.Usage(t), adding)
+	}})
 	sweeper := cards.NewSweeper(cardbox.SweeperConfig{Logger: log})
 	var wg sync.WaitGroup
 	bgErrs := make(chan error, 2)
 	wg.Go(func() { bgErrs <- sweeper.Run(background) })
 	wg.Go(func() { bgErrs <- svc.Run(background) })
 
-	h.keys = auth.NewKeys(h.pool, log)
 	limiter := ratelimit.New(ratelimit.Rate{PerSec: 2000, Burst: 4000}, nil) // cardboxd's defaults
 	bin := server.New(server.Options{
 		Store: svc, Live: svc.Hub(), Logger: log, Authenticate: server.KeyAuthenticator(h.keys),
@@ -136,7 +150,7 @@ func newHosted(t *testing.T) *hosted {
 		api.CardBox(cards),
 		// A short heartbeat: streams of revoked keys end at the next one.
 		api.CXDB(svc, api.CXDBOptions{Stop: background.Done(), Stats: engine, DataDir: h.dataDir, Gatherer: metrics, Heartbeat: 50 * time.Millisecond}),
-		api.Admin(h.keys),
+		api.Admin(h.keys).WithUsage(h.usage),
 	}
 	h.handler = api.New(api.Options{
 		Health: engine, Routes: routes, Metrics: metrics, HTTPMetrics: httpMetrics, Pprof: true, Logger: log, Auth: h.keys, Limit: limiter.Allow,
@@ -176,6 +190,16 @@ func newHosted(t *testing.T) *hosted {
 	return h
 }
 
+// usage is what a tenant stores and its quota, as cardboxd's
+// access.usage reports them for GET /admin/tenants.
+func (h *hosted) usage(ctx context.Context, tenant string) (used, limit int64) {
+	var stored int64
+	if t, err := h.engine.Tenant(ctx, tenant); err == nil {
+		stored = h.engine.Usage(t)
+	}
+	return h.quota.Usage(ctx, tenant, stored)
+}
+
 // listen opens a loopback listener behind the connection limit, as
 // cardboxd's listen does.
 func listen(t *testing.T, refuse func(net.Conn)) *connlimit.Listener {
@@ -213,11 +237,11 @@ func (h *hosted) makeKeys(t *testing.T) {
 	key(acmeReader, "acme", auth.RoleReader, nil)
 	key(acmeAnalyst, "acme", auth.RoleAnalyst, nil)
 	key(globexWriter, "globex", auth.RoleWriter, nil)
-	// A key cannot be created expired: this one expires after creation,
-	// as the table's owner says.
+	// CreateKey refuses an expiry in the past: the key is made valid for
+	// an hour, then expires as if the hour had passed.
 	soon := time.Now().Add(time.Hour)
 	expired := key(expiredKey, "acme", auth.RoleWriter, &soon)
-	if _, err := h.pool.Exec(ctx, "UPDATE api_keys SET expires_at = now() - interval '1 hour' WHERE key_id = $1", expired.ID); err != nil {
+	if _, err := h.pool.Exec(ctx, `UPDATE api_keys SET expires_at = now() - interval '1 hour' WHERE key_id = $1`, expired.ID); err != nil {
 		t.Fatal(err)
 	}
 	gone := key(revokedKey, "acme", auth.RoleWriter, nil)
@@ -230,13 +254,16 @@ func (h *hosted) makeKeys(t *testing.T) {
 }
 
 // tenantTables lists the tables with a tenant_id column: every table a
-// tenant owns rows of.
+// tenant owns rows of, but the two that count its card and box bytes,
+// whose rows the sweeper moves from one to the other at any time: the
+// snapshot compares their total instead.
 func tenantTables(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
 		SELECT c.table_name FROM information_schema.columns c
 		JOIN information_schema.tables USING (table_schema, table_name)
 		WHERE c.column_name = 'tenant_id' AND c.table_schema = current_schema() AND table_type = 'BASE TABLE'
+		  AND c.table_name NOT IN ('tenant_usage', 'cardbox_usage_log')
 		ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +277,9 @@ func tenantTables(t *testing.T, pool *pgxpool.Pool) []string {
 
 // snapshot is what a refused request must leave as it was: each
 // tenant-owned table's rows per tenant (their count and a digest of their
-// content, so that an update such as a soft delete shows too), the sizes
-// of the data files, and the store's counts in memory.
+// content, so that an update such as a soft delete shows too), the bytes
+// of each tenant's cards and boxes as Postgres counts them, the sizes of
+// the data files, and the store's counts in memory.
 type snapshot struct {
 	rows  map[string]string // "table tenant" -> "count digest"
 	files map[string]int64  // path in the data directory -> size
@@ -266,6 +294,9 @@ func (h *hosted) snapshot(t testing.TB) snapshot {
 		parts[i] = fmt.Sprintf(`SELECT %s, coalesce(tenant_id, ''), count(*), md5(string_agg(x::text, '|' ORDER BY x::text)) FROM %s x GROUP BY tenant_id`,
 			pgQuote(table), id)
 	}
+	parts = append(parts, `SELECT 'cardbox bytes', t.tenant_id, coalesce(u.cardbox_bytes, 0)
+		+ coalesce((SELECT sum(l.bytes) FROM cardbox_usage_log l WHERE l.tenant_id = t.tenant_id), 0)::bigint, ''
+		FROM tenants t LEFT JOIN tenant_usage u USING (tenant_id)`)
 	rows, err := h.pool.Query(context.Background(), strings.Join(parts, " UNION ALL "))
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)

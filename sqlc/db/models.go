@@ -54,6 +54,11 @@ type Card struct {
 	CreatedAt  time.Time
 }
 
+type CardboxUsageLog struct {
+	TenantID string
+	Bytes    int64
+}
+
 type Context struct {
 	TenantID     string
 	ContextID    int64
@@ -114,6 +119,7 @@ type Tenant struct {
 	CreatedAt  time.Time
 	RatePerSec pgtype.Float8
 	RateBurst  pgtype.Int4
+	QuotaBytes pgtype.Int8
 	DeletedAt  pgtype.Timestamptz
 }
 
@@ -121,6 +127,11 @@ type TenantBlob struct {
 	TenantID  string
 	BlobHash  []byte
 	CreatedAt time.Time
+}
+
+type TenantUsage struct {
+	TenantID     string
+	CardboxBytes int64
 }
 
 type Turn struct {

@@ -24,6 +24,8 @@ UNION ALL SELECT 'cards', count(*) FROM cards WHERE tenant_id = $1::text
 UNION ALL SELECT 'boxes', count(*) FROM boxes WHERE tenant_id = $1::text
 UNION ALL SELECT 'api_keys', count(*) FROM api_keys WHERE tenant_id = $1::text
 UNION ALL SELECT 'sql_roles', count(*) FROM sql_roles WHERE tenant_id = $1::text
+UNION ALL SELECT 'tenant_usage', count(*) FROM tenant_usage WHERE tenant_id = $1::text
+UNION ALL SELECT 'cardbox_usage_log', count(*) FROM cardbox_usage_log WHERE tenant_id = $1::text
 `
 
 type CountTenantRowsRow struct {
@@ -188,6 +190,12 @@ del_api_keys AS (
 ),
 del_sql_roles AS (
     DELETE FROM sql_roles x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_tenant_usage AS (
+    DELETE FROM tenant_usage x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_cardbox_usage_log AS (
+    DELETE FROM cardbox_usage_log x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 )
 SELECT 'contexts'::text AS table_name, count(*)::bigint AS row_count FROM del_contexts
 UNION ALL SELECT 'turns', count(*) FROM del_turns
@@ -201,6 +209,8 @@ UNION ALL SELECT 'cards', count(*) FROM del_cards
 UNION ALL SELECT 'boxes', count(*) FROM del_boxes
 UNION ALL SELECT 'api_keys', count(*) FROM del_api_keys
 UNION ALL SELECT 'sql_roles', count(*) FROM del_sql_roles
+UNION ALL SELECT 'tenant_usage', count(*) FROM del_tenant_usage
+UNION ALL SELECT 'cardbox_usage_log', count(*) FROM del_cardbox_usage_log
 `
 
 type PurgeDeletedTenantsRow struct {

@@ -46,7 +46,9 @@ UNION ALL SELECT 'registry_bundles', count(*) FROM registry_bundles WHERE tenant
 UNION ALL SELECT 'cards', count(*) FROM cards WHERE tenant_id = @tenant_id::text
 UNION ALL SELECT 'boxes', count(*) FROM boxes WHERE tenant_id = @tenant_id::text
 UNION ALL SELECT 'api_keys', count(*) FROM api_keys WHERE tenant_id = @tenant_id::text
-UNION ALL SELECT 'sql_roles', count(*) FROM sql_roles WHERE tenant_id = @tenant_id::text;
+UNION ALL SELECT 'sql_roles', count(*) FROM sql_roles WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'tenant_usage', count(*) FROM tenant_usage WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'cardbox_usage_log', count(*) FROM cardbox_usage_log WHERE tenant_id = @tenant_id::text;
 
 -- name: PurgeDeletedTenants :many
 -- Removes every row of the deleted tenant @tenant_id (of every deleted
@@ -95,6 +97,12 @@ del_api_keys AS (
 ),
 del_sql_roles AS (
     DELETE FROM sql_roles x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_tenant_usage AS (
+    DELETE FROM tenant_usage x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_cardbox_usage_log AS (
+    DELETE FROM cardbox_usage_log x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 )
 SELECT 'contexts'::text AS table_name, count(*)::bigint AS row_count FROM del_contexts
 UNION ALL SELECT 'turns', count(*) FROM del_turns
@@ -107,4 +115,6 @@ UNION ALL SELECT 'registry_bundles', count(*) FROM del_registry_bundles
 UNION ALL SELECT 'cards', count(*) FROM del_cards
 UNION ALL SELECT 'boxes', count(*) FROM del_boxes
 UNION ALL SELECT 'api_keys', count(*) FROM del_api_keys
-UNION ALL SELECT 'sql_roles', count(*) FROM del_sql_roles;
+UNION ALL SELECT 'sql_roles', count(*) FROM del_sql_roles
+UNION ALL SELECT 'tenant_usage', count(*) FROM del_tenant_usage
+UNION ALL SELECT 'cardbox_usage_log', count(*) FROM del_cardbox_usage_log;

@@ -115,9 +115,10 @@ type Pack struct {
 	mu         sync.RWMutex // guards the fields below; the writer also holds wmu to change idxErr
 	index      *index
 	rawBytes   int64
-	idxErr     error        // first blobs.idx write error; the index is no longer appended
-	holes      []Hole       // damaged regions found by Open
-	holeByHash map[Hash]int // holes whose blob is known and not stored again
+	ownerBytes map[uint32]int64 // rawBytes by the tenant that stored each blob first
+	idxErr     error            // first blobs.idx write error; the index is no longer appended
+	holes      []Hole           // damaged regions found by Open
+	holeByHash map[Hash]int     // holes whose blob is known and not stored again
 
 	wmu      sync.Mutex // serializes Put and Close; guards the fields below
 	wbuf     []byte
@@ -234,6 +235,14 @@ func (p *Pack) Stats() Stats {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return Stats{Blobs: p.index.len(), PackBytes: p.packSize.Load(), RawBytes: p.rawBytes, IndexErr: p.idxErr}
+}
+
+// OwnerBytes returns the uncompressed bytes of the blobs that owner
+// stored first: what the pack holds for it, counting each blob once.
+func (p *Pack) OwnerBytes(owner uint32) int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.ownerBytes[owner]
 }
 
 // Read returns the uncompressed bytes of the blob with hash h. The result

@@ -29,6 +29,7 @@ func (p *Pack) recover() error {
 		return err
 	}
 	p.index = newIndex(int(idxSize / idxEntrySize))
+	p.ownerBytes = map[uint32]int64{}
 	n, end, err := p.loadIndex(idxSize, packSize)
 	if err != nil {
 		return err
@@ -151,6 +152,7 @@ func (p *Pack) verifyRecords(entries []Entry) (int, error) {
 func (p *Pack) insert(e *Entry) {
 	if p.index.insert(e) {
 		p.rawBytes += int64(e.RawLen)
+		p.ownerBytes[e.Owner] += int64(e.RawLen)
 	}
 }
 

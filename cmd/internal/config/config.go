@@ -41,6 +41,7 @@ type Config struct {
 	// answer budgets one tenant may hold (hosted mode).
 	TenantMemoryShare float64
 	TenantBurst       int
+	TenantQuotaBytes  int64
 	// TLSCert and TLSKey are PEM files; with both set, both listeners
 	// speak TLS only (see cmd/cardboxd).
 	TLSCert             string
@@ -115,6 +116,9 @@ func settings(c *Config) []setting {
 		}},
 		{"tenant-burst", "CARDBOX_TENANT_BURST", "hosted mode: requests a tenant may make at once above its rate", func(fs *flag.FlagSet, name, usage string) {
 			fs.IntVar(&c.TenantBurst, name, 4000, usage)
+		}},
+		{"tenant-quota-bytes", "CARDBOX_TENANT_QUOTA_BYTES", "hosted mode: bytes each tenant may store (its blobs as if it were alone, turns, contexts, bundles, cards and boxes), unless cardbox tenant quota set its own; 0: no limit", func(fs *flag.FlagSet, name, usage string) {
+			fs.Int64Var(&c.TenantQuotaBytes, name, 0, usage)
 		}},
 		{"access-log", "CARDBOX_ACCESS_LOG", "log every HTTP request at info (method, route, status, bytes, duration, peer)", func(fs *flag.FlagSet, name, usage string) {
 			fs.BoolVar(&c.AccessLog, name, true, usage)
