@@ -7,6 +7,7 @@
 //	cardbox tenant    create, list, delete tenants, set their rate limits and storage quotas, against the server's database
 //	cardbox key       create, list, revoke API keys
 //	cardbox sql-role  create, list, drop analysts' Postgres roles (read-only, one tenant)
+//	cardbox sql       psql as a tenant's analyst role (or its connection string)
 //	cardbox config    print the configuration table (flags and environment variables)
 //	cardbox attack    run the hostile-client attacks against a running server and check it survives
 //	cardbox verify    offline: re-read every blob and turn record and cross-check Postgres
@@ -33,6 +34,7 @@ Commands:
   tenant    create NAME [--sql-role] | list | delete NAME --yes | rate NAME | quota NAME --bytes N: administer tenants, beside a running server or not
   key       create --tenant NAME --role ROLE | list | revoke KEY_ID: administer API keys
   sql-role  create --tenant NAME | list | drop --tenant NAME: analysts' Postgres roles (read-only, one tenant)
+  sql       --tenant NAME [--print]: psql as the tenant's analyst role over --sql-addr (or print its connection string)
   config    print the configuration table (flags and environment variables)
   attack    run hostile-client attacks against a running cardboxd and check it survives
   verify    (offline) re-read every blob and turn record, cross-check Postgres; non-zero exit on defects
@@ -64,6 +66,8 @@ func main() {
 		err = adminGroup(ctx, "key", keyCommands, args)
 	case "sql-role":
 		err = adminGroup(ctx, "sql-role", sqlRoleCommands, args)
+	case "sql":
+		err = sqlShell(ctx, args)
 	case "config":
 		err = printConfig()
 	case "attack":

@@ -21,8 +21,8 @@ import (
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// embeddedDB is the database cardbox uses inside its embedded cluster.
-const embeddedDB = "cardbox"
+// EmbeddedDB is the database cardbox uses inside its embedded cluster.
+const EmbeddedDB = "cardbox"
 
 // embeddedSettings tune the private cluster for an append-heavy load
 // without weakening durability (fsync and synchronous_commit stay on).
@@ -100,11 +100,11 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 			d.guest = true
 		}
 		d.embedded = srv
-		if err := srv.EnsureDatabase(ctx, embeddedDB); err != nil {
+		if err := srv.EnsureDatabase(ctx, EmbeddedDB); err != nil {
 			d.Close(ctx)
 			return nil, err
 		}
-		url = srv.URL(embeddedDB)
+		url = srv.URL(EmbeddedDB)
 	}
 	if err := d.connect(ctx, url, opts); err != nil {
 		d.Close(ctx)
