@@ -21,6 +21,7 @@ import (
 type benchConfig struct {
 	addr, httpAddr string
 	key            string // API key of a hosted server
+	dataDir        string // the server's, for the flush probes
 	conns          int
 	contexts       int
 	size           int
@@ -45,6 +46,7 @@ func parseBench(args []string) (*benchConfig, error) {
 	fs.IntVar(&c.latencyTurns, "latency-turns", 2000, "appends on one connection to measure single-writer latency")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
 	fs.StringVar(&c.key, "key", "", "API key (writer) of a server in hosted mode")
+	fs.StringVar(&c.dataDir, "data-dir", os.Getenv("CARDBOX_DATA_DIR"), "the server's data directory (default $CARDBOX_DATA_DIR): fdatasync and the durable-flush floor are measured there")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -70,6 +72,7 @@ type benchResult struct {
 	StoredBytesByTurn float64 `json:"stored_bytes_per_turn"`
 	ServerRSSMB       float64 `json:"server_rss_mb"`
 	ServerTurns       float64 `json:"server_turns"`
+	machineFacts
 }
 
 func bench(ctx context.Context, args []string) error {
@@ -78,13 +81,18 @@ func bench(ctx context.Context, args []string) error {
 		return err
 	}
 	r := &benchResult{Conns: cfg.conns, Contexts: cfg.contexts, PayloadBytes: cfg.size}
+	probeMachine(ctx, cfg.dataDir, &r.machineFacts)
 	before, _ := scrapeMetrics(ctx, cfg.httpAddr)
 	contexts, err := createContexts(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	cpu := startCPU(before)
 	if err := appendPhase(ctx, cfg, contexts, r); err != nil {
 		return err
+	}
+	if now, err := scrapeMetrics(ctx, cfg.httpAddr); err == nil {
+		cpu.perAppend(now, r.Appends, &r.machineFacts)
 	}
 	if err := latencyPhase(ctx, cfg, contexts[0], r); err != nil {
 		return err
@@ -316,5 +324,8 @@ func report(cfg *benchConfig, r *benchResult) error {
 	fmt.Printf("GET_LAST(10, payload)/s %.0f\n", r.GetLastPerSec)
 	fmt.Printf("stored bytes per turn   %.0f\n", r.StoredBytesByTurn)
 	fmt.Printf("server RSS              %.1f MB (server holds %.0f turns)\n", r.ServerRSSMB, r.ServerTurns)
+	fmt.Printf("machine                 fdatasync %.3f ms, durable-flush floor %.3f ms (fdatasync + a Postgres commit), load %s\n",
+		r.FdatasyncMs, r.FlushFloorMs, r.LoadAverage)
+	fmt.Printf("CPU per append          server %.0f µs, Postgres %.0f µs\n", r.ServerCPUUsPerApp, r.PostgresCPUUsPerApp)
 	return nil
 }

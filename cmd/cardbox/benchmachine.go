@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cardboxhq/cardbox/cmd/internal/config"
+)
+
+// machineFacts is what makes a bench result comparable across machines:
+// the data directory's device flush, the floor of a durable append (one
+// flush of the files, one Postgres commit), and the CPU each append cost.
+type machineFacts struct {
+	FdatasyncMs         float64 `json:"fdatasync_ms"`
+	FlushFloorMs        float64 `json:"durable_flush_floor_ms"`
+	ServerCPUUsPerApp   float64 `json:"server_cpu_us_per_append"`
+	PostgresCPUUsPerApp float64 `json:"postgres_cpu_us_per_append"`
+	LoadAverage         string  `json:"load_average"`
+}
+
+// probeRounds is how many flushes each probe times (the median is kept).
+const probeRounds = 200
+
+// fdatasyncMs times a 4 KiB write and fdatasync of a file in dir, the
+// data directory, as the store's files are flushed, and returns the
+// median.
+func fdatasyncMs(dir string) (float64, error) {
+	f, err := os.CreateTemp(dir, ".bench-fdatasync-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	block := make([]byte, 4096)
+	return medianMs(func() error {
+		if _, err := f.WriteAt(block, 0); err != nil {
+			return err
+		}
+		return unix.Fdatasync(int(f.Fd()))
+	})
+}
+
+// flushFloorMs times what every durable append waits for at least: an
+// fdatasync of a file in the data directory, then the commit of a
+// Postgres transaction that writes WAL (txid_current assigns it an id, so
+// its commit record is flushed), on the database the server uses.
+func flushFloorMs(ctx context.Context, dir string) (float64, error) {
+	cfg, err := config.Parse("cardbox bench", nil, os.Stderr)
+	if err != nil {
+		return 0, err
+	}
+	cfg.DataDir = dir
+	db, release, err := openAdminDB(ctx, cfg, "cardbox bench")
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	f, err := os.CreateTemp(dir, ".bench-flush-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	block := make([]byte, 4096)
+	return medianMs(func() error {
+		if _, err := f.WriteAt(block, 0); err != nil {
+			return err
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return err
+		}
+		_, err := conn.Exec(ctx, "SELECT txid_current()")
+		return err
+	})
+}
+
+func medianMs(op func() error) (float64, error) {
+	d := make([]time.Duration, probeRounds)
+	for i := range d {
+		start := time.Now()
+		if err := op(); err != nil {
+			return 0, err
+		}
+		d[i] = time.Since(start)
+	}
+	slices.Sort(d)
+	return float64(d[len(d)/2].Microseconds()) / 1000, nil
+}
+
+// postgresCPU is the CPU time (user and system) the machine's postgres
+// processes have used, from /proc: the server's embedded cluster, on the
+// machine the bench runs on.
+func postgresCPU() (time.Duration, error) {
+	procs, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return 0, err
+	}
+	var ticks int64
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the process ended
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open || s[open+1:end] != "postgres" {
+			continue
+		}
+		f := strings.Fields(s[end+1:])
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64) // utime (field 14)
+		k, _ := strconv.ParseInt(f[12], 10, 64) // stime (field 15)
+		ticks += u + k
+	}
+	return time.Duration(ticks) * time.Second / 100, nil // USER_HZ is 100 on Linux
+}
+
+// loadAverage is /proc/loadavg's first three fields.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+// cpuMeter measures the server's and Postgres's CPU over a phase.
+type cpuMeter struct {
+	server   float64 // process_cpu_seconds_total of the server
+	postgres time.Duration
+}
+
+func startCPU(metrics map[string]float64) cpuMeter {
+	pg, _ := postgresCPU()
+	return cpuMeter{server: metrics["process_cpu_seconds_total"], postgres: pg}
+}
+
+// perAppend records in f the CPU per append since m, given the server's
+// metrics now.
+func (m cpuMeter) perAppend(metrics map[string]float64, appends int64, f *machineFacts) {
+	if appends <= 0 || metrics == nil {
+		return
+	}
+	pg, _ := postgresCPU()
+	f.ServerCPUUsPerApp = (metrics["process_cpu_seconds_total"] - m.server) * 1e6 / float64(appends)
+	f.PostgresCPUUsPerApp = float64((pg - m.postgres).Microseconds()) / float64(appends)
+}
+
+// probeMachine fills in the flush figures, reporting (not failing on)
+// what it cannot measure.
+func probeMachine(ctx context.Context, dir string, f *machineFacts) {
+	f.LoadAverage = loadAverage()
+	if dir == "" {
+		fmt.Fprintln(os.Stderr, "cardbox bench: no --data-dir: fdatasync and the flush floor not measured")
+		return
+	}
+	var err error
+	if f.FdatasyncMs, err = fdatasyncMs(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "cardbox bench: fdatasync not measured: %v\n", err)
+	}
+	if f.FlushFloorMs, err = flushFloorMs(ctx, dir); err != nil {
+		fmt.Fprintf(os.Stderr, "cardbox bench: flush floor not measured: %v\n", err)
+	}
+}
