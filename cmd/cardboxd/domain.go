@@ -9,14 +9,15 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 )
 
 // domainRoutes builds the CardBox routes and starts the background work of
 // the domains: the sweeper that purges expired and long-deleted cards and
-// boxes, and the CXDB service's metadata extraction. The returned func
-// stops them and waits.
-func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service, log *slog.Logger) ([]api.Routes, func()) {
+// boxes, the CXDB service's metadata extraction and, when not nil, the
+// analytics projector. The returned func stops them and waits.
+func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service, proj *analytics.Projector, log *slog.Logger) ([]api.Routes, func()) {
 	svc := cardbox.New(db.Pool, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes})
 	sweeper := svc.NewSweeper(cardbox.SweeperConfig{
 		Interval: cfg.SweepInterval, DeletedRetention: cfg.DeletedRetention, Logger: log,
@@ -33,6 +34,13 @@ func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb
 			log.Error("cxdb metadata extraction stopped", "err", err)
 		}
 	})
+	if proj != nil {
+		wg.Go(func() {
+			if err := proj.Run(ctx); err != nil {
+				log.Error("analytics projector stopped", "err", err)
+			}
+		})
+	}
 	stop := func() {
 		cancel()
 		wg.Wait()

@@ -1,0 +1,260 @@
+-- SQL analytics on turns (docs/analytics.md).
+--
+-- turn_data keeps each turn's typed payload as JSONB beside its row in
+-- turns: the JSON the HTTP typed view renders with its default options,
+-- projected off the append path by the server's projector
+-- (cxdbcompat/analytics) as the role cardbox_projector. A turn whose type
+-- is not registered, whose payload is too large or cannot be decoded has a
+-- row with data NULL and skipped saying why, so catch-up never looks at it
+-- again; a bundle published later re-projects what it changes (backfill).
+--
+-- The views answer the common questions. They are security_invoker, so
+-- row-level security applies to whoever queries them: a tenant's analyst
+-- sees its own rows only.
+
+-- +goose Up
+-- +goose StatementBegin
+DO $$
+DECLARE
+    r text;
+BEGIN
+    -- cardbox_analyst is made by the analyst roles' migration too; made
+    -- here if missing so that this one works alone.
+    FOREACH r IN ARRAY ARRAY['cardbox_projector', 'cardbox_analyst']
+    LOOP
+        BEGIN
+            EXECUTE format('CREATE ROLE %I NOLOGIN NOINHERIT NOSUPERUSER NOBYPASSRLS', r);
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL; -- made by another database of the cluster, or concurrently
+        END;
+    END LOOP;
+    GRANT cardbox_projector TO cardbox_server;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TABLE turn_data (
+    tenant_id           text NOT NULL,
+    turn_id             bigint NOT NULL,
+    -- the declared type, as in turns, that data was projected with
+    type_id             text NOT NULL,
+    type_version        bigint NOT NULL,
+    -- the typed view's data object; NULL when skipped
+    data                jsonb,
+    -- why data is NULL: too_large, unknown_type, undecodable, unreadable
+    skipped             text CHECK (skipped IN ('too_large', 'unknown_type', 'undecodable', 'unreadable')),
+    -- the tenant's registry generation (bundles published) projected with
+    registry_generation bigint NOT NULL,
+    projected_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, turn_id),
+    FOREIGN KEY (tenant_id, turn_id) REFERENCES turns (tenant_id, turn_id),
+    CHECK ((data IS NULL) = (skipped IS NOT NULL))
+);
+-- WHERE data @> '{"item_type": "user_input"}' and jsonpath queries.
+CREATE INDEX turn_data_data ON turn_data USING gin (data jsonb_path_ops);
+-- What the canonical conversation views filter by.
+CREATE INDEX turn_data_item_type ON turn_data (tenant_id, (data ->> 'item_type')) WHERE data IS NOT NULL;
+-- What a backfill looks for.
+CREATE INDEX turn_data_skipped ON turn_data (tenant_id, skipped) WHERE skipped IS NOT NULL;
+
+-- Per tenant, the turn up to which every committed turn has a turn_data
+-- row: catch-up starts after it.
+CREATE TABLE analytics_watermarks (
+    tenant_id  text PRIMARY KEY REFERENCES tenants (tenant_id),
+    turn_id    bigint NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Re-projection after a bundle was published: per tenant and registry
+-- generation, how far it went (turn ids in order), so that a crash resumes
+-- it. done_at is set when it finished.
+CREATE TABLE analytics_backfills (
+    tenant_id     text NOT NULL REFERENCES tenants (tenant_id),
+    generation    bigint NOT NULL,
+    after_turn_id bigint NOT NULL DEFAULT 0,
+    reprojected   bigint NOT NULL DEFAULT 0,
+    started_at    timestamptz NOT NULL DEFAULT now(),
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    done_at       timestamptz,
+    PRIMARY KEY (tenant_id, generation)
+);
+
+-- The projector writes turn_data and its progress; it reads the turn rows
+-- and tenants it needs to find work.
+GRANT SELECT, INSERT, UPDATE ON turn_data, analytics_watermarks, analytics_backfills TO cardbox_projector;
+GRANT SELECT (tenant_id, turn_id, type_id, type_version, uncompressed_len, created_at) ON turns TO cardbox_projector;
+GRANT SELECT (tenant_id, tenant_no) ON tenants TO cardbox_projector;
+-- Requests read a tenant's typed data (and delete nothing).
+GRANT SELECT ON turn_data TO cardbox_tenant;
+
+-- +goose StatementBegin
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['turn_data', 'analytics_watermarks', 'analytics_backfills']
+    LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
+        EXECUTE format($p$CREATE POLICY tenant_rows ON %I TO cardbox_tenant
+                         USING (tenant_id = current_setting('cardbox.tenant', true))
+                         WITH CHECK (tenant_id = current_setting('cardbox.tenant', true))$p$, t);
+        EXECUTE format($p$CREATE POLICY system_paths ON %I
+                         TO cardbox_committer, cardbox_recovery, cardbox_sweeper, cardbox_lookup, cardbox_admin,
+                            cardbox_projector
+                         USING (true) WITH CHECK (true)$p$, t);
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
+-- The projector works across tenants, like the other system paths; on the
+-- tables of 00011 it may only read (its grants name the columns).
+CREATE POLICY projector_reads ON turns FOR SELECT TO cardbox_projector USING (true);
+CREATE POLICY projector_reads ON tenants FOR SELECT TO cardbox_projector USING (true);
+
+-- Lineage of every turn: its parent, depth, the context it was appended
+-- to, the root of that context's chain, and the contexts forked from it.
+CREATE VIEW analytics_lineage WITH (security_invoker = true) AS
+SELECT t.tenant_id, t.turn_id, t.parent_turn_id, t.depth, t.context_id,
+       NULLIF(c.root_turn_id, 0) AS chain_root_turn_id,
+       coalesce((SELECT array_agg(f.context_id ORDER BY f.context_id) FROM contexts f
+                 WHERE f.tenant_id = t.tenant_id AND f.base_turn_id = t.turn_id
+                   AND f.context_id <> t.context_id), '{}') AS forked_context_ids,
+       t.type_id, t.type_version, t.created_at
+FROM turns t
+LEFT JOIN contexts c ON c.tenant_id = t.tenant_id AND c.context_id = t.context_id;
+
+-- Turns appended per tenant, declared type and day (UTC).
+CREATE VIEW analytics_turns_per_type_day WITH (security_invoker = true) AS
+SELECT tenant_id, (created_at AT TIME ZONE 'UTC')::date AS day, type_id, type_version, count(*) AS turns
+FROM turns
+GROUP BY tenant_id, day, type_id, type_version;
+
+-- Each context's depth and fan-out: its head's depth, the turn and
+-- context it was forked from, the turns appended to it, and how many
+-- contexts were forked from its turns.
+CREATE VIEW analytics_context_shape WITH (security_invoker = true) AS
+SELECT c.tenant_id, c.context_id, c.head_turn_id, c.head_depth, c.base_turn_id,
+       b.context_id AS forked_from_context_id,
+       (SELECT count(*) FROM turns t WHERE t.tenant_id = c.tenant_id AND t.context_id = c.context_id) AS turns_appended,
+       (SELECT count(*) FROM contexts f JOIN turns bt ON bt.tenant_id = f.tenant_id AND bt.turn_id = f.base_turn_id
+        WHERE f.tenant_id = c.tenant_id AND bt.context_id = c.context_id AND f.context_id <> c.context_id) AS forks,
+       c.created_at, c.updated_at
+FROM contexts c
+LEFT JOIN turns b ON b.tenant_id = c.tenant_id AND b.turn_id = c.base_turn_id;
+
+-- Fork points: turns with more than one child turn, or that contexts
+-- other than their own were forked from.
+CREATE VIEW analytics_fork_points WITH (security_invoker = true) AS
+WITH children AS (
+    SELECT tenant_id, parent_turn_id AS turn_id, count(*) AS child_turns
+    FROM turns WHERE parent_turn_id <> 0
+    GROUP BY tenant_id, parent_turn_id
+),
+forks AS (
+    SELECT f.tenant_id, f.base_turn_id AS turn_id, array_agg(f.context_id ORDER BY f.context_id) AS forked_context_ids
+    FROM contexts f JOIN turns bt ON bt.tenant_id = f.tenant_id AND bt.turn_id = f.base_turn_id
+    WHERE f.base_turn_id <> 0 AND f.context_id <> bt.context_id
+    GROUP BY f.tenant_id, f.base_turn_id
+)
+SELECT t.tenant_id, t.turn_id, t.context_id, t.depth,
+       coalesce(ch.child_turns, 0) AS child_turns,
+       coalesce(fk.forked_context_ids, '{}') AS forked_context_ids
+FROM turns t
+LEFT JOIN children ch ON ch.tenant_id = t.tenant_id AND ch.turn_id = t.turn_id
+LEFT JOIN forks fk ON fk.tenant_id = t.tenant_id AND fk.turn_id = t.turn_id
+WHERE coalesce(ch.child_turns, 0) > 1 OR fk.turn_id IS NOT NULL;
+
+-- Tool calls of the canonical conversation types (spec section 9): each
+-- tool call of an assistant_turn item, and each legacy tool_result item
+-- (with the name of its tool_call item). failed: the call's status is
+-- error, it carries an error, or its result says success false; a legacy
+-- result: is_error.
+CREATE VIEW analytics_tool_calls WITH (security_invoker = true) AS
+SELECT d.tenant_id, d.turn_id, t.context_id, t.created_at, 'assistant_turn'::text AS source,
+       c ->> 'id' AS call_id, c ->> 'name' AS name, c ->> 'status' AS status,
+       (c ->> 'status' = 'error' OR jsonb_typeof(c -> 'error') = 'object'
+        OR (c -> 'result' ->> 'success') = 'false') AS failed,
+       c -> 'error' ->> 'message' AS error_message,
+       (c ->> 'duration_ms')::bigint AS duration_ms
+FROM turn_data d
+JOIN turns t ON t.tenant_id = d.tenant_id AND t.turn_id = d.turn_id
+CROSS JOIN LATERAL jsonb_array_elements(
+    CASE WHEN jsonb_typeof(d.data -> 'turn' -> 'tool_calls') = 'array' THEN d.data -> 'turn' -> 'tool_calls' ELSE '[]'::jsonb END) AS c
+WHERE d.data ->> 'item_type' = 'assistant_turn'
+UNION ALL
+SELECT d.tenant_id, d.turn_id, t.context_id, t.created_at, 'tool_result'::text AS source,
+       d.data -> 'tool_result' ->> 'call_id' AS call_id,
+       (SELECT k.data -> 'tool_call' ->> 'name' FROM turn_data k
+        WHERE k.tenant_id = d.tenant_id AND k.data ->> 'item_type' = 'tool_call'
+          AND k.data -> 'tool_call' ->> 'call_id' = d.data -> 'tool_result' ->> 'call_id'
+        ORDER BY k.turn_id DESC LIMIT 1) AS name,
+       d.data ->> 'status' AS status,
+       coalesce((d.data -> 'tool_result' ->> 'is_error')::boolean, false) AS failed,
+       CASE WHEN (d.data -> 'tool_result' ->> 'is_error') = 'true' THEN d.data -> 'tool_result' ->> 'content' END AS error_message,
+       (d.data -> 'tool_result' ->> 'duration_ms')::bigint AS duration_ms
+FROM turn_data d
+JOIN turns t ON t.tenant_id = d.tenant_id AND t.turn_id = d.turn_id
+WHERE d.data ->> 'item_type' = 'tool_result';
+
+-- Idempotent appends per tenant, context and day: appends that carried a
+-- key, and the keys still held for replays (24 h). A replay itself writes
+-- nothing: it returns the original turn.
+CREATE VIEW analytics_idempotency WITH (security_invoker = true) AS
+SELECT t.tenant_id, t.context_id, (t.created_at AT TIME ZONE 'UTC')::date AS day,
+       count(*) AS keyed_appends,
+       count(k.idempotency_key) AS keys_held
+FROM turns t
+LEFT JOIN idempotency_keys k ON k.tenant_id = t.tenant_id AND k.context_id = t.context_id
+                            AND k.idempotency_key = t.idempotency_key AND k.turn_id = t.turn_id
+WHERE t.idempotency_key IS NOT NULL
+GROUP BY t.tenant_id, t.context_id, day;
+
+-- Storage per tenant: turns and their payload bytes (uncompressed, as
+-- declared; identical payloads count each time), contexts, typed data in
+-- Postgres, cards and boxes.
+CREATE VIEW analytics_storage WITH (security_invoker = true) AS
+SELECT n.tenant_id,
+       coalesce(tu.turns, 0) AS turns,
+       coalesce(tu.payload_bytes, 0) AS payload_bytes,
+       coalesce(tu.distinct_payloads, 0) AS distinct_payloads,
+       (SELECT count(*) FROM contexts c WHERE c.tenant_id = n.tenant_id) AS contexts,
+       (SELECT coalesce(sum(pg_column_size(d.data)), 0)::bigint FROM turn_data d WHERE d.tenant_id = n.tenant_id) AS turn_data_bytes,
+       (SELECT count(*) FROM cards k WHERE k.tenant_id = n.tenant_id) AS cards,
+       (SELECT count(*) FROM boxes b WHERE b.tenant_id = n.tenant_id) AS boxes
+FROM tenants n
+LEFT JOIN (SELECT tenant_id, count(*) AS turns, sum(uncompressed_len)::bigint AS payload_bytes,
+                  count(DISTINCT payload_hash) AS distinct_payloads
+           FROM turns GROUP BY tenant_id) tu ON tu.tenant_id = n.tenant_id;
+
+-- The chain of a turn, from it to its root (depth 1), for lineage
+-- questions the views cannot answer with one join.
+-- +goose StatementBegin
+CREATE FUNCTION analytics_chain(tenant text, turn bigint)
+RETURNS TABLE (turn_id bigint, parent_turn_id bigint, depth bigint, context_id bigint)
+LANGUAGE sql STABLE SECURITY INVOKER AS $$
+    WITH RECURSIVE chain AS (
+        SELECT t.turn_id, t.parent_turn_id, t.depth, t.context_id FROM turns t
+        WHERE t.tenant_id = tenant AND t.turn_id = turn
+        UNION ALL
+        SELECT p.turn_id, p.parent_turn_id, p.depth, p.context_id FROM chain c
+        JOIN turns p ON p.tenant_id = tenant AND p.turn_id = c.parent_turn_id
+    )
+    SELECT * FROM chain
+$$;
+-- +goose StatementEnd
+
+GRANT SELECT ON turn_data, analytics_lineage, analytics_turns_per_type_day, analytics_context_shape,
+    analytics_fork_points, analytics_tool_calls, analytics_idempotency, analytics_storage TO cardbox_analyst;
+GRANT EXECUTE ON FUNCTION analytics_chain(text, bigint) TO cardbox_analyst;
+
+-- +goose Down
+DROP FUNCTION analytics_chain(text, bigint);
+DROP VIEW analytics_storage, analytics_idempotency, analytics_tool_calls, analytics_fork_points,
+    analytics_context_shape, analytics_turns_per_type_day, analytics_lineage;
+DROP POLICY projector_reads ON tenants;
+DROP POLICY projector_reads ON turns;
+DROP TABLE analytics_backfills;
+DROP TABLE analytics_watermarks;
+DROP TABLE turn_data;
+REVOKE ALL ON ALL TABLES IN SCHEMA public FROM cardbox_projector;

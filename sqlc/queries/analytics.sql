@@ -1,0 +1,81 @@
+-- name: UpsertTurnData :exec
+-- Writes a batch of projected turns in one statement. data and skipped
+-- are '' for NULL. A row projected with a newer registry is never
+-- replaced by one projected with an older registry.
+INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, skipped, registry_generation)
+SELECT unnest(@tenant_ids::text[]),
+       unnest(@turn_ids::bigint[]),
+       unnest(@type_ids::text[]),
+       unnest(@type_versions::bigint[]),
+       NULLIF(unnest(@datas::text[]), '')::jsonb,
+       NULLIF(unnest(@skipped::text[]), ''),
+       unnest(@generations::bigint[])
+ON CONFLICT (tenant_id, turn_id) DO UPDATE
+SET type_id = excluded.type_id, type_version = excluded.type_version, data = excluded.data,
+    skipped = excluded.skipped, registry_generation = excluded.registry_generation, projected_at = now()
+WHERE turn_data.registry_generation <= excluded.registry_generation;
+
+-- name: ProjectorTenants :many
+-- Every tenant with the turn its catch-up starts after.
+SELECT n.tenant_id, n.tenant_no, coalesce(w.turn_id, 0)::bigint AS watermark
+FROM tenants n LEFT JOIN analytics_watermarks w ON w.tenant_id = n.tenant_id
+ORDER BY n.tenant_no;
+
+-- name: ScanTurnsAfter :many
+-- The next turns of a tenant after its watermark, in id order, each with
+-- whether it has a turn_data row.
+SELECT t.turn_id, t.type_id, t.type_version, t.uncompressed_len, t.created_at,
+       EXISTS (SELECT 1 FROM turn_data d WHERE d.tenant_id = t.tenant_id AND d.turn_id = t.turn_id) AS projected
+FROM turns t
+WHERE t.tenant_id = @tenant_id AND t.turn_id > @after
+ORDER BY t.turn_id
+LIMIT @max;
+
+-- name: SetWatermark :exec
+INSERT INTO analytics_watermarks (tenant_id, turn_id) VALUES (@tenant_id, @turn_id)
+ON CONFLICT (tenant_id) DO UPDATE SET turn_id = greatest(analytics_watermarks.turn_id, excluded.turn_id), updated_at = now();
+
+-- name: SupersedeBackfills :exec
+-- A backfill for a newer generation covers the older ones of the tenant.
+UPDATE analytics_backfills SET done_at = now(), updated_at = now()
+WHERE tenant_id = @tenant_id AND generation < @generation AND done_at IS NULL;
+
+-- name: StartBackfill :one
+-- Records a re-projection of a tenant's turns for a registry generation
+-- (or finds the one a crash interrupted) and returns where it stands.
+WITH ins AS (
+    INSERT INTO analytics_backfills (tenant_id, generation) VALUES (@tenant_id, @generation)
+    ON CONFLICT (tenant_id, generation) DO NOTHING
+    RETURNING after_turn_id, reprojected, done_at
+)
+SELECT after_turn_id, reprojected, (done_at IS NOT NULL)::boolean AS done FROM ins
+UNION ALL
+SELECT after_turn_id, reprojected, (done_at IS NOT NULL)::boolean FROM analytics_backfills
+WHERE tenant_id = @tenant_id AND generation = @generation
+LIMIT 1;
+
+-- name: PendingBackfills :many
+-- Re-projections a crash or a restart interrupted.
+SELECT tenant_id, generation FROM analytics_backfills WHERE done_at IS NULL ORDER BY tenant_id, generation;
+
+-- name: BackfillPage :many
+-- The next rows of a tenant a bundle may have changed: projected with an
+-- older registry, and of a registered type or skipped as unknown.
+SELECT turn_id, type_id, type_version, coalesce(data::text, '')::text AS data, coalesce(skipped, '')::text AS skipped
+FROM turn_data
+WHERE tenant_id = @tenant_id AND turn_id > @after AND registry_generation < @generation
+  AND (skipped = 'unknown_type' OR type_id = ANY(@type_ids::text[]))
+ORDER BY turn_id
+LIMIT @max;
+
+-- name: AdvanceBackfill :exec
+UPDATE analytics_backfills
+SET after_turn_id = @after_turn_id, reprojected = reprojected + @reprojected, updated_at = now(),
+    done_at = CASE WHEN @done::boolean THEN now() END
+WHERE tenant_id = @tenant_id AND generation = @generation;
+
+-- name: BackfillRemaining :one
+-- How many rows a backfill has left to look at (for progress).
+SELECT count(*) FROM turn_data
+WHERE tenant_id = @tenant_id AND turn_id > @after AND registry_generation < @generation
+  AND (skipped = 'unknown_type' OR type_id = ANY(@type_ids::text[]));
