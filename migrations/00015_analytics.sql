@@ -173,8 +173,8 @@ WHERE coalesce(ch.child_turns, 0) > 1 OR fk.turn_id IS NOT NULL;
 CREATE VIEW analytics_tool_calls WITH (security_invoker = true) AS
 SELECT d.tenant_id, d.turn_id, t.context_id, t.created_at, 'assistant_turn'::text AS source,
        c ->> 'id' AS call_id, c ->> 'name' AS name, c ->> 'status' AS status,
-       (c ->> 'status' = 'error' OR jsonb_typeof(c -> 'error') = 'object'
-        OR (c -> 'result' ->> 'success') = 'false') AS failed,
+       coalesce(c ->> 'status' = 'error', false) OR coalesce(jsonb_typeof(c -> 'error') = 'object', false)
+        OR coalesce(c -> 'result' ->> 'success' = 'false', false) AS failed,
        c -> 'error' ->> 'message' AS error_message,
        (c ->> 'duration_ms')::bigint AS duration_ms
 FROM turn_data d
@@ -247,6 +247,10 @@ $$;
 GRANT SELECT ON turn_data, analytics_lineage, analytics_turns_per_type_day, analytics_context_shape,
     analytics_fork_points, analytics_tool_calls, analytics_idempotency, analytics_storage TO cardbox_analyst;
 GRANT EXECUTE ON FUNCTION analytics_chain(text, bigint) TO cardbox_analyst;
+-- The views run with their reader's rights (security_invoker), so the
+-- analyst reads the tables under them too; row-level security decides
+-- which rows.
+GRANT SELECT ON tenants, contexts, turns, idempotency_keys, cards, boxes TO cardbox_analyst;
 
 -- +goose Down
 DROP FUNCTION analytics_chain(text, bigint);
