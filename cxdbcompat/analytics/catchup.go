@@ -90,3 +90,16 @@ func (p *Projector) catchUpPage(ctx context.Context, t store.Tenant, page []db.S
 	p.caughtUp.Add(int64(len(jobs)))
 	return p.projectBatch(ctx, jobs)
 }
+
+// Tenants lists every tenant's id.
+func (p *Projector) Tenants(ctx context.Context) ([]string, error) {
+	rows, err := p.q.ProjectorTenants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.TenantID
+	}
+	return out, nil
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cmd/internal/config"
+	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
+	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// analyticsCommand runs `cardbox analytics <subcommand>`.
+func analyticsCommand(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "backfill" {
+		return fmt.Errorf("usage: cardbox analytics backfill [--tenant NAME] [server flags]")
+	}
+	return analyticsBackfill(ctx, args[1:])
+}
+
+// analyticsBackfill runs `cardbox analytics backfill`: offline (the server
+// does the same by itself after each publish and at start), it projects
+// every turn without a turn_data row, then re-projects each tenant's rows
+// its registry now projects differently. Progress goes to stderr; a run a
+// crash or Ctrl-C stopped resumes from its stored cursor.
+func analyticsBackfill(ctx context.Context, args []string) error {
+	const name = "cardbox analytics backfill"
+	var only string
+	cfg, rest, err := config.ParseCommand(name, args, os.Stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&only, "tenant", "", "only this tenant's rows (default: every tenant)")
+	})
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("unexpected arguments: %v", rest)
+	}
+	return offlineWith(ctx, name, cfg, func(ctx context.Context, db *database.DB, cfg *config.Config) error {
+		engine, err := store.Open(ctx, store.Options{Dir: cfg.DataDir, Pool: db.Pool, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			return err
+		}
+		defer engine.Close()
+		svc := service.New(engine, service.Options{})
+		proj := analytics.New(analytics.Options{Source: svc, Pool: db.Pool, MaxPayload: cfg.AnalyticsMaxPayload})
+		return runBackfill(ctx, proj, svc, only)
+	})
+}
+
+// runBackfill catches up, then backfills each tenant (or only one).
+func runBackfill(ctx context.Context, proj *analytics.Projector, svc *service.Service, only string) error {
+	fmt.Fprintln(os.Stderr, "projecting turns without typed data...")
+	if err := proj.CatchUp(ctx); err != nil {
+		return fmt.Errorf("catch up: %w", err)
+	}
+	tenants := []string{only}
+	if only == "" {
+		var err error
+		if tenants, err = proj.Tenants(ctx); err != nil {
+			return err
+		}
+	}
+	for _, id := range tenants {
+		t, err := svc.Tenant(ctx, id)
+		if err != nil {
+			return fmt.Errorf("tenant %q: %w", id, err)
+		}
+		if err := proj.Backfill(ctx, t, printProgress()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printProgress returns a progress callback that writes a line to stderr
+// at most every second, and the last one.
+func printProgress() func(analytics.Progress) {
+	var last time.Time
+	return func(p analytics.Progress) {
+		if !p.Done && time.Since(last) < time.Second {
+			return
+		}
+		last = time.Now()
+		state := "running"
+		if p.Done {
+			state = "done"
+		}
+		fmt.Fprintf(os.Stderr, "tenant %s, registry generation %d: %d of %d rows looked at, %d re-projected (%s)\n",
+			p.Tenant, p.Generation, p.Scanned, p.Total, p.Reprojected, state)
+	}
+}
