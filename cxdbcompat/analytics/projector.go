@@ -47,6 +47,10 @@ const (
 	DefaultBatch     = 512
 )
 
+// catchUpEvery is how often the projector catches up when nothing else
+// made it.
+const catchUpEvery = time.Minute
+
 // retryAfter is how long the projector waits after Postgres failed it.
 const retryAfter = time.Second
 
@@ -127,9 +131,13 @@ func (p *Projector) Run(ctx context.Context) error {
 	defer wg.Wait()
 	retry := time.NewTicker(retryAfter)
 	defer retry.Stop()
+	lastCatchUp := time.Time{}
 	for ctx.Err() == nil {
-		if p.catchUp.Load() || p.takeDrops() {
+		// A periodic catch-up also moves the watermarks on, so that the
+		// next start scans only the turns since.
+		if p.catchUp.Load() || p.takeDrops() || time.Since(lastCatchUp) > catchUpEvery {
 			p.runCatchUp(ctx)
+			lastCatchUp = time.Now()
 		}
 		if p.drain(ctx) {
 			continue
