@@ -193,24 +193,38 @@ func (p *Projector) projectBatch(ctx context.Context, jobs []job) error {
 	if err := p.write(ctx, rows); err != nil {
 		return err
 	}
-	var again []job
-	for _, j := range jobs {
-		reg, err := p.src.Registry(ctx, j.tenant)
-		if err != nil {
-			return err
-		}
-		if reg.Generation() != gens[j.tenant.ID] {
-			again = append(again, j)
-		}
-	}
-	if len(again) == 0 {
-		return nil
+	again, err := p.staleJobs(ctx, jobs, gens)
+	if err != nil || len(again) == 0 {
+		return err
 	}
 	rows, _, err = p.projectAll(ctx, again)
 	if err != nil {
 		return err
 	}
 	return p.write(ctx, rows)
+}
+
+// staleJobs returns the jobs whose tenant's registry is no longer the
+// generation gens says they were projected with.
+func (p *Projector) staleJobs(ctx context.Context, jobs []job, gens map[string]uint64) ([]job, error) {
+	changed := map[string]bool{}
+	for _, j := range jobs {
+		if _, seen := changed[j.tenant.ID]; seen {
+			continue
+		}
+		reg, err := p.src.Registry(ctx, j.tenant)
+		if err != nil {
+			return nil, fmt.Errorf("registry of tenant %q: %w", j.tenant.ID, err)
+		}
+		changed[j.tenant.ID] = reg.Generation() != gens[j.tenant.ID]
+	}
+	var again []job
+	for _, j := range jobs {
+		if changed[j.tenant.ID] {
+			again = append(again, j)
+		}
+	}
+	return again, nil
 }
 
 // row is one turn_data row to write.
