@@ -10,6 +10,7 @@
 //	cardbox attack    run the hostile-client attacks against a running server and check it survives
 //	cardbox verify    offline: re-read every blob and turn record and cross-check Postgres
 //	cardbox recover   offline: rebuild the turn log and the pack's index, report what cannot be rebuilt
+//	cardbox sample    publish the conversation bundle and write sample conversations to a running server
 //	cardbox analytics backfill  offline: project turns without typed data, re-project what published bundles changed
 package main
 
@@ -36,6 +37,8 @@ Commands:
   attack    run hostile-client attacks against a running cardboxd and check it survives
   verify    (offline) re-read every blob and turn record, cross-check Postgres; non-zero exit on defects
   recover   (offline) rebuild the turn log from Postgres and the pack's index; report lost blobs
+  sample    --contexts N: publish the conversation bundle and write realistic conversations (tool
+            calls, failures, forks, replays) to a running server; --key for hosted mode
   analytics backfill [--tenant NAME]  (offline) project turns without typed data (turn_data) and
             re-project what published bundles changed; resumable, progress on stderr
 
@@ -71,6 +74,8 @@ func main() {
 		err = verify(ctx, args)
 	case "recover":
 		err = recoverStore(ctx, args)
+	case "sample":
+		err = sample(ctx, args)
 	case "analytics":
 		err = analyticsCommand(ctx, args)
 	case "-h", "--help", "help":
