@@ -114,15 +114,20 @@ CREATE POLICY projector_reads ON tenants FOR SELECT TO cardbox_projector USING (
 
 -- Lineage of every turn: its parent, depth, the context it was appended
 -- to, the root of that context's chain, and the contexts forked from it.
+-- (Aggregates are joined, not correlated, so that a question over many
+-- turns or contexts stays one pass over each table.)
 CREATE VIEW analytics_lineage WITH (security_invoker = true) AS
 SELECT t.tenant_id, t.turn_id, t.parent_turn_id, t.depth, t.context_id,
        NULLIF(c.root_turn_id, 0) AS chain_root_turn_id,
-       coalesce((SELECT array_agg(f.context_id ORDER BY f.context_id) FROM contexts f
-                 WHERE f.tenant_id = t.tenant_id AND f.base_turn_id = t.turn_id
-                   AND f.context_id <> t.context_id), '{}') AS forked_context_ids,
+       coalesce(f.forked_context_ids, '{}') AS forked_context_ids,
        t.type_id, t.type_version, t.created_at
 FROM turns t
-LEFT JOIN contexts c ON c.tenant_id = t.tenant_id AND c.context_id = t.context_id;
+LEFT JOIN contexts c ON c.tenant_id = t.tenant_id AND c.context_id = t.context_id
+LEFT JOIN (SELECT fc.tenant_id, fc.base_turn_id, array_agg(fc.context_id ORDER BY fc.context_id) AS forked_context_ids
+           FROM contexts fc JOIN turns bt ON bt.tenant_id = fc.tenant_id AND bt.turn_id = fc.base_turn_id
+           WHERE fc.base_turn_id <> 0 AND fc.context_id <> bt.context_id
+           GROUP BY fc.tenant_id, fc.base_turn_id) f
+       ON f.tenant_id = t.tenant_id AND f.base_turn_id = t.turn_id;
 
 -- Turns appended per tenant, declared type and day (UTC).
 CREATE VIEW analytics_turns_per_type_day WITH (security_invoker = true) AS
@@ -136,12 +141,18 @@ GROUP BY tenant_id, day, type_id, type_version;
 CREATE VIEW analytics_context_shape WITH (security_invoker = true) AS
 SELECT c.tenant_id, c.context_id, c.head_turn_id, c.head_depth, c.base_turn_id,
        b.context_id AS forked_from_context_id,
-       (SELECT count(*) FROM turns t WHERE t.tenant_id = c.tenant_id AND t.context_id = c.context_id) AS turns_appended,
-       (SELECT count(*) FROM contexts f JOIN turns bt ON bt.tenant_id = f.tenant_id AND bt.turn_id = f.base_turn_id
-        WHERE f.tenant_id = c.tenant_id AND bt.context_id = c.context_id AND f.context_id <> c.context_id) AS forks,
+       coalesce(n.turns, 0) AS turns_appended,
+       coalesce(fk.forks, 0) AS forks,
        c.created_at, c.updated_at
 FROM contexts c
-LEFT JOIN turns b ON b.tenant_id = c.tenant_id AND b.turn_id = c.base_turn_id;
+LEFT JOIN turns b ON b.tenant_id = c.tenant_id AND b.turn_id = c.base_turn_id
+LEFT JOIN (SELECT tenant_id, context_id, count(*) AS turns FROM turns GROUP BY tenant_id, context_id) n
+       ON n.tenant_id = c.tenant_id AND n.context_id = c.context_id
+LEFT JOIN (SELECT fc.tenant_id, bt.context_id, count(*) AS forks
+           FROM contexts fc JOIN turns bt ON bt.tenant_id = fc.tenant_id AND bt.turn_id = fc.base_turn_id
+           WHERE fc.base_turn_id <> 0 AND fc.context_id <> bt.context_id
+           GROUP BY fc.tenant_id, bt.context_id) fk
+       ON fk.tenant_id = c.tenant_id AND fk.context_id = c.context_id;
 
 -- Fork points: turns with more than one child turn, or that contexts
 -- other than their own were forked from.
@@ -184,17 +195,18 @@ CROSS JOIN LATERAL jsonb_array_elements(
 WHERE d.data ->> 'item_type' = 'assistant_turn'
 UNION ALL
 SELECT d.tenant_id, d.turn_id, t.context_id, t.created_at, 'tool_result'::text AS source,
-       d.data -> 'tool_result' ->> 'call_id' AS call_id,
-       (SELECT k.data -> 'tool_call' ->> 'name' FROM turn_data k
-        WHERE k.tenant_id = d.tenant_id AND k.data ->> 'item_type' = 'tool_call'
-          AND k.data -> 'tool_call' ->> 'call_id' = d.data -> 'tool_result' ->> 'call_id'
-        ORDER BY k.turn_id DESC LIMIT 1) AS name,
+       d.data -> 'tool_result' ->> 'call_id' AS call_id, k.name,
        d.data ->> 'status' AS status,
        coalesce((d.data -> 'tool_result' ->> 'is_error')::boolean, false) AS failed,
        CASE WHEN (d.data -> 'tool_result' ->> 'is_error') = 'true' THEN d.data -> 'tool_result' ->> 'content' END AS error_message,
        (d.data -> 'tool_result' ->> 'duration_ms')::bigint AS duration_ms
 FROM turn_data d
 JOIN turns t ON t.tenant_id = d.tenant_id AND t.turn_id = d.turn_id
+LEFT JOIN (SELECT DISTINCT ON (tenant_id, data -> 'tool_call' ->> 'call_id')
+                  tenant_id, data -> 'tool_call' ->> 'call_id' AS call_id, data -> 'tool_call' ->> 'name' AS name
+           FROM turn_data WHERE data ->> 'item_type' = 'tool_call'
+           ORDER BY tenant_id, data -> 'tool_call' ->> 'call_id', turn_id DESC) k
+       ON k.tenant_id = d.tenant_id AND k.call_id = d.data -> 'tool_result' ->> 'call_id'
 WHERE d.data ->> 'item_type' = 'tool_result';
 
 -- Idempotent appends per tenant, context and day: appends that carried a
