@@ -57,6 +57,37 @@ CREATE INDEX turn_data_item_type ON turn_data (tenant_id, (data ->> 'item_type')
 -- What a backfill looks for.
 CREATE INDEX turn_data_skipped ON turn_data (tenant_id, skipped) WHERE skipped IS NOT NULL;
 
+-- Rollups the projector keeps in the statement that writes turn_data,
+-- counting each turn once (when its turn_data row is first inserted), so
+-- that questions over every turn of a tenant read a few rows instead of
+-- scanning turns. They trail the append by the projector's lag.
+--
+-- Turns appended per tenant, UTC day and declared type.
+CREATE TABLE analytics_daily (
+    tenant_id    text NOT NULL REFERENCES tenants (tenant_id),
+    day          date NOT NULL,
+    type_id      text NOT NULL,
+    type_version bigint NOT NULL,
+    turns        bigint NOT NULL,
+    PRIMARY KEY (tenant_id, day, type_id, type_version)
+);
+-- Child turns per turn that has any.
+CREATE TABLE analytics_children (
+    tenant_id text NOT NULL,
+    turn_id   bigint NOT NULL,
+    children  bigint NOT NULL,
+    PRIMARY KEY (tenant_id, turn_id)
+);
+CREATE INDEX analytics_children_forks ON analytics_children (tenant_id) INCLUDE (turn_id, children) WHERE children > 1;
+-- Per tenant: turns, their payload bytes, and the bytes of their
+-- turn_data.data (as stored, pg_column_size).
+CREATE TABLE analytics_usage (
+    tenant_id     text PRIMARY KEY REFERENCES tenants (tenant_id),
+    turns         bigint NOT NULL,
+    payload_bytes bigint NOT NULL,
+    data_bytes    bigint NOT NULL
+);
+
 -- Per tenant, the turn up to which every committed turn has a turn_data
 -- row: catch-up starts after it.
 CREATE TABLE analytics_watermarks (
@@ -81,8 +112,9 @@ CREATE TABLE analytics_backfills (
 
 -- The projector writes turn_data and its progress; it reads the turn rows
 -- and tenants it needs to find work.
-GRANT SELECT, INSERT, UPDATE ON turn_data, analytics_watermarks, analytics_backfills TO cardbox_projector;
-GRANT SELECT (tenant_id, turn_id, type_id, type_version, uncompressed_len, created_at) ON turns TO cardbox_projector;
+GRANT SELECT, INSERT, UPDATE ON turn_data, analytics_watermarks, analytics_backfills,
+    analytics_daily, analytics_children, analytics_usage TO cardbox_projector;
+GRANT SELECT (tenant_id, turn_id, parent_turn_id, type_id, type_version, uncompressed_len, created_at) ON turns TO cardbox_projector;
 GRANT SELECT (tenant_id, tenant_no) ON tenants TO cardbox_projector;
 -- Requests read a tenant's typed data (and delete nothing).
 GRANT SELECT ON turn_data TO cardbox_tenant;
@@ -92,7 +124,8 @@ DO $$
 DECLARE
     t text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['turn_data', 'analytics_watermarks', 'analytics_backfills']
+    FOREACH t IN ARRAY ARRAY['turn_data', 'analytics_watermarks', 'analytics_backfills',
+                             'analytics_daily', 'analytics_children', 'analytics_usage']
     LOOP
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
@@ -129,11 +162,9 @@ LEFT JOIN (SELECT fc.tenant_id, fc.base_turn_id, array_agg(fc.context_id ORDER B
            GROUP BY fc.tenant_id, fc.base_turn_id) f
        ON f.tenant_id = t.tenant_id AND f.base_turn_id = t.turn_id;
 
--- Turns appended per tenant, declared type and day (UTC).
+-- Turns appended per tenant, declared type and day (UTC), as projected.
 CREATE VIEW analytics_turns_per_type_day WITH (security_invoker = true) AS
-SELECT tenant_id, (created_at AT TIME ZONE 'UTC')::date AS day, type_id, type_version, count(*) AS turns
-FROM turns
-GROUP BY tenant_id, day, type_id, type_version;
+SELECT tenant_id, day, type_id, type_version, turns FROM analytics_daily;
 
 -- Each context's depth and fan-out: its head's depth, the turn and
 -- context it was forked from, the turns appended to it, and how many
@@ -155,26 +186,27 @@ LEFT JOIN (SELECT fc.tenant_id, bt.context_id, count(*) AS forks
        ON fk.tenant_id = c.tenant_id AND fk.context_id = c.context_id;
 
 -- Fork points: turns with more than one child turn, or that contexts
--- other than their own were forked from.
+-- other than their own were forked from. Child counts are the projector's
+-- (analytics_children).
 CREATE VIEW analytics_fork_points WITH (security_invoker = true) AS
-WITH children AS (
-    SELECT tenant_id, parent_turn_id AS turn_id, count(*) AS child_turns
-    FROM turns WHERE parent_turn_id <> 0
-    GROUP BY tenant_id, parent_turn_id
-),
-forks AS (
+WITH forks AS (
     SELECT f.tenant_id, f.base_turn_id AS turn_id, array_agg(f.context_id ORDER BY f.context_id) AS forked_context_ids
     FROM contexts f JOIN turns bt ON bt.tenant_id = f.tenant_id AND bt.turn_id = f.base_turn_id
     WHERE f.base_turn_id <> 0 AND f.context_id <> bt.context_id
     GROUP BY f.tenant_id, f.base_turn_id
+),
+points AS (
+    SELECT tenant_id, turn_id FROM analytics_children WHERE children > 1
+    UNION
+    SELECT tenant_id, turn_id FROM forks
 )
 SELECT t.tenant_id, t.turn_id, t.context_id, t.depth,
-       coalesce(ch.child_turns, 0) AS child_turns,
+       coalesce(ch.children, 0) AS child_turns,
        coalesce(fk.forked_context_ids, '{}') AS forked_context_ids
-FROM turns t
-LEFT JOIN children ch ON ch.tenant_id = t.tenant_id AND ch.turn_id = t.turn_id
-LEFT JOIN forks fk ON fk.tenant_id = t.tenant_id AND fk.turn_id = t.turn_id
-WHERE coalesce(ch.child_turns, 0) > 1 OR fk.turn_id IS NOT NULL;
+FROM points p
+JOIN turns t ON t.tenant_id = p.tenant_id AND t.turn_id = p.turn_id
+LEFT JOIN analytics_children ch ON ch.tenant_id = p.tenant_id AND ch.turn_id = p.turn_id
+LEFT JOIN forks fk ON fk.tenant_id = p.tenant_id AND fk.turn_id = p.turn_id;
 
 -- Tool calls of the canonical conversation types (spec section 9): each
 -- tool call of an assistant_turn item, and each legacy tool_result item
@@ -223,21 +255,18 @@ WHERE t.idempotency_key IS NOT NULL
 GROUP BY t.tenant_id, t.context_id, day;
 
 -- Storage per tenant: turns and their payload bytes (uncompressed, as
--- declared; identical payloads count each time), contexts, typed data in
--- Postgres, cards and boxes.
+-- declared; identical payloads count each time) and the stored bytes of
+-- their typed data, as projected; contexts, cards and boxes.
 CREATE VIEW analytics_storage WITH (security_invoker = true) AS
 SELECT n.tenant_id,
-       coalesce(tu.turns, 0) AS turns,
-       coalesce(tu.payload_bytes, 0) AS payload_bytes,
-       coalesce(tu.distinct_payloads, 0) AS distinct_payloads,
+       coalesce(u.turns, 0) AS turns,
+       coalesce(u.payload_bytes, 0) AS payload_bytes,
        (SELECT count(*) FROM contexts c WHERE c.tenant_id = n.tenant_id) AS contexts,
-       (SELECT coalesce(sum(pg_column_size(d.data)), 0)::bigint FROM turn_data d WHERE d.tenant_id = n.tenant_id) AS turn_data_bytes,
+       coalesce(u.data_bytes, 0) AS turn_data_bytes,
        (SELECT count(*) FROM cards k WHERE k.tenant_id = n.tenant_id) AS cards,
        (SELECT count(*) FROM boxes b WHERE b.tenant_id = n.tenant_id) AS boxes
 FROM tenants n
-LEFT JOIN (SELECT tenant_id, count(*) AS turns, sum(uncompressed_len)::bigint AS payload_bytes,
-                  count(DISTINCT payload_hash) AS distinct_payloads
-           FROM turns GROUP BY tenant_id) tu ON tu.tenant_id = n.tenant_id;
+LEFT JOIN analytics_usage u ON u.tenant_id = n.tenant_id;
 
 -- The chain of a turn, from it to its root (depth 1), for lineage
 -- questions the views cannot answer with one join.
@@ -256,7 +285,7 @@ LANGUAGE sql STABLE SECURITY INVOKER AS $$
 $$;
 -- +goose StatementEnd
 
-GRANT SELECT ON turn_data, analytics_lineage, analytics_turns_per_type_day, analytics_context_shape,
+GRANT SELECT ON turn_data, analytics_daily, analytics_children, analytics_usage, analytics_lineage, analytics_turns_per_type_day, analytics_context_shape,
     analytics_fork_points, analytics_tool_calls, analytics_idempotency, analytics_storage TO cardbox_analyst;
 GRANT EXECUTE ON FUNCTION analytics_chain(text, bigint) TO cardbox_analyst;
 -- The views run with their reader's rights (security_invoker), so the
@@ -270,6 +299,9 @@ DROP VIEW analytics_storage, analytics_idempotency, analytics_tool_calls, analyt
     analytics_context_shape, analytics_turns_per_type_day, analytics_lineage;
 DROP POLICY projector_reads ON tenants;
 DROP POLICY projector_reads ON turns;
+DROP TABLE analytics_usage;
+DROP TABLE analytics_children;
+DROP TABLE analytics_daily;
 DROP TABLE analytics_backfills;
 DROP TABLE analytics_watermarks;
 DROP TABLE turn_data;

@@ -144,6 +144,16 @@ func (h *harness) count(sql string, args ...any) int64 {
 	return n
 }
 
+// sqlText runs a query returning one value and returns it as text.
+func (h *harness) sqlText(sql string) string {
+	h.t.Helper()
+	var s string
+	if err := h.pool.QueryRow(h.ctx, "SELECT ("+sql+")::text").Scan(&s); err != nil {
+		h.t.Fatalf("%s: %v", sql, err)
+	}
+	return s
+}
+
 // waitFor polls cond for up to 20 s.
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()

@@ -283,8 +283,10 @@ func (p *Projector) projectOne(ctx context.Context, reg *registry.Registry, j jo
 	return Project(reg, j.typeID, j.typeVersion, payload), nil
 }
 
-// write upserts rows with one statement.
+// write upserts rows with one statement (which may not name a turn
+// twice: the last row of a turn wins).
 func (p *Projector) write(ctx context.Context, rows []row) error {
+	rows = lastPerTurn(rows)
 	if len(rows) == 0 {
 		return nil
 	}
@@ -305,6 +307,28 @@ func (p *Projector) write(ctx context.Context, rows []row) error {
 		p.projected[outcomeOf(r.Skipped)].Add(1)
 	}
 	return nil
+}
+
+// lastPerTurn drops every row that a later row of the same turn replaces.
+func lastPerTurn(rows []row) []row {
+	type key struct {
+		tenant string
+		turn   uint64
+	}
+	last := make(map[key]int, len(rows))
+	for i, r := range rows {
+		last[key{r.tenant.ID, r.turnID}] = i
+	}
+	if len(last) == len(rows) {
+		return rows
+	}
+	out := rows[:0:0]
+	for i, r := range rows {
+		if last[key{r.tenant.ID, r.turnID}] == i {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (p *Projector) setInFlight(t time.Time) {

@@ -122,6 +122,12 @@ func TestCatchUpAfterCrash(t *testing.T) {
 	if n := h.count("SELECT count(*) FROM turn_data WHERE data IS NULL"); n != 0 {
 		t.Errorf("%d rows without data", n)
 	}
+	if n := h.count("SELECT sum(turns) FROM analytics_daily WHERE tenant_id = 'default'"); n != int64(len(ids)) {
+		t.Errorf("analytics_daily counts %d turns, want %d", n, len(ids))
+	}
+	if n := h.count("SELECT count(*) FROM analytics_children WHERE children <> 1"); n != 0 {
+		t.Errorf("%d turns of a straight chain have other than one child", n)
+	}
 	h.waitFor("the watermark", func() bool {
 		return h.count("SELECT coalesce(max(turn_id), 0) FROM analytics_watermarks WHERE tenant_id = 'default'") == int64(ids[len(ids)-1])
 	})
@@ -164,6 +170,10 @@ func TestLagGauge(t *testing.T) {
 	// The start's catch-up may project them too, before the queue does.
 	if got := metricValue(t, h.proj, "cardbox_analytics_projected_total"); got < 2 {
 		t.Errorf("projected_total %v, want at least 2", got)
+	}
+	// ... but the rollups count each turn once.
+	if n := h.count("SELECT turns FROM analytics_usage WHERE tenant_id = 'default'"); n != 2 {
+		t.Errorf("analytics_usage counts %d turns, want 2", n)
 	}
 }
 
@@ -218,6 +228,10 @@ func TestPublishReprojectsUnknownTypes(t *testing.T) {
 	h.waitFor("the backfill's end", func() bool {
 		return h.count("SELECT count(*) FROM analytics_backfills WHERE tenant_id = 'default' AND done_at IS NOT NULL") == 1
 	})
+	if got, want := h.sqlText("SELECT turns || ' ' || data_bytes FROM analytics_usage WHERE tenant_id = 'default'"),
+		h.sqlText("SELECT count(*) || ' ' || sum(coalesce(pg_column_size(data), 0)) FROM turn_data WHERE tenant_id = 'default'"); got != want {
+		t.Errorf("analytics_usage turns and data bytes %s, want %s (counted once, the re-projection's bytes replacing none)", got, want)
+	}
 }
 
 // A backfill stopped half-way resumes from its stored cursor, and a

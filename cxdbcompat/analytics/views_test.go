@@ -125,9 +125,13 @@ func TestViews(t *testing.T) {
 		[]string{d(v.ctxA) + " | 1 | 1"})
 
 	v.expect(t, "storage per tenant", v.rows(t, `
-		SELECT tenant_id, turns, contexts, distinct_payloads, payload_bytes > 0, turn_data_bytes > 0 FROM analytics_storage
+		SELECT tenant_id, turns, contexts, payload_bytes, turn_data_bytes FROM analytics_storage
 		WHERE tenant_id IN ('default', 'other') ORDER BY tenant_id`),
-		[]string{"default | 6 | 2 | 6 | true | true", "other | 1 | 1 | 1 | true | false"})
+		[]string{
+			"default | 6 | 2 | " + v.h.sqlText("SELECT sum(uncompressed_len) FROM turns WHERE tenant_id = 'default'") +
+				" | " + v.h.sqlText("SELECT sum(pg_column_size(data)) FROM turn_data WHERE tenant_id = 'default'"),
+			"other | 1 | 1 | " + v.h.sqlText("SELECT sum(uncompressed_len) FROM turns WHERE tenant_id = 'other'") + " | 0",
+		})
 }
 
 func TestLineage(t *testing.T) {
@@ -154,7 +158,7 @@ func TestViewsApplyRowSecurity(t *testing.T) {
 	v := newViewData(t)
 	// Only the analyst may read the views; a test grant lets the request
 	// role, whose policy names one tenant, show what a tenant sees.
-	if _, err := v.h.pool.Exec(v.h.ctx, "GRANT SELECT ON analytics_storage, analytics_turns_per_type_day, analytics_lineage TO cardbox_tenant"); err != nil {
+	if _, err := v.h.pool.Exec(v.h.ctx, "GRANT SELECT ON analytics_storage, analytics_turns_per_type_day, analytics_lineage, analytics_usage, analytics_daily TO cardbox_tenant"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -302,18 +302,54 @@ func (q *Queries) SupersedeBackfills(ctx context.Context, arg SupersedeBackfills
 }
 
 const upsertTurnData = `-- name: UpsertTurnData :exec
-INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, skipped, registry_generation)
-SELECT unnest($1::text[]),
-       unnest($2::bigint[]),
-       unnest($3::text[]),
-       unnest($4::bigint[]),
-       NULLIF(unnest($5::text[]), '')::jsonb,
-       NULLIF(unnest($6::text[]), ''),
-       unnest($7::bigint[])
-ON CONFLICT (tenant_id, turn_id) DO UPDATE
-SET type_id = excluded.type_id, type_version = excluded.type_version, data = excluded.data,
-    skipped = excluded.skipped, registry_generation = excluded.registry_generation, projected_at = now()
-WHERE turn_data.registry_generation <= excluded.registry_generation
+WITH input AS (
+    SELECT unnest($1::text[]) AS tenant_id,
+           unnest($2::bigint[]) AS turn_id,
+           unnest($3::text[]) AS type_id,
+           unnest($4::bigint[]) AS type_version,
+           unnest($5::text[]) AS data,
+           unnest($6::text[]) AS skipped,
+           unnest($7::bigint[]) AS generation
+),
+old AS (
+    SELECT d.tenant_id, d.turn_id, pg_column_size(d.data) AS bytes
+    FROM turn_data d JOIN input i ON i.tenant_id = d.tenant_id AND i.turn_id = d.turn_id
+),
+up AS (
+    INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, skipped, registry_generation)
+    SELECT i.tenant_id, i.turn_id, i.type_id, i.type_version, NULLIF(i.data, '')::jsonb, NULLIF(i.skipped, ''), i.generation
+    FROM input i
+    ON CONFLICT (tenant_id, turn_id) DO UPDATE
+    SET type_id = excluded.type_id, type_version = excluded.type_version, data = excluded.data,
+        skipped = excluded.skipped, registry_generation = excluded.registry_generation, projected_at = now()
+    WHERE turn_data.registry_generation <= excluded.registry_generation
+    RETURNING turn_data.tenant_id, turn_data.turn_id, (xmax = 0) AS inserted, pg_column_size(turn_data.data) AS bytes
+),
+written AS (
+    SELECT up.tenant_id, up.turn_id, up.inserted, coalesce(up.bytes, 0) - coalesce(o.bytes, 0) AS added_bytes,
+           t.parent_turn_id, t.type_id, t.type_version, t.uncompressed_len, (t.created_at AT TIME ZONE 'UTC')::date AS day
+    FROM up
+    JOIN turns t ON t.tenant_id = up.tenant_id AND t.turn_id = up.turn_id
+    LEFT JOIN old o ON o.tenant_id = up.tenant_id AND o.turn_id = up.turn_id
+),
+daily AS (
+    INSERT INTO analytics_daily (tenant_id, day, type_id, type_version, turns)
+    SELECT tenant_id, day, type_id, type_version, count(*) FROM written WHERE inserted
+    GROUP BY tenant_id, day, type_id, type_version
+    ON CONFLICT (tenant_id, day, type_id, type_version) DO UPDATE SET turns = analytics_daily.turns + excluded.turns
+),
+children AS (
+    INSERT INTO analytics_children (tenant_id, turn_id, children)
+    SELECT tenant_id, parent_turn_id, count(*) FROM written WHERE inserted AND parent_turn_id <> 0
+    GROUP BY tenant_id, parent_turn_id
+    ON CONFLICT (tenant_id, turn_id) DO UPDATE SET children = analytics_children.children + excluded.children
+)
+INSERT INTO analytics_usage (tenant_id, turns, payload_bytes, data_bytes)
+SELECT tenant_id, count(*) FILTER (WHERE inserted), coalesce(sum(uncompressed_len) FILTER (WHERE inserted), 0), sum(added_bytes)
+FROM written GROUP BY tenant_id
+ON CONFLICT (tenant_id) DO UPDATE
+SET turns = analytics_usage.turns + excluded.turns, payload_bytes = analytics_usage.payload_bytes + excluded.payload_bytes,
+    data_bytes = analytics_usage.data_bytes + excluded.data_bytes
 `
 
 type UpsertTurnDataParams struct {
@@ -326,7 +362,9 @@ type UpsertTurnDataParams struct {
 	Generations  []int64
 }
 
-// Writes a batch of projected turns in one statement. data and skipped
+// Writes a batch of projected turns in one statement, and keeps the
+// rollups: a turn counts once, when its row is first inserted (a second
+// projection of it updates the row and counts nothing). data and skipped
 // are ” for NULL. A row projected with a newer registry is never
 // replaced by one projected with an older registry.
 func (q *Queries) UpsertTurnData(ctx context.Context, arg UpsertTurnDataParams) error {

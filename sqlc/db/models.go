@@ -20,6 +20,12 @@ type AnalyticsBackfill struct {
 	DoneAt      pgtype.Timestamptz
 }
 
+type AnalyticsChild struct {
+	TenantID string
+	TurnID   int64
+	Children int64
+}
+
 type AnalyticsContextShape struct {
 	TenantID            string
 	ContextID           int64
@@ -31,6 +37,14 @@ type AnalyticsContextShape struct {
 	Forks               int64
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
+}
+
+type AnalyticsDaily struct {
+	TenantID    string
+	Day         pgtype.Date
+	TypeID      string
+	TypeVersion int64
+	Turns       int64
 }
 
 type AnalyticsForkPoint struct {
@@ -64,14 +78,13 @@ type AnalyticsLineage struct {
 }
 
 type AnalyticsStorage struct {
-	TenantID         string
-	Turns            int64
-	PayloadBytes     int64
-	DistinctPayloads int64
-	Contexts         int64
-	TurnDataBytes    int64
-	Cards            int64
-	Boxes            int64
+	TenantID      string
+	Turns         int64
+	PayloadBytes  int64
+	Contexts      int64
+	TurnDataBytes int64
+	Cards         int64
+	Boxes         int64
 }
 
 type AnalyticsToolCall struct {
@@ -94,6 +107,13 @@ type AnalyticsTurnsPerTypeDay struct {
 	TypeID      string
 	TypeVersion int64
 	Turns       int64
+}
+
+type AnalyticsUsage struct {
+	TenantID     string
+	Turns        int64
+	PayloadBytes int64
+	DataBytes    int64
 }
 
 type AnalyticsWatermark struct {
