@@ -87,6 +87,41 @@ CREATE TABLE analytics_usage (
     payload_bytes bigint NOT NULL,
     data_bytes    bigint NOT NULL
 );
+-- Turns appended per context, and those that carried an idempotency key
+-- per context and UTC day.
+CREATE TABLE analytics_context_turns (
+    tenant_id  text NOT NULL,
+    context_id bigint NOT NULL,
+    turns      bigint NOT NULL,
+    PRIMARY KEY (tenant_id, context_id)
+);
+CREATE TABLE analytics_keyed (
+    tenant_id     text NOT NULL,
+    context_id    bigint NOT NULL,
+    day           date NOT NULL,
+    keyed_appends bigint NOT NULL,
+    PRIMARY KEY (tenant_id, context_id, day)
+);
+-- The tool calls of the canonical conversation items (spec section 9),
+-- extracted from turn_data.data as it is written (and rewritten): one row
+-- per tool call of an assistant_turn item (idx: its place in
+-- turn.tool_calls), and one per legacy tool_call or tool_result item
+-- (idx 0).
+CREATE TABLE analytics_tool_call_rows (
+    tenant_id     text NOT NULL,
+    turn_id       bigint NOT NULL,
+    idx           integer NOT NULL,
+    source        text NOT NULL CHECK (source IN ('assistant_turn', 'tool_call', 'tool_result')),
+    call_id       text,
+    name          text,
+    status        text,
+    failed        boolean NOT NULL,
+    error_message text,
+    duration_ms   bigint,
+    PRIMARY KEY (tenant_id, turn_id, idx),
+    FOREIGN KEY (tenant_id, turn_id) REFERENCES turn_data (tenant_id, turn_id)
+);
+CREATE INDEX analytics_tool_call_rows_legacy ON analytics_tool_call_rows (tenant_id, call_id, turn_id) WHERE source = 'tool_call';
 
 -- Per tenant, the turn up to which every committed turn has a turn_data
 -- row: catch-up starts after it.
@@ -113,8 +148,10 @@ CREATE TABLE analytics_backfills (
 -- The projector writes turn_data and its progress; it reads the turn rows
 -- and tenants it needs to find work.
 GRANT SELECT, INSERT, UPDATE ON turn_data, analytics_watermarks, analytics_backfills,
-    analytics_daily, analytics_children, analytics_usage TO cardbox_projector;
-GRANT SELECT (tenant_id, turn_id, parent_turn_id, type_id, type_version, uncompressed_len, created_at) ON turns TO cardbox_projector;
+    analytics_daily, analytics_children, analytics_usage, analytics_context_turns, analytics_keyed TO cardbox_projector;
+GRANT SELECT, INSERT, UPDATE, DELETE ON analytics_tool_call_rows TO cardbox_projector;
+GRANT SELECT (tenant_id, turn_id, context_id, parent_turn_id, type_id, type_version, uncompressed_len, created_at,
+              idempotency_key) ON turns TO cardbox_projector;
 GRANT SELECT (tenant_id, tenant_no) ON tenants TO cardbox_projector;
 -- Requests read a tenant's typed data (and delete nothing).
 GRANT SELECT ON turn_data TO cardbox_tenant;
@@ -125,7 +162,8 @@ DECLARE
     t text;
 BEGIN
     FOREACH t IN ARRAY ARRAY['turn_data', 'analytics_watermarks', 'analytics_backfills',
-                             'analytics_daily', 'analytics_children', 'analytics_usage']
+                             'analytics_daily', 'analytics_children', 'analytics_usage', 'analytics_context_turns',
+                             'analytics_keyed', 'analytics_tool_call_rows']
     LOOP
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
@@ -167,8 +205,8 @@ CREATE VIEW analytics_turns_per_type_day WITH (security_invoker = true) AS
 SELECT tenant_id, day, type_id, type_version, turns FROM analytics_daily;
 
 -- Each context's depth and fan-out: its head's depth, the turn and
--- context it was forked from, the turns appended to it, and how many
--- contexts were forked from its turns.
+-- context it was forked from, the turns appended to it (as projected), and
+-- how many contexts were forked from its turns.
 CREATE VIEW analytics_context_shape WITH (security_invoker = true) AS
 SELECT c.tenant_id, c.context_id, c.head_turn_id, c.head_depth, c.base_turn_id,
        b.context_id AS forked_from_context_id,
@@ -177,8 +215,7 @@ SELECT c.tenant_id, c.context_id, c.head_turn_id, c.head_depth, c.base_turn_id,
        c.created_at, c.updated_at
 FROM contexts c
 LEFT JOIN turns b ON b.tenant_id = c.tenant_id AND b.turn_id = c.base_turn_id
-LEFT JOIN (SELECT tenant_id, context_id, count(*) AS turns FROM turns GROUP BY tenant_id, context_id) n
-       ON n.tenant_id = c.tenant_id AND n.context_id = c.context_id
+LEFT JOIN analytics_context_turns n ON n.tenant_id = c.tenant_id AND n.context_id = c.context_id
 LEFT JOIN (SELECT fc.tenant_id, bt.context_id, count(*) AS forks
            FROM contexts fc JOIN turns bt ON bt.tenant_id = fc.tenant_id AND bt.turn_id = fc.base_turn_id
            WHERE fc.base_turn_id <> 0 AND fc.context_id <> bt.context_id
@@ -210,49 +247,31 @@ LEFT JOIN forks fk ON fk.tenant_id = p.tenant_id AND fk.turn_id = p.turn_id;
 
 -- Tool calls of the canonical conversation types (spec section 9): each
 -- tool call of an assistant_turn item, and each legacy tool_result item
--- (with the name of its tool_call item). failed: the call's status is
--- error, it carries an error, or its result says success false; a legacy
--- result: is_error.
+-- (with the name of the latest tool_call item of its call_id). failed: the
+-- call's status is error, it carries an error, or its result says success
+-- false; a legacy result: is_error.
 CREATE VIEW analytics_tool_calls WITH (security_invoker = true) AS
-SELECT d.tenant_id, d.turn_id, t.context_id, t.created_at, 'assistant_turn'::text AS source,
-       c ->> 'id' AS call_id, c ->> 'name' AS name, c ->> 'status' AS status,
-       coalesce(c ->> 'status' = 'error', false) OR coalesce(jsonb_typeof(c -> 'error') = 'object', false)
-        OR coalesce(c -> 'result' ->> 'success' = 'false', false) AS failed,
-       c -> 'error' ->> 'message' AS error_message,
-       (c ->> 'duration_ms')::bigint AS duration_ms
-FROM turn_data d
-JOIN turns t ON t.tenant_id = d.tenant_id AND t.turn_id = d.turn_id
-CROSS JOIN LATERAL jsonb_array_elements(
-    CASE WHEN jsonb_typeof(d.data -> 'turn' -> 'tool_calls') = 'array' THEN d.data -> 'turn' -> 'tool_calls' ELSE '[]'::jsonb END) AS c
-WHERE d.data ->> 'item_type' = 'assistant_turn'
-UNION ALL
-SELECT d.tenant_id, d.turn_id, t.context_id, t.created_at, 'tool_result'::text AS source,
-       d.data -> 'tool_result' ->> 'call_id' AS call_id, k.name,
-       d.data ->> 'status' AS status,
-       coalesce((d.data -> 'tool_result' ->> 'is_error')::boolean, false) AS failed,
-       CASE WHEN (d.data -> 'tool_result' ->> 'is_error') = 'true' THEN d.data -> 'tool_result' ->> 'content' END AS error_message,
-       (d.data -> 'tool_result' ->> 'duration_ms')::bigint AS duration_ms
-FROM turn_data d
-JOIN turns t ON t.tenant_id = d.tenant_id AND t.turn_id = d.turn_id
-LEFT JOIN (SELECT DISTINCT ON (tenant_id, data -> 'tool_call' ->> 'call_id')
-                  tenant_id, data -> 'tool_call' ->> 'call_id' AS call_id, data -> 'tool_call' ->> 'name' AS name
-           FROM turn_data WHERE data ->> 'item_type' = 'tool_call'
-           ORDER BY tenant_id, data -> 'tool_call' ->> 'call_id', turn_id DESC) k
-       ON k.tenant_id = d.tenant_id AND k.call_id = d.data -> 'tool_result' ->> 'call_id'
-WHERE d.data ->> 'item_type' = 'tool_result';
+SELECT c.tenant_id, c.turn_id, t.context_id, t.created_at, c.source, c.call_id,
+       coalesce(c.name, k.name) AS name, c.status, c.failed, c.error_message, c.duration_ms
+FROM analytics_tool_call_rows c
+LEFT JOIN turns t ON t.tenant_id = c.tenant_id AND t.turn_id = c.turn_id
+LEFT JOIN LATERAL (
+    SELECT k.name FROM analytics_tool_call_rows k
+    WHERE c.source = 'tool_result' AND k.tenant_id = c.tenant_id AND k.source = 'tool_call' AND k.call_id = c.call_id
+    ORDER BY k.turn_id DESC LIMIT 1) k ON true
+WHERE c.source <> 'tool_call';
 
--- Idempotent appends per tenant, context and day: appends that carried a
--- key, and the keys still held for replays (24 h). A replay itself writes
--- nothing: it returns the original turn.
+-- Idempotent appends per tenant, context and day (UTC): appends that
+-- carried a key (as projected), and keys still held for replays (24 h) by
+-- the day they were written. A replay itself writes nothing: it returns
+-- the original turn.
 CREATE VIEW analytics_idempotency WITH (security_invoker = true) AS
-SELECT t.tenant_id, t.context_id, (t.created_at AT TIME ZONE 'UTC')::date AS day,
-       count(*) AS keyed_appends,
-       count(k.idempotency_key) AS keys_held
-FROM turns t
-LEFT JOIN idempotency_keys k ON k.tenant_id = t.tenant_id AND k.context_id = t.context_id
-                            AND k.idempotency_key = t.idempotency_key AND k.turn_id = t.turn_id
-WHERE t.idempotency_key IS NOT NULL
-GROUP BY t.tenant_id, t.context_id, day;
+SELECT coalesce(a.tenant_id, h.tenant_id) AS tenant_id, coalesce(a.context_id, h.context_id) AS context_id,
+       coalesce(a.day, h.day) AS day, coalesce(a.keyed_appends, 0) AS keyed_appends, coalesce(h.keys_held, 0) AS keys_held
+FROM analytics_keyed a
+FULL JOIN (SELECT tenant_id, context_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS keys_held
+           FROM idempotency_keys GROUP BY tenant_id, context_id, day) h
+       ON h.tenant_id = a.tenant_id AND h.context_id = a.context_id AND h.day = a.day;
 
 -- Storage per tenant: turns and their payload bytes (uncompressed, as
 -- declared; identical payloads count each time) and the stored bytes of
@@ -285,7 +304,8 @@ LANGUAGE sql STABLE SECURITY INVOKER AS $$
 $$;
 -- +goose StatementEnd
 
-GRANT SELECT ON turn_data, analytics_daily, analytics_children, analytics_usage, analytics_lineage, analytics_turns_per_type_day, analytics_context_shape,
+GRANT SELECT ON turn_data, analytics_daily, analytics_children, analytics_usage, analytics_context_turns,
+    analytics_keyed, analytics_tool_call_rows, analytics_lineage, analytics_turns_per_type_day, analytics_context_shape,
     analytics_fork_points, analytics_tool_calls, analytics_idempotency, analytics_storage TO cardbox_analyst;
 GRANT EXECUTE ON FUNCTION analytics_chain(text, bigint) TO cardbox_analyst;
 -- The views run with their reader's rights (security_invoker), so the
@@ -299,6 +319,9 @@ DROP VIEW analytics_storage, analytics_idempotency, analytics_tool_calls, analyt
     analytics_context_shape, analytics_turns_per_type_day, analytics_lineage;
 DROP POLICY projector_reads ON tenants;
 DROP POLICY projector_reads ON turns;
+DROP TABLE analytics_tool_call_rows;
+DROP TABLE analytics_keyed;
+DROP TABLE analytics_context_turns;
 DROP TABLE analytics_usage;
 DROP TABLE analytics_children;
 DROP TABLE analytics_daily;

@@ -323,11 +323,13 @@ up AS (
     SET type_id = excluded.type_id, type_version = excluded.type_version, data = excluded.data,
         skipped = excluded.skipped, registry_generation = excluded.registry_generation, projected_at = now()
     WHERE turn_data.registry_generation <= excluded.registry_generation
-    RETURNING turn_data.tenant_id, turn_data.turn_id, (xmax = 0) AS inserted, pg_column_size(turn_data.data) AS bytes
+    RETURNING turn_data.tenant_id, turn_data.turn_id, (xmax = 0) AS inserted, pg_column_size(turn_data.data) AS bytes,
+              turn_data.data
 ),
 written AS (
     SELECT up.tenant_id, up.turn_id, up.inserted, coalesce(up.bytes, 0) - coalesce(o.bytes, 0) AS added_bytes,
-           t.parent_turn_id, t.type_id, t.type_version, t.uncompressed_len, (t.created_at AT TIME ZONE 'UTC')::date AS day
+           t.context_id, t.parent_turn_id, t.type_id, t.type_version, t.uncompressed_len,
+           (t.idempotency_key IS NOT NULL) AS keyed, (t.created_at AT TIME ZONE 'UTC')::date AS day
     FROM up
     JOIN turns t ON t.tenant_id = up.tenant_id AND t.turn_id = up.turn_id
     LEFT JOIN old o ON o.tenant_id = up.tenant_id AND o.turn_id = up.turn_id
@@ -343,6 +345,52 @@ children AS (
     SELECT tenant_id, parent_turn_id, count(*) FROM written WHERE inserted AND parent_turn_id <> 0
     GROUP BY tenant_id, parent_turn_id
     ON CONFLICT (tenant_id, turn_id) DO UPDATE SET children = analytics_children.children + excluded.children
+),
+context_turns AS (
+    INSERT INTO analytics_context_turns (tenant_id, context_id, turns)
+    SELECT tenant_id, context_id, count(*) FROM written WHERE inserted GROUP BY tenant_id, context_id
+    ON CONFLICT (tenant_id, context_id) DO UPDATE SET turns = analytics_context_turns.turns + excluded.turns
+),
+keyed AS (
+    INSERT INTO analytics_keyed (tenant_id, context_id, day, keyed_appends)
+    SELECT tenant_id, context_id, day, count(*) FROM written WHERE inserted AND keyed GROUP BY tenant_id, context_id, day
+    ON CONFLICT (tenant_id, context_id, day) DO UPDATE SET keyed_appends = analytics_keyed.keyed_appends + excluded.keyed_appends
+),
+calls AS (
+    SELECT up.tenant_id, up.turn_id, (c.ord - 1)::integer AS idx, 'assistant_turn'::text AS source,
+           c.v ->> 'id' AS call_id, c.v ->> 'name' AS name, c.v ->> 'status' AS status,
+           (coalesce(c.v ->> 'status' = 'error', false) OR coalesce(jsonb_typeof(c.v -> 'error') = 'object', false)
+            OR coalesce(c.v -> 'result' ->> 'success' = 'false', false)) AS failed,
+           c.v -> 'error' ->> 'message' AS error_message, c.v ->> 'duration_ms' AS duration
+    FROM up CROSS JOIN LATERAL jsonb_array_elements(
+        CASE WHEN jsonb_typeof(up.data -> 'turn' -> 'tool_calls') = 'array' THEN up.data -> 'turn' -> 'tool_calls' ELSE '[]'::jsonb END
+    ) WITH ORDINALITY AS c(v, ord)
+    WHERE up.data ->> 'item_type' = 'assistant_turn'
+    UNION ALL
+    SELECT up.tenant_id, up.turn_id, 0, 'tool_call', up.data -> 'tool_call' ->> 'call_id', up.data -> 'tool_call' ->> 'name',
+           up.data ->> 'status', false, NULL, NULL
+    FROM up WHERE up.data ->> 'item_type' = 'tool_call'
+    UNION ALL
+    SELECT up.tenant_id, up.turn_id, 0, 'tool_result', up.data -> 'tool_result' ->> 'call_id', NULL, up.data ->> 'status',
+           coalesce(up.data -> 'tool_result' ->> 'is_error' = 'true', false),
+           CASE WHEN up.data -> 'tool_result' ->> 'is_error' = 'true' THEN up.data -> 'tool_result' ->> 'content' END,
+           up.data -> 'tool_result' ->> 'duration_ms'
+    FROM up WHERE up.data ->> 'item_type' = 'tool_result'
+),
+new_calls AS (
+    INSERT INTO analytics_tool_call_rows (tenant_id, turn_id, idx, source, call_id, name, status, failed, error_message, duration_ms)
+    SELECT tenant_id, turn_id, idx, source, call_id, name, status, failed, error_message,
+           CASE WHEN duration ~ '^-?[0-9]{1,18}$' THEN duration::bigint END
+    FROM calls
+    ON CONFLICT (tenant_id, turn_id, idx) DO UPDATE
+    SET source = excluded.source, call_id = excluded.call_id, name = excluded.name, status = excluded.status,
+        failed = excluded.failed, error_message = excluded.error_message, duration_ms = excluded.duration_ms
+),
+stale_calls AS (
+    -- a rewritten row's calls past its new count
+    DELETE FROM analytics_tool_call_rows r USING up
+    WHERE NOT up.inserted AND r.tenant_id = up.tenant_id AND r.turn_id = up.turn_id
+      AND r.idx >= (SELECT count(*) FROM calls c WHERE c.tenant_id = up.tenant_id AND c.turn_id = up.turn_id)
 )
 INSERT INTO analytics_usage (tenant_id, turns, payload_bytes, data_bytes)
 SELECT tenant_id, count(*) FILTER (WHERE inserted), coalesce(sum(uncompressed_len) FILTER (WHERE inserted), 0), sum(added_bytes)
@@ -367,6 +415,8 @@ type UpsertTurnDataParams struct {
 // projection of it updates the row and counts nothing). data and skipped
 // are ” for NULL. A row projected with a newer registry is never
 // replaced by one projected with an older registry.
+// Tool calls, from every row written (a re-projection may add or change
+// them). Casts never fail: a value that is not a number is NULL.
 func (q *Queries) UpsertTurnData(ctx context.Context, arg UpsertTurnDataParams) error {
 	_, err := q.db.Exec(ctx, upsertTurnData,
 		arg.TenantIds,

@@ -39,6 +39,12 @@ type AnalyticsContextShape struct {
 	UpdatedAt           time.Time
 }
 
+type AnalyticsContextTurn struct {
+	TenantID  string
+	ContextID int64
+	Turns     int64
+}
+
 type AnalyticsDaily struct {
 	TenantID    string
 	Day         pgtype.Date
@@ -62,6 +68,13 @@ type AnalyticsIdempotency struct {
 	Day          pgtype.Date
 	KeyedAppends int64
 	KeysHeld     int64
+}
+
+type AnalyticsKeyed struct {
+	TenantID     string
+	ContextID    int64
+	Day          pgtype.Date
+	KeyedAppends int64
 }
 
 type AnalyticsLineage struct {
@@ -90,15 +103,28 @@ type AnalyticsStorage struct {
 type AnalyticsToolCall struct {
 	TenantID     string
 	TurnID       int64
-	ContextID    int64
-	CreatedAt    time.Time
+	ContextID    pgtype.Int8
+	CreatedAt    pgtype.Timestamptz
 	Source       string
-	CallID       interface{}
-	Name         interface{}
-	Status       interface{}
-	Failed       pgtype.Bool
-	ErrorMessage interface{}
-	DurationMs   int64
+	CallID       pgtype.Text
+	Name         pgtype.Text
+	Status       pgtype.Text
+	Failed       bool
+	ErrorMessage pgtype.Text
+	DurationMs   pgtype.Int8
+}
+
+type AnalyticsToolCallRow struct {
+	TenantID     string
+	TurnID       int64
+	Idx          int32
+	Source       string
+	CallID       pgtype.Text
+	Name         pgtype.Text
+	Status       pgtype.Text
+	Failed       bool
+	ErrorMessage pgtype.Text
+	DurationMs   pgtype.Int8
 }
 
 type AnalyticsTurnsPerTypeDay struct {
