@@ -252,14 +252,20 @@ LEFT JOIN forks fk ON fk.tenant_id = p.tenant_id AND fk.turn_id = p.turn_id;
 -- false; a legacy result: is_error.
 CREATE VIEW analytics_tool_calls WITH (security_invoker = true) AS
 SELECT c.tenant_id, c.turn_id, t.context_id, t.created_at, c.source, c.call_id,
-       coalesce(c.name, k.name) AS name, c.status, c.failed, c.error_message, c.duration_ms
+       c.name, c.status, c.failed, c.error_message, c.duration_ms
+FROM analytics_tool_call_rows c
+LEFT JOIN turns t ON t.tenant_id = c.tenant_id AND t.turn_id = c.turn_id
+WHERE c.source = 'assistant_turn'
+UNION ALL
+SELECT c.tenant_id, c.turn_id, t.context_id, t.created_at, c.source, c.call_id,
+       k.name, c.status, c.failed, c.error_message, c.duration_ms
 FROM analytics_tool_call_rows c
 LEFT JOIN turns t ON t.tenant_id = c.tenant_id AND t.turn_id = c.turn_id
 LEFT JOIN LATERAL (
     SELECT k.name FROM analytics_tool_call_rows k
-    WHERE c.source = 'tool_result' AND k.tenant_id = c.tenant_id AND k.source = 'tool_call' AND k.call_id = c.call_id
+    WHERE k.tenant_id = c.tenant_id AND k.source = 'tool_call' AND k.call_id = c.call_id
     ORDER BY k.turn_id DESC LIMIT 1) k ON true
-WHERE c.source <> 'tool_call';
+WHERE c.source = 'tool_result';
 
 -- Idempotent appends per tenant, context and day (UTC): appends that
 -- carried a key (as projected), and keys still held for replays (24 h) by
