@@ -2,6 +2,7 @@ package analytics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,9 +11,9 @@ import (
 )
 
 // runCatchUp projects every committed turn without a turn_data row, tenant
-// by tenant, from each tenant's watermark. On failure it leaves the
-// catch-up due, for the next round.
-func (p *Projector) runCatchUp(ctx context.Context) {
+// by tenant, from each tenant's watermark, and reports whether it
+// finished. On failure it leaves the catch-up due, for the next round.
+func (p *Projector) runCatchUp(ctx context.Context) bool {
 	p.catchUp.Store(false)
 	if err := p.CatchUp(ctx); err != nil {
 		if ctx.Err() == nil {
@@ -20,12 +21,12 @@ func (p *Projector) runCatchUp(ctx context.Context) {
 			p.failures.Add(1)
 		}
 		p.catchUp.Store(true)
-		sleep(ctx, retryAfter)
-		return
+		return false
 	}
 	p.lagMu.Lock()
 	p.behind = time.Time{}
 	p.lagMu.Unlock()
+	return true
 }
 
 // CatchUp projects every committed turn that has no turn_data row, in
@@ -36,12 +37,17 @@ func (p *Projector) CatchUp(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list tenants: %w", err)
 	}
+	// One tenant's failure does not hold the others back.
+	var errs []error
 	for _, tr := range tenants {
 		if err := p.catchUpTenant(ctx, tr); err != nil {
-			return fmt.Errorf("tenant %q: %w", tr.TenantID, err)
+			errs = append(errs, fmt.Errorf("tenant %q: %w", tr.TenantID, err))
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // catchUpTenant pages through the tenant's turns after its watermark.

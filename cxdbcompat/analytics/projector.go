@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
@@ -131,13 +132,17 @@ func (p *Projector) Run(ctx context.Context) error {
 	defer wg.Wait()
 	retry := time.NewTicker(retryAfter)
 	defer retry.Stop()
-	lastCatchUp := time.Time{}
+	var lastCatchUp, lastTry time.Time
 	for ctx.Err() == nil {
 		// A periodic catch-up also moves the watermarks on, so that the
-		// next start scans only the turns since.
-		if p.catchUp.Load() || p.takeDrops() || time.Since(lastCatchUp) > catchUpEvery {
-			p.runCatchUp(ctx)
-			lastCatchUp = time.Now()
+		// next start scans only the turns since. A failed one is tried
+		// again after retryAfter; the queue is drained meanwhile.
+		due := p.catchUp.Load() || p.takeDrops() || time.Since(lastCatchUp) > catchUpEvery
+		if due && time.Since(lastTry) >= retryAfter {
+			lastTry = time.Now()
+			if p.runCatchUp(ctx) {
+				lastCatchUp = lastTry
+			}
 		}
 		if p.drain(ctx) {
 			continue
@@ -301,10 +306,31 @@ func (p *Projector) write(ctx context.Context, rows []row) error {
 		arg.Datas[i], arg.Skipped[i], arg.Generations[i] = string(r.Data), r.Skipped, int64(r.generation)
 	}
 	if err := p.q.UpsertTurnData(ctx, arg); err != nil {
+		if pgerr.DataError(err) && len(rows) > 1 {
+			return p.writeEach(ctx, rows)
+		}
 		return fmt.Errorf("write %d turn_data rows: %w", len(rows), err)
 	}
 	for _, r := range rows {
 		p.projected[outcomeOf(r.Skipped)].Add(1)
+	}
+	return nil
+}
+
+// writeEach writes rows one at a time, after Postgres refused a batch for
+// its data: a row it refuses alone keeps only metadata (undecodable), so
+// that one turn never stops the others.
+func (p *Projector) writeEach(ctx context.Context, rows []row) error {
+	for _, r := range rows {
+		err := p.write(ctx, []row{r})
+		if err != nil && pgerr.DataError(err) {
+			p.log.Warn("analytics: Postgres refused a turn's data; keeping its metadata only", "tenant", r.tenant.ID, "turn", r.turnID, "err", err)
+			r.Projected = Projected{Skipped: SkipUndecodable}
+			err = p.write(ctx, []row{r})
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
