@@ -144,13 +144,10 @@ func (w *sampleWriter) context(base uint64) (uint64, error) {
 // append writes item (msgpack with digit-string keys, as the official Go
 // client writes it) and returns the turn id.
 func (w *sampleWriter) append(ctxID uint64, item map[string]any, key string) (uint64, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.SetSortMapKeys(true) // a retry sends the same bytes
-	if err := enc.Encode(item); err != nil {
+	payload, err := w.encode(item)
+	if err != nil {
 		return 0, err
 	}
-	payload := buf.Bytes()
 	p, err := w.c.call(cxdbcompat.AppendTurnRequest{
 		ContextID: ctxID, DeclaredTypeID: "cxdb.ConversationItem", DeclaredTypeVersion: 3,
 		Encoding: cxdbcompat.EncodingMsgpack, UncompressedLen: uint32(len(payload)),
@@ -162,6 +159,18 @@ func (w *sampleWriter) append(ctxID uint64, item map[string]any, key string) (ui
 	res, err := cxdbcompat.DecodeAppendTurnResponse(p)
 	w.turns++
 	return res.NewTurnID, err
+}
+
+// encode is item as msgpack, map keys sorted, so that a retry sends the
+// same bytes.
+func (w *sampleWriter) encode(item map[string]any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(item); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // firstItem is a conversation's first turn: the user's question and the

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
@@ -26,13 +23,11 @@ func TestSampleItemsProject(t *testing.T) {
 	kinds := map[string]bool{}
 	for _, item := range items {
 		item["3"] = int64(1700000000000)
-		var buf bytes.Buffer
-		enc := msgpack.NewEncoder(&buf)
-		enc.SetSortMapKeys(true)
-		if err := enc.Encode(item); err != nil {
+		payload, err := w.encode(item)
+		if err != nil {
 			t.Fatal(err)
 		}
-		p := analytics.Project(reg, "cxdb.ConversationItem", 3, buf.Bytes())
+		p := analytics.Project(reg, "cxdb.ConversationItem", 3, payload)
 		if p.Skipped != "" {
 			t.Fatalf("%v: skipped %s", item, p.Skipped)
 		}
