@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	sqlcdb "github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -77,5 +80,35 @@ func writeUnknownTurns(t *testing.T, pool *pgxpool.Pool, dir string, n int) {
 	}
 	if _, err := svc.PublishBundle(ctx, tenant, "", registry.ConversationBundle); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Beside a running server the command follows the server's backfills
+// until none is left.
+func TestFollowBackfills(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, "INSERT INTO analytics_backfills (tenant_id, generation) VALUES ('default', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- followBackfills(ctx, sqlcdb.New(pgrole.As(pool, pgrole.Projector, "")), 10*time.Millisecond)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("returned while a backfill runs: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := pool.Exec(ctx, "UPDATE analytics_backfills SET done_at = now()"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("still following after the backfill finished")
 	}
 }

@@ -21,9 +21,6 @@ func TestOfflineCommandsRefuseALockedDataDirectory(t *testing.T) {
 	args := []string{"--data-dir", dir, "--database-url", "postgres://nobody@127.0.0.1:1/none"}
 	for name, cmd := range map[string]func(context.Context, []string) error{
 		"verify": verify, "recover": recoverStore, "migrate": migrate,
-		"analytics backfill": func(ctx context.Context, args []string) error {
-			return analyticsCommand(ctx, append([]string{"backfill"}, args...))
-		},
 	} {
 		err := cmd(context.Background(), args)
 		if !errors.Is(err, datadir.ErrLocked) || !strings.Contains(err.Error(), "cardboxd serving 127.0.0.1:9009") {

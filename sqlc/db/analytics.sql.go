@@ -184,6 +184,44 @@ func (q *Queries) ProjectorTenants(ctx context.Context) ([]ProjectorTenantsRow, 
 	return items, nil
 }
 
+const runningBackfills = `-- name: RunningBackfills :many
+SELECT tenant_id, generation, after_turn_id, reprojected FROM analytics_backfills
+WHERE done_at IS NULL ORDER BY tenant_id, generation
+`
+
+type RunningBackfillsRow struct {
+	TenantID    string
+	Generation  int64
+	AfterTurnID int64
+	Reprojected int64
+}
+
+// The re-projections not finished, with how far they went.
+func (q *Queries) RunningBackfills(ctx context.Context) ([]RunningBackfillsRow, error) {
+	rows, err := q.db.Query(ctx, runningBackfills)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunningBackfillsRow
+	for rows.Next() {
+		var i RunningBackfillsRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.Generation,
+			&i.AfterTurnID,
+			&i.Reprojected,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const scanTurnsAfter = `-- name: ScanTurnsAfter :many
 SELECT t.turn_id, t.type_id, t.type_version, t.uncompressed_len, t.created_at,
        EXISTS (SELECT 1 FROM turn_data d WHERE d.tenant_id = t.tenant_id AND d.turn_id = t.turn_id) AS projected

@@ -167,3 +167,8 @@ WHERE tenant_id = @tenant_id AND generation = @generation;
 SELECT count(*) FROM turn_data
 WHERE tenant_id = @tenant_id AND turn_id > @after AND registry_generation < @generation
   AND (skipped = 'unknown_type' OR type_id = ANY(@type_ids::text[]));
+
+-- name: RunningBackfills :many
+-- The re-projections not finished, with how far they went.
+SELECT tenant_id, generation, after_turn_id, reprojected FROM analytics_backfills
+WHERE done_at IS NULL ORDER BY tenant_id, generation;
