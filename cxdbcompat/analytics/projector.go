@@ -77,6 +77,7 @@ type Projector struct {
 	caughtUp  atomic.Int64
 	failures  atomic.Int64
 	reproj    atomic.Int64
+	delay     histogram
 }
 
 // New returns a projector; start it with Run.
@@ -206,6 +207,9 @@ func (p *Projector) projectBatch(ctx context.Context, jobs []job) error {
 	if err != nil {
 		return err
 	}
+	for i := range rows {
+		rows[i].reprojection = true
+	}
 	return p.write(ctx, rows)
 }
 
@@ -236,7 +240,8 @@ func (p *Projector) staleJobs(ctx context.Context, jobs []job, gens map[string]u
 type row struct {
 	job
 	Projected
-	generation uint64
+	generation   uint64
+	reprojection bool // a backfill's or a stale batch's second projection
 }
 
 // projectAll projects jobs, each with its tenant's current registry, and
@@ -311,8 +316,12 @@ func (p *Projector) write(ctx context.Context, rows []row) error {
 		}
 		return fmt.Errorf("write %d turn_data rows: %w", len(rows), err)
 	}
+	now := p.opts.Now()
 	for _, r := range rows {
 		p.projected[outcomeOf(r.Skipped)].Add(1)
+		if !r.at.IsZero() && !r.reprojection {
+			p.delay.observe(max(now.Sub(r.at), 0).Seconds())
+		}
 	}
 	return nil
 }

@@ -171,6 +171,10 @@ func TestLagGauge(t *testing.T) {
 	if got := metricValue(t, h.proj, "cardbox_analytics_projected_total"); got < 2 {
 		t.Errorf("projected_total %v, want at least 2", got)
 	}
+	// The two turns waited 5 and 2 s on the test's clock.
+	if got := metricValue(t, h.proj, "cardbox_analytics_delay_seconds"); got < 2 {
+		t.Errorf("delay histogram counts %v turns, want at least 2", got)
+	}
 	// ... but the rollups count each turn once.
 	if n := h.count("SELECT turns FROM analytics_usage WHERE tenant_id = 'default'"); n != 2 {
 		t.Errorf("analytics_usage counts %d turns, want 2", n)
@@ -178,7 +182,7 @@ func TestLagGauge(t *testing.T) {
 }
 
 // metricValue gathers c and returns the value of a metric (summed over
-// its labels).
+// its labels; a histogram's count).
 func metricValue(t *testing.T, c prometheus.Collector, name string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -193,7 +197,7 @@ func metricValue(t *testing.T, c prometheus.Collector, name string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 		return sum
 	}
