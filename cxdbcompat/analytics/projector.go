@@ -138,7 +138,10 @@ func (p *Projector) Run(ctx context.Context) error {
 		// A periodic catch-up also moves the watermarks on, so that the
 		// next start scans only the turns since. A failed one is tried
 		// again after retryAfter; the queue is drained meanwhile.
-		due := p.catchUp.Load() || p.takeDrops() || time.Since(lastCatchUp) > catchUpEvery
+		if p.takeDrops() {
+			p.catchUp.Store(true)
+		}
+		due := p.catchUp.Load() || time.Since(lastCatchUp) > catchUpEvery
 		if due && time.Since(lastTry) >= retryAfter {
 			lastTry = time.Now()
 			if p.runCatchUp(ctx) {
