@@ -81,7 +81,7 @@ func benchHTTP(ctx context.Context, args []string) error {
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.readers + 2}}
 	base := "http://" + cfg.httpAddr
-	if err := publishBundle(ctx, client, base); err != nil {
+	if err := publishBundle(ctx, client, base, ""); err != nil {
 		return err
 	}
 	contexts, err := fillContexts(ctx, cfg)
@@ -107,10 +107,14 @@ func benchHTTP(ctx context.Context, args []string) error {
 
 // publishBundle publishes the canonical conversation types, which the
 // load generator's payloads declare, so that the typed view renders them.
-func publishBundle(ctx context.Context, client *http.Client, base string) error {
+// key, when not empty, is the API key of a hosted server's tenant.
+func publishBundle(ctx context.Context, client *http.Client, base, key string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base+"/v1/registry/bundles/"+registry.ConversationBundleID, bytes.NewReader(registry.ConversationBundle))
 	if err != nil {
 		return err
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

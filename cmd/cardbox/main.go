@@ -12,6 +12,8 @@
 //	cardbox attack    run the hostile-client attacks against a running server and check it survives
 //	cardbox verify    offline: re-read every blob and turn record and cross-check Postgres
 //	cardbox recover   offline: rebuild the turn log and the pack's index, report what cannot be rebuilt
+//	cardbox sample    publish the conversation bundle and write sample conversations to a running server
+//	cardbox analytics backfill  offline: project turns without typed data, re-project what published bundles changed
 package main
 
 import (
@@ -39,6 +41,10 @@ Commands:
   attack    run hostile-client attacks against a running cardboxd and check it survives
   verify    (offline) re-read every blob and turn record, cross-check Postgres; non-zero exit on defects
   recover   (offline) rebuild the turn log from Postgres and the pack's index; report lost blobs
+  sample    --contexts N: publish the conversation bundle and write realistic conversations (tool
+            calls, failures, forks, replays) to a running server; --key for hosted mode
+  analytics backfill [--tenant NAME]  (offline) project turns without typed data (turn_data) and
+            re-project what published bundles changed; resumable, progress on stderr
 
 Run "cardbox <command> --help" for a command's flags.
 `
@@ -76,6 +82,10 @@ func main() {
 		err = verify(ctx, args)
 	case "recover":
 		err = recoverStore(ctx, args)
+	case "sample":
+		err = sample(ctx, args)
+	case "analytics":
+		err = analyticsCommand(ctx, args)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -54,6 +54,11 @@ func offline(ctx context.Context, name string, args []string, fn func(context.Co
 	if err != nil {
 		return err
 	}
+	return offlineWith(ctx, name, cfg, fn)
+}
+
+// offlineWith is offline for a command that parsed its own flags.
+func offlineWith(ctx context.Context, name string, cfg *config.Config, fn func(context.Context, *database.DB, *config.Config) error) error {
 	// A mistyped path must not become a new, empty store.
 	if _, err := os.Stat(cfg.DataDir); err != nil {
 		return fmt.Errorf("data directory: %w", err)

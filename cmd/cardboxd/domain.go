@@ -9,15 +9,17 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 )
 
 // domainRoutes builds the CardBox routes and starts the background work of
 // the domains: the sweeper that purges expired and long-deleted cards and
-// boxes, and the CXDB service's metadata extraction. It returns the
-// CardBox service too, and a func that stops the work and waits. admit is
-// the storage quota check of card and box writes (nil: none).
-func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service,
+// boxes, the CXDB service's metadata extraction and, when not nil, the
+// analytics projector. It returns the CardBox service too, and a func
+// that stops the work and waits. admit is the storage quota check of card
+// and box writes (nil: none).
+func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service, proj *analytics.Projector,
 	admit func(ctx context.Context, project string, adding int64) error, log *slog.Logger) ([]api.Routes, *cardbox.Service, func()) {
 	svc := cardbox.New(db.Pool, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes, Admit: admit})
 	sweeper := svc.NewSweeper(cardbox.SweeperConfig{
@@ -35,6 +37,13 @@ func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb
 			log.Error("cxdb metadata extraction stopped", "err", err)
 		}
 	})
+	if proj != nil {
+		wg.Go(func() {
+			if err := proj.Run(ctx); err != nil {
+				log.Error("analytics projector stopped", "err", err)
+			}
+		})
+	}
 	stop := func() {
 		cancel()
 		wg.Wait()

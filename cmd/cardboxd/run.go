@@ -10,9 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/auth"
@@ -56,20 +59,34 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer closeDB(db, cfg, log)
 
 	access := newAccess(cfg, db.Pool, log)
-	// The CXDB service hears of every committed turn; the store only
-	// commits once the listeners serve, after svc is set.
+	// The CXDB service and the analytics projector hear of every committed
+	// turn; the store only commits once the listeners serve, after both
+	// are set.
 	var svc *service.Service
+	var proj *analytics.Projector
 	engine, err := store.Open(ctx, store.Options{
-		Dir: cfg.DataDir, Pool: db.Pool, Logger: log, OnAppend: func(a []store.Appended) { svc.Appended(a) },
+		Dir: cfg.DataDir, Pool: db.Pool, Logger: log, OnAppend: func(a []store.Appended) {
+			svc.Appended(a)
+			if proj != nil {
+				proj.Appended(a)
+			}
+		},
 		Quota: access.storeQuota(),
 	})
 	if err != nil {
 		return err
 	}
 	defer engine.Close()
-	svc = service.New(engine, service.Options{Logger: log, RenderCacheBytes: cfg.RenderCacheBytes})
+	svcOpts := service.Options{Logger: log, RenderCacheBytes: cfg.RenderCacheBytes}
+	if cfg.Analytics {
+		svcOpts.OnPublish = func(t store.Tenant) { proj.Published(t) }
+	}
+	svc = service.New(engine, svcOpts)
+	if cfg.Analytics {
+		proj = analytics.New(analytics.Options{Source: svc, Pool: db.Pool, MaxPayload: cfg.AnalyticsMaxPayload, Logger: log})
+	}
 
-	routes, cards, stopBackground := domainRoutes(ctx, cfg, db, svc, access.cardboxAdmit(engine), log)
+	routes, cards, stopBackground := domainRoutes(ctx, cfg, db, svc, proj, access.cardboxAdmit(engine), log)
 	defer stopBackground()
 	bin := server.New(server.Options{
 		Store: svc, Live: svc.Hub(), Logger: log, IdleTimeout: cfg.IdleTimeout, WriteTimeout: cfg.WriteTimeout,
@@ -78,7 +95,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	})
 	httpMetrics := api.NewHTTPMetrics()
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn})
-	metrics := api.NewRegistry(engine, httpMetrics, listeners, bin.Collector())
+	collectors := []prometheus.Collector{httpMetrics, listeners, bin.Collector()}
+	if proj != nil {
+		collectors = append(collectors, proj)
+	}
+	metrics := api.NewRegistry(engine, collectors...)
 	routes = append(routes, api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, DataDir: cfg.DataDir, Gatherer: metrics}))
 	if access.keys != nil {
 		routes = append(routes, api.Admin(access.keys).WithUsage(access.usage(engine)))

@@ -99,8 +99,10 @@ func gauge(t *testing.T, srv *serverProc, admin *tenantSide, name string) int {
 // tenants and the audit log.
 func tenantRows(t *testing.T, pool *pgxpool.Pool, id string) map[string]int {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT table_name::text FROM information_schema.columns
-		WHERE table_schema = 'public' AND column_name = 'tenant_id' AND table_name NOT IN ('tenants', 'audit_log')`)
+	rows, err := pool.Query(context.Background(), `SELECT c.table_name::text FROM information_schema.columns c
+		JOIN information_schema.tables USING (table_schema, table_name)
+		WHERE c.table_schema = 'public' AND c.column_name = 'tenant_id' AND table_type = 'BASE TABLE'
+		  AND c.table_name NOT IN ('tenants', 'audit_log')`)
 	if err != nil {
 		t.Fatal(err)
 	}

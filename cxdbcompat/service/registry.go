@@ -97,5 +97,8 @@ func (s *Service) PublishBundle(ctx context.Context, t store.Tenant, pathID stri
 	tr.mu.Lock()
 	tr.reg = next
 	tr.mu.Unlock()
+	if s.onPublish != nil {
+		s.onPublish(t)
+	}
 	return true, nil
 }

@@ -48,6 +48,10 @@ type Options struct {
 	// typed turn pages: DefaultRenderCacheBytes when 0, none when
 	// negative.
 	RenderCacheBytes int64
+	// OnPublish, if set, is told of every bundle a tenant published that
+	// changed its registry, once the registry serves it. It must not
+	// block (SQL analytics queues a re-projection).
+	OnPublish func(store.Tenant)
 }
 
 // DefaultRenderCacheBytes is the rendered-turn cache's budget when
@@ -62,6 +66,8 @@ type Service struct {
 	hub *live.Hub
 	log *slog.Logger
 	now func() time.Time
+
+	onPublish func(store.Tenant)
 
 	regMu      sync.Mutex
 	registries map[string]*tenantRegistry
@@ -95,7 +101,7 @@ func New(st Store, opts Options) *Service {
 		opts.RenderCacheBytes = DefaultRenderCacheBytes
 	}
 	s := &Service{
-		Store: st, hub: opts.Hub, log: opts.Logger, now: opts.Now,
+		Store: st, hub: opts.Hub, log: opts.Logger, now: opts.Now, onPublish: opts.OnPublish,
 		registries: map[string]*tenantRegistry{},
 		rendered:   bytecache.New[renderKey](opts.RenderCacheBytes),
 	}

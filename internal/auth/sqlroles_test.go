@@ -258,14 +258,30 @@ func TestSQLRoleSeesOnlyItsTenant(t *testing.T) {
 	t.Run("other tables and writes are refused", func(t *testing.T) {
 		for _, stmt := range []string{
 			"SELECT count(*) FROM api_keys", "SELECT count(*) FROM audit_log", "SELECT count(*) FROM tenant_blobs",
-			"SELECT count(*) FROM sql_roles", "SELECT count(*) FROM idempotency_keys", "SELECT count(*) FROM turn_log_commits",
-			"SELECT count(*) FROM tenants",
+			"SELECT count(*) FROM sql_roles", "SELECT count(*) FROM turn_log_commits",
 			"INSERT INTO cards (tenant_id, card_id) VALUES ('acme', 'new')", "UPDATE boxes SET metadata = '{}'",
 			"DELETE FROM turns", "SELECT * FROM cards FOR UPDATE", "CREATE TABLE mine (x int)",
 		} {
 			if _, err := analyst.Exec(ctx, stmt); sqlState(err) != "42501" {
 				t.Errorf("%s: err = %v, want permission denied (42501)", stmt, err)
 			}
+		}
+	})
+
+	t.Run("its own tenant's row and keys only", func(t *testing.T) {
+		// The analytics views read tenants and idempotency_keys (00016).
+		for _, q := range []string{
+			"SELECT count(*)::int FROM tenants WHERE tenant_id <> 'acme'",
+			"SELECT count(*)::int FROM idempotency_keys WHERE tenant_id <> 'acme'",
+		} {
+			var n int
+			if err := analyst.QueryRow(ctx, q).Scan(&n); err != nil || n != 0 {
+				t.Errorf("%s = %d, %v; want 0", q, n, err)
+			}
+		}
+		var own int
+		if err := analyst.QueryRow(ctx, "SELECT count(*)::int FROM tenants").Scan(&own); err != nil || own != 1 {
+			t.Errorf("tenants seen: %d, %v; want its own row", own, err)
 		}
 	})
 

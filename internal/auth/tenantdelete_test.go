@@ -32,6 +32,17 @@ var seeds = []string{
 	`INSERT INTO boxes (tenant_id, box_id, card_ids) VALUES ($1, 'x', '{c}')`,
 	`INSERT INTO sql_roles (role_name, tenant_id) VALUES ('cardbox_sql_seed_' || $1, $1)`,
 	`INSERT INTO tenant_usage (tenant_id, cardbox_bytes) VALUES ($1, 1) ON CONFLICT (tenant_id) DO NOTHING`,
+	`INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, registry_generation)
+	 SELECT $1, max(turn_id), 't', 1, '{}', 1 FROM turns WHERE tenant_id = $1`,
+	`INSERT INTO analytics_tool_call_rows (tenant_id, turn_id, idx, source, failed)
+	 SELECT $1, max(turn_id), 0, 'tool_call', false FROM turns WHERE tenant_id = $1`,
+	`INSERT INTO analytics_daily (tenant_id, day, type_id, type_version, turns) VALUES ($1, '2026-11-25', 't', 1, 1)`,
+	`INSERT INTO analytics_children (tenant_id, turn_id, children) VALUES ($1, 1, 2)`,
+	`INSERT INTO analytics_usage (tenant_id, turns, payload_bytes, data_bytes) VALUES ($1, 1, 1, 1)`,
+	`INSERT INTO analytics_context_turns (tenant_id, context_id, turns) VALUES ($1, 1, 1)`,
+	`INSERT INTO analytics_keyed (tenant_id, context_id, day, keyed_appends) VALUES ($1, 1, '2026-11-25', 1)`,
+	`INSERT INTO analytics_watermarks (tenant_id, turn_id) VALUES ($1, 1)`,
+	`INSERT INTO analytics_backfills (tenant_id, generation) VALUES ($1, 1)`,
 }
 
 // seedTenant creates tenant id with a key and a row in every table.
@@ -52,10 +63,11 @@ func seedTenant(t *testing.T, k *Keys, pool *pgxpool.Pool, id string) string {
 func tenantTables(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
-		SELECT table_name::text FROM information_schema.columns
-		WHERE table_schema = 'public' AND column_name = 'tenant_id'
-		  AND table_name NOT IN ('tenants', 'audit_log')
-		ORDER BY table_name`)
+		SELECT c.table_name::text FROM information_schema.columns c
+		JOIN information_schema.tables USING (table_schema, table_name)
+		WHERE c.table_schema = 'public' AND c.column_name = 'tenant_id' AND table_type = 'BASE TABLE'
+		  AND c.table_name NOT IN ('tenants', 'audit_log')
+		ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,9 @@ const (
 	Lookup Role = "cardbox_lookup"
 	// Admin administers tenants and keys.
 	Admin Role = "cardbox_admin"
+	// Projector writes the typed payloads of SQL analytics (turn_data)
+	// for every tenant, off the append path.
+	Projector Role = "cardbox_projector"
 )
 
 // Server is the role the server logs in as: no privileges of its own,

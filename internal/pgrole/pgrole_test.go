@@ -158,6 +158,17 @@ func TestPathGrants(t *testing.T) {
 		{pgrole.Lookup, "SELECT 1 FROM cards", false},
 		{pgrole.Admin, "UPDATE cards SET metadata = metadata", false}, // reads and deletes a deleted tenant's, writes none
 		{pgrole.Admin, "INSERT INTO audit_log (actor, action) VALUES ('t', 'test')", true},
+		{pgrole.Projector, "SELECT turn_id, type_id, uncompressed_len FROM turns", true},
+		{pgrole.Projector, "SELECT payload_hash FROM turns", false},
+		{pgrole.Projector, "SELECT 1 FROM cards", false},
+		{pgrole.Projector, "SELECT 1 FROM contexts", false},
+		{pgrole.Projector, "DELETE FROM turn_data", false},
+		{pgrole.Projector, "SELECT data FROM turn_data", true},
+		{pgrole.Tenant, "SELECT data FROM turn_data", true},
+		{pgrole.Tenant, "DELETE FROM turn_data", false},
+		{"cardbox_analyst", "SELECT data FROM turn_data", true},
+		{"cardbox_analyst", "SELECT 1 FROM api_keys", false},
+		{"cardbox_analyst", "INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, skipped, registry_generation) VALUES ('a', 1, 't', 1, 'too_large', 0)", false},
 	} {
 		_, err := pgrole.As(pool, tc.role, "a").Exec(context.Background(), tc.sql)
 		var pgErr *pgconn.PgError

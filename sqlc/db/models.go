@@ -10,6 +10,144 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type AnalyticsBackfill struct {
+	TenantID    string
+	Generation  int64
+	AfterTurnID int64
+	Reprojected int64
+	StartedAt   time.Time
+	UpdatedAt   time.Time
+	DoneAt      pgtype.Timestamptz
+}
+
+type AnalyticsChild struct {
+	TenantID string
+	TurnID   int64
+	Children int64
+}
+
+type AnalyticsContextShape struct {
+	TenantID            string
+	ContextID           int64
+	HeadTurnID          int64
+	HeadDepth           int64
+	BaseTurnID          int64
+	ForkedFromContextID pgtype.Int8
+	TurnsAppended       int64
+	Forks               int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+}
+
+type AnalyticsContextTurn struct {
+	TenantID  string
+	ContextID int64
+	Turns     int64
+}
+
+type AnalyticsDaily struct {
+	TenantID    string
+	Day         pgtype.Date
+	TypeID      string
+	TypeVersion int64
+	Turns       int64
+}
+
+type AnalyticsForkPoint struct {
+	TenantID         string
+	TurnID           int64
+	ContextID        int64
+	Depth            int64
+	ChildTurns       int64
+	ForkedContextIds interface{}
+}
+
+type AnalyticsIdempotency struct {
+	TenantID     string
+	ContextID    int64
+	Day          pgtype.Date
+	KeyedAppends int64
+	KeysHeld     int64
+}
+
+type AnalyticsKeyed struct {
+	TenantID     string
+	ContextID    int64
+	Day          pgtype.Date
+	KeyedAppends int64
+}
+
+type AnalyticsLineage struct {
+	TenantID         string
+	TurnID           int64
+	ParentTurnID     int64
+	Depth            int64
+	ContextID        int64
+	ChainRootTurnID  bool
+	ForkedContextIds interface{}
+	TypeID           string
+	TypeVersion      int64
+	CreatedAt        time.Time
+}
+
+type AnalyticsStorage struct {
+	TenantID      string
+	Turns         int64
+	PayloadBytes  int64
+	Contexts      int64
+	TurnDataBytes int64
+	Cards         int64
+	Boxes         int64
+}
+
+type AnalyticsToolCall struct {
+	TenantID     string
+	TurnID       int64
+	ContextID    pgtype.Int8
+	CreatedAt    pgtype.Timestamptz
+	Source       string
+	CallID       pgtype.Text
+	Name         pgtype.Text
+	Status       pgtype.Text
+	Failed       bool
+	ErrorMessage pgtype.Text
+	DurationMs   pgtype.Int8
+}
+
+type AnalyticsToolCallRow struct {
+	TenantID     string
+	TurnID       int64
+	Idx          int32
+	Source       string
+	CallID       pgtype.Text
+	Name         pgtype.Text
+	Status       pgtype.Text
+	Failed       bool
+	ErrorMessage pgtype.Text
+	DurationMs   pgtype.Int8
+}
+
+type AnalyticsTurnsPerTypeDay struct {
+	TenantID    string
+	Day         pgtype.Date
+	TypeID      string
+	TypeVersion int64
+	Turns       int64
+}
+
+type AnalyticsUsage struct {
+	TenantID     string
+	Turns        int64
+	PayloadBytes int64
+	DataBytes    int64
+}
+
+type AnalyticsWatermark struct {
+	TenantID  string
+	TurnID    int64
+	UpdatedAt time.Time
+}
+
 type ApiKey struct {
 	KeyID      string
 	TenantID   string
@@ -150,6 +288,17 @@ type Turn struct {
 	FsRootHash      []byte
 	IdempotencyKey  []byte
 	CreatedAt       time.Time
+}
+
+type TurnDatum struct {
+	TenantID           string
+	TurnID             int64
+	TypeID             string
+	TypeVersion        int64
+	Data               []byte
+	Skipped            pgtype.Text
+	RegistryGeneration int64
+	ProjectedAt        time.Time
 }
 
 type TurnLogCommit struct {

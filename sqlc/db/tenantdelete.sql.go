@@ -26,6 +26,15 @@ UNION ALL SELECT 'api_keys', count(*) FROM api_keys WHERE tenant_id = $1::text
 UNION ALL SELECT 'sql_roles', count(*) FROM sql_roles WHERE tenant_id = $1::text
 UNION ALL SELECT 'tenant_usage', count(*) FROM tenant_usage WHERE tenant_id = $1::text
 UNION ALL SELECT 'cardbox_usage_log', count(*) FROM cardbox_usage_log WHERE tenant_id = $1::text
+UNION ALL SELECT 'turn_data', count(*) FROM turn_data WHERE tenant_id = $1::text
+UNION ALL SELECT 'analytics_daily', count(*) FROM analytics_daily WHERE tenant_id = $1::text
+UNION ALL SELECT 'analytics_children', count(*) FROM analytics_children WHERE tenant_id = $1::text
+UNION ALL SELECT 'analytics_usage', count(*) FROM analytics_usage WHERE tenant_id = $1::text
+UNION ALL SELECT 'analytics_context_turns', count(*) FROM analytics_context_turns WHERE tenant_id = $1::text
+UNION ALL SELECT 'analytics_keyed', count(*) FROM analytics_keyed WHERE tenant_id = $1::text
+UNION ALL SELECT 'analytics_tool_call_rows', count(*) FROM analytics_tool_call_rows WHERE tenant_id = $1::text
+UNION ALL SELECT 'analytics_watermarks', count(*) FROM analytics_watermarks WHERE tenant_id = $1::text
+UNION ALL SELECT 'analytics_backfills', count(*) FROM analytics_backfills WHERE tenant_id = $1::text
 `
 
 type CountTenantRowsRow struct {
@@ -196,6 +205,33 @@ del_tenant_usage AS (
 ),
 del_cardbox_usage_log AS (
     DELETE FROM cardbox_usage_log x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_turn_data AS (
+    DELETE FROM turn_data x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_analytics_daily AS (
+    DELETE FROM analytics_daily x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_analytics_children AS (
+    DELETE FROM analytics_children x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_analytics_usage AS (
+    DELETE FROM analytics_usage x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_analytics_context_turns AS (
+    DELETE FROM analytics_context_turns x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_analytics_keyed AS (
+    DELETE FROM analytics_keyed x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_analytics_tool_call_rows AS (
+    DELETE FROM analytics_tool_call_rows x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_analytics_watermarks AS (
+    DELETE FROM analytics_watermarks x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_analytics_backfills AS (
+    DELETE FROM analytics_backfills x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 )
 SELECT 'contexts'::text AS table_name, count(*)::bigint AS row_count FROM del_contexts
 UNION ALL SELECT 'turns', count(*) FROM del_turns
@@ -211,6 +247,15 @@ UNION ALL SELECT 'api_keys', count(*) FROM del_api_keys
 UNION ALL SELECT 'sql_roles', count(*) FROM del_sql_roles
 UNION ALL SELECT 'tenant_usage', count(*) FROM del_tenant_usage
 UNION ALL SELECT 'cardbox_usage_log', count(*) FROM del_cardbox_usage_log
+UNION ALL SELECT 'turn_data', count(*) FROM del_turn_data
+UNION ALL SELECT 'analytics_daily', count(*) FROM del_analytics_daily
+UNION ALL SELECT 'analytics_children', count(*) FROM del_analytics_children
+UNION ALL SELECT 'analytics_usage', count(*) FROM del_analytics_usage
+UNION ALL SELECT 'analytics_context_turns', count(*) FROM del_analytics_context_turns
+UNION ALL SELECT 'analytics_keyed', count(*) FROM del_analytics_keyed
+UNION ALL SELECT 'analytics_tool_call_rows', count(*) FROM del_analytics_tool_call_rows
+UNION ALL SELECT 'analytics_watermarks', count(*) FROM del_analytics_watermarks
+UNION ALL SELECT 'analytics_backfills', count(*) FROM del_analytics_backfills
 `
 
 type PurgeDeletedTenantsRow struct {

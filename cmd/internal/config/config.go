@@ -29,14 +29,18 @@ type Config struct {
 	Pprof            bool
 	CardCacheBytes   int64
 	RenderCacheBytes int64
-	MaxConns         int
-	IdleTimeout      time.Duration
-	WriteTimeout     time.Duration
-	AccessLog        bool
-	Mode             string
-	AllowPublicDev   bool
-	TenantRate       float64
-	TenantMaxConns   int
+	// Analytics turns SQL analytics' projector on; AnalyticsMaxPayload is
+	// the largest payload it projects (docs/analytics.md).
+	Analytics           bool
+	AnalyticsMaxPayload int64
+	MaxConns            int
+	IdleTimeout         time.Duration
+	WriteTimeout        time.Duration
+	AccessLog           bool
+	Mode                string
+	AllowPublicDev      bool
+	TenantRate          float64
+	TenantMaxConns      int
 	// TenantMemoryShare is the fraction of the binary port's request and
 	// answer budgets one tenant may hold (hosted mode).
 	TenantMemoryShare float64
@@ -91,6 +95,12 @@ func settings(c *Config) []setting {
 		}},
 		{"render-cache-bytes", "CARDBOX_RENDER_CACHE_BYTES", "memory for rendered CXDB turns of the typed turn pages (turns are immutable; a published bundle invalidates); negative disables", func(fs *flag.FlagSet, name, usage string) {
 			fs.Int64Var(&c.RenderCacheBytes, name, 64<<20, usage)
+		}},
+		{"analytics", "CARDBOX_ANALYTICS", "keep typed payloads in Postgres for SQL analytics (turn_data), projected off the append path", func(fs *flag.FlagSet, name, usage string) {
+			fs.BoolVar(&c.Analytics, name, true, usage)
+		}},
+		{"analytics-max-payload", "CARDBOX_ANALYTICS_MAX_PAYLOAD", "largest payload in bytes SQL analytics projects; larger turns keep only metadata (skipped = too_large)", func(fs *flag.FlagSet, name, usage string) {
+			fs.Int64Var(&c.AnalyticsMaxPayload, name, 256<<10, usage)
 		}},
 		{"pprof", "CARDBOX_PPROF", "serve Go's profiler at /debug/pprof/ on the HTTP listener", func(fs *flag.FlagSet, name, usage string) {
 			fs.BoolVar(&c.Pprof, name, false, usage)

@@ -1,0 +1,244 @@
+package analytics
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// Progress is how far a backfill went, as Backfill reports it after each
+// page.
+type Progress struct {
+	Tenant     string
+	Generation uint64
+	Scanned    int64 // rows looked at by this run
+	Total      int64 // rows this run had to look at when it started
+	// Reprojected counts rows whose projection changed, over every run of
+	// this backfill (a resumed one included).
+	Reprojected int64
+	Done        bool
+}
+
+// Backfill re-projects the tenant's turn_data rows that its current
+// registry may project differently: rows projected with an older registry
+// generation whose type is registered now, or that were skipped as of an
+// unknown type. A row whose projection did not change is left as it is.
+// Its cursor is stored per tenant and generation after every page, so a
+// run that a crash stopped resumes where it was; a finished one is not
+// run again. progress, when not nil, is called after each page.
+func (p *Projector) Backfill(ctx context.Context, t store.Tenant, progress func(Progress)) error {
+	reg, err := p.src.Registry(ctx, t)
+	if err != nil {
+		return fmt.Errorf("backfill tenant %q: registry: %w", t.ID, err)
+	}
+	gen := int64(reg.Generation())
+	if gen == 0 {
+		report(progress, Progress{Tenant: t.ID, Done: true}) // no bundle: nothing is typed
+		return nil
+	}
+	st, err := p.q.StartBackfill(ctx, db.StartBackfillParams{TenantID: t.ID, Generation: gen})
+	if err != nil {
+		return fmt.Errorf("backfill tenant %q: start: %w", t.ID, err)
+	}
+	if err := p.q.SupersedeBackfills(ctx, db.SupersedeBackfillsParams{TenantID: t.ID, Generation: gen}); err != nil {
+		return fmt.Errorf("backfill tenant %q: supersede older: %w", t.ID, err)
+	}
+	pr := Progress{Tenant: t.ID, Generation: uint64(gen), Reprojected: st.Reprojected, Done: st.Done}
+	if st.Done {
+		report(progress, pr)
+		return nil
+	}
+	b := &backfill{p: p, t: t, reg: reg, gen: gen, types: typeIDs(reg), after: st.AfterTurnID, pr: pr}
+	if err := b.run(ctx, progress); err != nil {
+		return fmt.Errorf("backfill tenant %q generation %d: %w", t.ID, gen, err)
+	}
+	return nil
+}
+
+func report(progress func(Progress), pr Progress) {
+	if progress != nil {
+		progress(pr)
+	}
+}
+
+// backfill is one run of Backfill.
+type backfill struct {
+	p     *Projector
+	t     store.Tenant
+	reg   *registry.Registry
+	gen   int64
+	types []string
+	after int64
+	pr    Progress
+}
+
+func (b *backfill) run(ctx context.Context, progress func(Progress)) error {
+	total, err := b.p.q.BackfillRemaining(ctx, db.BackfillRemainingParams{TenantID: b.t.ID, After: b.after, Generation: b.gen, TypeIds: b.types})
+	if err != nil {
+		return fmt.Errorf("count rows: %w", err)
+	}
+	b.pr.Total = total
+	for !b.pr.Done {
+		if err := b.page(ctx); err != nil {
+			return err
+		}
+		report(progress, b.pr)
+	}
+	return nil
+}
+
+// page re-projects the next page of rows and records the cursor.
+func (b *backfill) page(ctx context.Context) error {
+	rows, err := b.p.q.BackfillPage(ctx, db.BackfillPageParams{
+		TenantID: b.t.ID, After: b.after, Generation: b.gen, TypeIds: b.types, Max: int32(b.p.opts.Batch),
+	})
+	if err != nil {
+		return fmt.Errorf("read rows after turn %d: %w", b.after, err)
+	}
+	var changed []row
+	for _, r := range rows {
+		j := job{tenant: b.t, turnID: uint64(r.TurnID), typeID: r.TypeID, typeVersion: uint32(r.TypeVersion), size: -1}
+		pr, err := b.p.projectOne(ctx, b.reg, j)
+		if err != nil {
+			return err
+		}
+		if !sameProjection(pr, r.Data, r.Skipped) {
+			changed = append(changed, row{job: j, Projected: pr, generation: uint64(b.gen)})
+		}
+	}
+	if err := b.p.write(ctx, changed); err != nil {
+		return err
+	}
+	if len(rows) > 0 {
+		b.after = rows[len(rows)-1].TurnID
+	}
+	b.pr.Scanned += int64(len(rows))
+	b.pr.Reprojected += int64(len(changed))
+	b.pr.Done = len(rows) < b.p.opts.Batch
+	b.p.reproj.Add(int64(len(changed)))
+	err = b.p.q.AdvanceBackfill(ctx, db.AdvanceBackfillParams{
+		TenantID: b.t.ID, Generation: b.gen, AfterTurnID: b.after, Reprojected: int64(len(changed)), Done: b.pr.Done,
+	})
+	if err != nil {
+		return fmt.Errorf("record cursor %d: %w", b.after, err)
+	}
+	return nil
+}
+
+// typeIDs lists the registry's types.
+func typeIDs(reg *registry.Registry) []string {
+	types := reg.Types()
+	out := make([]string, len(types))
+	for i, t := range types {
+		out[i] = t.TypeID
+	}
+	return out
+}
+
+// sameProjection compares a new projection with a stored row (jsonb text,
+// which Postgres normalised: keys reordered, spaces added).
+func sameProjection(pr Projected, data, skipped string) bool {
+	if pr.Skipped != "" || skipped != "" {
+		return pr.Skipped == skipped
+	}
+	var a, b any
+	if decode(pr.Data, &a) != nil || decode([]byte(data), &b) != nil {
+		return false
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func decode(data []byte, v *any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
+// backfillSet holds the tenants waiting for a backfill; adding one twice
+// before it runs runs it once.
+type backfillSet struct {
+	mu      sync.Mutex
+	tenants map[string]store.Tenant
+	wake    chan struct{}
+}
+
+func newBackfillSet() *backfillSet {
+	return &backfillSet{tenants: map[string]store.Tenant{}, wake: make(chan struct{}, 1)}
+}
+
+func (s *backfillSet) add(t store.Tenant) {
+	s.mu.Lock()
+	s.tenants[t.ID] = t
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *backfillSet) takeAll() []store.Tenant {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]store.Tenant, 0, len(s.tenants))
+	for _, t := range s.tenants {
+		out = append(out, t)
+	}
+	clear(s.tenants)
+	return out
+}
+
+// runBackfills runs the backfills Published asks for, and at start those
+// a crash interrupted, until ctx ends. A failed one is tried again.
+func (p *Projector) runBackfills(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := p.resumeBackfills(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() == nil {
+			p.log.Warn("analytics: resume backfills; retrying", "err", err)
+		}
+		sleep(ctx, retryAfter)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.backfills.wake:
+		}
+		for _, t := range p.backfills.takeAll() {
+			if err := p.Backfill(ctx, t, nil); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				p.log.Warn("analytics: backfill; retrying", "tenant", t.ID, "err", err)
+				p.failures.Add(1)
+				sleep(ctx, retryAfter)
+				p.backfills.add(t)
+			}
+		}
+	}
+}
+
+// resumeBackfills queues the tenants whose backfill did not finish.
+func (p *Projector) resumeBackfills(ctx context.Context) error {
+	pending, err := p.q.PendingBackfills(ctx)
+	if err != nil {
+		return fmt.Errorf("list pending backfills: %w", err)
+	}
+	for _, b := range pending {
+		t, err := p.src.Tenant(ctx, b.TenantID)
+		if err != nil {
+			return fmt.Errorf("tenant %q: %w", b.TenantID, err)
+		}
+		p.backfills.add(t)
+	}
+	return nil
+}

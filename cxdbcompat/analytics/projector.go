@@ -1,0 +1,413 @@
+package analytics
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/pgerr"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// Source is what the projector reads turns and registries from: the CXDB
+// service (*service.Service) over the store.
+type Source interface {
+	Tenant(ctx context.Context, id string) (store.Tenant, error)
+	TurnInfo(t store.Tenant, id uint64) (store.Turn, bool)
+	TurnPayload(ctx context.Context, t store.Tenant, id uint64) ([]byte, error)
+	Registry(ctx context.Context, t store.Tenant) (*registry.Registry, error)
+}
+
+// Options configure a Projector.
+type Options struct {
+	Source Source
+	// Pool is the server's Postgres pool; the projector's statements run
+	// as pgrole.Projector.
+	Pool pgrole.Batcher
+	// MaxPayload is the largest payload projected; larger ones keep only
+	// metadata (DefaultMaxPayload when 0).
+	MaxPayload int64
+	// QueueSize bounds the turns waiting (DefaultQueueSize when 0).
+	QueueSize int
+	// Batch is the most turns one statement writes (DefaultBatch when 0).
+	Batch  int
+	Logger *slog.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Defaults of Options.
+const (
+	DefaultQueueSize = 1 << 16
+	DefaultBatch     = 512
+)
+
+// catchUpEvery is how often the projector catches up when nothing else
+// made it.
+const catchUpEvery = time.Minute
+
+// retryAfter is how long the projector waits after Postgres failed it.
+const retryAfter = time.Second
+
+// Projector writes turn_data off the append path. Feed it with Appended
+// and Published; Run does the work.
+type Projector struct {
+	src   Source
+	q     *db.Queries
+	opts  Options
+	log   *slog.Logger
+	queue *queue
+
+	// catchUp says a catch-up is due: at start, after a failure.
+	catchUp atomic.Bool
+	// lagMu guards the times the lag gauge is computed from.
+	lagMu    sync.Mutex
+	inFlight time.Time // oldest job being projected; zero when none
+	behind   time.Time // oldest unprojected turn catch-up knows of
+
+	backfills *backfillSet
+
+	projected [numOutcomes]atomic.Int64
+	caughtUp  atomic.Int64
+	failures  atomic.Int64
+	reproj    atomic.Int64
+	delay     histogram
+}
+
+// New returns a projector; start it with Run.
+func New(opts Options) *Projector {
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = DefaultMaxPayload
+	}
+	if opts.QueueSize == 0 {
+		opts.QueueSize = DefaultQueueSize
+	}
+	if opts.Batch == 0 {
+		opts.Batch = DefaultBatch
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	p := &Projector{
+		src: opts.Source, q: db.New(pgrole.As(opts.Pool, pgrole.Projector, "")), opts: opts,
+		log: opts.Logger, queue: newQueue(opts.QueueSize), backfills: newBackfillSet(),
+	}
+	p.catchUp.Store(true)
+	return p
+}
+
+// Appended queues committed turns. It is (part of) the store's
+// Options.OnAppend: it never blocks, and drops what the queue cannot
+// hold, for catch-up to find.
+func (p *Projector) Appended(turns []store.Appended) {
+	now := p.opts.Now()
+	jobs := make([]job, len(turns))
+	for i, a := range turns {
+		jobs[i] = job{tenant: a.Tenant, turnID: a.TurnID, typeID: a.TypeID, typeVersion: a.TypeVersion, size: -1, at: now}
+	}
+	p.queue.push(jobs)
+}
+
+// Published asks for the re-projection of the tenant's turns after a
+// bundle was published. It never blocks.
+func (p *Projector) Published(t store.Tenant) {
+	p.backfills.add(t)
+}
+
+// Run projects until ctx ends: first whatever a crash or an older version
+// left unprojected, then the turns Appended queues, catching up again
+// after a drop or a failure. Backfills run beside it, on a goroutine Run
+// owns and waits for.
+func (p *Projector) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { p.runBackfills(ctx) })
+	defer wg.Wait()
+	retry := time.NewTicker(retryAfter)
+	defer retry.Stop()
+	var lastCatchUp, lastTry time.Time
+	for ctx.Err() == nil {
+		// A periodic catch-up also moves the watermarks on, so that the
+		// next start scans only the turns since. A failed one is tried
+		// again after retryAfter; the queue is drained meanwhile.
+		if p.takeDrops() {
+			p.catchUp.Store(true)
+		}
+		due := p.catchUp.Load() || time.Since(lastCatchUp) > catchUpEvery
+		if due && time.Since(lastTry) >= retryAfter {
+			lastTry = time.Now()
+			if p.runCatchUp(ctx) {
+				lastCatchUp = lastTry
+			}
+		}
+		if p.drain(ctx) {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-p.queue.wake:
+		case <-retry.C:
+		}
+	}
+	return nil
+}
+
+// takeDrops reports whether the queue dropped turns, and makes them the
+// catch-up's.
+func (p *Projector) takeDrops() bool {
+	since, ok := p.queue.takeDrops()
+	if ok {
+		p.noteBehind(since)
+	}
+	return ok
+}
+
+// drain projects one batch of the queue; false when it was empty.
+func (p *Projector) drain(ctx context.Context) bool {
+	jobs := p.queue.take(p.opts.Batch)
+	if len(jobs) == 0 {
+		return false
+	}
+	p.setInFlight(jobs[0].at)
+	defer p.setInFlight(time.Time{})
+	if err := p.projectBatch(ctx, jobs); err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("analytics: project turns; catch-up retries", "turns", len(jobs), "err", err)
+			p.failures.Add(1)
+		}
+		p.noteBehind(jobs[0].at)
+		p.catchUp.Store(true)
+		sleep(ctx, retryAfter)
+	}
+	return true
+}
+
+// projectBatch projects jobs and writes them in one statement. When a
+// tenant's registry changed meanwhile (a bundle was published while the
+// batch was projected), its turns are projected again with the new one,
+// so that a backfill that already went past them cannot leave them stale.
+func (p *Projector) projectBatch(ctx context.Context, jobs []job) error {
+	rows, gens, err := p.projectAll(ctx, jobs)
+	if err != nil {
+		return err
+	}
+	if err := p.write(ctx, rows); err != nil {
+		return err
+	}
+	again, err := p.staleJobs(ctx, jobs, gens)
+	if err != nil || len(again) == 0 {
+		return err
+	}
+	rows, _, err = p.projectAll(ctx, again)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		rows[i].reprojection = true
+	}
+	return p.write(ctx, rows)
+}
+
+// staleJobs returns the jobs whose tenant's registry is no longer the
+// generation gens says they were projected with.
+func (p *Projector) staleJobs(ctx context.Context, jobs []job, gens map[string]uint64) ([]job, error) {
+	changed := map[string]bool{}
+	for _, j := range jobs {
+		if _, seen := changed[j.tenant.ID]; seen {
+			continue
+		}
+		reg, err := p.src.Registry(ctx, j.tenant)
+		if err != nil {
+			return nil, fmt.Errorf("registry of tenant %q: %w", j.tenant.ID, err)
+		}
+		changed[j.tenant.ID] = reg.Generation() != gens[j.tenant.ID]
+	}
+	var again []job
+	for _, j := range jobs {
+		if changed[j.tenant.ID] {
+			again = append(again, j)
+		}
+	}
+	return again, nil
+}
+
+// row is one turn_data row to write.
+type row struct {
+	job
+	Projected
+	generation   uint64
+	reprojection bool // a backfill's or a stale batch's second projection
+}
+
+// projectAll projects jobs, each with its tenant's current registry, and
+// returns the rows and the generation used per tenant.
+func (p *Projector) projectAll(ctx context.Context, jobs []job) ([]row, map[string]uint64, error) {
+	regs := map[string]*registry.Registry{}
+	gens := map[string]uint64{}
+	rows := make([]row, 0, len(jobs))
+	for _, j := range jobs {
+		reg, ok := regs[j.tenant.ID]
+		if !ok {
+			var err error
+			if reg, err = p.src.Registry(ctx, j.tenant); err != nil {
+				return nil, nil, fmt.Errorf("registry of tenant %q: %w", j.tenant.ID, err)
+			}
+			regs[j.tenant.ID], gens[j.tenant.ID] = reg, reg.Generation()
+		}
+		pr, err := p.projectOne(ctx, reg, j)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, row{job: j, Projected: pr, generation: reg.Generation()})
+	}
+	return rows, gens, nil
+}
+
+// projectOne reads a turn's payload and projects it. Only an unavailable
+// store is an error; an unreadable blob is a skipped turn.
+func (p *Projector) projectOne(ctx context.Context, reg *registry.Registry, j job) (Projected, error) {
+	size := j.size
+	if size < 0 {
+		if turn, ok := p.src.TurnInfo(j.tenant, j.turnID); ok {
+			size = int64(turn.UncompressedLen)
+		}
+	}
+	if size > p.opts.MaxPayload {
+		return Projected{Skipped: SkipTooLarge}, nil
+	}
+	if _, ok := reg.Descriptor(j.typeID, j.typeVersion); !ok {
+		return Projected{Skipped: SkipUnknownType}, nil
+	}
+	payload, err := p.src.TurnPayload(ctx, j.tenant, j.turnID)
+	switch {
+	case store.KindOf(err) == store.KindUnavailable:
+		return Projected{}, fmt.Errorf("payload of turn %d: %w", j.turnID, err)
+	case err != nil:
+		return Projected{Skipped: SkipUnreadable}, nil
+	}
+	return Project(reg, j.typeID, j.typeVersion, payload), nil
+}
+
+// write upserts rows with one statement (which may not name a turn
+// twice: the last row of a turn wins).
+func (p *Projector) write(ctx context.Context, rows []row) error {
+	rows = lastPerTurn(rows)
+	if len(rows) == 0 {
+		return nil
+	}
+	arg := db.UpsertTurnDataParams{
+		TenantIds: make([]string, len(rows)), TurnIds: make([]int64, len(rows)),
+		TypeIds: make([]string, len(rows)), TypeVersions: make([]int64, len(rows)),
+		Datas: make([]string, len(rows)), Skipped: make([]string, len(rows)), Generations: make([]int64, len(rows)),
+	}
+	for i, r := range rows {
+		arg.TenantIds[i], arg.TurnIds[i] = r.tenant.ID, int64(r.turnID)
+		arg.TypeIds[i], arg.TypeVersions[i] = r.typeID, int64(r.typeVersion)
+		arg.Datas[i], arg.Skipped[i], arg.Generations[i] = string(r.Data), r.Skipped, int64(r.generation)
+	}
+	if err := p.q.UpsertTurnData(ctx, arg); err != nil {
+		if pgerr.DataError(err) && len(rows) > 1 {
+			return p.writeEach(ctx, rows)
+		}
+		return fmt.Errorf("write %d turn_data rows: %w", len(rows), err)
+	}
+	now := p.opts.Now()
+	for _, r := range rows {
+		p.projected[outcomeOf(r.Skipped)].Add(1)
+		if !r.at.IsZero() && !r.reprojection {
+			p.delay.observe(max(now.Sub(r.at), 0).Seconds())
+		}
+	}
+	return nil
+}
+
+// writeEach writes rows one at a time, after Postgres refused a batch for
+// its data: a row it refuses alone keeps only metadata (undecodable), so
+// that one turn never stops the others.
+func (p *Projector) writeEach(ctx context.Context, rows []row) error {
+	for _, r := range rows {
+		err := p.write(ctx, []row{r})
+		if err != nil && pgerr.DataError(err) {
+			p.log.Warn("analytics: Postgres refused a turn's data; keeping its metadata only", "tenant", r.tenant.ID, "turn", r.turnID, "err", err)
+			r.Projected = Projected{Skipped: SkipUndecodable}
+			err = p.write(ctx, []row{r})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lastPerTurn drops every row that a later row of the same turn replaces.
+func lastPerTurn(rows []row) []row {
+	type key struct {
+		tenant string
+		turn   uint64
+	}
+	last := make(map[key]int, len(rows))
+	for i, r := range rows {
+		last[key{r.tenant.ID, r.turnID}] = i
+	}
+	if len(last) == len(rows) {
+		return rows
+	}
+	out := rows[:0:0]
+	for i, r := range rows {
+		if last[key{r.tenant.ID, r.turnID}] == i {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (p *Projector) setInFlight(t time.Time) {
+	p.lagMu.Lock()
+	p.inFlight = t
+	p.lagMu.Unlock()
+}
+
+// noteBehind records that a turn committed at t may be unprojected until
+// the next catch-up completes.
+func (p *Projector) noteBehind(t time.Time) {
+	p.lagMu.Lock()
+	if p.behind.IsZero() || t.Before(p.behind) {
+		p.behind = t
+	}
+	p.lagMu.Unlock()
+}
+
+// Lag is how long the oldest committed turn the projector knows to be
+// unprojected has waited: queued, being projected, dropped or found by
+// catch-up. 0 when it is up to date.
+func (p *Projector) Lag() time.Duration {
+	_, oldest, _, dropSince := p.queue.state()
+	p.lagMu.Lock()
+	for _, t := range []time.Time{p.inFlight, p.behind, dropSince} {
+		if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	p.lagMu.Unlock()
+	if oldest.IsZero() {
+		return 0
+	}
+	return max(p.opts.Now().Sub(oldest), 0)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

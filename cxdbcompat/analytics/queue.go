@@ -1,0 +1,88 @@
+package analytics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/cardboxhq/cardbox/store"
+)
+
+// job is one turn to project.
+type job struct {
+	tenant      store.Tenant
+	turnID      uint64
+	typeID      string
+	typeVersion uint32
+	size        int64     // uncompressed payload bytes; -1 when not known yet
+	at          time.Time // when it was committed (or queued, for live turns)
+}
+
+// queue is the bounded FIFO between the store's committer and the
+// projector. push never blocks: what does not fit is dropped and
+// remembered, for catch-up to find in Postgres.
+type queue struct {
+	mu      sync.Mutex
+	jobs    []job
+	max     int
+	dropped int64     // turns dropped since start
+	since   time.Time // oldest drop not yet caught up; zero when none
+	wake    chan struct{}
+}
+
+func newQueue(max int) *queue {
+	return &queue{max: max, wake: make(chan struct{}, 1)}
+}
+
+// push queues jobs, dropping those past the bound.
+func (q *queue) push(jobs []job) {
+	q.mu.Lock()
+	room := max(q.max-len(q.jobs), 0)
+	if room < len(jobs) {
+		q.dropped += int64(len(jobs) - room)
+		if q.since.IsZero() {
+			q.since = jobs[room].at
+		}
+		jobs = jobs[:room]
+	}
+	q.jobs = append(q.jobs, jobs...)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take removes up to n jobs from the head.
+func (q *queue) take(n int) []job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n = min(n, len(q.jobs))
+	out := make([]job, n)
+	copy(out, q.jobs)
+	clear(q.jobs[:n])
+	q.jobs = q.jobs[n:]
+	if len(q.jobs) == 0 {
+		q.jobs = nil // appends then start a new array, not the tail of the old
+	}
+	return out
+}
+
+// state returns the queue's length, the time of its oldest job (zero when
+// empty), the drops since start and the oldest drop not caught up.
+func (q *queue) state() (n int, oldest time.Time, dropped int64, dropSince time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.jobs) > 0 {
+		oldest = q.jobs[0].at
+	}
+	return len(q.jobs), oldest, q.dropped, q.since
+}
+
+// takeDrops reports whether turns were dropped since the last call, and
+// forgets them: the catch-up about to run finds them.
+func (q *queue) takeDrops() (since time.Time, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	since, q.since = q.since, time.Time{}
+	return since, !since.IsZero()
+}
