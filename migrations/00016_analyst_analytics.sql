@@ -5,6 +5,15 @@
 -- no other tenant's.
 
 -- +goose Up
+-- sql_roles (00012) is a tenant's rows like the others: row-level security,
+-- forced. The schema's owner makes analysts' roles (cardbox sql-role) and
+-- owns cardbox_sql_tenant(), which reads it; administration removes a
+-- deleted tenant's.
+ALTER TABLE sql_roles ENABLE ROW LEVEL SECURITY;
+ALTER TABLE sql_roles FORCE ROW LEVEL SECURITY;
+CREATE POLICY owner_rows ON sql_roles TO CURRENT_USER USING (true) WITH CHECK (true);
+CREATE POLICY system_paths ON sql_roles TO cardbox_admin USING (true) WITH CHECK (true);
+
 -- Administration removes a deleted tenant's analytics rows with the rest
 -- (sqlc/queries/tenantdelete.sql).
 GRANT SELECT, DELETE ON turn_data, analytics_daily, analytics_children, analytics_usage, analytics_context_turns,
@@ -28,6 +37,10 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
+DROP POLICY system_paths ON sql_roles;
+DROP POLICY owner_rows ON sql_roles;
+ALTER TABLE sql_roles NO FORCE ROW LEVEL SECURITY;
+ALTER TABLE sql_roles DISABLE ROW LEVEL SECURITY;
 REVOKE SELECT, DELETE ON turn_data, analytics_daily, analytics_children, analytics_usage, analytics_context_turns,
     analytics_keyed, analytics_tool_call_rows, analytics_watermarks, analytics_backfills FROM cardbox_admin;
 -- +goose StatementBegin

@@ -204,3 +204,37 @@ func TestScopeInATransactionEndsWithItsStatement(t *testing.T) {
 		t.Fatalf("after the scoped statement: role %q tenant %q err %v, want %q and no tenant", role, tenant, err, sessionUser)
 	}
 }
+
+// Every table with a tenant_id column has row-level security, forced,
+// and the request role's policy.
+func TestEveryTenantTableHasForcedRowSecurity(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	rows, err := pool.Query(context.Background(), `
+		SELECT c.relname::text, c.relrowsecurity, c.relforcerowsecurity,
+		       EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = 'tenant_rows')
+		FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema()
+		WHERE c.relkind = 'r'
+		  AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)
+		ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var table string
+		var on, forced, policy bool
+		if err := rows.Scan(&table, &on, &forced, &policy); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		// sql_roles is the owner's and administration's alone: no request
+		// reads it, so it has no request policy.
+		if !on || !forced || (!policy && table != "sql_roles") {
+			t.Errorf("%s: row security %v, forced %v, tenant_rows policy %v", table, on, forced, policy)
+		}
+	}
+	if err := rows.Err(); err != nil || n < 20 {
+		t.Fatalf("%d tenant tables (%v): the query finds too few", n, err)
+	}
+}
