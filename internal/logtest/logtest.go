@@ -23,16 +23,22 @@ func (l *Errors) Enabled(_ context.Context, lvl slog.Level) bool { return lvl >=
 
 // Handle keeps r.
 func (l *Errors) Handle(_ context.Context, r slog.Record) error {
+	s := format(r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, s)
+	return nil
+}
+
+// format is a record's message and attributes.
+func format(r slog.Record) string {
 	var b strings.Builder
 	b.WriteString(r.Message)
 	r.Attrs(func(a slog.Attr) bool {
 		b.WriteString(" " + a.String())
 		return true
 	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, b.String())
-	return nil
+	return b.String()
 }
 
 // WithAttrs returns l: the records' own attributes say enough.
@@ -46,4 +52,76 @@ func (l *Errors) Records() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.recs)
+}
+
+// All is a slog.Handler that keeps every record, at any level, as its
+// message and attributes: for tests that check what is logged at all
+// (that no secret is). It is safe for concurrent use.
+type All struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+// Enabled reports true: every level is kept.
+func (l *All) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle keeps r.
+func (l *All) Handle(_ context.Context, r slog.Record) error {
+	s := format(r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, s)
+	return nil
+}
+
+// WithAttrs returns l.
+func (l *All) WithAttrs([]slog.Attr) slog.Handler { return l }
+
+// WithGroup returns l.
+func (l *All) WithGroup(string) slog.Handler { return l }
+
+// Records returns the records kept so far.
+func (l *All) Records() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.recs)
+}
+
+// Tee is a slog.Handler that hands each record to every handler enabled
+// for its level.
+type Tee []slog.Handler
+
+// Enabled reports whether any handler is enabled for lvl.
+func (t Tee) Enabled(ctx context.Context, lvl slog.Level) bool {
+	return slices.ContainsFunc(t, func(h slog.Handler) bool { return h.Enabled(ctx, lvl) })
+}
+
+// Handle hands r to the handlers enabled for its level.
+func (t Tee) Handle(ctx context.Context, r slog.Record) error {
+	for _, h := range t {
+		if h.Enabled(ctx, r.Level) {
+			if err := h.Handle(ctx, r.Clone()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// WithAttrs returns t with attrs on every handler.
+func (t Tee) WithAttrs(attrs []slog.Attr) slog.Handler {
+	out := make(Tee, len(t))
+	for i, h := range t {
+		out[i] = h.WithAttrs(attrs)
+	}
+	return out
+}
+
+// WithGroup returns t with the group on every handler.
+func (t Tee) WithGroup(name string) slog.Handler {
+	out := make(Tee, len(t))
+	for i, h := range t {
+		out[i] = h.WithGroup(name)
+	}
+	return out
 }

@@ -91,6 +91,7 @@ type hosted struct {
 	binAddr string
 	url     string
 	logs    *logtest.Errors
+	all     *logtest.All // every record at every level: no secret may be in one
 	secrets map[cred]string
 	// tables are the tenant-owned tables (those with a tenant_id column).
 	tables []string
@@ -99,8 +100,8 @@ type hosted struct {
 func newHosted(t *testing.T) *hosted {
 	t.Helper()
 	ctx := context.Background()
-	h := &hosted{pool: pgtest.NewPool(t), dataDir: t.TempDir(), logs: &logtest.Errors{}, secrets: map[cred]string{}}
-	log := slog.New(h.logs)
+	h := &hosted{pool: pgtest.NewPool(t), dataDir: t.TempDir(), logs: &logtest.Errors{}, all: &logtest.All{}, secrets: map[cred]string{}}
+	log := slog.New(logtest.Tee{h.logs, h.all})
 
 	h.keys = auth.NewKeys(h.pool, log)
 	h.quota = quota.New(quota.Options{RefreshEvery: -1, Lookup: func(ctx context.Context, tenant string) (quota.Setting, error) {
@@ -184,10 +185,33 @@ func newHosted(t *testing.T) *hosted {
 		for _, r := range h.logs.Records() {
 			t.Errorf("server logged an error: %s", r)
 		}
+		h.requireNoSecretLogged(t)
 	})
 	h.makeKeys(t)
 	h.tables = tenantTables(t, h.pool)
 	return h
+}
+
+// requireNoSecretLogged fails when any record the server logged, at any
+// level, holds a key's secret (the part after its public id) that the
+// suite sent.
+func (h *hosted) requireNoSecretLogged(t *testing.T) {
+	t.Helper()
+	recs := h.all.Records()
+	if len(recs) == 0 {
+		t.Error("the server logged nothing at all: the check below proves nothing")
+	}
+	for c, secret := range h.secrets {
+		if c == malformedKey || len(secret) < 43 {
+			continue
+		}
+		tail := secret[len(secret)-43:]
+		for _, r := range recs {
+			if strings.Contains(r, tail) {
+				t.Errorf("the server logged %s's secret: %s", c, r)
+			}
+		}
+	}
 }
 
 // usage is what a tenant stores and its quota, as cardboxd's
