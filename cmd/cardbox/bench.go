@@ -15,13 +15,15 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/time/rate"
 )
 
 // benchConfig is what `cardbox bench` drives.
 type benchConfig struct {
 	addr, httpAddr string
-	key            string // API key of a hosted server
-	dataDir        string // the server's, for the flush probes
+	key            string  // API key of a hosted server
+	dataDir        string  // the server's, for the flush probes
+	rate           float64 // appends per second in all, 0: as fast as they go
 	conns          int
 	contexts       int
 	size           int
@@ -46,6 +48,7 @@ func parseBench(args []string) (*benchConfig, error) {
 	fs.IntVar(&c.latencyTurns, "latency-turns", 2000, "appends on one connection to measure single-writer latency")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
 	fs.StringVar(&c.key, "key", "", "API key (writer) of a server in hosted mode")
+	fs.Float64Var(&c.rate, "rate", 0, "appends per second over all connections in the append phase (0: as fast as they go), e.g. half the maximum, for the analytics lag")
 	fs.StringVar(&c.dataDir, "data-dir", os.Getenv("CARDBOX_DATA_DIR"), "the server's data directory (default $CARDBOX_DATA_DIR): fdatasync and the durable-flush floor are measured there")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -72,6 +75,9 @@ type benchResult struct {
 	StoredBytesByTurn float64 `json:"stored_bytes_per_turn"`
 	ServerRSSMB       float64 `json:"server_rss_mb"`
 	ServerTurns       float64 `json:"server_turns"`
+	// AnalyticsDelayP99S is the p99 of the server's delay from a turn's
+	// commit to its analytics row (an upper bucket bound), since start.
+	AnalyticsDelayP99S float64 `json:"analytics_delay_p99_s,omitempty"`
 	machineFacts
 }
 
@@ -100,6 +106,7 @@ func bench(ctx context.Context, args []string) error {
 	if err := readPhase(ctx, cfg, contexts, r); err != nil {
 		return err
 	}
+	r.AnalyticsDelayP99S = analyticsDelayP99(ctx, cfg.httpAddr)
 	if after, err := scrapeMetrics(ctx, cfg.httpAddr); err == nil {
 		r.ServerRSSMB = after["process_resident_memory_bytes"] / (1 << 20)
 		r.ServerTurns = after["cardbox_turns"]
@@ -134,7 +141,14 @@ func appendPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *be
 	var count atomic.Int64
 	lat := make([][]time.Duration, cfg.conns)
 	deadline := time.Now().Add(cfg.duration)
+	pace := rate.NewLimiter(rate.Limit(cfg.rate), max(1, int(cfg.rate/100)))
+	if cfg.rate <= 0 {
+		pace = rate.NewLimiter(rate.Inf, 0)
+	}
 	more := func() bool {
+		if pace.Wait(ctx) != nil {
+			return false
+		}
 		if cfg.turns > 0 {
 			return count.Add(1) <= int64(cfg.turns)
 		}
@@ -327,5 +341,8 @@ func report(cfg *benchConfig, r *benchResult) error {
 	fmt.Printf("machine                 fdatasync %.3f ms, durable-flush floor %.3f ms (fdatasync + a Postgres commit), load %s\n",
 		r.FdatasyncMs, r.FlushFloorMs, r.LoadAverage)
 	fmt.Printf("CPU per append          server %.0f µs, Postgres %.0f µs\n", r.ServerCPUUsPerApp, r.PostgresCPUUsPerApp)
+	if r.AnalyticsDelayP99S > 0 {
+		fmt.Printf("analytics delay p99     %.3f s (commit to turn_data row, upper bucket bound, since the server started)\n", r.AnalyticsDelayP99S)
+	}
 	return nil
 }
