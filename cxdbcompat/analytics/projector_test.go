@@ -158,6 +158,11 @@ func TestLagGauge(t *testing.T) {
 	h.publish(h.tenant)
 	c := h.newContext(h.tenant, 0)
 	h.appendJSON(h.tenant, c, 0, "", `{"item_type":"user_input","user_input":{"text":"one"}}`)
+	// The store tells the projector of a group after acknowledging it:
+	// the turn's queued time is read when it arrives.
+	h.waitFor("the first turn queued", func() bool {
+		return metricValue(t, h.proj, "cardbox_analytics_queue_length") == 1
+	})
 	now.Add(int64(3 * time.Second))
 	h.appendJSON(h.tenant, c, 0, "", `{"item_type":"user_input","user_input":{"text":"two"}}`)
 	now.Add(int64(2 * time.Second))
