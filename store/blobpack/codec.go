@@ -14,22 +14,21 @@ import (
 // DecodeAll are safe for concurrent use; each call borrows one of
 // GOMAXPROCS internal coders. Neither starts goroutines.
 type zcodec struct {
-	enc *zstd.Encoder
-	dec *zstd.Decoder
+	enc   *zstd.Encoder // level 3: larger blobs
+	small *zstd.Encoder // level 1: blobs under smallBlob bytes
+	dec   *zstd.Decoder
 }
+
+// smallBlob is the size under which blobs are compressed at level 1
+// (zstd.SpeedFastest) rather than 3: turn payloads are mostly this small,
+// and level 3's CPU, a third of the server's on the append path, buys
+// them little (docs/performance.md, issue 13). Any level decodes alike.
+const smallBlob = 4 << 10
 
 // zc returns the shared codec. Its options are constant, so failing to
 // build it is a programming error.
 var zc = sync.OnceValue(func() *zcodec {
-	enc, err := zstd.NewWriter(nil,
-		zstd.WithEncoderLevel(zstd.SpeedDefault),
-		zstd.WithEncoderCRC(false),     // the record CRC covers the stored bytes
-		zstd.WithLowerEncoderMem(true), // smaller tables: most blobs are small, and resetting them dominates
-		zstd.WithEncoderConcurrency(0),
-	)
-	if err != nil {
-		panic(fmt.Sprintf("blobpack: zstd encoder: %v", err))
-	}
+	enc, small := newEncoder(zstd.SpeedDefault), newEncoder(zstd.SpeedFastest)
 	dec, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(0),
 		// DecodeAll may only fill the capacity of dst, which decompress
@@ -40,8 +39,21 @@ var zc = sync.OnceValue(func() *zcodec {
 	if err != nil {
 		panic(fmt.Sprintf("blobpack: zstd decoder: %v", err))
 	}
-	return &zcodec{enc: enc, dec: dec}
+	return &zcodec{enc: enc, small: small, dec: dec}
 })
+
+func newEncoder(level zstd.EncoderLevel) *zstd.Encoder {
+	enc, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(level),
+		zstd.WithEncoderCRC(false),     // the record CRC covers the stored bytes
+		zstd.WithLowerEncoderMem(true), // smaller tables: most blobs are small, and resetting them dominates
+		zstd.WithEncoderConcurrency(0),
+	)
+	if err != nil {
+		panic(fmt.Sprintf("blobpack: zstd encoder: %v", err))
+	}
+	return enc
+}
 
 // Encode returns the stored form of a blob and its codec, as Put would
 // store it. Callers may run it in parallel ahead of Put and pass the result
@@ -62,7 +74,11 @@ func (z *zcodec) compress(data, dst []byte) ([]byte, Codec) {
 	}
 	// A capacity of len(data) bounds the output: what does not fit is not
 	// smaller, and is stored raw.
-	out := z.enc.EncodeAll(data, dst[:0:len(data)])
+	enc := z.enc
+	if len(data) < smallBlob {
+		enc = z.small
+	}
+	out := enc.EncodeAll(data, dst[:0:len(data)])
 	if len(out) >= len(data) {
 		return data, CodecRaw
 	}

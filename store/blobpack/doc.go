@@ -2,7 +2,7 @@
 // append-only pack file, with a rebuildable index file beside it.
 //
 // A blob's key is the BLAKE3-256 of its uncompressed bytes. A blob is
-// stored once, zstd-compressed (level 3, zstd.SpeedDefault) unless it is
+// stored once, zstd-compressed (level 1 under 4 KiB, else level 3) unless it is
 // shorter than 128 bytes or zstd does not make it smaller, in which case it
 // is stored raw. All lookups are served from an in-memory index (about
 // 70 bytes per blob); reads are one pread each. View also keeps recently
