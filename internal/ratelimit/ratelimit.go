@@ -52,14 +52,14 @@ func New(def Rate, lookup func(ctx context.Context, tenant string) (Rate, error)
 // is no reason to refuse service.
 func (l *Limiter) Allow(ctx context.Context, tenant string) (bool, time.Duration) {
 	now := l.now()
-	b := l.bucket(ctx, tenant, now)
-	if b == nil {
+	lim := l.bucket(ctx, tenant, now)
+	if lim == nil {
 		return true, 0
 	}
-	if b.lim.AllowN(now, 1) {
+	if lim.AllowN(now, 1) {
 		return true, 0
 	}
-	r := b.lim.ReserveN(now, 1)
+	r := lim.ReserveN(now, 1)
 	wait := r.DelayFrom(now)
 	r.CancelAt(now)
 	return false, wait
@@ -72,49 +72,54 @@ func (l *Limiter) Forget(tenant string) {
 	delete(l.buckets, tenant)
 }
 
-// bucket returns tenant's bucket, nil when it is not limited.
-func (l *Limiter) bucket(ctx context.Context, tenant string, now time.Time) *bucket {
+// bucket returns tenant's token bucket, nil when it is not limited. A
+// bucket's rate and check time are read and written under l.mu only; its
+// limiter is safe for concurrent use.
+func (l *Limiter) bucket(ctx context.Context, tenant string, now time.Time) *rate.Limiter {
 	l.mu.Lock()
 	b := l.buckets[tenant]
 	stale := b == nil || now.Sub(b.checked) >= RefreshEvery
-	if b != nil && stale {
-		b.checked = now // one caller refreshes; the others use the old rate meanwhile
+	var known Rate
+	if b != nil {
+		known = b.rate
+		if stale {
+			b.checked = now // one caller refreshes; the others use the old rate meanwhile
+		}
 	}
 	l.mu.Unlock()
 	if stale {
-		b = l.refresh(ctx, tenant, now, b)
+		b, known = l.refresh(ctx, tenant, now, b != nil, known)
 	}
-	if b.rate.PerSec <= 0 {
+	if known.PerSec <= 0 {
 		return nil
 	}
-	return b
+	return b.lim
 }
 
 // refresh reads tenant's rate and applies it to its bucket (a new one
-// when b is nil).
-func (l *Limiter) refresh(ctx context.Context, tenant string, now time.Time, b *bucket) *bucket {
+// when it has none or the rate changed); known is the rate last read,
+// when had says there was one. It returns the bucket and its rate.
+func (l *Limiter) refresh(ctx context.Context, tenant string, now time.Time, had bool, known Rate) (*bucket, Rate) {
 	r := l.def
 	if l.lookup != nil {
 		own, err := l.lookup(ctx, tenant)
 		switch {
-		case err != nil && b != nil:
-			r = b.rate
+		case err != nil && had:
+			r = known
 		case err == nil && own.PerSec > 0:
 			r = own
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cur := l.buckets[tenant]; cur != nil {
-		b = cur
-	}
+	b := l.buckets[tenant]
 	if b == nil || b.rate != r {
 		// A new rate starts a full bucket.
 		b = &bucket{lim: rate.NewLimiter(limit(r), r.Burst)}
 		l.buckets[tenant] = b
 	}
 	b.rate, b.checked = r, now
-	return b
+	return b, r
 }
 
 func limit(r Rate) rate.Limit {
