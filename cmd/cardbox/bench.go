@@ -120,18 +120,7 @@ func bench(ctx context.Context, args []string) error {
 }
 
 func createContexts(ctx context.Context, cfg *benchConfig) ([]uint64, error) {
-	c, err := dialBench(ctx, cfg.addr, cfg.key)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", cfg.addr, err)
-	}
-	defer c.Close()
-	ids := make([]uint64, cfg.contexts)
-	for i := range ids {
-		if ids[i], err = c.createContext(); err != nil {
-			return nil, fmt.Errorf("create context: %w", err)
-		}
-	}
-	return ids, nil
+	return contextsOf(ctx, cfg.addr, cfg.key, cfg.contexts)
 }
 
 // appendPhase runs cfg.conns writers, each appending to its share of the
@@ -242,21 +231,7 @@ func sumInt64(v []int64) int64 {
 
 // forEachConn dials cfg.conns connections and runs fn on each in parallel.
 func forEachConn(ctx context.Context, cfg *benchConfig, fn func(int, *benchConn) error) error {
-	var wg sync.WaitGroup
-	errs := make([]error, cfg.conns)
-	for i := range cfg.conns {
-		wg.Go(func() {
-			c, err := dialBench(ctx, cfg.addr, cfg.key)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer c.Close()
-			errs[i] = fn(i, c)
-		})
-	}
-	wg.Wait()
-	return firstError(errs)
+	return onConns(ctx, cfg.addr, cfg.key, cfg.conns, fn)
 }
 
 func firstError(errs []error) error {
