@@ -22,6 +22,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -154,13 +155,7 @@ func (h *cxdbHarness) publishConversationBundle() {
 // eventually polls cond until it holds or 10 s pass.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, what, 10*time.Second, cond)
 }
 
 // sharedFixture reads a payload fixture of ../shared/fixtures/cxdb/types.

@@ -52,7 +52,7 @@ func analyticsBackfill(ctx context.Context, args []string) error {
 		}
 		defer engine.Close()
 		svc := service.New(engine, service.Options{})
-		proj := analytics.New(analytics.Options{Source: svc, Pool: db.Pool, MaxPayload: cfg.AnalyticsMaxPayload})
+		proj := analytics.New(analytics.Options{Source: svc, Pool: db.Background, MaxPayload: cfg.AnalyticsMaxPayload})
 		return runBackfill(ctx, proj, svc, only)
 	})
 	if errors.Is(err, datadir.ErrLocked) {

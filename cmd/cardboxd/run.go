@@ -83,7 +83,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	svc = service.New(engine, svcOpts)
 	if cfg.Analytics {
-		proj = analytics.New(analytics.Options{Source: svc, Pool: db.Pool, MaxPayload: cfg.AnalyticsMaxPayload, Logger: log})
+		proj = analytics.New(analytics.Options{Source: svc, Pool: db.Background, MaxPayload: cfg.AnalyticsMaxPayload, Logger: log})
 	}
 
 	routes, cards, stopBackground := domainRoutes(ctx, cfg, db, svc, proj, access.cardboxAdmit(engine), log)

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
@@ -29,14 +32,18 @@ type Options struct {
 	Source Source
 	// Pool is the server's Postgres pool; the projector's statements run
 	// as pgrole.Projector.
-	Pool pgrole.Batcher
+	Pool *pgxpool.Pool
 	// MaxPayload is the largest payload projected; larger ones keep only
 	// metadata (DefaultMaxPayload when 0).
 	MaxPayload int64
 	// QueueSize bounds the turns waiting (DefaultQueueSize when 0).
 	QueueSize int
 	// Batch is the most turns one statement writes (DefaultBatch when 0).
-	Batch  int
+	Batch int
+	// Linger is how long a queued turn may wait for a batch to fill
+	// (DefaultLinger when 0, none when negative): a few large statements
+	// cost Postgres far less per turn than many small ones.
+	Linger time.Duration
 	Logger *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -45,7 +52,8 @@ type Options struct {
 // Defaults of Options.
 const (
 	DefaultQueueSize = 1 << 16
-	DefaultBatch     = 512
+	DefaultBatch     = 2048
+	DefaultLinger    = 250 * time.Millisecond
 )
 
 // catchUpEvery is how often the projector catches up when nothing else
@@ -59,6 +67,7 @@ const retryAfter = time.Second
 // and Published; Run does the work.
 type Projector struct {
 	src   Source
+	pool  *pgxpool.Pool
 	q     *db.Queries
 	opts  Options
 	log   *slog.Logger
@@ -91,6 +100,9 @@ func New(opts Options) *Projector {
 	if opts.Batch == 0 {
 		opts.Batch = DefaultBatch
 	}
+	if opts.Linger == 0 {
+		opts.Linger = DefaultLinger
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -98,7 +110,7 @@ func New(opts Options) *Projector {
 		opts.Now = time.Now
 	}
 	p := &Projector{
-		src: opts.Source, q: db.New(pgrole.As(opts.Pool, pgrole.Projector, "")), opts: opts,
+		src: opts.Source, pool: opts.Pool, q: db.New(pgrole.As(opts.Pool, pgrole.Projector, "")), opts: opts,
 		log: opts.Logger, queue: newQueue(opts.QueueSize), backfills: newBackfillSet(),
 	}
 	p.catchUp.Store(true)
@@ -160,6 +172,27 @@ func (p *Projector) Run(ctx context.Context) error {
 	return nil
 }
 
+// gather waits, while the queue holds less than a batch, until its oldest
+// turn has waited Linger, or ctx ends.
+func (p *Projector) gather(ctx context.Context) {
+	for {
+		n, oldest, _, _ := p.queue.state()
+		wait := min(p.opts.Linger-p.opts.Now().Sub(oldest), p.opts.Linger)
+		if n == 0 || n >= p.opts.Batch || wait <= 0 {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-p.queue.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
 // takeDrops reports whether the queue dropped turns, and makes them the
 // catch-up's.
 func (p *Projector) takeDrops() bool {
@@ -172,6 +205,7 @@ func (p *Projector) takeDrops() bool {
 
 // drain projects one batch of the queue; false when it was empty.
 func (p *Projector) drain(ctx context.Context) bool {
+	p.gather(ctx)
 	jobs := p.queue.take(p.opts.Batch)
 	if len(jobs) == 0 {
 		return false
@@ -303,6 +337,14 @@ func (p *Projector) write(ctx context.Context, rows []row) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	var nos []int32
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if !seen[r.tenant.ID] {
+			seen[r.tenant.ID] = true
+			nos = append(nos, int32(r.tenant.No))
+		}
+	}
 	arg := db.UpsertTurnDataParams{
 		TenantIds: make([]string, len(rows)), TurnIds: make([]int64, len(rows)),
 		TypeIds: make([]string, len(rows)), TypeVersions: make([]int64, len(rows)),
@@ -313,7 +355,7 @@ func (p *Projector) write(ctx context.Context, rows []row) error {
 		arg.TypeIds[i], arg.TypeVersions[i] = r.typeID, int64(r.typeVersion)
 		arg.Datas[i], arg.Skipped[i], arg.Generations[i] = string(r.Data), r.Skipped, int64(r.generation)
 	}
-	if err := p.q.UpsertTurnData(ctx, arg); err != nil {
+	if err := p.upsert(ctx, nos, arg); err != nil {
 		if pgerr.DataError(err) && len(rows) > 1 {
 			return p.writeEach(ctx, rows)
 		}
@@ -327,6 +369,18 @@ func (p *Projector) write(ctx context.Context, rows []row) error {
 		}
 	}
 	return nil
+}
+
+// upsert writes a batch of rows of the tenants numbered nos, in a
+// transaction that first holds off their deletion (HoldOffTenantDeletion).
+func (p *Projector) upsert(ctx context.Context, nos []int32, arg db.UpsertTurnDataParams) error {
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		q := db.New(pgrole.As(tx, pgrole.Projector, ""))
+		if err := q.HoldOffTenantDeletion(ctx, nos); err != nil {
+			return fmt.Errorf("lock tenants: %w", err)
+		}
+		return q.UpsertTurnData(ctx, arg)
+	})
 }
 
 // writeEach writes rows one at a time, after Postgres refused a batch for

@@ -125,8 +125,11 @@ func TestCatchUpAfterCrash(t *testing.T) {
 	if n := h.count("SELECT sum(turns) FROM analytics_daily WHERE tenant_id = 'default'"); n != int64(len(ids)) {
 		t.Errorf("analytics_daily counts %d turns, want %d", n, len(ids))
 	}
-	if n := h.count("SELECT count(*) FROM analytics_children WHERE children <> 1"); n != 0 {
-		t.Errorf("%d turns of a straight chain have other than one child", n)
+	if n := h.count("SELECT count(*) FROM analytics_fork_points"); n != 0 {
+		t.Errorf("a straight chain has %d fork points", n)
+	}
+	if n := h.count("SELECT count(DISTINCT parent_turn_id) FROM turn_data WHERE parent_turn_id <> 0"); n != int64(len(ids)-1) {
+		t.Errorf("%d turns are parents in turn_data, want %d", n, len(ids)-1)
 	}
 	h.waitFor("the watermark", func() bool {
 		return h.count("SELECT coalesce(max(turn_id), 0) FROM analytics_watermarks WHERE tenant_id = 'default'") == int64(ids[len(ids)-1])

@@ -4,10 +4,13 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
+	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -88,5 +91,77 @@ func TestRefusedRowKeepsMetadataOnly(t *testing.T) {
 	}
 	if want := `1:{"a": 1} 2:undecodable`; got != want {
 		t.Errorf("turn_data %q, want %q", got, want)
+	}
+}
+
+// A tenant deleted while a batch of its turns waits to be written keeps
+// none of them: the batch waits for the deletion's lock on the tenant's
+// row, then leaves the tenant out and writes the others' turns.
+func TestWriteLeavesOutTenantDeletedMeanwhile(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	seedTurns(t, pool, 1)
+	_, err := pool.Exec(ctx, `
+		INSERT INTO tenants (tenant_id) VALUES ('acme');
+		INSERT INTO contexts (tenant_id, context_id) VALUES ('acme', 2);
+		INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version, encoding,
+		                   compression, uncompressed_len, payload_hash, created_at)
+		VALUES ('acme', 2, 2, 0, 1, 't', 1, 1, 0, 2, '\x00', now())`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deletion, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deletion.Rollback(context.Background()) })
+	q := db.New(deletion) // as internal/auth's DeleteTenant begins
+	acme, err := q.LockTenantForDelete(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.LockTenantAgainstProjection(ctx, acme); err != nil {
+		t.Fatal(err)
+	}
+
+	p := New(Options{Pool: pool})
+	rows := []row{
+		{job: job{tenant: store.Tenant{ID: "default", No: 1}, turnID: 1, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}},
+		{job: job{tenant: store.Tenant{ID: "acme", No: uint32(acme)}, turnID: 2, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}},
+	}
+	written := make(chan error, 1)
+	go func() { written <- p.write(ctx, rows) }()
+	waitfor.True(t, "the batch to wait for the deletion", 20*time.Second, func() bool {
+		if len(written) > 0 {
+			t.Fatalf("the batch did not wait: %v", <-written)
+		}
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%name: HoldOffTenantDeletion%'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	for _, q := range []string{
+		"UPDATE tenants SET deleted_at = now() WHERE tenant_id = 'acme'",
+		"DELETE FROM turns WHERE tenant_id = 'acme'",
+		"DELETE FROM contexts WHERE tenant_id = 'acme'",
+	} {
+		if _, err := deletion.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := deletion.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	err = pool.QueryRow(ctx, `SELECT (SELECT string_agg(tenant_id || ':' || turn_id, ' ') FROM turn_data) || ' / ' ||
+		(SELECT string_agg(tenant_id, ' ') FROM analytics_usage)`).Scan(&got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "default:1 / default"; got != want {
+		t.Errorf("turn_data / analytics_usage tenants: %q, want %q", got, want)
 	}
 }

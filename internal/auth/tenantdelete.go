@@ -93,9 +93,13 @@ func (k *Keys) DeleteTenant(ctx context.Context, actor, id string) (Deletion, er
 	}
 	d := Deletion{TenantID: id}
 	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
-		if _, err := q.LockTenantForDelete(ctx, id); errors.Is(err, pgx.ErrNoRows) {
+		no, err := q.LockTenantForDelete(ctx, id)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return audit{}, ErrNoTenant
 		} else if err != nil {
+			return audit{}, err
+		}
+		if err := q.LockTenantAgainstProjection(ctx, no); err != nil {
 			return audit{}, err
 		}
 		roles, err := q.ListSQLRoles(ctx, pgtype.Text{String: id, Valid: true})

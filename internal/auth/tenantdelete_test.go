@@ -32,12 +32,11 @@ var seeds = []string{
 	`INSERT INTO boxes (tenant_id, box_id, card_ids) VALUES ($1, 'x', '{c}')`,
 	`INSERT INTO sql_roles (role_name, tenant_id) VALUES ('cardbox_sql_seed_' || $1, $1)`,
 	`INSERT INTO tenant_usage (tenant_id, cardbox_bytes) VALUES ($1, 1) ON CONFLICT (tenant_id) DO NOTHING`,
-	`INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, registry_generation)
-	 SELECT $1, max(turn_id), 't', 1, '{}', 1 FROM turns WHERE tenant_id = $1`,
+	`INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, registry_generation, parent_turn_id)
+	 SELECT $1, max(turn_id), 't', 1, '{}', 1, 0 FROM turns WHERE tenant_id = $1`,
 	`INSERT INTO analytics_tool_call_rows (tenant_id, turn_id, idx, source, failed)
 	 SELECT $1, max(turn_id), 0, 'tool_call', false FROM turns WHERE tenant_id = $1`,
 	`INSERT INTO analytics_daily (tenant_id, day, type_id, type_version, turns) VALUES ($1, '2026-11-25', 't', 1, 1)`,
-	`INSERT INTO analytics_children (tenant_id, turn_id, children) VALUES ($1, 1, 2)`,
 	`INSERT INTO analytics_usage (tenant_id, turns, payload_bytes, data_bytes) VALUES ($1, 1, 1, 1)`,
 	`INSERT INTO analytics_context_turns (tenant_id, context_id, turns) VALUES ($1, 1, 1)`,
 	`INSERT INTO analytics_keyed (tenant_id, context_id, day, keyed_appends) VALUES ($1, 1, '2026-11-25', 1)`,

@@ -20,12 +20,6 @@ type AnalyticsBackfill struct {
 	DoneAt      pgtype.Timestamptz
 }
 
-type AnalyticsChild struct {
-	TenantID string
-	TurnID   int64
-	Children int64
-}
-
 type AnalyticsContextShape struct {
 	TenantID            string
 	ContextID           int64
@@ -299,6 +293,7 @@ type TurnDatum struct {
 	Skipped            pgtype.Text
 	RegistryGeneration int64
 	ProjectedAt        time.Time
+	ParentTurnID       int64
 }
 
 type TurnLogCommit struct {

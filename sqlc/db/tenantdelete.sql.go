@@ -28,7 +28,6 @@ UNION ALL SELECT 'tenant_usage', count(*) FROM tenant_usage WHERE tenant_id = $1
 UNION ALL SELECT 'cardbox_usage_log', count(*) FROM cardbox_usage_log WHERE tenant_id = $1::text
 UNION ALL SELECT 'turn_data', count(*) FROM turn_data WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_daily', count(*) FROM analytics_daily WHERE tenant_id = $1::text
-UNION ALL SELECT 'analytics_children', count(*) FROM analytics_children WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_usage', count(*) FROM analytics_usage WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_context_turns', count(*) FROM analytics_context_turns WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_keyed', count(*) FROM analytics_keyed WHERE tenant_id = $1::text
@@ -103,6 +102,18 @@ func (q *Queries) ListDeletedTenants(ctx context.Context) ([]ListDeletedTenantsR
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockTenantAgainstProjection = `-- name: LockTenantAgainstProjection :exec
+SELECT pg_advisory_xact_lock(7371, $1::integer)
+`
+
+// Waits for the analytics projector's batches with rows of the tenant to
+// commit, and holds off new ones until the transaction ends (see
+// HoldOffTenantDeletion; 7371 is the advisory lock class of both).
+func (q *Queries) LockTenantAgainstProjection(ctx context.Context, tenantNo int32) error {
+	_, err := q.db.Exec(ctx, lockTenantAgainstProjection, tenantNo)
+	return err
 }
 
 const lockTenantForDelete = `-- name: LockTenantForDelete :one
@@ -212,9 +223,6 @@ del_turn_data AS (
 del_analytics_daily AS (
     DELETE FROM analytics_daily x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 ),
-del_analytics_children AS (
-    DELETE FROM analytics_children x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
-),
 del_analytics_usage AS (
     DELETE FROM analytics_usage x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 ),
@@ -249,7 +257,6 @@ UNION ALL SELECT 'tenant_usage', count(*) FROM del_tenant_usage
 UNION ALL SELECT 'cardbox_usage_log', count(*) FROM del_cardbox_usage_log
 UNION ALL SELECT 'turn_data', count(*) FROM del_turn_data
 UNION ALL SELECT 'analytics_daily', count(*) FROM del_analytics_daily
-UNION ALL SELECT 'analytics_children', count(*) FROM del_analytics_children
 UNION ALL SELECT 'analytics_usage', count(*) FROM del_analytics_usage
 UNION ALL SELECT 'analytics_context_turns', count(*) FROM del_analytics_context_turns
 UNION ALL SELECT 'analytics_keyed', count(*) FROM del_analytics_keyed

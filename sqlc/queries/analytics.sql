@@ -3,27 +3,36 @@
 -- rollups: a turn counts once, when its row is first inserted (a second
 -- projection of it updates the row and counts nothing). data and skipped
 -- are '' for NULL. A row projected with a newer registry is never
--- replaced by one projected with an older registry.
+-- replaced by one projected with an older registry. Each turn's rows in
+-- turns and turn_data are found by a primary-key probe (LATERAL ...
+-- LIMIT 1), whatever the statistics say: a hash join would read every
+-- turn of the table for each batch. It runs after
+-- HoldOffTenantDeletion, in the same transaction: a tenant deleted before
+-- has no turns left to find.
 WITH input AS (
-    SELECT unnest(@tenant_ids::text[]) AS tenant_id,
-           unnest(@turn_ids::bigint[]) AS turn_id,
-           unnest(@type_ids::text[]) AS type_id,
-           unnest(@type_versions::bigint[]) AS type_version,
-           unnest(@datas::text[]) AS data,
-           unnest(@skipped::text[]) AS skipped,
-           unnest(@generations::bigint[]) AS generation
-),
-old AS (
-    SELECT d.tenant_id, d.turn_id, pg_column_size(d.data) AS bytes
-    FROM turn_data d JOIN input i ON i.tenant_id = d.tenant_id AND i.turn_id = d.turn_id
+    SELECT i.tenant_id, i.turn_id, i.type_id, i.type_version, i.data, i.skipped, i.generation,
+           t.context_id, t.parent_turn_id, t.declared_type_id, t.declared_type_version, t.uncompressed_len,
+           t.keyed, t.day, o.bytes AS old_bytes
+    FROM (SELECT unnest(@tenant_ids::text[]) AS tenant_id,
+                 unnest(@turn_ids::bigint[]) AS turn_id,
+                 unnest(@type_ids::text[]) AS type_id,
+                 unnest(@type_versions::bigint[]) AS type_version,
+                 unnest(@datas::text[]) AS data,
+                 unnest(@skipped::text[]) AS skipped,
+                 unnest(@generations::bigint[]) AS generation) i
+    CROSS JOIN LATERAL (
+        SELECT t.context_id, t.parent_turn_id, t.type_id AS declared_type_id, t.type_version AS declared_type_version,
+               t.uncompressed_len, (t.idempotency_key IS NOT NULL) AS keyed, (t.created_at AT TIME ZONE 'UTC')::date AS day
+        FROM turns t WHERE t.tenant_id = i.tenant_id AND t.turn_id = i.turn_id LIMIT 1) t
+    LEFT JOIN LATERAL (
+        SELECT pg_column_size(d.data) AS bytes
+        FROM turn_data d WHERE d.tenant_id = i.tenant_id AND d.turn_id = i.turn_id LIMIT 1) o ON true
 ),
 up AS (
-    INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, skipped, registry_generation)
-    SELECT i.tenant_id, i.turn_id, i.type_id, i.type_version, NULLIF(i.data, '')::jsonb, NULLIF(i.skipped, ''), i.generation
+    INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, skipped, registry_generation, parent_turn_id)
+    SELECT i.tenant_id, i.turn_id, i.type_id, i.type_version, NULLIF(i.data, '')::jsonb, NULLIF(i.skipped, ''), i.generation,
+           i.parent_turn_id
     FROM input i
-    -- a turn of a tenant deleted since it was read is gone: skipped, so
-    -- the batch's other rows still land
-    WHERE EXISTS (SELECT 1 FROM turns t WHERE t.tenant_id = i.tenant_id AND t.turn_id = i.turn_id)
     ON CONFLICT (tenant_id, turn_id) DO UPDATE
     SET type_id = excluded.type_id, type_version = excluded.type_version, data = excluded.data,
         skipped = excluded.skipped, registry_generation = excluded.registry_generation, projected_at = now()
@@ -32,24 +41,17 @@ up AS (
               turn_data.data
 ),
 written AS (
-    SELECT up.tenant_id, up.turn_id, up.inserted, coalesce(up.bytes, 0) - coalesce(o.bytes, 0) AS added_bytes,
-           t.context_id, t.parent_turn_id, t.type_id, t.type_version, t.uncompressed_len,
-           (t.idempotency_key IS NOT NULL) AS keyed, (t.created_at AT TIME ZONE 'UTC')::date AS day
+    SELECT up.tenant_id, up.turn_id, up.inserted, coalesce(up.bytes, 0) - coalesce(i.old_bytes, 0) AS added_bytes,
+           i.context_id, i.declared_type_id AS type_id, i.declared_type_version AS type_version,
+           i.uncompressed_len, i.keyed, i.day
     FROM up
-    JOIN turns t ON t.tenant_id = up.tenant_id AND t.turn_id = up.turn_id
-    LEFT JOIN old o ON o.tenant_id = up.tenant_id AND o.turn_id = up.turn_id
+    JOIN input i ON i.tenant_id = up.tenant_id AND i.turn_id = up.turn_id
 ),
 daily AS (
     INSERT INTO analytics_daily (tenant_id, day, type_id, type_version, turns)
     SELECT tenant_id, day, type_id, type_version, count(*) FROM written WHERE inserted
     GROUP BY tenant_id, day, type_id, type_version
     ON CONFLICT (tenant_id, day, type_id, type_version) DO UPDATE SET turns = analytics_daily.turns + excluded.turns
-),
-children AS (
-    INSERT INTO analytics_children (tenant_id, turn_id, children)
-    SELECT tenant_id, parent_turn_id, count(*) FROM written WHERE inserted AND parent_turn_id <> 0
-    GROUP BY tenant_id, parent_turn_id
-    ON CONFLICT (tenant_id, turn_id) DO UPDATE SET children = analytics_children.children + excluded.children
 ),
 context_turns AS (
     INSERT INTO analytics_context_turns (tenant_id, context_id, turns)
@@ -105,6 +107,15 @@ FROM written GROUP BY tenant_id
 ON CONFLICT (tenant_id) DO UPDATE
 SET turns = analytics_usage.turns + excluded.turns, payload_bytes = analytics_usage.payload_bytes + excluded.payload_bytes,
     data_bytes = analytics_usage.data_bytes + excluded.data_bytes;
+
+-- name: HoldOffTenantDeletion :exec
+-- Holds off, until the transaction ends, the deletion of the tenants a
+-- batch writes rows of: a deletion takes the same advisory lock
+-- exclusively (LockTenantAgainstProjection) before it removes anything,
+-- so it either comes first, and the batch's next statement finds the
+-- tenant's turns gone, or second, and finds and removes the batch's rows.
+-- 7371 is cardbox's advisory lock class for tenant deletion.
+SELECT pg_advisory_xact_lock_shared(7371, n) FROM unnest(@tenant_nos::integer[]) AS n;
 
 -- name: ProjectorTenants :many
 -- Every tenant with the turn its catch-up starts after.

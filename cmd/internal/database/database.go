@@ -41,6 +41,10 @@ var embeddedSettings = map[string]string{
 // DB is an open, migrated database.
 type DB struct {
 	Pool *pgxpool.Pool
+	// Background is a small pool, like Pool, for work that must yield the
+	// CPU to requests (the analytics projector): in the embedded cluster
+	// its backends run at a lower CPU priority (backgroundNice).
+	Background *pgxpool.Pool
 	// embedded is the data directory's cluster, which the caller owns by
 	// holding the directory's lock (see internal/datadir): Close stops it,
 	// whether Open started it or adopted it from a process that died.
@@ -193,7 +197,40 @@ func (d *DB) connect(ctx context.Context, url string, opts Options) error {
 	if d.Pool, err = open(ctx, pcfg); err != nil {
 		return err
 	}
+	if d.Background, err = open(ctx, d.backgroundConfig(pcfg)); err != nil {
+		return err
+	}
 	return nil
+}
+
+// backgroundNice is the nice value of the embedded cluster's backends
+// serving DB.Background: under a full load they get a small share of the
+// CPU beside the requests' backends (nice 0), and all of it when idle.
+const backgroundNice = 10
+
+// backgroundConfig returns the configuration of DB.Background: Pool's,
+// with two connections, whose backends in the embedded cluster are
+// reniced. A server at a URL may run elsewhere, where its process ids
+// mean nothing here: its backends keep their priority.
+func (d *DB) backgroundConfig(pcfg *pgxpool.Config) *pgxpool.Config {
+	bcfg := pcfg.Copy()
+	bcfg.MaxConns = 2
+	if d.embedded == nil {
+		return bcfg
+	}
+	after := pcfg.AfterConnect
+	bcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, c); err != nil {
+				return err
+			}
+		}
+		if err := renice(int(c.PgConn().PID()), backgroundNice); err != nil {
+			d.log.Warn("background Postgres session keeps its CPU priority", "pid", c.PgConn().PID(), "err", err)
+		}
+		return nil
+	}
+	return bcfg
 }
 
 // migrate applies the migrations as the URL's role and, in the embedded
@@ -241,6 +278,9 @@ func (d *DB) Close(ctx context.Context) error {
 	if d.stopWatch != nil {
 		d.stopWatch()
 		<-d.watchDone
+	}
+	if d.Background != nil {
+		d.Background.Close()
 	}
 	if d.Pool != nil {
 		d.Pool.Close()
