@@ -165,3 +165,51 @@ func TestWriteLeavesOutTenantDeletedMeanwhile(t *testing.T) {
 		t.Errorf("turn_data / analytics_usage tenants: %q, want %q", got, want)
 	}
 }
+
+// analytics_children has a row for each turn with more than one child,
+// counting the children written in earlier batches and in the same one.
+func TestChildrenCountedFromTheSecond(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `
+		INSERT INTO contexts (tenant_id, context_id) VALUES ('default', 1);
+		INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version, encoding,
+		                   compression, uncompressed_len, payload_hash, created_at)
+		SELECT 'default', id, 1, parent, 0, 't', 1, 1, 0, 2, '\x00', now()
+		FROM (VALUES (1, 0), (2, 1), (3, 1), (4, 1), (5, 2), (6, 2), (7, 6)) AS v (id, parent)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(Options{Pool: pool})
+	for _, step := range []struct {
+		turns []uint64
+		want  string
+	}{
+		{[]uint64{1, 2}, ""},           // a chain
+		{[]uint64{3}, "1:2"},           // turn 1's second child, a batch later
+		{[]uint64{4}, "1:3"},           // and its third
+		{[]uint64{5, 6, 7}, "1:3 2:2"}, // two children of turn 2 in one batch
+	} {
+		var rows []row
+		for _, id := range step.turns {
+			rows = append(rows, row{job: job{tenant: store.Tenant{ID: "default", No: 1}, turnID: id, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}})
+		}
+		if err := p.write(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(string_agg(turn_id || ':' || children, ' ' ORDER BY turn_id), '') FROM analytics_children`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != step.want {
+			t.Errorf("after turns %v: children %q, want %q", step.turns, got, step.want)
+		}
+	}
+	var points string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(turn_id || ':' || child_turns, ' ' ORDER BY turn_id) FROM analytics_fork_points`).Scan(&points); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1:3 2:2"; points != want {
+		t.Errorf("fork points %q, want %q", points, want)
+	}
+}

@@ -37,6 +37,7 @@ var seeds = []string{
 	`INSERT INTO analytics_tool_call_rows (tenant_id, turn_id, idx, source, failed)
 	 SELECT $1, max(turn_id), 0, 'tool_call', false FROM turns WHERE tenant_id = $1`,
 	`INSERT INTO analytics_daily (tenant_id, day, type_id, type_version, turns) VALUES ($1, '2026-11-25', 't', 1, 1)`,
+	`INSERT INTO analytics_children (tenant_id, turn_id, children) VALUES ($1, 1, 2)`,
 	`INSERT INTO analytics_usage (tenant_id, turns, payload_bytes, data_bytes) VALUES ($1, 1, 1, 1)`,
 	`INSERT INTO analytics_context_turns (tenant_id, context_id, turns) VALUES ($1, 1, 1)`,
 	`INSERT INTO analytics_keyed (tenant_id, context_id, day, keyed_appends) VALUES ($1, 1, '2026-11-25', 1)`,

@@ -20,6 +20,12 @@ type AnalyticsBackfill struct {
 	DoneAt      pgtype.Timestamptz
 }
 
+type AnalyticsChild struct {
+	TenantID string
+	TurnID   int64
+	Children int64
+}
+
 type AnalyticsContextShape struct {
 	TenantID            string
 	ContextID           int64

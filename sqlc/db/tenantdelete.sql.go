@@ -28,6 +28,7 @@ UNION ALL SELECT 'tenant_usage', count(*) FROM tenant_usage WHERE tenant_id = $1
 UNION ALL SELECT 'cardbox_usage_log', count(*) FROM cardbox_usage_log WHERE tenant_id = $1::text
 UNION ALL SELECT 'turn_data', count(*) FROM turn_data WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_daily', count(*) FROM analytics_daily WHERE tenant_id = $1::text
+UNION ALL SELECT 'analytics_children', count(*) FROM analytics_children WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_usage', count(*) FROM analytics_usage WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_context_turns', count(*) FROM analytics_context_turns WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_keyed', count(*) FROM analytics_keyed WHERE tenant_id = $1::text
@@ -223,6 +224,9 @@ del_turn_data AS (
 del_analytics_daily AS (
     DELETE FROM analytics_daily x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 ),
+del_analytics_children AS (
+    DELETE FROM analytics_children x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
 del_analytics_usage AS (
     DELETE FROM analytics_usage x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 ),
@@ -257,6 +261,7 @@ UNION ALL SELECT 'tenant_usage', count(*) FROM del_tenant_usage
 UNION ALL SELECT 'cardbox_usage_log', count(*) FROM del_cardbox_usage_log
 UNION ALL SELECT 'turn_data', count(*) FROM del_turn_data
 UNION ALL SELECT 'analytics_daily', count(*) FROM del_analytics_daily
+UNION ALL SELECT 'analytics_children', count(*) FROM del_analytics_children
 UNION ALL SELECT 'analytics_usage', count(*) FROM del_analytics_usage
 UNION ALL SELECT 'analytics_context_turns', count(*) FROM del_analytics_context_turns
 UNION ALL SELECT 'analytics_keyed', count(*) FROM del_analytics_keyed

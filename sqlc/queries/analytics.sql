@@ -42,7 +42,7 @@ up AS (
 ),
 written AS (
     SELECT up.tenant_id, up.turn_id, up.inserted, coalesce(up.bytes, 0) - coalesce(i.old_bytes, 0) AS added_bytes,
-           i.context_id, i.declared_type_id AS type_id, i.declared_type_version AS type_version,
+           i.context_id, i.parent_turn_id, i.declared_type_id AS type_id, i.declared_type_version AS type_version,
            i.uncompressed_len, i.keyed, i.day
     FROM up
     JOIN input i ON i.tenant_id = up.tenant_id AND i.turn_id = up.turn_id
@@ -52,6 +52,24 @@ daily AS (
     SELECT tenant_id, day, type_id, type_version, count(*) FROM written WHERE inserted
     GROUP BY tenant_id, day, type_id, type_version
     ON CONFLICT (tenant_id, day, type_id, type_version) DO UPDATE SET turns = analytics_daily.turns + excluded.turns
+),
+-- Only turns with more than one child have a row: when a turn gets
+-- children, those it had are counted from turn_data's parent index (a
+-- probe that finds nothing for a turn's first child, the common case).
+parents AS (
+    SELECT tenant_id, parent_turn_id AS turn_id, count(*) AS added
+    FROM written WHERE inserted AND parent_turn_id <> 0
+    GROUP BY tenant_id, parent_turn_id
+),
+children AS (
+    INSERT INTO analytics_children (tenant_id, turn_id, children)
+    SELECT p.tenant_id, p.turn_id, p.added + b.before
+    FROM parents p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS before FROM turn_data c
+        WHERE c.tenant_id = p.tenant_id AND c.parent_turn_id = p.turn_id) b
+    WHERE p.added + b.before > 1
+    ON CONFLICT (tenant_id, turn_id) DO UPDATE SET children = excluded.children
 ),
 context_turns AS (
     INSERT INTO analytics_context_turns (tenant_id, context_id, turns)
