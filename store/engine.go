@@ -42,6 +42,10 @@ type Options struct {
 	// committed and readable, in commit order, from the committer's
 	// goroutine: it must return quickly (queue, don't work).
 	OnAppend func([]Appended)
+	// OnAppendPayloads is the largest payload handed to OnAppend with its
+	// turn (Appended.Payload), for a listener that would otherwise read
+	// it back from the blob pack; 0: none.
+	OnAppendPayloads int
 	// Quota, if set, is asked before every write that adds to a tenant's
 	// storage (appends, blob puts, fs attachments, contexts, registry
 	// bundles) and may refuse it; nil: no quotas.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/klauspost/compress/zstd"
@@ -586,6 +587,51 @@ func TestPayloadsAreStoredCompressedWhereverCompressed(t *testing.T) {
 		}
 		if got := s.last(ten, h.ContextID, 1, true); len(got) != 1 || !bytes.Equal(got[0].Payload, payload) {
 			t.Errorf("%d bytes: payload does not read back", size)
+		}
+	}
+}
+
+// OnAppend is handed a copy of each committed payload up to
+// OnAppendPayloads bytes, made before the append is answered: the
+// request's buffer may be reused once it is.
+func TestOnAppendPayloads(t *testing.T) {
+	got := make(chan []Appended, 4)
+	e, err := Open(context.Background(), Options{
+		Dir: t.TempDir(), Pool: pgtest.NewPool(t), OnAppendPayloads: 8,
+		OnAppend: func(a []Appended) { got <- a },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	tenant, err := e.Tenant(context.Background(), DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.CreateContext(context.Background(), tenant, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		payload string
+		want    []byte
+	}{
+		{"\xa5short", []byte("\xa5short")},
+		{"\xa8too long", nil},
+	} {
+		req := turnReq(h.ContextID, 0, []byte(tc.payload))
+		if _, err := e.Append(context.Background(), tenant, req); err != nil {
+			t.Fatal(err)
+		}
+		clear(req.Payload) // as a connection reusing its frame buffer
+		var a []Appended
+		select {
+		case a = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("OnAppend was not called")
+		}
+		if len(a) != 1 || !bytes.Equal(a[0].Payload, tc.want) || (tc.want == nil) != (a[0].Payload == nil) {
+			t.Errorf("%q: OnAppend got %+v, want payload %q", tc.payload, a, tc.want)
 		}
 	}
 }

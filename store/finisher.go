@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -138,10 +139,15 @@ func (c *committer) publish(p *plan) {
 	}
 	c.appends.Add(int64(len(p.turns)))
 	c.groups.Add(1)
-	p.answer()
-	if c.e.opts.OnAppend != nil && len(p.turns) > 0 {
-		c.e.opts.OnAppend(c.appended(p))
+	if c.e.opts.OnAppend == nil || len(p.turns) == 0 {
+		p.answer()
+		return
 	}
+	// Before the answers: a payload may be the request's buffer, which
+	// its connection reuses once answered.
+	appended := c.appended(p)
+	p.answer()
+	c.e.opts.OnAppend(appended)
 }
 
 // appended describes a published group's turns for Options.OnAppend.
@@ -152,6 +158,9 @@ func (c *committer) appended(p *plan) []Appended {
 			Tenant: Tenant{ID: t.tenantID(c.e), No: t.meta.tenant}, ContextID: t.contextID,
 			TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth,
 			TypeID: t.job.app.TypeID, TypeVersion: t.meta.typeVersion,
+		}
+		if raw := t.job.raw; c.e.opts.OnAppendPayloads > 0 && len(raw) <= c.e.opts.OnAppendPayloads {
+			out[i].Payload = bytes.Clone(raw)
 		}
 	}
 	return out

@@ -76,6 +76,10 @@ type Appended struct {
 	Depth       uint32
 	TypeID      string
 	TypeVersion uint32
+	// Payload is the turn's uncompressed payload when it is at most
+	// Options.OnAppendPayloads bytes, nil otherwise: a copy the listener
+	// may keep.
+	Payload []byte
 }
 
 // Turn is a turn's metadata and, when asked for, its uncompressed payload.

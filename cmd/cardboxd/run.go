@@ -71,7 +71,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 				proj.Appended(a)
 			}
 		},
-		Quota: access.storeQuota(),
+		Quota: access.storeQuota(), OnAppendPayloads: handedPayloads(cfg),
 	})
 	if err != nil {
 		return err
@@ -185,4 +185,15 @@ func closeDB(db *database.DB, cfg *config.Config, log *slog.Logger) {
 	if err := db.Close(ctx); err != nil {
 		log.Error("stop postgres", "err", err)
 	}
+}
+
+// handedPayloads is the largest payload the store hands the analytics
+// projector with its turn, which the projector would otherwise read back
+// from the blob pack and decompress: up to 64 KiB, none with analytics
+// off.
+func handedPayloads(cfg *config.Config) int {
+	if !cfg.Analytics {
+		return 0
+	}
+	return int(min(cfg.AnalyticsMaxPayload, 64<<10))
 }

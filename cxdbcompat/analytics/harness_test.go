@@ -41,6 +41,9 @@ type harnessOptions struct {
 	pool     *pgxpool.Pool     // reuse a database (a restart)
 	dir      string            // reuse a data directory
 	noListen bool              // the store does not tell the projector of appends
+	payloads int               // the store's OnAppendPayloads
+	// wrap, if set, wraps the projector's Source
+	wrap func(analytics.Source) analytics.Source
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -53,7 +56,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		h.dir = t.TempDir()
 	}
 	var mu sync.Mutex // the store may commit before h.proj is set
-	engine, err := store.Open(h.ctx, store.Options{Dir: h.dir, Pool: h.pool, OnAppend: func(a []store.Appended) {
+	engine, err := store.Open(h.ctx, store.Options{Dir: h.dir, Pool: h.pool, OnAppendPayloads: o.payloads, OnAppend: func(a []store.Appended) {
 		h.svc.Appended(a)
 		mu.Lock()
 		defer mu.Unlock()
@@ -68,6 +71,9 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	mu.Lock()
 	h.svc = service.New(engine, service.Options{OnPublish: func(t store.Tenant) { h.proj.Published(t) }})
 	o.opts.Source, o.opts.Pool = h.svc, h.pool
+	if o.wrap != nil {
+		o.opts.Source = o.wrap(h.svc)
+	}
 	h.proj = analytics.New(o.opts)
 	mu.Unlock()
 	if h.tenant, err = engine.Tenant(h.ctx, store.DefaultTenantID); err != nil {

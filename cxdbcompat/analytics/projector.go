@@ -38,6 +38,10 @@ type Options struct {
 	MaxPayload int64
 	// QueueSize bounds the turns waiting (DefaultQueueSize when 0).
 	QueueSize int
+	// QueuePayloads bounds the bytes of the committed payloads the queue
+	// keeps with its turns (Appended.Payload); past it the projector
+	// reads them back from the store (DefaultQueuePayloads when 0).
+	QueuePayloads int
 	// Batch is the most turns one statement writes (DefaultBatch when 0).
 	Batch int
 	// Linger is how long a queued turn may wait for a batch to fill
@@ -51,9 +55,10 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultQueueSize = 1 << 16
-	DefaultBatch     = 2048
-	DefaultLinger    = 250 * time.Millisecond
+	DefaultQueueSize     = 1 << 16
+	DefaultQueuePayloads = 32 << 20
+	DefaultBatch         = 2048
+	DefaultLinger        = 250 * time.Millisecond
 )
 
 // catchUpEvery is how often the projector catches up when nothing else
@@ -97,6 +102,9 @@ func New(opts Options) *Projector {
 	if opts.QueueSize == 0 {
 		opts.QueueSize = DefaultQueueSize
 	}
+	if opts.QueuePayloads == 0 {
+		opts.QueuePayloads = DefaultQueuePayloads
+	}
 	if opts.Batch == 0 {
 		opts.Batch = DefaultBatch
 	}
@@ -111,7 +119,7 @@ func New(opts Options) *Projector {
 	}
 	p := &Projector{
 		src: opts.Source, pool: opts.Pool, q: db.New(pgrole.As(opts.Pool, pgrole.Projector, "")), opts: opts,
-		log: opts.Logger, queue: newQueue(opts.QueueSize), backfills: newBackfillSet(),
+		log: opts.Logger, queue: newQueue(opts.QueueSize, opts.QueuePayloads), backfills: newBackfillSet(),
 	}
 	p.catchUp.Store(true)
 	return p
@@ -124,7 +132,10 @@ func (p *Projector) Appended(turns []store.Appended) {
 	now := p.opts.Now()
 	jobs := make([]job, len(turns))
 	for i, a := range turns {
-		jobs[i] = job{tenant: a.Tenant, turnID: a.TurnID, typeID: a.TypeID, typeVersion: a.TypeVersion, size: -1, at: now}
+		jobs[i] = job{tenant: a.Tenant, turnID: a.TurnID, typeID: a.TypeID, typeVersion: a.TypeVersion, size: -1, at: now, payload: a.Payload}
+		if a.Payload != nil {
+			jobs[i].size = int64(len(a.Payload))
+		}
 	}
 	p.queue.push(jobs)
 }
@@ -320,7 +331,10 @@ func (p *Projector) projectOne(ctx context.Context, reg *registry.Registry, j jo
 	if _, ok := reg.Descriptor(j.typeID, j.typeVersion); !ok {
 		return Projected{Skipped: SkipUnknownType}, nil
 	}
-	payload, err := p.src.TurnPayload(ctx, j.tenant, j.turnID)
+	payload, err := j.payload, error(nil)
+	if payload == nil {
+		payload, err = p.src.TurnPayload(ctx, j.tenant, j.turnID)
+	}
 	switch {
 	case store.KindOf(err) == store.KindUnavailable:
 		return Projected{}, fmt.Errorf("payload of turn %d: %w", j.turnID, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
+	"github.com/cardboxhq/cardbox/store"
 )
 
 // canonicalItems is one conversation item of every canonical type (spec
@@ -36,9 +37,42 @@ var canonicalItems = map[string]string{
 }
 
 // Every canonical type lands in turn_data exactly as the typed view shows
-// it, and is queryable by its fields.
+// it, and is queryable by its fields, whether the store hands the
+// projector the committed payloads or the projector reads them back.
 func TestProjectsEveryCanonicalTypeAsTheTypedView(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
+	for _, tc := range []struct {
+		name      string
+		payloads  int
+		wantReads int64
+	}{
+		{"read back", 0, int64(len(canonicalItems))},
+		{"handed", 64 << 10, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reads atomic.Int64
+			h := newHarness(t, harnessOptions{payloads: tc.payloads, wrap: func(s analytics.Source) analytics.Source {
+				return countingSource{Source: s, reads: &reads}
+			}})
+			projectsEveryCanonicalType(t, h)
+			if got := reads.Load(); got != tc.wantReads {
+				t.Errorf("the projector read %d payloads from the store, want %d", got, tc.wantReads)
+			}
+		})
+	}
+}
+
+// countingSource counts the payloads read through it.
+type countingSource struct {
+	analytics.Source
+	reads *atomic.Int64
+}
+
+func (s countingSource) TurnPayload(ctx context.Context, t store.Tenant, id uint64) ([]byte, error) {
+	s.reads.Add(1)
+	return s.Source.TurnPayload(ctx, t, id)
+}
+
+func projectsEveryCanonicalType(t *testing.T, h *harness) {
 	h.publish(h.tenant)
 	c := h.newContext(h.tenant, 0)
 	ids := map[string]uint64{}

@@ -15,22 +15,27 @@ type job struct {
 	typeVersion uint32
 	size        int64     // uncompressed payload bytes; -1 when not known yet
 	at          time.Time // when it was committed (or queued, for live turns)
+	payload     []byte    // the payload as committed; nil: read it from the store
 }
 
 // queue is the bounded FIFO between the store's committer and the
 // projector. push never blocks: what does not fit is dropped and
 // remembered, for catch-up to find in Postgres.
 type queue struct {
-	mu      sync.Mutex
-	jobs    []job
-	max     int
-	dropped int64     // turns dropped since start
-	since   time.Time // oldest drop not yet caught up; zero when none
-	wake    chan struct{}
+	mu   sync.Mutex
+	jobs []job
+	max  int
+	// payloads is the bytes of the queued jobs' payloads, at most
+	// maxPayloads: past it a job is queued without its payload, which the
+	// projector then reads from the store.
+	payloads, maxPayloads int
+	dropped               int64     // turns dropped since start
+	since                 time.Time // oldest drop not yet caught up; zero when none
+	wake                  chan struct{}
 }
 
-func newQueue(max int) *queue {
-	return &queue{max: max, wake: make(chan struct{}, 1)}
+func newQueue(max, maxPayloads int) *queue {
+	return &queue{max: max, maxPayloads: maxPayloads, wake: make(chan struct{}, 1)}
 }
 
 // push queues jobs, dropping those past the bound.
@@ -43,6 +48,12 @@ func (q *queue) push(jobs []job) {
 			q.since = jobs[room].at
 		}
 		jobs = jobs[:room]
+	}
+	for i := range jobs {
+		if q.payloads+len(jobs[i].payload) > q.maxPayloads {
+			jobs[i].payload = nil
+		}
+		q.payloads += len(jobs[i].payload)
 	}
 	q.jobs = append(q.jobs, jobs...)
 	q.mu.Unlock()
@@ -59,6 +70,9 @@ func (q *queue) take(n int) []job {
 	n = min(n, len(q.jobs))
 	out := make([]job, n)
 	copy(out, q.jobs)
+	for _, j := range out {
+		q.payloads -= len(j.payload)
+	}
 	clear(q.jobs[:n])
 	q.jobs = q.jobs[n:]
 	if len(q.jobs) == 0 {
