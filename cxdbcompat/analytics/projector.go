@@ -183,24 +183,26 @@ func (p *Projector) Run(ctx context.Context) error {
 	return nil
 }
 
-// gather waits, while the queue holds less than a batch, until its oldest
-// turn has waited Linger, or ctx ends.
+// gather waits, while the queue holds less than a batch, for up to
+// Linger (of real time: the injected clock dates turns, it does not pace
+// the projector), or until ctx ends.
 func (p *Projector) gather(ctx context.Context) {
+	if n, _, _, _ := p.queue.state(); n == 0 || n >= p.opts.Batch || p.opts.Linger < 0 {
+		return
+	}
+	t := time.NewTimer(p.opts.Linger)
+	defer t.Stop()
 	for {
-		n, oldest, _, _ := p.queue.state()
-		wait := min(p.opts.Linger-p.opts.Now().Sub(oldest), p.opts.Linger)
-		if n == 0 || n >= p.opts.Batch || wait <= 0 {
-			return
-		}
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			return
+		case <-t.C:
 			return
 		case <-p.queue.wake:
-		case <-t.C:
 		}
-		t.Stop()
+		if n, _, _, _ := p.queue.state(); n >= p.opts.Batch {
+			return
+		}
 	}
 }
 
