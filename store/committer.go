@@ -20,6 +20,7 @@ type job struct {
 	hash   Hash           // BLAKE3 of raw
 	stored []byte         // raw as the pack stores it (see blobpack.Encode); nil if the pack has it
 	codec  blobpack.Codec // how stored is encoded
+	handed []byte         // a copy of raw for Options.OnAppend; nil if none
 	done   chan outcome   // buffered: the committer never blocks on it
 }
 

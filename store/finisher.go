@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"time"
@@ -139,15 +138,10 @@ func (c *committer) publish(p *plan) {
 	}
 	c.appends.Add(int64(len(p.turns)))
 	c.groups.Add(1)
-	if c.e.opts.OnAppend == nil || len(p.turns) == 0 {
-		p.answer()
-		return
-	}
-	// Before the answers: a payload may be the request's buffer, which
-	// its connection reuses once answered.
-	appended := c.appended(p)
 	p.answer()
-	c.e.opts.OnAppend(appended)
+	if c.e.opts.OnAppend != nil && len(p.turns) > 0 {
+		c.e.opts.OnAppend(c.appended(p))
+	}
 }
 
 // appended describes a published group's turns for Options.OnAppend.
@@ -157,10 +151,7 @@ func (c *committer) appended(p *plan) []Appended {
 		out[i] = Appended{
 			Tenant: Tenant{ID: t.tenantID(c.e), No: t.meta.tenant}, ContextID: t.contextID,
 			TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth,
-			TypeID: t.job.app.TypeID, TypeVersion: t.meta.typeVersion,
-		}
-		if raw := t.job.raw; c.e.opts.OnAppendPayloads > 0 && len(raw) <= c.e.opts.OnAppendPayloads {
-			out[i].Payload = bytes.Clone(raw)
+			TypeID: t.job.app.TypeID, TypeVersion: t.meta.typeVersion, Payload: t.job.handed,
 		}
 	}
 	return out

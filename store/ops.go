@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +86,12 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 	}
 	e.tenants.learn(t)
 	j := &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)}
+	if e.opts.OnAppendPayloads > 0 && len(raw) <= e.opts.OnAppendPayloads {
+		// Copied here, on the caller's goroutine rather than the
+		// committer's: raw may be the request's buffer, which its
+		// connection reuses once answered.
+		j.handed = bytes.Clone(raw)
+	}
 	e.encodeBlob(j, req)
 	o, handedOff := e.submit(ctx, j)
 	leave = !handedOff
