@@ -635,3 +635,54 @@ func TestOnAppendPayloads(t *testing.T) {
 		}
 	}
 }
+
+// OnAppend describes each turn as its Postgres row has it: the analytics
+// projector counts by these fields without reading the row back.
+func TestOnAppendDescribesTheRow(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	got := make(chan []Appended, 4)
+	e, err := Open(ctx, Options{Dir: t.TempDir(), Pool: pool, OnAppend: func(a []Appended) { got <- a }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	tenant, err := e.Tenant(ctx, DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.CreateContext(ctx, tenant, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"", "k1"} {
+		req := turnReq(h.ContextID, 0, []byte("\xa5hello"))
+		req.IdempotencyKey = []byte(key)
+		if _, err := e.Append(ctx, tenant, req); err != nil {
+			t.Fatal(err)
+		}
+		var a []Appended
+		select {
+		case a = <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("OnAppend was not called")
+		}
+		if len(a) != 1 {
+			t.Fatalf("OnAppend got %d turns, want 1", len(a))
+		}
+		var row Appended
+		var created time.Time
+		err := pool.QueryRow(ctx, `SELECT context_id, parent_turn_id, uncompressed_len, created_at, idempotency_key IS NOT NULL
+			FROM turns WHERE tenant_id = $1 AND turn_id = $2`, tenant.ID, a[0].TurnID).
+			Scan(&row.ContextID, &row.ParentID, &row.UncompressedLen, &created, &row.Keyed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := a[0]
+		if g.ContextID != row.ContextID || g.ParentID != row.ParentID || g.UncompressedLen != row.UncompressedLen ||
+			g.Keyed != row.Keyed || !g.CreatedAt.Truncate(time.Microsecond).Equal(created) {
+			t.Errorf("key %q: OnAppend %+v, the row: context %d parent %d len %d keyed %v created %v",
+				key, g, row.ContextID, row.ParentID, row.UncompressedLen, row.Keyed, created)
+		}
+	}
+}

@@ -151,7 +151,8 @@ func (c *committer) appended(p *plan) []Appended {
 		out[i] = Appended{
 			Tenant: Tenant{ID: t.tenantID(c.e), No: t.meta.tenant}, ContextID: t.contextID,
 			TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth,
-			TypeID: t.job.app.TypeID, TypeVersion: t.meta.typeVersion, Payload: t.job.handed,
+			TypeID: t.job.app.TypeID, TypeVersion: t.meta.typeVersion, UncompressedLen: t.meta.uncompressedLen,
+			CreatedAt: p.now, Keyed: len(t.job.app.IdempotencyKey) > 0, Payload: t.job.handed,
 		}
 	}
 	return out

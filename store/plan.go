@@ -58,15 +58,16 @@ type plan struct {
 	keys     map[idemKey]int // new idempotency keys: index into turns
 	grants   map[grant]struct{}
 
-	seq   uint64   // position in the pipeline
-	epoch uint64   // the rollback epoch it was planned in
-	tx    *groupTx // open transaction with the group's statement; nil without turns
+	now   time.Time // when it was planned: its turns' created_at
+	seq   uint64    // position in the pipeline
+	epoch uint64    // the rollback epoch it was planned in
+	tx    *groupTx  // open transaction with the group's statement; nil without turns
 }
 
 func (c *committer) plan(batch []*job, now time.Time) *plan {
 	n := len(batch) // sizes the group's slices and maps once
 	p := &plan{
-		jobs: batch, outcomes: map[*job]outcome{}, follows: map[*job]int{}, putJobs: map[*job]int{},
+		now: now, jobs: batch, outcomes: map[*job]outcome{}, follows: map[*job]int{}, putJobs: map[*job]int{},
 		heads: make(map[uint64]contextState, n), pending: make(map[uint64]turnMeta, n), typeRefs: map[typeKey]uint32{},
 		keys: map[idemKey]int{}, grants: map[grant]struct{}{}, putOwners: make(map[Hash]uint32, n),
 		puts: make([]blobpack.PutItem, 0, n), turns: make([]plannedTurn, 0, n), records: make([]turnlog.Record, 0, n),

@@ -15,6 +15,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -76,6 +77,11 @@ type Appended struct {
 	Depth       uint32
 	TypeID      string
 	TypeVersion uint32
+	// UncompressedLen, CreatedAt and Keyed (appended with an idempotency
+	// key) are as its turns row has them.
+	UncompressedLen uint32
+	CreatedAt       time.Time
+	Keyed           bool
 	// Payload is the turn's uncompressed payload when it is at most
 	// Options.OnAppendPayloads bytes, nil otherwise: a copy the listener
 	// may keep.

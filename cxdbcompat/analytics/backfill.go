@@ -104,13 +104,16 @@ func (b *backfill) page(ctx context.Context) error {
 	}
 	var changed []row
 	for _, r := range rows {
-		j := job{tenant: b.t, turnID: uint64(r.TurnID), typeID: r.TypeID, typeVersion: uint32(r.TypeVersion), size: -1}
+		j := job{
+			tenant: b.t, turnID: uint64(r.TurnID), typeID: r.TypeID, typeVersion: uint32(r.TypeVersion), size: r.UncompressedLen,
+			turn: turnFields{contextID: uint64(r.ContextID), parentID: uint64(r.ParentTurnID), created: r.CreatedAt, keyed: r.Keyed},
+		}
 		pr, err := b.p.projectOne(ctx, b.reg, j)
 		if err != nil {
 			return err
 		}
 		if !sameProjection(pr, r.Data, r.Skipped) {
-			changed = append(changed, row{job: j, Projected: pr, generation: uint64(b.gen)})
+			changed = append(changed, row{job: j, Projected: pr, generation: uint64(b.gen), reprojection: true})
 		}
 	}
 	if err := b.p.write(ctx, changed); err != nil {

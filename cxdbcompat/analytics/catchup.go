@@ -86,6 +86,7 @@ func (p *Projector) catchUpPage(ctx context.Context, t store.Tenant, page []db.S
 			jobs = append(jobs, job{
 				tenant: t, turnID: uint64(r.TurnID), typeID: r.TypeID, typeVersion: uint32(r.TypeVersion),
 				size: r.UncompressedLen, at: r.CreatedAt,
+				turn: turnFields{contextID: uint64(r.ContextID), parentID: uint64(r.ParentTurnID), created: r.CreatedAt, keyed: r.Keyed},
 			})
 		}
 	}

@@ -8,11 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
-	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
@@ -22,7 +20,6 @@ import (
 // service (*service.Service) over the store.
 type Source interface {
 	Tenant(ctx context.Context, id string) (store.Tenant, error)
-	TurnInfo(t store.Tenant, id uint64) (store.Turn, bool)
 	TurnPayload(ctx context.Context, t store.Tenant, id uint64) ([]byte, error)
 	Registry(ctx context.Context, t store.Tenant) (*registry.Registry, error)
 }
@@ -132,9 +129,10 @@ func (p *Projector) Appended(turns []store.Appended) {
 	now := p.opts.Now()
 	jobs := make([]job, len(turns))
 	for i, a := range turns {
-		jobs[i] = job{tenant: a.Tenant, turnID: a.TurnID, typeID: a.TypeID, typeVersion: a.TypeVersion, size: -1, at: now, payload: a.Payload}
-		if a.Payload != nil {
-			jobs[i].size = int64(len(a.Payload))
+		jobs[i] = job{
+			tenant: a.Tenant, turnID: a.TurnID, typeID: a.TypeID, typeVersion: a.TypeVersion, size: int64(a.UncompressedLen),
+			turn: turnFields{contextID: a.ContextID, parentID: a.ParentID, created: a.CreatedAt, keyed: a.Keyed},
+			at:   now, payload: a.Payload,
 		}
 	}
 	p.queue.push(jobs)
@@ -321,13 +319,7 @@ func (p *Projector) projectAll(ctx context.Context, jobs []job) ([]row, map[stri
 // projectOne reads a turn's payload and projects it. Only an unavailable
 // store is an error; an unreadable blob is a skipped turn.
 func (p *Projector) projectOne(ctx context.Context, reg *registry.Registry, j job) (Projected, error) {
-	size := j.size
-	if size < 0 {
-		if turn, ok := p.src.TurnInfo(j.tenant, j.turnID); ok {
-			size = int64(turn.UncompressedLen)
-		}
-	}
-	if size > p.opts.MaxPayload {
+	if j.size > p.opts.MaxPayload {
 		return Projected{Skipped: SkipTooLarge}, nil
 	}
 	if _, ok := reg.Descriptor(j.typeID, j.typeVersion); !ok {
@@ -344,99 +336,6 @@ func (p *Projector) projectOne(ctx context.Context, reg *registry.Registry, j jo
 		return Projected{Skipped: SkipUnreadable}, nil
 	}
 	return Project(reg, j.typeID, j.typeVersion, payload), nil
-}
-
-// write upserts rows with one statement (which may not name a turn
-// twice: the last row of a turn wins).
-func (p *Projector) write(ctx context.Context, rows []row) error {
-	rows = lastPerTurn(rows)
-	if len(rows) == 0 {
-		return nil
-	}
-	var nos []int32
-	seen := map[string]bool{}
-	for _, r := range rows {
-		if !seen[r.tenant.ID] {
-			seen[r.tenant.ID] = true
-			nos = append(nos, int32(r.tenant.No))
-		}
-	}
-	arg := db.UpsertTurnDataParams{
-		TenantIds: make([]string, len(rows)), TurnIds: make([]int64, len(rows)),
-		TypeIds: make([]string, len(rows)), TypeVersions: make([]int64, len(rows)),
-		Datas: make([]string, len(rows)), Skipped: make([]string, len(rows)), Generations: make([]int64, len(rows)),
-	}
-	for i, r := range rows {
-		arg.TenantIds[i], arg.TurnIds[i] = r.tenant.ID, int64(r.turnID)
-		arg.TypeIds[i], arg.TypeVersions[i] = r.typeID, int64(r.typeVersion)
-		arg.Datas[i], arg.Skipped[i], arg.Generations[i] = string(r.Data), r.Skipped, int64(r.generation)
-	}
-	if err := p.upsert(ctx, nos, arg); err != nil {
-		if pgerr.DataError(err) && len(rows) > 1 {
-			return p.writeEach(ctx, rows)
-		}
-		return fmt.Errorf("write %d turn_data rows: %w", len(rows), err)
-	}
-	now := p.opts.Now()
-	for _, r := range rows {
-		p.projected[outcomeOf(r.Skipped)].Add(1)
-		if !r.at.IsZero() && !r.reprojection {
-			p.delay.observe(max(now.Sub(r.at), 0).Seconds())
-		}
-	}
-	return nil
-}
-
-// upsert writes a batch of rows of the tenants numbered nos, in a
-// transaction that first holds off their deletion (HoldOffTenantDeletion).
-func (p *Projector) upsert(ctx context.Context, nos []int32, arg db.UpsertTurnDataParams) error {
-	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		q := db.New(pgrole.As(tx, pgrole.Projector, ""))
-		if err := q.HoldOffTenantDeletion(ctx, nos); err != nil {
-			return fmt.Errorf("lock tenants: %w", err)
-		}
-		return q.UpsertTurnData(ctx, arg)
-	})
-}
-
-// writeEach writes rows one at a time, after Postgres refused a batch for
-// its data: a row it refuses alone keeps only metadata (undecodable), so
-// that one turn never stops the others.
-func (p *Projector) writeEach(ctx context.Context, rows []row) error {
-	for _, r := range rows {
-		err := p.write(ctx, []row{r})
-		if err != nil && pgerr.DataError(err) {
-			p.log.Warn("analytics: Postgres refused a turn's data; keeping its metadata only", "tenant", r.tenant.ID, "turn", r.turnID, "err", err)
-			r.Projected = Projected{Skipped: SkipUndecodable}
-			err = p.write(ctx, []row{r})
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// lastPerTurn drops every row that a later row of the same turn replaces.
-func lastPerTurn(rows []row) []row {
-	type key struct {
-		tenant string
-		turn   uint64
-	}
-	last := make(map[key]int, len(rows))
-	for i, r := range rows {
-		last[key{r.tenant.ID, r.turnID}] = i
-	}
-	if len(last) == len(rows) {
-		return rows
-	}
-	out := rows[:0:0]
-	for i, r := range rows {
-		if last[key{r.tenant.ID, r.turnID}] == i {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func (p *Projector) setInFlight(t time.Time) {

@@ -13,9 +13,18 @@ type job struct {
 	turnID      uint64
 	typeID      string
 	typeVersion uint32
-	size        int64     // uncompressed payload bytes; -1 when not known yet
+	size        int64 // uncompressed payload bytes
+	turn        turnFields
 	at          time.Time // when it was committed (or queued, for live turns)
 	payload     []byte    // the payload as committed; nil: read it from the store
+}
+
+// turnFields are the fields of a turn's row that the rollups count by, as
+// the store committed them: the projector never reads them back.
+type turnFields struct {
+	contextID, parentID uint64
+	created             time.Time
+	keyed               bool // appended with an idempotency key
 }
 
 // queue is the bounded FIFO between the store's committer and the

@@ -38,21 +38,24 @@ func TestRewrittenToolCalls(t *testing.T) {
 	seedTurns(t, pool, 1)
 	p := New(Options{Pool: pool})
 	tenant := store.Tenant{ID: "default", No: 1}
-	turn := func(gen uint64, data string) []row {
-		return []row{{job: job{tenant: tenant, turnID: 1, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(data)}, generation: gen}}
+	turn := func(gen uint64, data string, again bool) []row {
+		return []row{{job: job{tenant: tenant, turnID: 1, typeID: "t", typeVersion: 1, turn: turnFields{contextID: 1}},
+			Projected: Projected{Data: []byte(data)}, generation: gen, reprojection: again}}
 	}
 	two := `{"item_type":"assistant_turn","turn":{"tool_calls":[{"id":"a","name":"x","status":"complete","duration_ms":"oops"},{"id":"b","name":"y","status":"error"}]}}`
 	one := `{"item_type":"assistant_turn","turn":{"tool_calls":[{"id":"c","name":"z","status":"complete","duration_ms":5}]}}`
 	for _, w := range []struct {
-		gen  uint64
-		data string
-		want string
+		gen   uint64
+		data  string
+		again bool // a re-projection, not the turn's first
+		want  string
 	}{
-		{1, two, "0:a:x:f:<nil> 1:b:y:t:<nil>"},
-		{2, one, "0:c:z:f:5"},
-		{1, two, "0:c:z:f:5"}, // an older registry's projection does not replace a newer one's
+		{1, two, false, "0:a:x:f:<nil> 1:b:y:t:<nil>"},
+		{1, two, false, "0:a:x:f:<nil> 1:b:y:t:<nil>"}, // a first projection again (catch-up and queue): no change
+		{2, one, true, "0:c:z:f:5"},
+		{1, two, true, "0:c:z:f:5"}, // an older registry's projection does not replace a newer one's
 	} {
-		if err := p.write(ctx, turn(w.gen, w.data)); err != nil {
+		if err := p.write(ctx, turn(w.gen, w.data, w.again)); err != nil {
 			t.Fatal(err)
 		}
 		var got string
@@ -171,6 +174,7 @@ func TestWriteLeavesOutTenantDeletedMeanwhile(t *testing.T) {
 func TestChildrenCountedFromTheSecond(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
+	parents := map[uint64]uint64{1: 0, 2: 1, 3: 1, 4: 1, 5: 2, 6: 2, 7: 6}
 	_, err := pool.Exec(ctx, `
 		INSERT INTO contexts (tenant_id, context_id) VALUES ('default', 1);
 		INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version, encoding,
@@ -192,7 +196,8 @@ func TestChildrenCountedFromTheSecond(t *testing.T) {
 	} {
 		var rows []row
 		for _, id := range step.turns {
-			rows = append(rows, row{job: job{tenant: store.Tenant{ID: "default", No: 1}, turnID: id, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}})
+			j := job{tenant: store.Tenant{ID: "default", No: 1}, turnID: id, typeID: "t", typeVersion: 1, turn: turnFields{contextID: 1, parentID: parents[id]}}
+			rows = append(rows, row{job: j, Projected: Projected{Data: []byte(`{}`)}})
 		}
 		if err := p.write(ctx, rows); err != nil {
 			t.Fatal(err)

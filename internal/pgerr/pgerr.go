@@ -24,6 +24,7 @@ const (
 	idleSessionTimeout     = "57P05"
 	idleInTransactionAbort = "25P03"
 	diskFull               = "53100"
+	uniqueViolation        = "23505"
 )
 
 // DiskFull reports whether Postgres could not write for lack of disk
@@ -31,6 +32,13 @@ const (
 func DiskFull(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == diskFull
+}
+
+// UniqueViolation reports whether a statement would have duplicated a
+// unique key.
+func UniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation
 }
 
 // Unavailable reports whether err means Postgres could not be reached or

@@ -51,6 +51,9 @@ func TestClassify(t *testing.T) {
 			if got := pgerr.DiskFull(tt.err); got != (tt.name == "disk full") {
 				t.Errorf("DiskFull(%v) = %v", tt.err, got)
 			}
+			if got := pgerr.UniqueViolation(tt.err); got != (tt.name == "unique violation") {
+				t.Errorf("UniqueViolation(%v) = %v", tt.err, got)
+			}
 		})
 	}
 }

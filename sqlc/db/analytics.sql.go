@@ -8,6 +8,8 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const advanceBackfill = `-- name: AdvanceBackfill :exec
@@ -36,12 +38,101 @@ func (q *Queries) AdvanceBackfill(ctx context.Context, arg AdvanceBackfillParams
 	return err
 }
 
+const applyRollups = `-- name: ApplyRollups :exec
+WITH daily AS (
+    INSERT INTO analytics_daily (tenant_id, day, type_id, type_version, turns)
+    SELECT unnest($5::text[]), unnest($6::date[]), unnest($7::text[]),
+           unnest($8::bigint[]), unnest($9::bigint[])
+    ON CONFLICT (tenant_id, day, type_id, type_version) DO UPDATE SET turns = analytics_daily.turns + excluded.turns
+),
+context_turns AS (
+    INSERT INTO analytics_context_turns (tenant_id, context_id, turns)
+    SELECT unnest($10::text[]), unnest($11::bigint[]), unnest($12::bigint[])
+    ON CONFLICT (tenant_id, context_id) DO UPDATE SET turns = analytics_context_turns.turns + excluded.turns
+),
+keyed AS (
+    INSERT INTO analytics_keyed (tenant_id, context_id, day, keyed_appends)
+    SELECT unnest($13::text[]), unnest($14::bigint[]), unnest($15::date[]),
+           unnest($16::bigint[])
+    ON CONFLICT (tenant_id, context_id, day) DO UPDATE SET keyed_appends = analytics_keyed.keyed_appends + excluded.keyed_appends
+),
+children AS (
+    INSERT INTO analytics_children (tenant_id, turn_id, children)
+    SELECT p.tenant_id, p.turn_id, c.children
+    FROM (SELECT unnest($17::text[]) AS tenant_id, unnest($18::bigint[]) AS turn_id) p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS children FROM turn_data c
+        WHERE c.tenant_id = p.tenant_id AND c.parent_turn_id = p.turn_id) c
+    WHERE c.children > 1
+    ON CONFLICT (tenant_id, turn_id) DO UPDATE SET children = excluded.children
+)
+INSERT INTO analytics_usage (tenant_id, turns, payload_bytes, data_bytes)
+SELECT unnest($1::text[]), unnest($2::bigint[]), unnest($3::bigint[]),
+       unnest($4::bigint[])
+ON CONFLICT (tenant_id) DO UPDATE
+SET turns = analytics_usage.turns + excluded.turns, payload_bytes = analytics_usage.payload_bytes + excluded.payload_bytes,
+    data_bytes = analytics_usage.data_bytes + excluded.data_bytes
+`
+
+type ApplyRollupsParams struct {
+	UsageTenantIds    []string
+	UsageTurns        []int64
+	UsagePayloadBytes []int64
+	UsageDataBytes    []int64
+	DailyTenantIds    []string
+	DailyDays         []pgtype.Date
+	DailyTypeIds      []string
+	DailyTypeVersions []int64
+	DailyTurns        []int64
+	ContextTenantIds  []string
+	ContextIds        []int64
+	ContextTurns      []int64
+	KeyedTenantIds    []string
+	KeyedContextIds   []int64
+	KeyedDays         []pgtype.Date
+	KeyedAppends      []int64
+	ParentTenantIds   []string
+	ParentTurnIds     []int64
+}
+
+// Adds a batch's counts to the rollups. analytics_children has a row only
+// for a turn with more than one child: the parents of the batch's
+// inserted turns have their children counted from turn_data's parent
+// index (the batch's rows included: they were written before).
+func (q *Queries) ApplyRollups(ctx context.Context, arg ApplyRollupsParams) error {
+	_, err := q.db.Exec(ctx, applyRollups,
+		arg.UsageTenantIds,
+		arg.UsageTurns,
+		arg.UsagePayloadBytes,
+		arg.UsageDataBytes,
+		arg.DailyTenantIds,
+		arg.DailyDays,
+		arg.DailyTypeIds,
+		arg.DailyTypeVersions,
+		arg.DailyTurns,
+		arg.ContextTenantIds,
+		arg.ContextIds,
+		arg.ContextTurns,
+		arg.KeyedTenantIds,
+		arg.KeyedContextIds,
+		arg.KeyedDays,
+		arg.KeyedAppends,
+		arg.ParentTenantIds,
+		arg.ParentTurnIds,
+	)
+	return err
+}
+
 const backfillPage = `-- name: BackfillPage :many
-SELECT turn_id, type_id, type_version, coalesce(data::text, '')::text AS data, coalesce(skipped, '')::text AS skipped
-FROM turn_data
-WHERE tenant_id = $1 AND turn_id > $2 AND registry_generation < $3
-  AND (skipped = 'unknown_type' OR type_id = ANY($4::text[]))
-ORDER BY turn_id
+SELECT d.turn_id, d.type_id, d.type_version, coalesce(d.data::text, '')::text AS data, coalesce(d.skipped, '')::text AS skipped,
+       t.uncompressed_len, t.created_at, t.context_id, t.parent_turn_id, (t.idempotency_key IS NOT NULL)::boolean AS keyed
+FROM turn_data d
+CROSS JOIN LATERAL (
+    SELECT t.uncompressed_len, t.created_at, t.context_id, t.parent_turn_id, t.idempotency_key
+    FROM turns t WHERE t.tenant_id = d.tenant_id AND t.turn_id = d.turn_id LIMIT 1) t
+WHERE d.tenant_id = $1 AND d.turn_id > $2 AND d.registry_generation < $3
+  AND (d.skipped = 'unknown_type' OR d.type_id = ANY($4::text[]))
+ORDER BY d.turn_id
 LIMIT $5
 `
 
@@ -54,15 +145,21 @@ type BackfillPageParams struct {
 }
 
 type BackfillPageRow struct {
-	TurnID      int64
-	TypeID      string
-	TypeVersion int64
-	Data        string
-	Skipped     string
+	TurnID          int64
+	TypeID          string
+	TypeVersion     int64
+	Data            string
+	Skipped         string
+	UncompressedLen int64
+	CreatedAt       time.Time
+	ContextID       int64
+	ParentTurnID    int64
+	Keyed           bool
 }
 
 // The next rows of a tenant a bundle may have changed: projected with an
-// older registry, and of a registered type or skipped as unknown.
+// older registry, and of a registered type or skipped as unknown; each
+// with its turn's fields.
 func (q *Queries) BackfillPage(ctx context.Context, arg BackfillPageParams) ([]BackfillPageRow, error) {
 	rows, err := q.db.Query(ctx, backfillPage,
 		arg.TenantID,
@@ -84,6 +181,11 @@ func (q *Queries) BackfillPage(ctx context.Context, arg BackfillPageParams) ([]B
 			&i.TypeVersion,
 			&i.Data,
 			&i.Skipped,
+			&i.UncompressedLen,
+			&i.CreatedAt,
+			&i.ContextID,
+			&i.ParentTurnID,
+			&i.Keyed,
 		); err != nil {
 			return nil, err
 		}
@@ -136,6 +238,82 @@ func (q *Queries) HoldOffTenantDeletion(ctx context.Context, tenantNos []int32) 
 	return err
 }
 
+const insertTurnData = `-- name: InsertTurnData :many
+WITH ins AS (
+    INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, skipped, registry_generation, parent_turn_id)
+    SELECT i.tenant_id, i.turn_id, i.type_id, i.type_version, NULLIF(i.data, '')::jsonb, NULLIF(i.skipped, ''), i.generation,
+           i.parent_turn_id
+    FROM (SELECT unnest($1::text[]) AS tenant_id,
+                 unnest($2::bigint[]) AS turn_id,
+                 unnest($3::text[]) AS type_id,
+                 unnest($4::bigint[]) AS type_version,
+                 unnest($5::text[]) AS data,
+                 unnest($6::text[]) AS skipped,
+                 unnest($7::bigint[]) AS generation,
+                 unnest($8::bigint[]) AS parent_turn_id) i
+    WHERE i.tenant_id IN (SELECT n.tenant_id FROM tenants n
+                          WHERE n.tenant_id IN (SELECT DISTINCT unnest($1::text[])) AND n.deleted_at IS NULL)
+    RETURNING turn_data.tenant_id, pg_column_size(turn_data.data) AS bytes
+)
+SELECT tenant_id, count(*) AS turns, coalesce(sum(bytes), 0)::bigint AS data_bytes FROM ins GROUP BY tenant_id
+`
+
+type InsertTurnDataParams struct {
+	TenantIds     []string
+	TurnIds       []int64
+	TypeIds       []string
+	TypeVersions  []int64
+	Datas         []string
+	Skipped       []string
+	Generations   []int64
+	ParentTurnIds []int64
+}
+
+type InsertTurnDataRow struct {
+	TenantID  string
+	Turns     int64
+	DataBytes int64
+}
+
+// Inserts the first projection of each turn, and returns per tenant the
+// rows and the bytes of data written. Like UpsertTurnData, ApplyRollups
+// and WriteToolCalls, it runs in a batch's transaction after
+// PlanEachBatch and HoldOffTenantDeletion, and writes rows of live
+// tenants only: a tenant deleted before the batch is left out, one
+// deleted after removes the rows. data and skipped are ” for NULL; the
+// turns' fields are the caller's (as the store committed them), so that
+// no turn row is read back. A plain insert: it fails
+// (unique_violation) when a turn has a row already (projected meanwhile
+// by catch-up), and the caller writes the batch with UpsertTurnData.
+func (q *Queries) InsertTurnData(ctx context.Context, arg InsertTurnDataParams) ([]InsertTurnDataRow, error) {
+	rows, err := q.db.Query(ctx, insertTurnData,
+		arg.TenantIds,
+		arg.TurnIds,
+		arg.TypeIds,
+		arg.TypeVersions,
+		arg.Datas,
+		arg.Skipped,
+		arg.Generations,
+		arg.ParentTurnIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []InsertTurnDataRow
+	for rows.Next() {
+		var i InsertTurnDataRow
+		if err := rows.Scan(&i.TenantID, &i.Turns, &i.DataBytes); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const pendingBackfills = `-- name: PendingBackfills :many
 SELECT tenant_id, generation FROM analytics_backfills WHERE done_at IS NULL ORDER BY tenant_id, generation
 `
@@ -164,6 +342,19 @@ func (q *Queries) PendingBackfills(ctx context.Context) ([]PendingBackfillsRow, 
 		return nil, err
 	}
 	return items, nil
+}
+
+const planEachBatch = `-- name: PlanEachBatch :exec
+SELECT set_config('plan_cache_mode', 'force_custom_plan', true)
+`
+
+// Makes Postgres plan each batch with its own arrays until the
+// transaction ends. A cached generic plan guesses ten rows per array, and
+// joins UpsertTurnData's CTEs by nested loops: seconds for a 2,048-turn
+// batch instead of tens of milliseconds.
+func (q *Queries) PlanEachBatch(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, planEachBatch)
+	return err
 }
 
 const projectorTenants = `-- name: ProjectorTenants :many
@@ -239,6 +430,7 @@ func (q *Queries) RunningBackfills(ctx context.Context) ([]RunningBackfillsRow, 
 
 const scanTurnsAfter = `-- name: ScanTurnsAfter :many
 SELECT t.turn_id, t.type_id, t.type_version, t.uncompressed_len, t.created_at,
+       t.context_id, t.parent_turn_id, (t.idempotency_key IS NOT NULL)::boolean AS keyed,
        EXISTS (SELECT 1 FROM turn_data d WHERE d.tenant_id = t.tenant_id AND d.turn_id = t.turn_id) AS projected
 FROM turns t
 WHERE t.tenant_id = $1 AND t.turn_id > $2
@@ -258,6 +450,9 @@ type ScanTurnsAfterRow struct {
 	TypeVersion     int64
 	UncompressedLen int64
 	CreatedAt       time.Time
+	ContextID       int64
+	ParentTurnID    int64
+	Keyed           bool
 	Projected       bool
 }
 
@@ -278,6 +473,9 @@ func (q *Queries) ScanTurnsAfter(ctx context.Context, arg ScanTurnsAfterParams) 
 			&i.TypeVersion,
 			&i.UncompressedLen,
 			&i.CreatedAt,
+			&i.ContextID,
+			&i.ParentTurnID,
+			&i.Keyed,
 			&i.Projected,
 		); err != nil {
 			return nil, err
@@ -354,25 +552,23 @@ func (q *Queries) SupersedeBackfills(ctx context.Context, arg SupersedeBackfills
 	return err
 }
 
-const upsertTurnData = `-- name: UpsertTurnData :exec
+const upsertTurnData = `-- name: UpsertTurnData :many
 WITH input AS (
-    SELECT i.tenant_id, i.turn_id, i.type_id, i.type_version, i.data, i.skipped, i.generation,
-           t.context_id, t.parent_turn_id, t.declared_type_id, t.declared_type_version, t.uncompressed_len,
-           t.keyed, t.day, o.bytes AS old_bytes
+    SELECT i.tenant_id, i.turn_id, i.type_id, i.type_version, i.data, i.skipped, i.generation, i.parent_turn_id,
+           o.bytes AS old_bytes
     FROM (SELECT unnest($1::text[]) AS tenant_id,
                  unnest($2::bigint[]) AS turn_id,
                  unnest($3::text[]) AS type_id,
                  unnest($4::bigint[]) AS type_version,
                  unnest($5::text[]) AS data,
                  unnest($6::text[]) AS skipped,
-                 unnest($7::bigint[]) AS generation) i
-    CROSS JOIN LATERAL (
-        SELECT t.context_id, t.parent_turn_id, t.type_id AS declared_type_id, t.type_version AS declared_type_version,
-               t.uncompressed_len, (t.idempotency_key IS NOT NULL) AS keyed, (t.created_at AT TIME ZONE 'UTC')::date AS day
-        FROM turns t WHERE t.tenant_id = i.tenant_id AND t.turn_id = i.turn_id LIMIT 1) t
+                 unnest($7::bigint[]) AS generation,
+                 unnest($8::bigint[]) AS parent_turn_id) i
     LEFT JOIN LATERAL (
         SELECT pg_column_size(d.data) AS bytes
         FROM turn_data d WHERE d.tenant_id = i.tenant_id AND d.turn_id = i.turn_id LIMIT 1) o ON true
+    WHERE i.tenant_id IN (SELECT n.tenant_id FROM tenants n
+                          WHERE n.tenant_id IN (SELECT DISTINCT unnest($1::text[])) AND n.deleted_at IS NULL)
 ),
 up AS (
     INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, skipped, registry_generation, parent_turn_id)
@@ -383,67 +579,97 @@ up AS (
     SET type_id = excluded.type_id, type_version = excluded.type_version, data = excluded.data,
         skipped = excluded.skipped, registry_generation = excluded.registry_generation, projected_at = now()
     WHERE turn_data.registry_generation <= excluded.registry_generation
-    RETURNING turn_data.tenant_id, turn_data.turn_id, (xmax = 0) AS inserted, pg_column_size(turn_data.data) AS bytes,
-              turn_data.data
-),
-written AS (
-    SELECT up.tenant_id, up.turn_id, up.inserted, coalesce(up.bytes, 0) - coalesce(i.old_bytes, 0) AS added_bytes,
-           i.context_id, i.parent_turn_id, i.declared_type_id AS type_id, i.declared_type_version AS type_version,
-           i.uncompressed_len, i.keyed, i.day
-    FROM up
-    JOIN input i ON i.tenant_id = up.tenant_id AND i.turn_id = up.turn_id
-),
-daily AS (
-    INSERT INTO analytics_daily (tenant_id, day, type_id, type_version, turns)
-    SELECT tenant_id, day, type_id, type_version, count(*) FROM written WHERE inserted
-    GROUP BY tenant_id, day, type_id, type_version
-    ON CONFLICT (tenant_id, day, type_id, type_version) DO UPDATE SET turns = analytics_daily.turns + excluded.turns
-),
-parents AS (
-    SELECT tenant_id, parent_turn_id AS turn_id, count(*) AS added
-    FROM written WHERE inserted AND parent_turn_id <> 0
-    GROUP BY tenant_id, parent_turn_id
-),
-children AS (
-    INSERT INTO analytics_children (tenant_id, turn_id, children)
-    SELECT p.tenant_id, p.turn_id, p.added + b.before
-    FROM parents p
+    RETURNING turn_data.tenant_id, turn_data.turn_id, (xmax = 0) AS inserted, pg_column_size(turn_data.data) AS bytes
+)
+SELECT up.tenant_id, up.turn_id, up.inserted, (coalesce(up.bytes, 0) - coalesce(i.old_bytes, 0))::bigint AS added_bytes
+FROM up JOIN input i ON i.tenant_id = up.tenant_id AND i.turn_id = up.turn_id
+`
+
+type UpsertTurnDataParams struct {
+	TenantIds     []string
+	TurnIds       []int64
+	TypeIds       []string
+	TypeVersions  []int64
+	Datas         []string
+	Skipped       []string
+	Generations   []int64
+	ParentTurnIds []int64
+}
+
+type UpsertTurnDataRow struct {
+	TenantID   string
+	TurnID     int64
+	Inserted   bool
+	AddedBytes int64
+}
+
+// Writes projections of turns that may have a row: a re-projection
+// replaces the row unless that was projected with a newer registry.
+// Returns each row written, whether it was inserted, and the bytes of
+// data it added. The old row's size is found by a primary-key probe
+// (LATERAL ... LIMIT 1), whatever the statistics say.
+func (q *Queries) UpsertTurnData(ctx context.Context, arg UpsertTurnDataParams) ([]UpsertTurnDataRow, error) {
+	rows, err := q.db.Query(ctx, upsertTurnData,
+		arg.TenantIds,
+		arg.TurnIds,
+		arg.TypeIds,
+		arg.TypeVersions,
+		arg.Datas,
+		arg.Skipped,
+		arg.Generations,
+		arg.ParentTurnIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UpsertTurnDataRow
+	for rows.Next() {
+		var i UpsertTurnDataRow
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.TurnID,
+			&i.Inserted,
+			&i.AddedBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const writeToolCalls = `-- name: WriteToolCalls :exec
+WITH rows AS (
+    SELECT d.tenant_id, d.turn_id, d.data
+    FROM (SELECT unnest($1::text[]) AS tenant_id, unnest($2::bigint[]) AS turn_id) w
     CROSS JOIN LATERAL (
-        SELECT count(*) AS before FROM turn_data c
-        WHERE c.tenant_id = p.tenant_id AND c.parent_turn_id = p.turn_id) b
-    WHERE p.added + b.before > 1
-    ON CONFLICT (tenant_id, turn_id) DO UPDATE SET children = excluded.children
-),
-context_turns AS (
-    INSERT INTO analytics_context_turns (tenant_id, context_id, turns)
-    SELECT tenant_id, context_id, count(*) FROM written WHERE inserted GROUP BY tenant_id, context_id
-    ON CONFLICT (tenant_id, context_id) DO UPDATE SET turns = analytics_context_turns.turns + excluded.turns
-),
-keyed AS (
-    INSERT INTO analytics_keyed (tenant_id, context_id, day, keyed_appends)
-    SELECT tenant_id, context_id, day, count(*) FROM written WHERE inserted AND keyed GROUP BY tenant_id, context_id, day
-    ON CONFLICT (tenant_id, context_id, day) DO UPDATE SET keyed_appends = analytics_keyed.keyed_appends + excluded.keyed_appends
+        SELECT d.tenant_id, d.turn_id, d.data FROM turn_data d
+        WHERE d.tenant_id = w.tenant_id AND d.turn_id = w.turn_id LIMIT 1) d
 ),
 calls AS (
-    SELECT up.tenant_id, up.turn_id, (c.ord - 1)::integer AS idx, 'assistant_turn'::text AS source,
+    SELECT r.tenant_id, r.turn_id, (c.ord - 1)::integer AS idx, 'assistant_turn'::text AS source,
            c.v ->> 'id' AS call_id, c.v ->> 'name' AS name, c.v ->> 'status' AS status,
            (coalesce(c.v ->> 'status' = 'error', false) OR coalesce(jsonb_typeof(c.v -> 'error') = 'object', false)
             OR coalesce(c.v -> 'result' ->> 'success' = 'false', false)) AS failed,
            c.v -> 'error' ->> 'message' AS error_message, c.v ->> 'duration_ms' AS duration
-    FROM up CROSS JOIN LATERAL jsonb_array_elements(
-        CASE WHEN jsonb_typeof(up.data -> 'turn' -> 'tool_calls') = 'array' THEN up.data -> 'turn' -> 'tool_calls' ELSE '[]'::jsonb END
+    FROM rows r CROSS JOIN LATERAL jsonb_array_elements(
+        CASE WHEN jsonb_typeof(r.data -> 'turn' -> 'tool_calls') = 'array' THEN r.data -> 'turn' -> 'tool_calls' ELSE '[]'::jsonb END
     ) WITH ORDINALITY AS c(v, ord)
-    WHERE up.data ->> 'item_type' = 'assistant_turn'
+    WHERE r.data ->> 'item_type' = 'assistant_turn'
     UNION ALL
-    SELECT up.tenant_id, up.turn_id, 0, 'tool_call', up.data -> 'tool_call' ->> 'call_id', up.data -> 'tool_call' ->> 'name',
-           up.data ->> 'status', false, NULL, NULL
-    FROM up WHERE up.data ->> 'item_type' = 'tool_call'
+    SELECT r.tenant_id, r.turn_id, 0, 'tool_call', r.data -> 'tool_call' ->> 'call_id', r.data -> 'tool_call' ->> 'name',
+           r.data ->> 'status', false, NULL, NULL
+    FROM rows r WHERE r.data ->> 'item_type' = 'tool_call'
     UNION ALL
-    SELECT up.tenant_id, up.turn_id, 0, 'tool_result', up.data -> 'tool_result' ->> 'call_id', NULL, up.data ->> 'status',
-           coalesce(up.data -> 'tool_result' ->> 'is_error' = 'true', false),
-           CASE WHEN up.data -> 'tool_result' ->> 'is_error' = 'true' THEN up.data -> 'tool_result' ->> 'content' END,
-           up.data -> 'tool_result' ->> 'duration_ms'
-    FROM up WHERE up.data ->> 'item_type' = 'tool_result'
+    SELECT r.tenant_id, r.turn_id, 0, 'tool_result', r.data -> 'tool_result' ->> 'call_id', NULL, r.data ->> 'status',
+           coalesce(r.data -> 'tool_result' ->> 'is_error' = 'true', false),
+           CASE WHEN r.data -> 'tool_result' ->> 'is_error' = 'true' THEN r.data -> 'tool_result' ->> 'content' END,
+           r.data -> 'tool_result' ->> 'duration_ms'
+    FROM rows r WHERE r.data ->> 'item_type' = 'tool_result'
 ),
 new_calls AS (
     INSERT INTO analytics_tool_call_rows (tenant_id, turn_id, idx, source, call_id, name, status, failed, error_message, duration_ms)
@@ -453,55 +679,21 @@ new_calls AS (
     ON CONFLICT (tenant_id, turn_id, idx) DO UPDATE
     SET source = excluded.source, call_id = excluded.call_id, name = excluded.name, status = excluded.status,
         failed = excluded.failed, error_message = excluded.error_message, duration_ms = excluded.duration_ms
-),
-stale_calls AS (
-    -- a rewritten row's calls past its new count
-    DELETE FROM analytics_tool_call_rows r USING up
-    WHERE NOT up.inserted AND r.tenant_id = up.tenant_id AND r.turn_id = up.turn_id
-      AND r.idx >= (SELECT count(*) FROM calls c WHERE c.tenant_id = up.tenant_id AND c.turn_id = up.turn_id)
 )
-INSERT INTO analytics_usage (tenant_id, turns, payload_bytes, data_bytes)
-SELECT tenant_id, count(*) FILTER (WHERE inserted), coalesce(sum(uncompressed_len) FILTER (WHERE inserted), 0), sum(added_bytes)
-FROM written GROUP BY tenant_id
-ON CONFLICT (tenant_id) DO UPDATE
-SET turns = analytics_usage.turns + excluded.turns, payload_bytes = analytics_usage.payload_bytes + excluded.payload_bytes,
-    data_bytes = analytics_usage.data_bytes + excluded.data_bytes
+DELETE FROM analytics_tool_call_rows r USING rows w
+WHERE r.tenant_id = w.tenant_id AND r.turn_id = w.turn_id
+  AND r.idx >= (SELECT count(*) FROM calls c WHERE c.tenant_id = w.tenant_id AND c.turn_id = w.turn_id)
 `
 
-type UpsertTurnDataParams struct {
-	TenantIds    []string
-	TurnIds      []int64
-	TypeIds      []string
-	TypeVersions []int64
-	Datas        []string
-	Skipped      []string
-	Generations  []int64
+type WriteToolCallsParams struct {
+	TenantIds []string
+	TurnIds   []int64
 }
 
-// Writes a batch of projected turns in one statement, and keeps the
-// rollups: a turn counts once, when its row is first inserted (a second
-// projection of it updates the row and counts nothing). data and skipped
-// are ” for NULL. A row projected with a newer registry is never
-// replaced by one projected with an older registry. Each turn's rows in
-// turns and turn_data are found by a primary-key probe (LATERAL ...
-// LIMIT 1), whatever the statistics say: a hash join would read every
-// turn of the table for each batch. It runs after
-// HoldOffTenantDeletion, in the same transaction: a tenant deleted before
-// has no turns left to find.
-// Only turns with more than one child have a row: when a turn gets
-// children, those it had are counted from turn_data's parent index (a
-// probe that finds nothing for a turn's first child, the common case).
-// Tool calls, from every row written (a re-projection may add or change
-// them). Casts never fail: a value that is not a number is NULL.
-func (q *Queries) UpsertTurnData(ctx context.Context, arg UpsertTurnDataParams) error {
-	_, err := q.db.Exec(ctx, upsertTurnData,
-		arg.TenantIds,
-		arg.TurnIds,
-		arg.TypeIds,
-		arg.TypeVersions,
-		arg.Datas,
-		arg.Skipped,
-		arg.Generations,
-	)
+// Extracts the tool calls of rows just written from their data, and
+// removes those a rewritten row no longer has. Casts never fail: a value
+// that is not a number is NULL.
+func (q *Queries) WriteToolCalls(ctx context.Context, arg WriteToolCallsParams) error {
+	_, err := q.db.Exec(ctx, writeToolCalls, arg.TenantIds, arg.TurnIds)
 	return err
 }
