@@ -159,6 +159,12 @@ func TestHostedTenantDeletion(t *testing.T) {
 	seedTenant(t, srv, acme) // first: acme owns the shared blob's record
 	seedTenant(t, srv, bravo)
 	open := helloed(t, srv.binAddr, acme.secret)
+	// bravo's rows are compared after the deletion: its analytics first.
+	waitFor(t, "the projector to write the seeded turns' rows", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM turn_data WHERE tenant_id IN ('acme', 'bravo')").Scan(&n)
+		return err == nil && n == acme.turns+bravo.turns
+	})
 	bravoBefore := tenantRows(t, pool, "bravo")
 	contexts, turns := gauge(t, srv, ops, "cardbox_contexts"), gauge(t, srv, ops, "cardbox_turns")
 
