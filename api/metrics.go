@@ -43,6 +43,12 @@ var storeDescs = map[string]*prometheus.Desc{
 	"stored":        prometheus.NewDesc("cardbox_stored_bytes", "Blob pack + turn log + Postgres turn store bytes.", nil, nil),
 	"appends_total": prometheus.NewDesc("cardbox_appends_total", "Appends committed since start.", nil, nil),
 	"commits_total": prometheus.NewDesc("cardbox_group_commits_total", "Group commits since start.", nil, nil),
+	"files_seconds": prometheus.NewDesc("cardbox_group_files_seconds_total",
+		"Time group commits spent making their files durable (blob pack and turn log, in parallel), since start.", nil, nil),
+	"statement_seconds": prometheus.NewDesc("cardbox_group_statement_seconds_total",
+		"Time group commits spent running their statement (in parallel with the files, from the same start), since start.", nil, nil),
+	"commit_seconds": prometheus.NewDesc("cardbox_group_commit_seconds_total",
+		"Time group commits spent in COMMIT (after the files and the statement), since start.", nil, nil),
 }
 
 // Describe implements prometheus.Collector.
@@ -75,4 +81,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge("stored", float64(st.PackBytes+st.LogBytes+dbBytes))
 	counter("appends_total", float64(st.Appends))
 	counter("commits_total", float64(st.Groups))
+	counter("files_seconds", st.FilesTime.Seconds())
+	counter("statement_seconds", st.StatementTime.Seconds())
+	counter("commit_seconds", st.CommitTime.Seconds())
 }

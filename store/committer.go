@@ -77,6 +77,8 @@ type committer struct {
 	dbDown atomic.Bool
 
 	appends, groups atomic.Int64 // committed by this process
+	// Time the groups with turns spent in each step (see Stats).
+	filesNs, statementNs, commitNs atomic.Int64
 }
 
 // rollbackRequest asks the writer to cut the turn log back to where a
@@ -319,13 +321,19 @@ func (c *committer) writeGroup(p *plan, now time.Time) error {
 		}
 	}
 	var wg sync.WaitGroup
+	var files sync.WaitGroup // the file writes alone, for the step timings
+	start := time.Now()
 	if len(p.puts) > 0 {
-		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Put(p.puts) })
+		files.Add(1)
+		wg.Go(func() { defer files.Done(); p.putResults, blobErr = c.e.blobs.Put(p.puts) })
 	}
 	if len(p.turns) > 0 {
-		wg.Go(func() { logErr = c.appendRecords(p) })
+		files.Add(1)
+		wg.Go(func() { defer files.Done(); logErr = c.appendRecords(p) })
+		wg.Go(func() { files.Wait(); c.filesNs.Add(int64(time.Since(start))) })
 		if !probe {
 			stmtErr = c.startStatement(p, now)
+			c.statementNs.Add(int64(time.Since(start)))
 		}
 	}
 	wg.Wait()

@@ -191,6 +191,12 @@ type Stats struct {
 	LogBytes  int64 // turns.log
 	Appends   int64 // appends committed by this process
 	Groups    int64 // group commits by this process
+	// The time groups with turns spent, in total since the process
+	// started, making their files durable (the blob pack's and the turn
+	// log's writes and fdatasyncs, in parallel), running their statement
+	// (BEGIN and the group's rows, in parallel with the files; from the
+	// same start), and committing (after both).
+	FilesTime, StatementTime, CommitTime time.Duration
 }
 
 // Stats returns the store's current size.
@@ -200,6 +206,8 @@ func (e *Engine) Stats() Stats {
 		Contexts: e.contexts.len(), Turns: e.table.count.Load(), LastTurn: e.table.visible.Load(),
 		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(), PackHoles: len(e.blobs.Holes()),
 		Appends: e.committer.appends.Load(), Groups: e.committer.groups.Load(),
+		FilesTime: time.Duration(e.committer.filesNs.Load()), StatementTime: time.Duration(e.committer.statementNs.Load()),
+		CommitTime: time.Duration(e.committer.commitNs.Load()),
 	}
 }
 

@@ -686,3 +686,29 @@ func TestOnAppendDescribesTheRow(t *testing.T) {
 		}
 	}
 }
+
+// Stats times the steps of each group commit: an append adds to each.
+func TestStatsTimeGroupSteps(t *testing.T) {
+	ctx := context.Background()
+	e, err := Open(ctx, Options{Dir: t.TempDir(), Pool: pgtest.NewPool(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	tenant, err := e.Tenant(ctx, DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.CreateContext(ctx, tenant, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.Stats()
+	if _, err := e.Append(ctx, tenant, turnReq(h.ContextID, 0, []byte("\xa5hello"))); err != nil {
+		t.Fatal(err)
+	}
+	after := e.Stats()
+	if after.FilesTime <= before.FilesTime || after.StatementTime <= before.StatementTime || after.CommitTime <= before.CommitTime {
+		t.Errorf("step times did not grow: before %+v, after %+v", before, after)
+	}
+}

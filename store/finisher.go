@@ -63,7 +63,9 @@ func (c *committer) commitGroup(p *plan) error {
 		p.tx.rollback()
 		return commitError(errInjected)
 	}
+	start := time.Now()
 	err := p.tx.commit(p.packEndParams(c.e))
+	c.commitNs.Add(int64(time.Since(start)))
 	if err == nil {
 		return nil
 	}

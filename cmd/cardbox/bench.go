@@ -78,6 +78,12 @@ type benchResult struct {
 	// AnalyticsDelayP99S is the p99 of the server's delay from a turn's
 	// commit to its analytics row (an upper bucket bound), since start.
 	AnalyticsDelayP99S float64 `json:"analytics_delay_p99_s,omitempty"`
+	// The server's time per group commit during the one-connection phase,
+	// in each step: files durable, statement (in parallel with the files)
+	// and COMMIT (after both).
+	SingleConnFilesMs     float64 `json:"single_conn_group_files_ms,omitempty"`
+	SingleConnStatementMs float64 `json:"single_conn_group_statement_ms,omitempty"`
+	SingleConnCommitMs    float64 `json:"single_conn_group_commit_ms,omitempty"`
 	machineFacts
 }
 
@@ -97,7 +103,8 @@ func bench(ctx context.Context, args []string) error {
 	if err := appendPhase(ctx, cfg, contexts, r); err != nil {
 		return err
 	}
-	if now, err := scrapeMetrics(ctx, cfg.httpAddr); err == nil {
+	now, err := scrapeMetrics(ctx, cfg.httpAddr)
+	if err == nil {
 		cpu.perAppend(now, r.Appends, &r.machineFacts)
 	}
 	if err := latencyPhase(ctx, cfg, contexts[0], r); err != nil {
@@ -113,10 +120,25 @@ func bench(ctx context.Context, args []string) error {
 		if turns := after["cardbox_turns"] - before["cardbox_turns"]; turns > 0 {
 			r.StoredBytesByTurn = (after["cardbox_stored_bytes"] - before["cardbox_stored_bytes"]) / turns
 		}
+		r.groupSteps(now, after)
 	} else {
 		fmt.Fprintf(os.Stderr, "cardbox bench: no server metrics (%v): RSS and stored bytes not reported\n", err)
 	}
 	return report(cfg, r)
+}
+
+// groupSteps sets the server's time per group commit in each step between
+// two scrapes around the one-connection phase (the read phase commits
+// nothing).
+func (r *benchResult) groupSteps(before, after map[string]float64) {
+	groups := after["cardbox_group_commits_total"] - before["cardbox_group_commits_total"]
+	if before == nil || groups <= 0 {
+		return
+	}
+	ms := func(name string) float64 { return (after[name] - before[name]) / groups * 1000 }
+	r.SingleConnFilesMs = ms("cardbox_group_files_seconds_total")
+	r.SingleConnStatementMs = ms("cardbox_group_statement_seconds_total")
+	r.SingleConnCommitMs = ms("cardbox_group_commit_seconds_total")
 }
 
 func createContexts(ctx context.Context, cfg *benchConfig) ([]uint64, error) {
@@ -310,6 +332,10 @@ func report(cfg *benchConfig, r *benchResult) error {
 	fmt.Printf("appends/s               %.0f\n", r.AppendsPerSec)
 	fmt.Printf("append latency (N conns) p50 %.3f ms  p99 %.3f ms  p999 %.3f ms\n", r.AppendP50Ms, r.AppendP99Ms, r.AppendP999Ms)
 	fmt.Printf("append latency (1 conn)  p50 %.3f ms  p99 %.3f ms\n", r.SingleConnP50Ms, r.SingleConnP99Ms)
+	if r.SingleConnCommitMs > 0 {
+		fmt.Printf("1-conn group steps      files %.3f ms, statement %.3f ms (in parallel), then COMMIT %.3f ms (server side, mean per group)\n",
+			r.SingleConnFilesMs, r.SingleConnStatementMs, r.SingleConnCommitMs)
+	}
 	fmt.Printf("GET_LAST(10, payload)/s %.0f\n", r.GetLastPerSec)
 	fmt.Printf("stored bytes per turn   %.0f\n", r.StoredBytesByTurn)
 	fmt.Printf("server RSS              %.1f MB (server holds %.0f turns)\n", r.ServerRSSMB, r.ServerTurns)
