@@ -43,3 +43,13 @@ func TestRunsDoNotRepeatPayloads(t *testing.T) {
 		}
 	}
 }
+
+// The flush probe times one file and two flushed in parallel.
+func TestFdatasyncProbe(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		ms, err := fdatasyncMs(t.TempDir(), n)
+		if err != nil || ms < 0 {
+			t.Errorf("%d files: %v ms, %v", n, ms, err)
+		}
+	}
+}

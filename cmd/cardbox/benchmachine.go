@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +22,7 @@ import (
 // flush of the files, one Postgres commit), and the CPU each append cost.
 type machineFacts struct {
 	FdatasyncMs         float64 `json:"fdatasync_ms"`
+	FdatasyncPairMs     float64 `json:"fdatasync_two_files_ms"`
 	FlushFloorMs        float64 `json:"durable_flush_floor_ms"`
 	ServerCPUUsPerApp   float64 `json:"server_cpu_us_per_append"`
 	PostgresCPUUsPerApp float64 `json:"postgres_cpu_us_per_append"`
@@ -29,22 +32,35 @@ type machineFacts struct {
 // probeRounds is how many flushes each probe times (the median is kept).
 const probeRounds = 200
 
-// fdatasyncMs times a 4 KiB write and fdatasync of a file in dir, the
-// data directory, as the store's files are flushed, and returns the
-// median.
-func fdatasyncMs(dir string) (float64, error) {
-	f, err := os.CreateTemp(dir, ".bench-fdatasync-*")
-	if err != nil {
-		return 0, err
+// fdatasyncMs times a 4 KiB write and fdatasync of each of n files in
+// dir, the data directory, in parallel (a group commit flushes two: the
+// blob pack and the turn log), and returns the median.
+func fdatasyncMs(dir string, n int) (float64, error) {
+	files := make([]*os.File, n)
+	for i := range files {
+		f, err := os.CreateTemp(dir, ".bench-fdatasync-*")
+		if err != nil {
+			return 0, err
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		files[i] = f
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
 	block := make([]byte, 4096)
-	return medianMs(func() error {
+	flush := func(f *os.File) error {
 		if _, err := f.WriteAt(block, 0); err != nil {
 			return err
 		}
 		return unix.Fdatasync(int(f.Fd()))
+	}
+	return medianMs(func() error {
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i, f := range files {
+			wg.Go(func() { errs[i] = flush(f) })
+		}
+		wg.Wait()
+		return errors.Join(errs...)
 	})
 }
 
@@ -170,8 +186,11 @@ func probeMachine(ctx context.Context, dir string, f *machineFacts) {
 		return
 	}
 	var err error
-	if f.FdatasyncMs, err = fdatasyncMs(dir); err != nil {
+	if f.FdatasyncMs, err = fdatasyncMs(dir, 1); err != nil {
 		fmt.Fprintf(os.Stderr, "cardbox bench: fdatasync not measured: %v\n", err)
+	}
+	if f.FdatasyncPairMs, err = fdatasyncMs(dir, 2); err != nil {
+		fmt.Fprintf(os.Stderr, "cardbox bench: fdatasync of two files not measured: %v\n", err)
 	}
 	if f.FlushFloorMs, err = flushFloorMs(ctx, dir); err != nil {
 		fmt.Fprintf(os.Stderr, "cardbox bench: flush floor not measured: %v\n", err)
