@@ -235,17 +235,16 @@ func (c *committer) write(batch []*job) {
 		return
 	}
 	c.shadow.forget(c.published.Load())
-	now := c.e.now()
 	c.seq++
-	p := c.plan(batch, now)
+	p := c.plan(batch, c.e.now())
 	p.seq, p.epoch = c.seq, c.epoch
-	if err := c.writeGroup(p, now); err != nil {
+	if err := c.writeGroup(p); err != nil {
 		if !c.retryAlone(p, err) {
 			p.failPending(err)
 		}
 		return
 	}
-	c.remember(p, now)
+	c.remember(p)
 	c.written <- p
 }
 
@@ -289,7 +288,8 @@ func (c *committer) applyRollback() error {
 
 // remember records a written group in the planner's view: later groups
 // build on its heads, turns, types and idempotency keys.
-func (c *committer) remember(p *plan, now time.Time) {
+func (c *committer) remember(p *plan) {
+	now := p.now
 	c.shadow.add(p)
 	for k, i := range p.keys {
 		c.idem.add(k, idemEntry{turn: p.turns[i].id, at: now, seq: p.seq, parent: p.turns[i].job.app.ParentTurnID, parentKnown: true})
@@ -309,34 +309,34 @@ func (c *committer) remember(p *plan, now time.Time) {
 // After Postgres failed a group for being unreachable, the next groups run
 // their statement first and write their files only once it succeeded, so
 // that an outage does not fill the pack with blobs no row will name.
-func (c *committer) writeGroup(p *plan, now time.Time) error {
+func (c *committer) writeGroup(p *plan) error {
 	// The writer is the log's only writer, so the group's records start at
 	// its current end; the statement records that offset.
 	p.logStart = c.e.turns.Size()
 	probe := len(p.turns) > 0 && c.dbDown.Load()
 	var blobErr, logErr, stmtErr error
 	if probe {
-		if stmtErr = c.startStatement(p, now); stmtErr != nil {
+		if stmtErr = c.startStatement(p); stmtErr != nil {
 			return c.statementFailed(p, stmtErr)
 		}
 	}
 	var wg sync.WaitGroup
-	var files sync.WaitGroup // the file writes alone, for the step timings
 	start := time.Now()
+	var blobTook, logTook time.Duration // for the step timings (Stats)
 	if len(p.puts) > 0 {
-		files.Add(1)
-		wg.Go(func() { defer files.Done(); p.putResults, blobErr = c.e.blobs.Put(p.puts) })
+		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Put(p.puts); blobTook = time.Since(start) })
 	}
 	if len(p.turns) > 0 {
-		files.Add(1)
-		wg.Go(func() { defer files.Done(); logErr = c.appendRecords(p) })
-		wg.Go(func() { files.Wait(); c.filesNs.Add(int64(time.Since(start))) })
+		wg.Go(func() { logErr = c.appendRecords(p); logTook = time.Since(start) })
 		if !probe {
-			stmtErr = c.startStatement(p, now)
+			stmtErr = c.startStatement(p)
 			c.statementNs.Add(int64(time.Since(start)))
 		}
 	}
 	wg.Wait()
+	if len(p.turns) > 0 {
+		c.filesNs.Add(int64(max(blobTook, logTook)))
+	}
 	p.packEnd = c.e.blobs.Stats().PackBytes
 	if err := c.filesWritten(p, blobErr, logErr); err != nil {
 		p.tx.rollback()
@@ -354,8 +354,8 @@ func (c *committer) writeGroup(p *plan, now time.Time) error {
 
 // startStatement sends BEGIN and the group's statement and waits for them;
 // on success the group's transaction stays open for COMMIT.
-func (c *committer) startStatement(p *plan, now time.Time) error {
-	tx, err := c.e.sendGroup(p.params(c.e, now, c.nextTurn))
+func (c *committer) startStatement(p *plan) error {
+	tx, err := c.e.sendGroup(p.params(c.e, c.nextTurn))
 	if err != nil {
 		return err
 	}

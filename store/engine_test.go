@@ -26,6 +26,10 @@ type testStore struct {
 	pool        *pgxpool.Pool
 	maxIdemKeys int       // Options.MaxIdempotencyKeys at the next open
 	quota       QuotaFunc // Options.Quota at the next open
+	// appended receives what Options.OnAppend is handed, when not nil,
+	// with payloads up to onAppendPayloads bytes.
+	appended         chan []Appended
+	onAppendPayloads int
 	*Engine
 }
 
@@ -38,7 +42,11 @@ func newTestStore(t *testing.T) *testStore {
 
 func (s *testStore) open(h *hooks) {
 	s.t.Helper()
-	e, err := Open(context.Background(), Options{Dir: s.dir, Pool: s.pool, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota})
+	opts := Options{Dir: s.dir, Pool: s.pool, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota}
+	if s.appended != nil {
+		opts.OnAppend, opts.OnAppendPayloads = func(a []Appended) { s.appended <- a }, s.onAppendPayloads
+	}
+	e, err := Open(context.Background(), opts)
 	if err != nil {
 		s.t.Fatalf("open store: %v", err)
 	}
@@ -53,6 +61,27 @@ func (s *testStore) reopen() {
 		s.t.Fatalf("close: %v", err)
 	}
 	s.open(nil)
+}
+
+// newListenedStore is a testStore whose OnAppend calls nextAppended
+// returns, handed payloads up to payloads bytes.
+func newListenedStore(t *testing.T, payloads int) *testStore {
+	t.Helper()
+	s := &testStore{t: t, dir: t.TempDir(), pool: pgtest.NewPool(t), appended: make(chan []Appended, 16), onAppendPayloads: payloads}
+	s.open(nil)
+	return s
+}
+
+// nextAppended is what the next OnAppend call was handed.
+func (s *testStore) nextAppended() []Appended {
+	s.t.Helper()
+	select {
+	case a := <-s.appended:
+		return a
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("OnAppend was not called")
+		return nil
+	}
 }
 
 func (s *testStore) tenant(id string) Tenant {
@@ -595,23 +624,9 @@ func TestPayloadsAreStoredCompressedWhereverCompressed(t *testing.T) {
 // OnAppendPayloads bytes, made before the append is answered: the
 // request's buffer may be reused once it is.
 func TestOnAppendPayloads(t *testing.T) {
-	got := make(chan []Appended, 4)
-	e, err := Open(context.Background(), Options{
-		Dir: t.TempDir(), Pool: pgtest.NewPool(t), OnAppendPayloads: 8,
-		OnAppend: func(a []Appended) { got <- a },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	tenant, err := e.Tenant(context.Background(), DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := e.CreateContext(context.Background(), tenant, 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newListenedStore(t, 8)
+	tenant := s.defaultTenant()
+	h := s.create(tenant, 0)
 	for _, tc := range []struct {
 		payload string
 		want    []byte
@@ -620,16 +635,9 @@ func TestOnAppendPayloads(t *testing.T) {
 		{"\xa8too long", nil},
 	} {
 		req := turnReq(h.ContextID, 0, []byte(tc.payload))
-		if _, err := e.Append(context.Background(), tenant, req); err != nil {
-			t.Fatal(err)
-		}
+		s.append(tenant, req)
 		clear(req.Payload) // as a connection reusing its frame buffer
-		var a []Appended
-		select {
-		case a = <-got:
-		case <-time.After(10 * time.Second):
-			t.Fatal("OnAppend was not called")
-		}
+		a := s.nextAppended()
 		if len(a) != 1 || !bytes.Equal(a[0].Payload, tc.want) || (tc.want == nil) != (a[0].Payload == nil) {
 			t.Errorf("%q: OnAppend got %+v, want payload %q", tc.payload, a, tc.want)
 		}
@@ -639,40 +647,20 @@ func TestOnAppendPayloads(t *testing.T) {
 // OnAppend describes each turn as its Postgres row has it: the analytics
 // projector counts by these fields without reading the row back.
 func TestOnAppendDescribesTheRow(t *testing.T) {
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	got := make(chan []Appended, 4)
-	e, err := Open(ctx, Options{Dir: t.TempDir(), Pool: pool, OnAppend: func(a []Appended) { got <- a }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	tenant, err := e.Tenant(ctx, DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := e.CreateContext(ctx, tenant, 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newListenedStore(t, 0)
+	tenant := s.defaultTenant()
+	h := s.create(tenant, 0)
 	for _, key := range []string{"", "k1"} {
 		req := turnReq(h.ContextID, 0, []byte("\xa5hello"))
 		req.IdempotencyKey = []byte(key)
-		if _, err := e.Append(ctx, tenant, req); err != nil {
-			t.Fatal(err)
-		}
-		var a []Appended
-		select {
-		case a = <-got:
-		case <-time.After(10 * time.Second):
-			t.Fatal("OnAppend was not called")
-		}
+		s.append(tenant, req)
+		a := s.nextAppended()
 		if len(a) != 1 {
 			t.Fatalf("OnAppend got %d turns, want 1", len(a))
 		}
 		var row Appended
 		var created time.Time
-		err := pool.QueryRow(ctx, `SELECT context_id, parent_turn_id, uncompressed_len, created_at, idempotency_key IS NOT NULL
+		err := s.pool.QueryRow(context.Background(), `SELECT context_id, parent_turn_id, uncompressed_len, created_at, idempotency_key IS NOT NULL
 			FROM turns WHERE tenant_id = $1 AND turn_id = $2`, tenant.ID, a[0].TurnID).
 			Scan(&row.ContextID, &row.ParentID, &row.UncompressedLen, &created, &row.Keyed)
 		if err != nil {
@@ -689,25 +677,12 @@ func TestOnAppendDescribesTheRow(t *testing.T) {
 
 // Stats times the steps of each group commit: an append adds to each.
 func TestStatsTimeGroupSteps(t *testing.T) {
-	ctx := context.Background()
-	e, err := Open(ctx, Options{Dir: t.TempDir(), Pool: pgtest.NewPool(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	tenant, err := e.Tenant(ctx, DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := e.CreateContext(ctx, tenant, 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := e.Stats()
-	if _, err := e.Append(ctx, tenant, turnReq(h.ContextID, 0, []byte("\xa5hello"))); err != nil {
-		t.Fatal(err)
-	}
-	after := e.Stats()
+	s := newTestStore(t)
+	tenant := s.defaultTenant()
+	h := s.create(tenant, 0)
+	before := s.Stats()
+	s.append(tenant, turnReq(h.ContextID, 0, []byte("\xa5hello")))
+	after := s.Stats()
 	if after.FilesTime <= before.FilesTime || after.StatementTime <= before.StatementTime || after.CommitTime <= before.CommitTime {
 		t.Errorf("step times did not grow: before %+v, after %+v", before, after)
 	}

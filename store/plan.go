@@ -287,7 +287,8 @@ func (p *plan) packEndParams(e *Engine) db.SetPackEndParams {
 }
 
 // params builds the group's one Postgres statement.
-func (p *plan) params(e *Engine, now time.Time, nextTurn uint64) db.CommitAppendBatchParams {
+func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
+	now := p.now
 	a := db.CommitAppendBatchParams{
 		StoreID:      e.storeID,
 		CommittedEnd: p.committedEnd(),
