@@ -99,8 +99,15 @@ func TestRefusedRowKeepsMetadataOnly(t *testing.T) {
 
 // A tenant deleted while a batch of its turns waits to be written keeps
 // none of them: the batch waits for the deletion's lock on the tenant's
-// row, then leaves the tenant out and writes the others' turns.
+// row, then leaves the tenant out and writes the others' turns, whether
+// it inserts first projections or upserts re-projections.
 func TestWriteLeavesOutTenantDeletedMeanwhile(t *testing.T) {
+	for _, again := range []bool{false, true} {
+		t.Run(map[bool]string{false: "first", true: "again"}[again], func(t *testing.T) { writeBesideDeletion(t, again) })
+	}
+}
+
+func writeBesideDeletion(t *testing.T, again bool) {
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
 	seedTurns(t, pool, 1)
@@ -129,8 +136,8 @@ func TestWriteLeavesOutTenantDeletedMeanwhile(t *testing.T) {
 
 	p := New(Options{Pool: pool})
 	rows := []row{
-		{job: job{tenant: store.Tenant{ID: "default", No: 1}, turnID: 1, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}},
-		{job: job{tenant: store.Tenant{ID: "acme", No: uint32(acme)}, turnID: 2, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}},
+		{job: job{tenant: store.Tenant{ID: "default", No: 1}, turnID: 1, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}, reprojection: again},
+		{job: job{tenant: store.Tenant{ID: "acme", No: uint32(acme)}, turnID: 2, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}, reprojection: again},
 	}
 	written := make(chan error, 1)
 	go func() { written <- p.write(ctx, rows) }()
