@@ -2,10 +2,14 @@ package cardbox
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -121,9 +125,15 @@ func (s *Service) liveCards(ctx context.Context, project string, ids []string) (
 }
 
 // liveJSON returns the JSON of the live cards among distinct ids, by id.
-// With the cache on, a first query returns the live ids and their versions
-// (from an index alone), and a second reads the full rows of the cards
-// the cache lacks, only when it lacks some.
+//
+// With the cache on, a cached card is served without asking Postgres about
+// it when its project's change counter (CardChanges, migration 00021) is
+// where it was when a read last saw the card live, and the card has not
+// expired since (its expiry is cached with it): no card of the project
+// was deleted, purged or changed since, by anyone. That costs one
+// single-row query however many cards are asked for. Cards cached before
+// the last change are checked again (LiveCardVersions); cards the cache
+// lacks are read in full (GetLiveCards).
 func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (map[string]json.RawMessage, error) {
 	byID := make(map[string]json.RawMessage, len(ids))
 	if len(ids) == 0 {
@@ -131,34 +141,29 @@ func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (m
 	}
 	now := s.now()
 	if s.cache == nil {
-		if err := s.renderLive(ctx, project, ids, now, byID); err != nil {
+		if err := s.renderLive(ctx, project, ids, now, 0, byID); err != nil {
 			return nil, err
 		}
 		return byID, nil
 	}
-	live, err := s.as(project).LiveCardVersions(ctx, db.LiveCardVersionsParams{TenantID: project, CardIds: ids, Now: now})
+	stamp, exists, err := s.cardStamp(ctx, project)
 	if err != nil {
-		return nil, fmt.Errorf("get cards: %w", err)
+		return nil, err
 	}
-	if len(live.Positions) != len(live.Versions) {
-		return nil, fmt.Errorf("get cards: %d positions for %d versions", len(live.Positions), len(live.Versions))
+	if !exists { // no project, or a deleted one: no live cards
+		s.forgetDead(project, ids, byID)
+		return byID, nil
 	}
-	var misses []string
-	for i, pos := range live.Positions {
-		if pos < 1 || int(pos) > len(ids) {
-			return nil, fmt.Errorf("get cards: position %d out of 1..%d", pos, len(ids))
-		}
-		id := ids[pos-1]
-		if b := s.cache.Get(cacheKey{project, id}, live.Versions[i].UnixMicro()); b != nil {
-			byID[id] = b
-		} else {
-			misses = append(misses, id)
+	unchecked, misses := s.fromCache(project, ids, now, stamp, byID)
+	if len(unchecked) > 0 {
+		if misses, err = s.recheck(ctx, project, unchecked, now, stamp, byID, misses); err != nil {
+			return nil, err
 		}
 	}
 	if len(misses) > 0 {
-		// A card deleted since the first query is not read: it is missing,
-		// as it would have been a moment later.
-		if err := s.renderLive(ctx, project, misses, now, byID); err != nil {
+		// A card deleted since the counter was read is not read: it is
+		// missing, as it would have been a moment later.
+		if err := s.renderLive(ctx, project, misses, now, stamp, byID); err != nil {
 			return nil, err
 		}
 	}
@@ -168,20 +173,94 @@ func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (m
 	return byID, nil
 }
 
+// cardStamp reads the project's change counter as a cache stamp (the
+// counter plus one: a stamp of 0 is an entry no read has checked);
+// exists is false when the project has no row or was deleted.
+func (s *Service) cardStamp(ctx context.Context, project string) (stamp uint64, exists bool, err error) {
+	changes, err := s.as(project).CardChanges(ctx, project)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("get cards: %w", err)
+	}
+	return uint64(changes) + 1, true, nil
+}
+
+// cachedCard is a card cache entry, as found.
+type cachedCard struct {
+	id      string
+	version int64 // created_at, Unix microseconds
+	json    json.RawMessage
+}
+
+// fromCache serves into byID the cached cards that are current at stamp
+// and not expired at now; it returns the cached cards to check again
+// (stamped before the last change) and the ids to read in full.
+func (s *Service) fromCache(project string, ids []string, now time.Time, stamp uint64, byID map[string]json.RawMessage) (unchecked []cachedCard, misses []string) {
+	for _, id := range ids {
+		v, version, st := s.cache.Peek(cacheKey{project, id})
+		expires, js, ok := unpackCached(v)
+		switch {
+		case !ok || (expires != 0 && expires <= now.UnixMicro()):
+			misses = append(misses, id)
+		case st == stamp:
+			byID[id] = js
+		default:
+			unchecked = append(unchecked, cachedCard{id, version, js})
+		}
+	}
+	return unchecked, misses
+}
+
+// recheck asks Postgres which of the cached cards are still live at the
+// same version, serves and stamps those, and adds the others that are live
+// at another version (written again after a purge) to misses.
+func (s *Service) recheck(ctx context.Context, project string, cached []cachedCard, now time.Time, stamp uint64, byID map[string]json.RawMessage, misses []string) ([]string, error) {
+	ids := make([]string, len(cached))
+	for i, c := range cached {
+		ids[i] = c.id
+	}
+	live, err := s.as(project).LiveCardVersions(ctx, db.LiveCardVersionsParams{TenantID: project, CardIds: ids, Now: now})
+	if err != nil {
+		return nil, fmt.Errorf("get cards: %w", err)
+	}
+	if len(live.Positions) != len(live.Versions) {
+		return nil, fmt.Errorf("get cards: %d positions for %d versions", len(live.Positions), len(live.Versions))
+	}
+	for i, pos := range live.Positions {
+		if pos < 1 || int(pos) > len(cached) {
+			return nil, fmt.Errorf("get cards: position %d out of 1..%d", pos, len(cached))
+		}
+		c := cached[pos-1]
+		if version := live.Versions[i].UnixMicro(); version != c.version {
+			misses = append(misses, c.id)
+			continue
+		}
+		// Checked after the counter was read: current at stamp at least.
+		s.cache.SetStamp(cacheKey{project, c.id}, c.version, stamp)
+		byID[c.id] = c.json
+	}
+	return misses, nil
+}
+
 // renderLive reads the live cards among ids in full (one query), renders
-// them into byID and caches them.
-func (s *Service) renderLive(ctx context.Context, project string, ids []string, now time.Time, byID map[string]json.RawMessage) error {
+// them into byID and caches them, stamped with stamp (read before the
+// query, so no later than the rows).
+func (s *Service) renderLive(ctx context.Context, project string, ids []string, now time.Time, stamp uint64, byID map[string]json.RawMessage) error {
 	rows, err := s.as(project).GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: now})
 	if err != nil {
 		return fmt.Errorf("get cards: %w", err)
 	}
 	for i := range rows {
 		c := cardFromRow(rows[i])
-		b := c.AppendJSON(make([]byte, 0, c.jsonSize()))
-		if s.cache != nil { // else the key's clones would be wasted
-			s.cacheCard(project, c.CardID, c.CreatedAt.UnixMicro(), b)
+		if s.cache == nil { // else the key's clones would be wasted
+			byID[c.CardID] = c.AppendJSON(make([]byte, 0, c.jsonSize()))
+			continue
 		}
-		byID[c.CardID] = b
+		v := packCached(&c)
+		s.cacheCard(project, c.CardID, c.CreatedAt.UnixMicro(), stamp, v)
+		_, byID[c.CardID], _ = unpackCached(v)
 	}
 	return nil
 }
@@ -190,13 +269,36 @@ func (s *Service) renderLive(ctx context.Context, project string, ids []string, 
 // one tenant's.
 type cacheKey struct{ project, card string }
 
-// cacheCard caches the JSON b of a card at version (its created_at in Unix
-// microseconds). The cache keeps its key, so it gets its own copies of the
-// strings: project and card may share memory with a request or a row that
-// should not stay alive with the entry.
-func (s *Service) cacheCard(project, card string, version int64, b []byte) {
+// A card cache entry's value is the card's expiry (Unix microseconds, big
+// endian; 0 for none) followed by its JSON, so that a read can tell an
+// expired card without Postgres.
+const expiryBytes = 8
+
+// packCached renders c as a card cache value.
+func packCached(c *Card) []byte {
+	v := make([]byte, expiryBytes, expiryBytes+c.jsonSize())
+	if c.ExpiresAt != nil {
+		binary.BigEndian.PutUint64(v, uint64(c.ExpiresAt.UnixMicro()))
+	}
+	return c.AppendJSON(v)
+}
+
+// unpackCached splits a card cache value; ok is false for a miss (nil).
+func unpackCached(v []byte) (expires int64, js json.RawMessage, ok bool) {
+	if len(v) < expiryBytes {
+		return 0, nil, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), v[expiryBytes:], true
+}
+
+// cacheCard caches the value v of a card at version (its created_at in
+// Unix microseconds), stamped. The cache keeps its key, so it gets its own
+// copies of the strings: project and card may share memory with a request
+// or a row that should not stay alive with the entry.
+func (s *Service) cacheCard(project, card string, version int64, stamp uint64, v []byte) {
 	k := cacheKey{strings.Clone(project), strings.Clone(card)}
-	s.cache.Put(k, version, b, len(k.project)+len(k.card))
+	s.cache.Put(k, version, v, len(k.project)+len(k.card))
+	s.cache.SetStamp(k, version, stamp)
 }
 
 // forgetDead drops from the cache the ids that are not live, so that

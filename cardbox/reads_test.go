@@ -201,3 +201,53 @@ func TestJSONReadsMatchCardReads(t *testing.T) {
 		}
 	}
 }
+
+// A read of cached cards asks Postgres only whether the project's cards
+// changed: it completes while another transaction holds every lock on
+// cards. Expiry is then told from the cached card, and a project deleted
+// behind the service's back reads as having no cards.
+func TestCachedReadsDoNotReadCards(t *testing.T) {
+	ctx := context.Background()
+	s, pool, clk := newPoolService(t)
+	short := note("short", "expires")
+	short.TTLSeconds = 60
+	if _, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("a", "one"), short}); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"a", "short"}
+	if _, err := s.SaveBox(ctx, "p1", "box", cardbox.BoxInput{CardIDs: ids}); err != nil {
+		t.Fatal(err)
+	}
+	liveIDs(t, s, "p1", "box", ids, ids) // fills the cache
+
+	lock, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback(context.Background()) })
+	if _, err := lock.Exec(ctx, "LOCK TABLE cards IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	readCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := s.GetCardsJSON(readCtx, "p1", ids)
+	if err != nil {
+		t.Fatalf("cached read while cards is locked: %v", err)
+	}
+	if got := jsonIDs(t, res.Cards); !slices.Equal(got, ids) {
+		t.Fatalf("cached read = %v, want %v", got, ids)
+	}
+	clk.Add(time.Minute) // short expires; a is still served from the cache
+	if res, err = s.GetCardsJSON(readCtx, "p1", []string{"a"}); err != nil || len(res.Cards) != 1 {
+		t.Fatalf("cached read after the clock moved = %v, %v", res, err)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	liveIDs(t, s, "p1", "box", ids, []string{"a"})
+
+	if _, err := pool.Exec(ctx, `UPDATE tenants SET deleted_at = now() WHERE tenant_id = 'p1'`); err != nil {
+		t.Fatal(err)
+	}
+	liveIDs(t, s, "p1", "box", ids, nil)
+}

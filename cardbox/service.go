@@ -8,8 +8,10 @@
 // missing. A Sweeper purges expired and long-deleted rows.
 //
 // The JSON reads (GetCardsJSON and the like) serve rendered cards from a
-// bounded in-memory cache and check in Postgres on every read which cards
-// are live, so deletes by other processes show at once.
+// bounded in-memory cache. Every read asks Postgres whether any card of
+// the project changed since the cached ones were seen live (one counter,
+// kept by triggers), so deletes by other processes and by plain SQL show
+// at once.
 //
 // Every method takes the project id first; no call of one project can read
 // or change another project's rows.
@@ -69,8 +71,9 @@ type Service struct {
 	// immutable and reads never return deleted ones. An id can name a new
 	// card only after the old one was purged, and the new card has a later
 	// created_at, so entries are versioned by created_at (Unix
-	// microseconds) and a lookup for another version misses. The cache
-	// says nothing about liveness: the reads check that in Postgres first.
+	// microseconds) and a lookup for another version misses. Each entry
+	// also holds the card's expiry, and its stamp is the project's change
+	// counter when a read last saw the card live (see liveJSON).
 	cache *bytecache.Cache[cacheKey]
 	// projects records project ids known to exist, to skip EnsureTenant.
 	projects sync.Map

@@ -38,7 +38,7 @@ type Cache[K comparable] struct {
 
 // entryOverhead is, roughly, the memory of an entry beyond the bytes its
 // key and value point to: the entry struct and its map slot (a copy of the
-// key and a pointer). It depends on K; for a key of two strings it is 128
+// key and a pointer). It depends on K; for a key of two strings it is 136
 // bytes.
 func entryOverhead[K comparable]() int64 {
 	var e entry[K]
@@ -49,6 +49,7 @@ func entryOverhead[K comparable]() int64 {
 type entry[K comparable] struct {
 	key        K
 	version    int64
+	stamp      uint64 // the caller's, see SetStamp; 0 when put
 	value      []byte
 	size       int64
 	prev, next *entry[K]
@@ -102,6 +103,40 @@ func (c *Cache[K]) Get(k K, version int64) []byte {
 	sh.unlink(e)
 	sh.pushFront(e)
 	return e.value
+}
+
+// Peek returns the value of k whatever its version, with its version and
+// stamp (see SetStamp); v is nil when k is not cached. Like Get, it marks
+// the entry recently used, and the bytes must not be modified.
+func (c *Cache[K]) Peek(k K) (v []byte, version int64, stamp uint64) {
+	if c == nil {
+		return nil, 0, 0
+	}
+	sh := c.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[k]
+	if e == nil {
+		return nil, 0, 0
+	}
+	sh.unlink(e)
+	sh.pushFront(e)
+	return e.value, e.version, e.stamp
+}
+
+// SetStamp records stamp on k's entry if it is cached at version. A stamp
+// is the caller's note of when the entry was last known to be current (a
+// generation it checks against elsewhere); Put leaves it 0.
+func (c *Cache[K]) SetStamp(k K, version int64, stamp uint64) {
+	if c == nil {
+		return
+	}
+	sh := c.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[k]; e != nil && e.version == version {
+		e.stamp = stamp
+	}
 }
 
 // Put stores v as the value of k at version, replacing any other version

@@ -60,14 +60,14 @@ func charge[K comparable](keyBytes, n int) int64 {
 	return int64(keyBytes+n) + entryOverhead[K]()
 }
 
-// TestEntryOverhead: an entry keyed by two strings costs what the card
-// cache charged before it moved here, so its budget buys as many cards.
+// TestEntryOverhead: an entry keyed by two strings is charged 136 bytes
+// (the card cache's 128 before the stamp, plus the stamp).
 func TestEntryOverhead(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("the figure is for 64-bit platforms")
 	}
-	if got := entryOverhead[testKey](); got != 128 {
-		t.Fatalf("entryOverhead[testKey] = %d, want 128", got)
+	if got := entryOverhead[testKey](); got != 136 {
+		t.Fatalf("entryOverhead[testKey] = %d, want 136", got)
 	}
 }
 
@@ -283,11 +283,43 @@ func TestNilCache(t *testing.T) {
 			if got := c.Get(k, 1); got != nil {
 				t.Fatalf("Get = %q", got)
 			}
+			c.SetStamp(k, 1, 7)
+			if v, _, _ := c.Peek(k); v != nil {
+				t.Fatalf("Peek = %q", v)
+			}
 			c.Drop(k)
 			if entries, bytes := c.Stats(); entries != 0 || bytes != 0 {
 				t.Fatalf("Stats() = %d, %d", entries, bytes)
 			}
 		})
+	}
+}
+
+// Peek finds a key at any version with the stamp SetStamp left on that
+// version; a new version starts unstamped.
+func TestPeekAndStamps(t *testing.T) {
+	c := New[testKey](1 << 20)
+	k := testKey{"p", "a"}
+	if v, _, _ := c.Peek(k); v != nil {
+		t.Fatalf("Peek of an absent key = %q", v)
+	}
+	c.Put(k, 1, []byte("one"), k.bytes())
+	c.SetStamp(k, 2, 9) // another version: ignored
+	if v, version, stamp := c.Peek(k); string(v) != "one" || version != 1 || stamp != 0 {
+		t.Fatalf("Peek = %q, %d, %d; want one, 1, 0", v, version, stamp)
+	}
+	c.SetStamp(k, 1, 5)
+	if _, _, stamp := c.Peek(k); stamp != 5 {
+		t.Fatalf("stamp = %d, want 5", stamp)
+	}
+	c.Put(k, 2, []byte("two"), k.bytes())
+	if v, version, stamp := c.Peek(k); string(v) != "two" || version != 2 || stamp != 0 {
+		t.Fatalf("after a new version, Peek = %q, %d, %d; want two, 2, 0", v, version, stamp)
+	}
+	c.Drop(k)
+	c.SetStamp(k, 2, 5)
+	if v, _, _ := c.Peek(k); v != nil {
+		t.Fatalf("SetStamp brought a dropped key back: %q", v)
 	}
 }
 

@@ -50,6 +50,21 @@ func (q *Queries) AppendToBox(ctx context.Context, arg AppendToBoxParams) (Appen
 	return i, err
 }
 
+const cardChanges = `-- name: CardChanges :one
+SELECT card_changes FROM tenants WHERE tenant_id = $1 AND deleted_at IS NULL
+`
+
+// The counter of changes to the project's cards (migration 00021); no row
+// when the project does not exist or was deleted. The card reads trust a
+// cached card while the counter is where it was when they last saw the
+// card live.
+func (q *Queries) CardChanges(ctx context.Context, tenantID string) (int64, error) {
+	row := q.db.QueryRow(ctx, cardChanges, tenantID)
+	var card_changes int64
+	err := row.Scan(&card_changes)
+	return card_changes, err
+}
+
 const compareCards = `-- name: CompareCards :many
 SELECT c.tenant_id, c.card_id, c.content, c.tool_calls, c.tool_call_id, c.ttl_seconds,
        c.expires_at, c.deleted_at, c.metadata, c.created_at,

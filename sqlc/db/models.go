@@ -251,14 +251,15 @@ type SqlRole struct {
 }
 
 type Tenant struct {
-	TenantID   string
-	TenantNo   int32
-	Name       string
-	CreatedAt  time.Time
-	RatePerSec pgtype.Float8
-	RateBurst  pgtype.Int4
-	QuotaBytes pgtype.Int8
-	DeletedAt  pgtype.Timestamptz
+	TenantID    string
+	TenantNo    int32
+	Name        string
+	CreatedAt   time.Time
+	RatePerSec  pgtype.Float8
+	RateBurst   pgtype.Int4
+	QuotaBytes  pgtype.Int8
+	DeletedAt   pgtype.Timestamptz
+	CardChanges int64
 }
 
 type TenantBlob struct {

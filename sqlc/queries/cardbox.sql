@@ -87,6 +87,13 @@ LEFT JOIN LATERAL (
     LIMIT 1
 ) v ON true;
 
+-- name: CardChanges :one
+-- The counter of changes to the project's cards (migration 00021); no row
+-- when the project does not exist or was deleted. The card reads trust a
+-- cached card while the counter is where it was when they last saw the
+-- card live.
+SELECT card_changes FROM tenants WHERE tenant_id = @tenant_id AND deleted_at IS NULL;
+
 -- name: MissingCardIDs :many
 -- Returns the given ids that do not name a live card of the tenant (each
 -- looked up by the primary key, as in GetLiveCards).
