@@ -666,6 +666,14 @@ func TestOnAppendDescribesTheRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The unkeyed group goes through CommitPlainAppends, the keyed one
+		// through CommitAppendBatch: both move the head.
+		var head int64
+		err = s.pool.QueryRow(context.Background(), `SELECT head_turn_id FROM contexts WHERE tenant_id = $1 AND context_id = $2`,
+			tenant.ID, h.ContextID).Scan(&head)
+		if err != nil || uint64(head) != a[0].TurnID {
+			t.Errorf("key %q: head %d, want %d (%v)", key, head, a[0].TurnID, err)
+		}
 		g := a[0]
 		if g.ContextID != row.ContextID || g.ParentID != row.ParentID || g.UncompressedLen != row.UncompressedLen ||
 			g.Keyed != row.Keyed || !g.CreatedAt.Truncate(time.Microsecond).Equal(created) {

@@ -40,12 +40,30 @@ func (e *Engine) sendGroup(params db.CommitAppendBatchParams) (*groupTx, error) 
 	// grants are the statement's inserts and updates (docs/security.md).
 	pgrole.Queue(b, pgrole.Committer, "")
 	// The query text and arguments come from sqlc; batchQueue only queues.
-	if err := db.New(batchQueue{b}).CommitAppendBatch(ctx, params); err != nil {
+	if err := queueGroup(ctx, db.New(batchQueue{b}), params); err != nil {
 		cancel()
 		conn.Release()
 		return nil, err
 	}
 	return &groupTx{conn: conn, results: conn.SendBatch(ctx, b), cancel: cancel}, nil
+}
+
+// queueGroup queues the group's statement: CommitPlainAppends when the
+// group needs nothing more, else CommitAppendBatch.
+func queueGroup(ctx context.Context, q *db.Queries, a db.CommitAppendBatchParams) error {
+	if len(a.TypeTenantIds) > 0 || len(a.KeyTenantIds) > 0 || len(a.FsTenantIds) > 0 || a.PruneBelow != 0 {
+		return q.CommitAppendBatch(ctx, a)
+	}
+	return q.CommitPlainAppends(ctx, db.CommitPlainAppendsParams{
+		StoreID: a.StoreID, CommittedEnd: a.CommittedEnd, NextTurnID: a.NextTurnID,
+		TenantIds: a.TenantIds, TurnIds: a.TurnIds, ContextIds: a.ContextIds,
+		ParentTurnIds: a.ParentTurnIds, Depths: a.Depths, TurnTypeIds: a.TurnTypeIds,
+		TypeVersions: a.TypeVersions, Encodings: a.Encodings, Compressions: a.Compressions,
+		UncompressedLens: a.UncompressedLens, PayloadHashes: a.PayloadHashes, CreatedAts: a.CreatedAts,
+		HeadTenantIds: a.HeadTenantIds, HeadContextIds: a.HeadContextIds,
+		HeadTurnIds: a.HeadTurnIds, HeadDepths: a.HeadDepths,
+		GrantTenantIds: a.GrantTenantIds, GrantHashes: a.GrantHashes,
+	})
 }
 
 // await waits for BEGIN and the statement; on failure the transaction is

@@ -183,6 +183,95 @@ func (q *Queries) CommitAppendBatch(ctx context.Context, arg CommitAppendBatchPa
 	return err
 }
 
+const commitPlainAppends = `-- name: CommitPlainAppends :exec
+WITH new_turns AS (
+    INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version,
+                       encoding, compression, uncompressed_len, payload_hash, created_at)
+    SELECT unnest($4::text[]),
+           unnest($5::bigint[]),
+           unnest($6::bigint[]),
+           unnest($7::bigint[]),
+           unnest($8::bigint[]),
+           unnest($9::text[]),
+           unnest($10::bigint[]),
+           unnest($11::bigint[]),
+           unnest($12::bigint[]),
+           unnest($13::bigint[]),
+           unnest($14::bytea[]),
+           unnest($15::timestamptz[])
+),
+new_heads AS (
+    UPDATE contexts c
+    SET head_turn_id = h.head_turn_id, head_depth = h.head_depth, updated_at = now()
+    FROM (SELECT unnest($16::text[]) AS tenant_id, unnest($17::bigint[]) AS context_id,
+                 unnest($18::bigint[]) AS head_turn_id, unnest($19::bigint[]) AS head_depth) AS h
+    WHERE c.tenant_id = h.tenant_id AND c.context_id = h.context_id
+),
+new_grants AS (
+    INSERT INTO tenant_blobs (tenant_id, blob_hash)
+    SELECT unnest($20::text[]),
+           unnest($21::bytea[])
+    ON CONFLICT DO NOTHING
+)
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id)
+VALUES ($1, $2, $3)
+`
+
+type CommitPlainAppendsParams struct {
+	StoreID          pgtype.UUID
+	CommittedEnd     int64
+	NextTurnID       int64
+	TenantIds        []string
+	TurnIds          []int64
+	ContextIds       []int64
+	ParentTurnIds    []int64
+	Depths           []int64
+	TurnTypeIds      []string
+	TypeVersions     []int64
+	Encodings        []int64
+	Compressions     []int64
+	UncompressedLens []int64
+	PayloadHashes    [][]byte
+	CreatedAts       []time.Time
+	HeadTenantIds    []string
+	HeadContextIds   []int64
+	HeadTurnIds      []int64
+	HeadDepths       []int64
+	GrantTenantIds   []string
+	GrantHashes      [][]byte
+}
+
+// CommitAppendBatch for the common group: no new types, idempotency keys,
+// fs attachments or commit rows to prune. Postgres sets up and runs each
+// CTE of a statement whether or not its arrays are empty, which for a
+// group of one turn is most of the statement's time.
+func (q *Queries) CommitPlainAppends(ctx context.Context, arg CommitPlainAppendsParams) error {
+	_, err := q.db.Exec(ctx, commitPlainAppends,
+		arg.StoreID,
+		arg.CommittedEnd,
+		arg.NextTurnID,
+		arg.TenantIds,
+		arg.TurnIds,
+		arg.ContextIds,
+		arg.ParentTurnIds,
+		arg.Depths,
+		arg.TurnTypeIds,
+		arg.TypeVersions,
+		arg.Encodings,
+		arg.Compressions,
+		arg.UncompressedLens,
+		arg.PayloadHashes,
+		arg.CreatedAts,
+		arg.HeadTenantIds,
+		arg.HeadContextIds,
+		arg.HeadTurnIds,
+		arg.HeadDepths,
+		arg.GrantTenantIds,
+		arg.GrantHashes,
+	)
+	return err
+}
+
 const createContext = `-- name: CreateContext :one
 INSERT INTO contexts (tenant_id, context_id, head_turn_id, head_depth, base_turn_id, client_tag)
 VALUES ($1, nextval('context_id_seq'), $2, $3, $2, $4)
