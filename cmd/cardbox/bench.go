@@ -72,6 +72,8 @@ type benchResult struct {
 	SingleConnP50Ms   float64 `json:"single_conn_append_p50_ms"`
 	SingleConnP99Ms   float64 `json:"single_conn_append_p99_ms"`
 	GetLastPerSec     float64 `json:"get_last10_payload_per_sec"`
+	GetLastP50Ms      float64 `json:"get_last10_payload_p50_ms"`
+	GetLastP99Ms      float64 `json:"get_last10_payload_p99_ms"`
 	StoredBytesByTurn float64 `json:"stored_bytes_per_turn"`
 	ServerRSSMB       float64 `json:"server_rss_mb"`
 	ServerTurns       float64 `json:"server_turns"`
@@ -215,40 +217,37 @@ func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *be
 func readPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benchResult) error {
 	deadline := time.Now().Add(cfg.readDuration)
 	start := time.Now()
-	ops := make([]int64, cfg.conns)
+	lat := make([][]time.Duration, cfg.conns)
 	errs := make([]error, cfg.conns)
 	var wg sync.WaitGroup
 	for i := range cfg.conns {
-		wg.Go(func() { ops[i], errs[i] = readLoop(ctx, cfg.addr, cfg.key, contexts, i, deadline) })
+		wg.Go(func() { lat[i], errs[i] = readLoop(ctx, cfg.addr, cfg.key, contexts, i, deadline) })
 	}
 	wg.Wait()
-	r.GetLastPerSec = float64(sumInt64(ops)) / time.Since(start).Seconds()
+	all := flatten(lat)
+	r.GetLastPerSec = float64(len(all)) / time.Since(start).Seconds()
+	r.GetLastP50Ms, r.GetLastP99Ms, _ = percentiles(all)
 	return firstError(errs)
 }
 
 // readLoop is connection i's share of the read phase: it walks the
-// contexts from the i-th on and returns how many answers it checked.
-func readLoop(ctx context.Context, addr, key string, contexts []uint64, i int, deadline time.Time) (int64, error) {
+// contexts from the i-th on and returns the latency of each answer it
+// checked.
+func readLoop(ctx context.Context, addr, key string, contexts []uint64, i int, deadline time.Time) ([]time.Duration, error) {
 	c, err := dialBench(ctx, addr, key)
 	if err != nil {
-		return 0, fmt.Errorf("connect to %s: %w", addr, err)
+		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	defer c.Close()
-	var n int64
-	for ; time.Now().Before(deadline); n++ {
-		if _, err := c.getLast(contexts[(i+int(n))%len(contexts)], 10); err != nil {
-			return n, fmt.Errorf("get last: %w", err)
+	var lat []time.Duration
+	for n := 0; time.Now().Before(deadline); n++ {
+		t0 := time.Now()
+		if _, err := c.getLast(contexts[(i+n)%len(contexts)], 10); err != nil {
+			return lat, fmt.Errorf("get last: %w", err)
 		}
+		lat = append(lat, time.Since(t0))
 	}
-	return n, nil
-}
-
-func sumInt64(v []int64) int64 {
-	var n int64
-	for _, x := range v {
-		n += x
-	}
-	return n
+	return lat, nil
 }
 
 // forEachConn dials cfg.conns connections and runs fn on each in parallel.
@@ -336,7 +335,7 @@ func report(cfg *benchConfig, r *benchResult) error {
 		fmt.Printf("1-conn group steps      files %.3f ms, statement %.3f ms (in parallel), then COMMIT %.3f ms (server side, mean per group)\n",
 			r.SingleConnFilesMs, r.SingleConnStatementMs, r.SingleConnCommitMs)
 	}
-	fmt.Printf("GET_LAST(10, payload)/s %.0f\n", r.GetLastPerSec)
+	fmt.Printf("GET_LAST(10, payload)/s %.0f  p50 %.3f ms  p99 %.3f ms (%d conns)\n", r.GetLastPerSec, r.GetLastP50Ms, r.GetLastP99Ms, r.Conns)
 	fmt.Printf("stored bytes per turn   %.0f\n", r.StoredBytesByTurn)
 	fmt.Printf("server RSS              %.1f MB (server holds %.0f turns)\n", r.ServerRSSMB, r.ServerTurns)
 	fmt.Printf("machine                 fdatasync %.3f ms (two files in parallel %.3f ms), durable-flush floor %.3f ms (fdatasync + a Postgres commit), load %s\n",
