@@ -14,6 +14,11 @@
 --
 -- The counter lives in the tenant's row, which outlives the tenant as its
 -- tombstone (00014), so it never goes back to a value a reader has seen.
+-- Updating it locks that row until commit: card deletes of one tenant
+-- queue behind each other, and one racing the tenant's deletion (which
+-- locks the row first, then deletes the cards) can deadlock with it;
+-- Postgres then fails one of the two, which the caller sees as
+-- unavailable (503) and retries.
 
 -- +goose Up
 ALTER TABLE tenants ADD COLUMN card_changes bigint NOT NULL DEFAULT 0;
