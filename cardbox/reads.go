@@ -191,6 +191,7 @@ func (s *Service) cardStamp(ctx context.Context, project string) (stamp uint64, 
 type cachedCard struct {
 	id      string
 	version int64 // created_at, Unix microseconds
+	expires int64 // Unix microseconds, 0 for none
 	json    json.RawMessage
 }
 
@@ -207,15 +208,16 @@ func (s *Service) fromCache(project string, ids []string, now time.Time, stamp u
 		case st == stamp:
 			byID[id] = js
 		default:
-			unchecked = append(unchecked, cachedCard{id, version, js})
+			unchecked = append(unchecked, cachedCard{id, version, expires, js})
 		}
 	}
 	return unchecked, misses
 }
 
 // recheck asks Postgres which of the cached cards are still live at the
-// same version, serves and stamps those, and adds the others that are live
-// at another version (written again after a purge) to misses.
+// same version and expiry, serves and stamps those, and adds the other
+// live ones (written again after a purge, or their expiry moved by SQL)
+// to misses.
 func (s *Service) recheck(ctx context.Context, project string, cached []cachedCard, now time.Time, stamp uint64, byID map[string]json.RawMessage, misses []string) ([]string, error) {
 	ids := make([]string, len(cached))
 	for i, c := range cached {
@@ -225,16 +227,16 @@ func (s *Service) recheck(ctx context.Context, project string, cached []cachedCa
 	if err != nil {
 		return nil, fmt.Errorf("get cards: %w", err)
 	}
-	if len(live.Positions) != len(live.Versions) {
-		return nil, fmt.Errorf("get cards: %d positions for %d versions", len(live.Positions), len(live.Versions))
+	if len(live.Positions) != len(live.Versions) || len(live.Positions) != len(live.Expiries) {
+		return nil, fmt.Errorf("get cards: %d positions for %d versions and %d expiries", len(live.Positions), len(live.Versions), len(live.Expiries))
 	}
 	for i, pos := range live.Positions {
 		if pos < 1 || int(pos) > len(cached) {
 			return nil, fmt.Errorf("get cards: position %d out of 1..%d", pos, len(cached))
 		}
 		c := cached[pos-1]
-		if version := live.Versions[i].UnixMicro(); version != c.version {
-			misses = append(misses, c.id)
+		if live.Versions[i].UnixMicro() != c.version || live.Expiries[i] != c.expires {
+			misses = append(misses, c.id) // written again after a purge, or its expiry moved
 			continue
 		}
 		// Checked after the counter was read: current at stamp at least.

@@ -112,6 +112,14 @@ func TestCachedReadsSeeOtherWritersDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	liveIDs(t, s, "p1", "box", ids, []string{"a"})
+
+	// An expiry moved by SQL into the future is the one that counts.
+	if _, err := pool.Exec(ctx, `UPDATE cards SET expires_at = $1 WHERE tenant_id = 'p1' AND card_id = 'a'`, clk.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	liveIDs(t, s, "p1", "box", ids, []string{"a"})
+	clk.Add(2 * time.Minute)
+	liveIDs(t, s, "p1", "box", ids, nil)
 }
 
 // A purged id can name a new card with other content; the cache must not

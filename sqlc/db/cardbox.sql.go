@@ -505,10 +505,11 @@ func (q *Queries) LiveBoxLength(ctx context.Context, arg LiveBoxLengthParams) (i
 
 const liveCardVersions = `-- name: LiveCardVersions :one
 SELECT coalesce(array_agg(u.n) FILTER (WHERE v.created_at IS NOT NULL), '{}')::integer[] AS positions,
-       coalesce(array_agg(v.created_at) FILTER (WHERE v.created_at IS NOT NULL), '{}')::timestamptz[] AS versions
+       coalesce(array_agg(v.created_at) FILTER (WHERE v.created_at IS NOT NULL), '{}')::timestamptz[] AS versions,
+       coalesce(array_agg(v.expires) FILTER (WHERE v.created_at IS NOT NULL), '{}')::bigint[] AS expiries
 FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n)
 LEFT JOIN LATERAL (
-    SELECT c.created_at FROM cards c
+    SELECT c.created_at, coalesce((extract(epoch FROM c.expires_at) * 1000000)::bigint, 0) AS expires FROM cards c
     WHERE c.tenant_id = $2::text AND c.card_id = u.id
       AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > $3::timestamptz)
     LIMIT 1
@@ -524,11 +525,13 @@ type LiveCardVersionsParams struct {
 type LiveCardVersionsRow struct {
 	Positions []int32
 	Versions  []time.Time
+	Expiries  []int64
 }
 
 // Finds the live cards among the given ids: the check that cached cards
-// are still live. It returns their positions in @card_ids (1-based) and
-// their versions (created_at), as one row of two arrays, which costs the
+// are still live. It returns their positions in @card_ids (1-based),
+// their versions (created_at) and their expiry (Unix microseconds, 0 for
+// none: SQL may have moved it), as one row of arrays, which costs the
 // client far less to decode than a row per card.
 //
 // The lateral join looks each id up by the primary key's columns (see
@@ -537,7 +540,7 @@ type LiveCardVersionsRow struct {
 func (q *Queries) LiveCardVersions(ctx context.Context, arg LiveCardVersionsParams) (LiveCardVersionsRow, error) {
 	row := q.db.QueryRow(ctx, liveCardVersions, arg.CardIds, arg.TenantID, arg.Now)
 	var i LiveCardVersionsRow
-	err := row.Scan(&i.Positions, &i.Versions)
+	err := row.Scan(&i.Positions, &i.Versions, &i.Expiries)
 	return i, err
 }
 

@@ -70,18 +70,20 @@ CROSS JOIN LATERAL (
 
 -- name: LiveCardVersions :one
 -- Finds the live cards among the given ids: the check that cached cards
--- are still live. It returns their positions in @card_ids (1-based) and
--- their versions (created_at), as one row of two arrays, which costs the
+-- are still live. It returns their positions in @card_ids (1-based),
+-- their versions (created_at) and their expiry (Unix microseconds, 0 for
+-- none: SQL may have moved it), as one row of arrays, which costs the
 -- client far less to decode than a row per card.
 --
 -- The lateral join looks each id up by the primary key's columns (see
 -- GetLiveCards), and it reads only columns of the cards_liveness index (an
 -- index-only scan once the table is vacuumed).
 SELECT coalesce(array_agg(u.n) FILTER (WHERE v.created_at IS NOT NULL), '{}')::integer[] AS positions,
-       coalesce(array_agg(v.created_at) FILTER (WHERE v.created_at IS NOT NULL), '{}')::timestamptz[] AS versions
+       coalesce(array_agg(v.created_at) FILTER (WHERE v.created_at IS NOT NULL), '{}')::timestamptz[] AS versions,
+       coalesce(array_agg(v.expires) FILTER (WHERE v.created_at IS NOT NULL), '{}')::bigint[] AS expiries
 FROM unnest(@card_ids::text[]) WITH ORDINALITY AS u(id, n)
 LEFT JOIN LATERAL (
-    SELECT c.created_at FROM cards c
+    SELECT c.created_at, coalesce((extract(epoch FROM c.expires_at) * 1000000)::bigint, 0) AS expires FROM cards c
     WHERE c.tenant_id = @tenant_id::text AND c.card_id = u.id
       AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > @now::timestamptz)
     LIMIT 1
