@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/cardboxhq/cardbox/store/syncfile"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -52,13 +53,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err := checkDirs(e.opts.Dir, state); err != nil {
 		return err
 	}
-	if err := e.openBlobs(ctx, state); err != nil {
-		return err
-	}
-	if err := e.loadTenants(ctx); err != nil {
-		return err
-	}
-	maxTurn, err := e.openTurnLog(state.CommittedEnd)
+	maxTurn, err := e.openFiles(ctx, state)
 	if err != nil {
 		return err
 	}
@@ -83,6 +78,23 @@ func (e *Engine) recover(ctx context.Context) error {
 	e.log.Info("turn store open", "dir", e.opts.Dir, "turns", maxTurn, "contexts", e.contexts.len(),
 		"blobs", e.blobs.Stats().Blobs, "recovery", e.blobs.Recovery())
 	return nil
+}
+
+// openFiles opens the blob pack and the turn log side by side: each reads
+// its whole file (the pack's record headers, the log's records) and
+// neither needs the other, so a start with millions of turns takes about
+// the longer of the two rather than their sum. Each repairs only what lies
+// past its committed end, so one may do so while the other fails.
+func (e *Engine) openFiles(ctx context.Context, state db.GetTurnLogStateRow) (maxTurn uint64, err error) {
+	var blobErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { blobErr = e.openBlobs(ctx, state) })
+	logErr := e.loadTenants(ctx)
+	if logErr == nil {
+		maxTurn, logErr = e.openTurnLog(state.CommittedEnd)
+	}
+	wg.Wait()
+	return maxTurn, errors.Join(blobErr, logErr)
 }
 
 // SessionPrefix starts the application_name of every session of a
