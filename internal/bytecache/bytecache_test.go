@@ -323,7 +323,7 @@ func TestPeekAndStamps(t *testing.T) {
 	}
 }
 
-// TestConcurrentUse runs readers, writers, drops and Stats at once; run it
+// TestConcurrentUse runs readers, writers, stamps, drops and Stats at once; run it
 // with -race. Every hit must be the value put for that key and version.
 func TestConcurrentUse(t *testing.T) {
 	c := New[testKey](32 << 10)
@@ -339,7 +339,13 @@ func TestConcurrentUse(t *testing.T) {
 					t.Errorf("%v@%d reads %s", k, version, got)
 					return
 				}
+				// Peek sees whichever version is cached, with its own value.
+				if got, v, _ := c.Peek(k); got != nil && string(got) != fmt.Sprintf("%s/%s@%d", k.tenant, k.id, v) && string(got) != "other" {
+					t.Errorf("%v peeks %s at version %d", k, got, v)
+					return
+				}
 				c.Put(k, version, []byte(want), k.bytes())
+				c.SetStamp(k, version, uint64(i))
 				switch i % 100 {
 				case 0:
 					c.Drop(k)
