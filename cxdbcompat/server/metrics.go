@@ -17,6 +17,8 @@ type metrics struct {
 	duration     *prometheus.HistogramVec
 	requestBytes atomic.Int64 // charged to MaxInFlightBytes now
 	replyBytes   atomic.Int64 // charged to MaxReplyBytes now
+	// Request handler goroutines: started, and running (busy or idle).
+	handlersStarted, handlersRunning atomic.Int64
 }
 
 func newMetrics() *metrics {

@@ -6,9 +6,11 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // TestPipelinedRawFrames writes hundreds of mixed requests with distinct,
@@ -201,4 +203,30 @@ func TestPipelinedClient(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM turns`); n != workers*each {
 		t.Fatalf("turn rows = %d, want %d", n, workers*each)
 	}
+}
+
+// TestHandlersAreReused sends requests one after another on one connection
+// and checks that they were served by a kept handler rather than one new
+// goroutine each, and that the handlers end with the connection.
+func TestHandlersAreReused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := dialRaw(t, e.addr)
+	c.expectOK(cxdbcompat.MsgHello, 0, nil)
+	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	const n = 50
+	for i := range n {
+		req := appendReq(h.ContextID, 0, []byte(fmt.Sprintf("\xa9reuse %02d", i)))
+		c.expectOK(req.MsgType(), req.Flags(), req.AppendTo(nil))
+	}
+	// A handler may rarely start beside an idle one that had not yet
+	// reached its wait; one per request would be n+1.
+	if started, _ := e.srv.Handlers(); started > n/2 {
+		t.Errorf("%d handlers started for %d requests in sequence; want them reused", started, n+1)
+	}
+	c.close()
+	waitfor.True(t, "the connection's handlers to end", 10*time.Second, func() bool {
+		_, running := e.srv.Handlers()
+		return running == 0
+	})
 }

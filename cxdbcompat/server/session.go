@@ -19,8 +19,9 @@ import (
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// session is one connection: a reader that decodes frames and starts a
-// handler per request; each handler writes its response as it finishes.
+// session is one connection: a reader that decodes frames and hands each
+// request to a handler (an idle one, else a new one, up to MaxInFlight);
+// each handler writes its response as it finishes.
 type session struct {
 	srv  *Server
 	conn net.Conn
@@ -43,6 +44,8 @@ type session struct {
 	stopping chan struct{} // closed when the server shuts down
 	stopOnce sync.Once
 	handlers sync.WaitGroup
+	work     chan request  // to an idle handler (unbuffered)
+	readDone chan struct{} // closed when no more requests will come
 
 	wmu      sync.Mutex // serializes response writes
 	writeErr bool       // a write failed: the peer is gone; guarded by wmu
@@ -56,6 +59,8 @@ func newSession(srv *Server, conn net.Conn, id uint64) *session {
 		inflight: make(chan struct{}, srv.opts.MaxInFlight),
 		large:    make(chan struct{}, 1),
 		stopping: make(chan struct{}),
+		work:     make(chan request),
+		readDone: make(chan struct{}),
 	}
 	if srv.opts.Authenticate != nil {
 		s.in.helloBy = time.Now().Add(srv.opts.HelloTimeout)
@@ -75,6 +80,7 @@ func (s *session) identity() (Identity, bool) {
 // server shuts down; in-flight requests are answered before it returns.
 func (s *session) serve() {
 	s.readLoop()
+	close(s.readDone)
 	s.handlers.Wait()
 	s.cancel()
 	s.conn.Close()
@@ -135,7 +141,7 @@ func (s *session) readFailed(err error) {
 }
 
 // dispatch handles HELLO inline, since it decides the tenant every later
-// request uses, and starts a handler for anything else, which releases
+// request uses, and hands anything else to a handler, which releases
 // the frame's charge when answered. It returns false when the session
 // must end.
 func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
@@ -174,21 +180,55 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 	case <-s.ctx.Done():
 		return false
 	}
-	s.handlers.Add(1)
-	go func() {
-		defer s.handlers.Done()
-		defer func() { <-s.inflight; charge.release() }()
-		if size, ok := s.turnListSize(f); ok && size > freeFrameBytes {
-			s.serveCharged(f, size)
-			return
-		}
-		if f.Type == cxdbcompat.MsgGetBlob {
-			s.serveLarge(f)
-			return
-		}
-		s.answer(f, s.handle(f))
-	}()
+	r := request{f, charge}
+	select {
+	case s.work <- r: // an idle handler takes it
+	default:
+		s.handlers.Add(1)
+		go s.handleLoop(r)
+	}
 	return true
+}
+
+// request is a frame waiting for a handler, with what it holds of the
+// session's budgets.
+type request struct {
+	f      cxdbcompat.Frame
+	charge *frameCharge
+}
+
+// handleLoop serves r, then the requests dispatch hands it while it is
+// idle, until reading ends. Handlers are kept rather than started per
+// request: a fresh goroutine's stack grows (and is copied) on every
+// append, which cost 4 % of the server's CPU (docs/performance.md).
+func (s *session) handleLoop(r request) {
+	defer s.handlers.Done()
+	s.srv.metrics.handlersStarted.Add(1)
+	s.srv.metrics.handlersRunning.Add(1)
+	defer s.srv.metrics.handlersRunning.Add(-1)
+	for {
+		s.serveRequest(r)
+		select {
+		case r = <-s.work:
+		case <-s.readDone:
+			return
+		}
+	}
+}
+
+// serveRequest answers one request and frees its slot and charge.
+func (s *session) serveRequest(r request) {
+	defer func() { <-s.inflight; r.charge.release() }()
+	f := r.f
+	if size, ok := s.turnListSize(f); ok && size > freeFrameBytes {
+		s.serveCharged(f, size)
+		return
+	}
+	if f.Type == cxdbcompat.MsgGetBlob {
+		s.serveLarge(f)
+		return
+	}
+	s.answer(f, s.handle(f))
 }
 
 // Bounds of the pause after a request refused for the tenant's rate.
