@@ -311,8 +311,14 @@ func (c *committer) remember(p *plan) {
 // that an outage does not fill the pack with blobs no row will name.
 func (c *committer) writeGroup(p *plan) error {
 	// The writer is the log's only writer, so the group's records start at
-	// its current end; the statement records that offset.
+	// its current end; the statement records that offset, and where the
+	// pack will end once the group's blobs are written.
 	p.logStart = c.e.turns.Size()
+	staged, err := c.e.blobs.Stage(p.puts)
+	if err != nil {
+		return c.filesWritten(p, err, nil)
+	}
+	p.packEnd = staged.End
 	probe := len(p.turns) > 0 && c.dbDown.Load()
 	var blobErr, logErr, stmtErr error
 	if probe {
@@ -324,7 +330,7 @@ func (c *committer) writeGroup(p *plan) error {
 	start := time.Now()
 	var blobTook, logTook time.Duration // for the step timings (Stats)
 	if len(p.puts) > 0 {
-		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Put(p.puts); blobTook = time.Since(start) })
+		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Write(staged); blobTook = time.Since(start) })
 	}
 	if len(p.turns) > 0 {
 		wg.Go(func() { logErr = c.appendRecords(p); logTook = time.Since(start) })
@@ -337,7 +343,6 @@ func (c *committer) writeGroup(p *plan) error {
 	if len(p.turns) > 0 {
 		c.filesNs.Add(int64(max(blobTook, logTook)))
 	}
-	p.packEnd = c.e.blobs.Stats().PackBytes
 	if err := c.filesWritten(p, blobErr, logErr); err != nil {
 		p.tx.rollback()
 		return err

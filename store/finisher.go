@@ -64,7 +64,7 @@ func (c *committer) commitGroup(p *plan) error {
 		return commitError(errInjected)
 	}
 	start := time.Now()
-	err := p.tx.commit(p.packEndParams(c.e))
+	err := p.tx.commit()
 	c.commitNs.Add(int64(time.Since(start)))
 	if err == nil {
 		return nil

@@ -55,7 +55,7 @@ func queueGroup(ctx context.Context, q *db.Queries, a db.CommitAppendBatchParams
 		return q.CommitAppendBatch(ctx, a)
 	}
 	return q.CommitPlainAppends(ctx, db.CommitPlainAppendsParams{
-		StoreID: a.StoreID, CommittedEnd: a.CommittedEnd, NextTurnID: a.NextTurnID,
+		StoreID: a.StoreID, CommittedEnd: a.CommittedEnd, NextTurnID: a.NextTurnID, PackEnd: a.PackEnd,
 		TenantIds: a.TenantIds, TurnIds: a.TurnIds, ContextIds: a.ContextIds,
 		ParentTurnIds: a.ParentTurnIds, Depths: a.Depths, TurnTypeIds: a.TurnTypeIds,
 		TypeVersions: a.TypeVersions, Encodings: a.Encodings, Compressions: a.Compressions,
@@ -77,20 +77,13 @@ func (t *groupTx) await() error {
 	return err
 }
 
-// commit records the blob pack's end on the group's commit row and
-// commits, in one round trip, and returns the connection to the pool. The
-// pack's end is known only now: the group's blobs were written while its
-// statement ran.
-func (t *groupTx) commit(packEnd db.SetPackEndParams) error {
+// commit commits the transaction and returns the connection to the pool.
+func (t *groupTx) commit() error {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
 	defer t.conn.Release()
-	b := &pgx.Batch{}
-	if err := db.New(batchQueue{b}).SetPackEnd(ctx, packEnd); err != nil {
-		return err
-	}
-	b.Queue("COMMIT")
-	return t.conn.SendBatch(ctx, b).Close()
+	_, err := t.conn.Exec(ctx, "COMMIT")
+	return err
 }
 
 // rollback abandons the transaction; a nil groupTx is a no-op. A

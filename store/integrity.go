@@ -54,7 +54,7 @@ func (e *Engine) openBlobs(ctx context.Context, state db.GetTurnLogStateRow) err
 	}
 	if state.PackEnd < 0 && state.CommittedEnd > 0 {
 		err := e.as(pgrole.Recovery, "").SetPackEnd(ctx, db.SetPackEndParams{
-			PackEnd: e.blobs.Stats().PackBytes, StoreID: e.storeID, CommittedEnd: state.CommittedEnd, OnlyUnset: true,
+			PackEnd: e.blobs.Stats().PackBytes, StoreID: e.storeID, CommittedEnd: state.CommittedEnd,
 		})
 		if err != nil {
 			return fmt.Errorf("record the blob pack's end: %w", err)

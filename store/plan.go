@@ -281,11 +281,6 @@ func (p *plan) committedEnd() int64 {
 	return p.logStart + int64(len(p.records))*turnlog.RecordSize
 }
 
-// packEndParams records the pack's end on the group's commit row.
-func (p *plan) packEndParams(e *Engine) db.SetPackEndParams {
-	return db.SetPackEndParams{PackEnd: p.packEnd, StoreID: e.storeID, CommittedEnd: p.committedEnd()}
-}
-
 // params builds the group's one Postgres statement.
 func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
 	now := p.now
@@ -293,6 +288,7 @@ func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
 		StoreID:      e.storeID,
 		CommittedEnd: p.committedEnd(),
 		NextTurnID:   int64(nextTurn),
+		PackEnd:      p.packEnd,
 	}
 	if p.seq%pruneEvery == 0 {
 		a.PruneBelow = p.logStart // commit rows of earlier groups are no longer needed

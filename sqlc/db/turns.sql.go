@@ -34,72 +34,73 @@ func (q *Queries) AttachFS(ctx context.Context, arg AttachFSParams) error {
 const commitAppendBatch = `-- name: CommitAppendBatch :exec
 WITH new_types AS (
     INSERT INTO turn_types (tenant_id, type_ref, type_id)
-    SELECT unnest($4::text[]),
-           unnest($5::integer[]),
-           unnest($6::text[])
+    SELECT unnest($5::text[]),
+           unnest($6::integer[]),
+           unnest($7::text[])
 ),
 new_turns AS (
     INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version,
                        encoding, compression, uncompressed_len, payload_hash, fs_root_hash,
                        idempotency_key, created_at)
-    SELECT unnest($7::text[]),
-           unnest($8::bigint[]),
+    SELECT unnest($8::text[]),
            unnest($9::bigint[]),
            unnest($10::bigint[]),
            unnest($11::bigint[]),
-           unnest($12::text[]),
-           unnest($13::bigint[]),
+           unnest($12::bigint[]),
+           unnest($13::text[]),
            unnest($14::bigint[]),
            unnest($15::bigint[]),
            unnest($16::bigint[]),
-           unnest($17::bytea[]),
+           unnest($17::bigint[]),
            unnest($18::bytea[]),
            unnest($19::bytea[]),
-           unnest($20::timestamptz[])
+           unnest($20::bytea[]),
+           unnest($21::timestamptz[])
 ),
 new_heads AS (
     UPDATE contexts c
     SET head_turn_id = h.head_turn_id, head_depth = h.head_depth, updated_at = now()
-    FROM (SELECT unnest($21::text[]) AS tenant_id, unnest($22::bigint[]) AS context_id,
-                 unnest($23::bigint[]) AS head_turn_id, unnest($24::bigint[]) AS head_depth) AS h
+    FROM (SELECT unnest($22::text[]) AS tenant_id, unnest($23::bigint[]) AS context_id,
+                 unnest($24::bigint[]) AS head_turn_id, unnest($25::bigint[]) AS head_depth) AS h
     WHERE c.tenant_id = h.tenant_id AND c.context_id = h.context_id
 ),
 new_keys AS (
     INSERT INTO idempotency_keys (tenant_id, context_id, idempotency_key, turn_id, created_at, requested_parent_turn_id)
-    SELECT unnest($25::text[]),
-           unnest($26::bigint[]),
-           unnest($27::bytea[]),
-           unnest($28::bigint[]),
-           unnest($29::timestamptz[]),
-           unnest($30::bigint[])
+    SELECT unnest($26::text[]),
+           unnest($27::bigint[]),
+           unnest($28::bytea[]),
+           unnest($29::bigint[]),
+           unnest($30::timestamptz[]),
+           unnest($31::bigint[])
     ON CONFLICT (tenant_id, context_id, idempotency_key)
     DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at,
                   requested_parent_turn_id = excluded.requested_parent_turn_id
 ),
 new_grants AS (
     INSERT INTO tenant_blobs (tenant_id, blob_hash)
-    SELECT unnest($31::text[]),
-           unnest($32::bytea[])
+    SELECT unnest($32::text[]),
+           unnest($33::bytea[])
     ON CONFLICT DO NOTHING
 ),
 pruned AS (
     -- old commit rows; @prune_below is 0 (nothing) for most groups
-    DELETE FROM turn_log_commits old WHERE old.store_id = $1 AND old.committed_end < $33
+    DELETE FROM turn_log_commits old WHERE old.store_id = $1 AND old.committed_end < $34
 ),
 new_attachments AS (
     INSERT INTO fs_attachments (tenant_id, turn_id, fs_root_hash)
-    SELECT unnest($34::text[]),
-           unnest($35::bigint[]),
-           unnest($36::bytea[])
+    SELECT unnest($35::text[]),
+           unnest($36::bigint[]),
+           unnest($37::bytea[])
 )
-INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id)
-VALUES ($1, $2, $3)
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id, pack_end)
+VALUES ($1, $2, $3, $4::bigint)
 `
 
 type CommitAppendBatchParams struct {
 	StoreID             pgtype.UUID
 	CommittedEnd        int64
 	NextTurnID          int64
+	PackEnd             int64
 	TypeTenantIds       []string
 	TypeRefs            []int32
 	TypeIds             []string
@@ -137,8 +138,9 @@ type CommitAppendBatchParams struct {
 
 // One statement writes a whole group of appends: the turn rows, the new
 // heads, idempotency keys, type refs, blob grants, fs attachments and the
-// turn log checkpoint (insert-only, so that groups in flight together do
-// not contend on it). It runs inside the group's transaction, sent in one
+// turn log checkpoint with the blob pack's end after the group (laid out,
+// though not yet written, when the statement is sent: blobpack.Stage;
+// insert-only, so that groups in flight together do not contend on it). It runs inside the group's transaction, sent in one
 // round trip with BEGIN; COMMIT follows once the group's files are durable.
 // Foreign keys are checked at the end of the statement.
 func (q *Queries) CommitAppendBatch(ctx context.Context, arg CommitAppendBatchParams) error {
@@ -146,6 +148,7 @@ func (q *Queries) CommitAppendBatch(ctx context.Context, arg CommitAppendBatchPa
 		arg.StoreID,
 		arg.CommittedEnd,
 		arg.NextTurnID,
+		arg.PackEnd,
 		arg.TypeTenantIds,
 		arg.TypeRefs,
 		arg.TypeIds,
@@ -187,40 +190,41 @@ const commitPlainAppends = `-- name: CommitPlainAppends :exec
 WITH new_turns AS (
     INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version,
                        encoding, compression, uncompressed_len, payload_hash, created_at)
-    SELECT unnest($4::text[]),
-           unnest($5::bigint[]),
+    SELECT unnest($5::text[]),
            unnest($6::bigint[]),
            unnest($7::bigint[]),
            unnest($8::bigint[]),
-           unnest($9::text[]),
-           unnest($10::bigint[]),
+           unnest($9::bigint[]),
+           unnest($10::text[]),
            unnest($11::bigint[]),
            unnest($12::bigint[]),
            unnest($13::bigint[]),
-           unnest($14::bytea[]),
-           unnest($15::timestamptz[])
+           unnest($14::bigint[]),
+           unnest($15::bytea[]),
+           unnest($16::timestamptz[])
 ),
 new_heads AS (
     UPDATE contexts c
     SET head_turn_id = h.head_turn_id, head_depth = h.head_depth, updated_at = now()
-    FROM (SELECT unnest($16::text[]) AS tenant_id, unnest($17::bigint[]) AS context_id,
-                 unnest($18::bigint[]) AS head_turn_id, unnest($19::bigint[]) AS head_depth) AS h
+    FROM (SELECT unnest($17::text[]) AS tenant_id, unnest($18::bigint[]) AS context_id,
+                 unnest($19::bigint[]) AS head_turn_id, unnest($20::bigint[]) AS head_depth) AS h
     WHERE c.tenant_id = h.tenant_id AND c.context_id = h.context_id
 ),
 new_grants AS (
     INSERT INTO tenant_blobs (tenant_id, blob_hash)
-    SELECT unnest($20::text[]),
-           unnest($21::bytea[])
+    SELECT unnest($21::text[]),
+           unnest($22::bytea[])
     ON CONFLICT DO NOTHING
 )
-INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id)
-VALUES ($1, $2, $3)
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id, pack_end)
+VALUES ($1, $2, $3, $4::bigint)
 `
 
 type CommitPlainAppendsParams struct {
 	StoreID          pgtype.UUID
 	CommittedEnd     int64
 	NextTurnID       int64
+	PackEnd          int64
 	TenantIds        []string
 	TurnIds          []int64
 	ContextIds       []int64
@@ -250,6 +254,7 @@ func (q *Queries) CommitPlainAppends(ctx context.Context, arg CommitPlainAppends
 		arg.StoreID,
 		arg.CommittedEnd,
 		arg.NextTurnID,
+		arg.PackEnd,
 		arg.TenantIds,
 		arg.TurnIds,
 		arg.ContextIds,
@@ -691,27 +696,20 @@ func (q *Queries) ResetTurnLogCommits(ctx context.Context, arg ResetTurnLogCommi
 
 const setPackEnd = `-- name: SetPackEnd :exec
 UPDATE turn_log_commits SET pack_end = $1::bigint
-WHERE store_id = $2 AND committed_end = $3
-  AND (NOT $4::boolean OR pack_end IS NULL)
+WHERE store_id = $2 AND committed_end = $3 AND pack_end IS NULL
 `
 
 type SetPackEndParams struct {
 	PackEnd      int64
 	StoreID      pgtype.UUID
 	CommittedEnd int64
-	OnlyUnset    bool
 }
 
-// Records the blob pack's end with a group's commit row; sent in the
-// group's transaction just before COMMIT, once the group's blobs are
-// durable. Also records the end a first start validated (@only_unset).
+// Records the blob pack's end on a commit row that has none: the end a
+// start validated, for a store whose commit rows predate pack_end. A
+// group's statement records its own (CommitAppendBatch).
 func (q *Queries) SetPackEnd(ctx context.Context, arg SetPackEndParams) error {
-	_, err := q.db.Exec(ctx, setPackEnd,
-		arg.PackEnd,
-		arg.StoreID,
-		arg.CommittedEnd,
-		arg.OnlyUnset,
-	)
+	_, err := q.db.Exec(ctx, setPackEnd, arg.PackEnd, arg.StoreID, arg.CommittedEnd)
 	return err
 }
 

@@ -71,8 +71,9 @@ UPDATE turns t SET fs_root_hash = @fs_root_hash WHERE t.tenant_id = @tenant_id A
 -- name: CommitAppendBatch :exec
 -- One statement writes a whole group of appends: the turn rows, the new
 -- heads, idempotency keys, type refs, blob grants, fs attachments and the
--- turn log checkpoint (insert-only, so that groups in flight together do
--- not contend on it). It runs inside the group's transaction, sent in one
+-- turn log checkpoint with the blob pack's end after the group (laid out,
+-- though not yet written, when the statement is sent: blobpack.Stage;
+-- insert-only, so that groups in flight together do not contend on it). It runs inside the group's transaction, sent in one
 -- round trip with BEGIN; COMMIT follows once the group's files are durable.
 -- Foreign keys are checked at the end of the statement.
 WITH new_types AS (
@@ -135,8 +136,8 @@ new_attachments AS (
            unnest(@fs_turn_ids::bigint[]),
            unnest(@fs_hashes::bytea[])
 )
-INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id)
-VALUES (@store_id, @committed_end, @next_turn_id);
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id, pack_end)
+VALUES (@store_id, @committed_end, @next_turn_id, @pack_end::bigint);
 
 -- name: CommitPlainAppends :exec
 -- CommitAppendBatch for the common group: no new types, idempotency keys,
@@ -172,8 +173,8 @@ new_grants AS (
            unnest(@grant_hashes::bytea[])
     ON CONFLICT DO NOTHING
 )
-INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id)
-VALUES (@store_id, @committed_end, @next_turn_id);
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id, pack_end)
+VALUES (@store_id, @committed_end, @next_turn_id, @pack_end::bigint);
 
 -- name: TurnStoreRelationBytes :one
 -- Bytes Postgres uses for the turn store's tables and their indexes.
@@ -186,12 +187,11 @@ SELECT (pg_total_relation_size('turns') + pg_total_relation_size('contexts')
 SELECT end_earlier_sessions(@prefix::text)::integer AS still_running;
 
 -- name: SetPackEnd :exec
--- Records the blob pack's end with a group's commit row; sent in the
--- group's transaction just before COMMIT, once the group's blobs are
--- durable. Also records the end a first start validated (@only_unset).
+-- Records the blob pack's end on a commit row that has none: the end a
+-- start validated, for a store whose commit rows predate pack_end. A
+-- group's statement records its own (CommitAppendBatch).
 UPDATE turn_log_commits SET pack_end = @pack_end::bigint
-WHERE store_id = @store_id AND committed_end = @committed_end
-  AND (NOT @only_unset::boolean OR pack_end IS NULL);
+WHERE store_id = @store_id AND committed_end = @committed_end AND pack_end IS NULL;
 
 -- name: RecordPackHole :exec
 INSERT INTO pack_holes (store_id, start_offset, end_offset, blob_hash, reason)

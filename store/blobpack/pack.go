@@ -32,6 +32,8 @@ var (
 	ErrClosed       = errors.New("blob pack closed")
 	ErrTooLarge     = errors.New("blob too large")
 	ErrHashMismatch = errors.New("blob hash mismatch")
+	// ErrStale: a Staged batch was written after the pack changed.
+	ErrStale = errors.New("staged blobs are stale: the pack changed since Stage")
 )
 
 // Options configure Open. The zero value is ready to use.

@@ -87,6 +87,46 @@ func TestPutDedupesWithinBatch(t *testing.T) {
 	}
 }
 
+// TestStageKnowsTheEnd checks that Stage says where the pack will end
+// before anything is written, and that Write refuses a batch staged before
+// the pack changed, writing nothing of it.
+func TestStageKnowsTheEnd(t *testing.T) {
+	p := openPack(t, t.TempDir(), Options{})
+	put(t, p, item([]byte("first"), 1))
+	a, b := item(uniqueText(1, 900), 1), item(randBytes(2, 700), 1)
+	st, err := p.Stage([]PutItem{a, b, a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := p.Stats().PackBytes
+	if _, ok := p.Lookup(a.Hash); ok || st.End <= before {
+		t.Fatalf("staged: End %d after %d, visible %v; want a later end and nothing visible", st.End, before, ok)
+	}
+	res, err := p.Write(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Stats().PackBytes; got != st.End {
+		t.Errorf("pack ends at %d after Write, Stage said %d", got, st.End)
+	}
+	if !res[0].New || !res[1].New || res[2].New || res[2].Entry != res[0].Entry {
+		t.Errorf("results %+v: want two new blobs and a repeat of the first", res)
+	}
+
+	stale, err := p.Stage([]PutItem{item([]byte("late"), 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, p, item([]byte("meanwhile"), 2))
+	size := p.Stats().PackBytes
+	if _, err := p.Write(stale); !errors.Is(err, ErrStale) {
+		t.Fatalf("Write after the pack changed: %v, want ErrStale", err)
+	}
+	if _, ok := p.Lookup(hashOf([]byte("late"))); ok || p.Stats().PackBytes != size {
+		t.Errorf("a refused Write left its blob visible (%v) or grew the pack (%d → %d)", ok, size, p.Stats().PackBytes)
+	}
+}
+
 func TestPutPreEncoded(t *testing.T) {
 	p := openPack(t, t.TempDir(), Options{VerifyHashes: true})
 	blobs := [][]byte{[]byte("tiny"), textBytes(5000), randBytes(4, 3000)}

@@ -22,6 +22,31 @@ const maxRetainedBuf = 4 << 20
 // failed fsync every later Put fails, as the file's state is unknown until
 // it is reopened.
 func (p *Pack) Put(items []PutItem) ([]Result, error) {
+	st, err := p.Stage(items)
+	if err != nil {
+		return nil, err
+	}
+	return p.Write(st)
+}
+
+// Staged is a batch of blobs that Stage validated, compressed and laid out
+// after the pack's end; Write writes it.
+type Staged struct {
+	results []Result // filled for the items already stored
+	todo    []int    // items to write (first occurrences of new hashes)
+	repeats map[int]int
+	entries []Entry // of items[todo], from start on
+	stored  [][]byte
+	start   int64
+	// End is the pack's size once Write succeeds: known before the write,
+	// so that it can go into the group's statement (docs/storage.md).
+	End int64
+}
+
+// Stage does the first half of Put: it validates the batch, looks up which
+// blobs are new, compresses them and lays their records out after the
+// pack's current end. Nothing is written or visible until Write.
+func (p *Pack) Stage(items []PutItem) (*Staged, error) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if err := p.writable(); err != nil {
@@ -30,24 +55,59 @@ func (p *Pack) Put(items []PutItem) ([]Result, error) {
 	if err := p.validate(items); err != nil {
 		return nil, err
 	}
-	results := make([]Result, len(items))
-	todo, repeats := p.plan(items, results)
-	if len(todo) == 0 {
-		return results, nil
+	st := &Staged{results: make([]Result, len(items)), start: p.packSize.Load()}
+	st.End = st.start
+	st.todo, st.repeats = p.plan(items, st.results)
+	if len(st.todo) == 0 {
+		return st, nil
 	}
-	entries, err := p.appendRecords(items, todo)
-	if err != nil {
+	st.stored = make([][]byte, len(st.todo))
+	codecs := make([]Codec, len(st.todo))
+	p.z.compressAll(items, st.todo, st.stored, codecs)
+	st.entries = make([]Entry, len(st.todo))
+	for k, i := range st.todo {
+		it := &items[i]
+		st.entries[k] = Entry{Hash: it.Hash, Offset: st.End, RawLen: uint32(len(it.Data)),
+			StoredLen: uint32(len(st.stored[k])), Owner: it.Owner, Codec: codecs[k]}
+		st.End += st.entries[k].recordSize()
+	}
+	if st.End > maxPackSize {
+		return nil, fmt.Errorf("blobpack: put: pack would grow to %d bytes, limit %d", st.End, int64(maxPackSize))
+	}
+	return st, nil
+}
+
+// Write appends a staged batch's records with one write and one fsync,
+// then makes them visible, and returns a result per staged item. It fails
+// with ErrStale, writing nothing, if the pack grew since Stage.
+func (p *Pack) Write(st *Staged) ([]Result, error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if err := p.writable(); err != nil {
 		return nil, err
 	}
-	p.publish(entries)
-	p.appendIndex(entries)
-	for k, i := range todo {
-		results[i] = Result{Entry: entries[k], New: true}
+	if len(st.todo) == 0 {
+		return st.results, nil
 	}
-	for i, k := range repeats {
-		results[i].Entry = entries[k]
+	if size := p.packSize.Load(); size != st.start {
+		return nil, fmt.Errorf("blobpack: put: staged at %d, pack now ends at %d: %w", st.start, size, ErrStale)
 	}
-	return results, nil
+	buf := p.writeBuf(int(st.End - st.start))
+	for k := range st.entries {
+		buf = appendRecord(buf, &st.entries[k], st.stored[k])
+	}
+	if err := p.write(buf, st.start); err != nil {
+		return nil, err
+	}
+	p.publish(st.entries)
+	p.appendIndex(st.entries)
+	for k, i := range st.todo {
+		st.results[i] = Result{Entry: st.entries[k], New: true}
+	}
+	for i, k := range st.repeats {
+		st.results[i].Entry = st.entries[k]
+	}
+	return st.results, nil
 }
 
 func (p *Pack) writable() error {
@@ -127,36 +187,6 @@ func (p *Pack) plan(items []PutItem, results []Result) (todo []int, repeats map[
 		todo = append(todo, i)
 	}
 	return todo, repeats
-}
-
-// appendRecords compresses and writes the records of items[todo] at the end
-// of the pack with one write and one fsync, and returns their entries.
-func (p *Pack) appendRecords(items []PutItem, todo []int) ([]Entry, error) {
-	stored := make([][]byte, len(todo))
-	codecs := make([]Codec, len(todo))
-	p.z.compressAll(items, todo, stored, codecs)
-
-	start := p.packSize.Load()
-	entries := make([]Entry, len(todo))
-	off, total := start, 0
-	for k, i := range todo {
-		it := &items[i]
-		entries[k] = Entry{Hash: it.Hash, Offset: off, RawLen: uint32(len(it.Data)),
-			StoredLen: uint32(len(stored[k])), Owner: it.Owner, Codec: codecs[k]}
-		off += entries[k].recordSize()
-		total += int(entries[k].recordSize())
-	}
-	if off > maxPackSize {
-		return nil, fmt.Errorf("blobpack: put: pack would grow to %d bytes, limit %d", off, int64(maxPackSize))
-	}
-	buf := p.writeBuf(total)
-	for k := range entries {
-		buf = appendRecord(buf, &entries[k], stored[k])
-	}
-	if err := p.write(buf, start); err != nil {
-		return nil, err
-	}
-	return entries, nil
 }
 
 // writeBuf returns an empty buffer with capacity n, reused across calls
