@@ -13,21 +13,51 @@ import (
 
 // Errors is a slog.Handler that keeps the records at ERROR and above, each
 // as its message and attributes. It is safe for concurrent use.
-type Errors struct {
-	mu   sync.Mutex
-	recs []string
-}
+type Errors struct{ kept }
 
 // Enabled reports whether lvl is ERROR or above.
 func (l *Errors) Enabled(_ context.Context, lvl slog.Level) bool { return lvl >= slog.LevelError }
 
-// Handle keeps r.
-func (l *Errors) Handle(_ context.Context, r slog.Record) error {
+// WithAttrs returns l: the records' own attributes say enough.
+func (l *Errors) WithAttrs([]slog.Attr) slog.Handler { return l }
+
+// WithGroup returns l.
+func (l *Errors) WithGroup(string) slog.Handler { return l }
+
+// All is a slog.Handler that keeps every record, at any level, as its
+// message and attributes: for tests that check what is logged at all
+// (that no secret is). It is safe for concurrent use.
+type All struct{ kept }
+
+// Enabled reports true: every level is kept.
+func (l *All) Enabled(context.Context, slog.Level) bool { return true }
+
+// WithAttrs returns l.
+func (l *All) WithAttrs([]slog.Attr) slog.Handler { return l }
+
+// WithGroup returns l.
+func (l *All) WithGroup(string) slog.Handler { return l }
+
+// kept is the record store of Errors and All.
+type kept struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+// Handle keeps r (the handler's Enabled chose it).
+func (k *kept) Handle(_ context.Context, r slog.Record) error {
 	s := format(r)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, s)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.recs = append(k.recs, s)
 	return nil
+}
+
+// Records returns the records kept so far.
+func (k *kept) Records() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.recs)
 }
 
 // format is a record's message and attributes.
@@ -39,52 +69,6 @@ func format(r slog.Record) string {
 		return true
 	})
 	return b.String()
-}
-
-// WithAttrs returns l: the records' own attributes say enough.
-func (l *Errors) WithAttrs([]slog.Attr) slog.Handler { return l }
-
-// WithGroup returns l.
-func (l *Errors) WithGroup(string) slog.Handler { return l }
-
-// Records returns the records kept so far.
-func (l *Errors) Records() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.recs)
-}
-
-// All is a slog.Handler that keeps every record, at any level, as its
-// message and attributes: for tests that check what is logged at all
-// (that no secret is). It is safe for concurrent use.
-type All struct {
-	mu   sync.Mutex
-	recs []string
-}
-
-// Enabled reports true: every level is kept.
-func (l *All) Enabled(context.Context, slog.Level) bool { return true }
-
-// Handle keeps r.
-func (l *All) Handle(_ context.Context, r slog.Record) error {
-	s := format(r)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.recs = append(l.recs, s)
-	return nil
-}
-
-// WithAttrs returns l.
-func (l *All) WithAttrs([]slog.Attr) slog.Handler { return l }
-
-// WithGroup returns l.
-func (l *All) WithGroup(string) slog.Handler { return l }
-
-// Records returns the records kept so far.
-func (l *All) Records() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.recs)
 }
 
 // Tee is a slog.Handler that hands each record to every handler enabled
