@@ -9,3 +9,6 @@ func (s *Server) ReplyBytesHeld() int64 { return s.metrics.replyBytes.Load() }
 func (s *Server) Handlers() (started, running int64) {
 	return s.metrics.handlersStarted.Load(), s.metrics.handlersRunning.Load()
 }
+
+// MaxIdleHandlers is how many idle request handlers a connection keeps.
+const MaxIdleHandlers = maxIdleHandlers

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
@@ -228,5 +229,35 @@ func TestHandlersAreReused(t *testing.T) {
 	waitfor.True(t, "the connection's handlers to end", 10*time.Second, func() bool {
 		_, running := e.srv.Handlers()
 		return running == 0
+	})
+}
+
+// TestIdleHandlersAreBounded pipelines many appends on one connection, so
+// that each gets a handler while the others wait for their commit, and
+// checks that once all are answered the connection keeps only a few.
+func TestIdleHandlersAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := dialRaw(t, e.addr)
+	c.expectOK(cxdbcompat.MsgHello, 0, nil)
+	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	const n = 60
+	var stream []byte
+	for i := range n {
+		req := appendReq(h.ContextID, 0, []byte(fmt.Sprintf("\xa9burst %02d", i)))
+		stream = cxdbcompat.AppendFrame(stream, req.MsgType(), req.Flags(), uint64(5000+i), req.AppendTo(nil))
+	}
+	c.write(stream)
+	for range n {
+		if f := c.mustRead(); f.Type != cxdbcompat.MsgAppendTurn {
+			t.Fatalf("got %s %s, want an append's answer", f.Type, describe(f))
+		}
+	}
+	if started, _ := e.srv.Handlers(); started <= server.MaxIdleHandlers {
+		t.Fatalf("only %d handlers started for %d pipelined appends: the test needs more", started, n)
+	}
+	waitfor.True(t, "idle handlers to shrink to the bound", 10*time.Second, func() bool {
+		_, running := e.srv.Handlers()
+		return running <= server.MaxIdleHandlers
 	})
 }

@@ -45,6 +45,7 @@ type session struct {
 	stopOnce sync.Once
 	handlers sync.WaitGroup
 	work     chan request  // to an idle handler (unbuffered)
+	idle     atomic.Int32  // handlers waiting on work
 	readDone chan struct{} // closed when no more requests will come
 
 	wmu      sync.Mutex // serializes response writes
@@ -197,10 +198,17 @@ type request struct {
 	charge *frameCharge
 }
 
+// maxIdleHandlers bounds the handlers a connection keeps waiting for
+// work: enough for a client with a few requests in flight, few enough that
+// a client that sends MaxInFlight requests at once does not leave that
+// many goroutines behind on each of its connections.
+const maxIdleHandlers = 4
+
 // handleLoop serves r, then the requests dispatch hands it while it is
-// idle, until reading ends. Handlers are kept rather than started per
-// request: a fresh goroutine's stack grows (and is copied) on every
-// append, which cost 4 % of the server's CPU (docs/performance.md).
+// idle, until reading ends or enough other handlers are idle. Handlers are
+// kept rather than started per request: a fresh goroutine's stack grows
+// (and is copied) on every append, which cost 4 % of the server's CPU
+// (docs/performance.md).
 func (s *session) handleLoop(r request) {
 	defer s.handlers.Done()
 	s.srv.metrics.handlersStarted.Add(1)
@@ -208,8 +216,13 @@ func (s *session) handleLoop(r request) {
 	defer s.srv.metrics.handlersRunning.Add(-1)
 	for {
 		s.serveRequest(r)
+		if s.idle.Add(1) > maxIdleHandlers {
+			s.idle.Add(-1)
+			return
+		}
 		select {
 		case r = <-s.work:
+			s.idle.Add(-1)
 		case <-s.readDone:
 			return
 		}
