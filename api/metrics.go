@@ -46,7 +46,7 @@ var storeDescs = map[string]*prometheus.Desc{
 	"files_seconds": prometheus.NewDesc("cardbox_group_files_seconds_total",
 		"Time group commits spent making their files durable (blob pack and turn log, in parallel), since start.", nil, nil),
 	"statement_seconds": prometheus.NewDesc("cardbox_group_statement_seconds_total",
-		"Time group commits spent running their statement (in parallel with the files, from the same start), since start.", nil, nil),
+		"Time group commits spent until their statement's answer was read (sent before the turn log is written, read after it; from the files' start), since start.", nil, nil),
 	"commit_seconds": prometheus.NewDesc("cardbox_group_commit_seconds_total",
 		"Time group commits spent in COMMIT (after the files and the statement), since start.", nil, nil),
 }

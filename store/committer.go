@@ -320,29 +320,12 @@ func (c *committer) writeGroup(p *plan) error {
 	}
 	p.packEnd = staged.End
 	probe := len(p.turns) > 0 && c.dbDown.Load()
-	var blobErr, logErr, stmtErr error
 	if probe {
-		if stmtErr = c.startStatement(p); stmtErr != nil {
-			return c.statementFailed(p, stmtErr)
+		if err := c.startStatement(p); err != nil {
+			return c.statementFailed(p, err)
 		}
 	}
-	var wg sync.WaitGroup
-	start := time.Now()
-	var blobTook, logTook time.Duration // for the step timings (Stats)
-	if len(p.puts) > 0 {
-		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Write(staged); blobTook = time.Since(start) })
-	}
-	if len(p.turns) > 0 {
-		wg.Go(func() { logErr = c.appendRecords(p); logTook = time.Since(start) })
-		if !probe {
-			stmtErr = c.startStatement(p)
-			c.statementNs.Add(int64(time.Since(start)))
-		}
-	}
-	wg.Wait()
-	if len(p.turns) > 0 {
-		c.filesNs.Add(int64(max(blobTook, logTook)))
-	}
+	blobErr, logErr, stmtErr := c.writeFiles(p, staged, !probe)
 	if err := c.filesWritten(p, blobErr, logErr); err != nil {
 		p.tx.rollback()
 		return err
@@ -355,6 +338,37 @@ func (c *committer) writeGroup(p *plan) error {
 		return c.crash()
 	}
 	return nil
+}
+
+// writeFiles writes the group's staged blobs (on a goroutine) and its turn
+// records (on this one). With statement, it sends the group's statement
+// first and reads its answer last, so that Postgres runs it meanwhile.
+func (c *committer) writeFiles(p *plan, staged *blobpack.Staged, statement bool) (blobErr, logErr, stmtErr error) {
+	var wg sync.WaitGroup
+	start := time.Now()
+	var blobTook, logTook time.Duration // for the step timings (Stats)
+	if len(p.puts) > 0 {
+		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Write(staged); blobTook = time.Since(start) })
+	}
+	if len(p.turns) > 0 {
+		var tx *groupTx
+		if statement {
+			tx, stmtErr = c.e.sendGroup(p.params(c.e, c.nextTurn))
+		}
+		logErr = c.appendRecords(p)
+		logTook = time.Since(start)
+		if tx != nil {
+			if stmtErr = tx.await(); stmtErr == nil {
+				p.tx = tx
+			}
+			c.statementNs.Add(int64(time.Since(start)))
+		}
+	}
+	wg.Wait()
+	if len(p.turns) > 0 {
+		c.filesNs.Add(int64(max(blobTook, logTook)))
+	}
+	return blobErr, logErr, stmtErr
 }
 
 // startStatement sends BEGIN and the group's statement and waits for them;
