@@ -65,9 +65,14 @@ func fdatasyncMs(dir string, n int) (float64, error) {
 }
 
 // flushFloorMs times what every durable append waits for at least: an
-// fdatasync of a file in the data directory, then the commit of a
-// Postgres transaction that writes WAL (txid_current assigns it an id, so
-// its commit record is flushed), on the database the server uses.
+// fdatasync of a file in the data directory, then the commit of a one-row
+// Postgres transaction, on the database the server uses. The transaction
+// is one statement that writes one WAL record and no table (a
+// transactional logical message), so that its commit flushes WAL as a
+// one-row insert's does. (A transaction that only takes an id, such as
+// SELECT txid_current(), writes no WAL before its commit record, and
+// Postgres then commits it without waiting for the flush: that measured
+// 0.13–0.16 ms here against 0.30–0.34 ms for a flushed commit.)
 func flushFloorMs(ctx context.Context, dir string) (float64, error) {
 	cfg, err := config.Parse("cardbox bench", nil, os.Stderr)
 	if err != nil {
@@ -98,7 +103,7 @@ func flushFloorMs(ctx context.Context, dir string) (float64, error) {
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
 			return err
 		}
-		_, err := conn.Exec(ctx, "SELECT txid_current()")
+		_, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(true, 'cardbox-bench', '')")
 		return err
 	})
 }
