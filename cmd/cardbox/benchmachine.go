@@ -64,6 +64,9 @@ func fdatasyncMs(dir string, n int) (float64, error) {
 	})
 }
 
+// floorStatement is the floor's one-row transaction (see flushFloorMs).
+const floorStatement = "SELECT pg_logical_emit_message(true, 'cardbox-bench', '')"
+
 // flushFloorMs times what every durable append waits for at least: an
 // fdatasync of a file in the data directory, then the commit of a one-row
 // Postgres transaction, on the database the server uses. The transaction
