@@ -106,7 +106,7 @@ func flushFloorMs(ctx context.Context, dir string) (float64, error) {
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
 			return err
 		}
-		_, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(true, 'cardbox-bench', '')")
+		_, err := conn.Exec(ctx, floorStatement)
 		return err
 	})
 }
