@@ -206,18 +206,26 @@ func TestPipelinedClient(t *testing.T) {
 	}
 }
 
+// oneContext starts a server and opens a raw connection that said HELLO
+// and created a context.
+func oneContext(t *testing.T) (*env, *rawConn, uint64) {
+	t.Helper()
+	e := newEnv(t)
+	c := dialRaw(t, e.addr)
+	c.expectOK(cxdbcompat.MsgHello, 0, nil)
+	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	return e, c, h.ContextID
+}
+
 // TestHandlersAreReused sends requests one after another on one connection
 // and checks that they were served by a kept handler rather than one new
 // goroutine each, and that the handlers end with the connection.
 func TestHandlersAreReused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	c := dialRaw(t, e.addr)
-	c.expectOK(cxdbcompat.MsgHello, 0, nil)
-	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	e, c, ctxID := oneContext(t)
 	const n = 50
 	for i := range n {
-		req := appendReq(h.ContextID, 0, []byte(fmt.Sprintf("\xa9reuse %02d", i)))
+		req := appendReq(ctxID, 0, []byte(fmt.Sprintf("\xa9reuse %02d", i)))
 		c.expectOK(req.MsgType(), req.Flags(), req.AppendTo(nil))
 	}
 	// A handler may rarely start beside an idle one that had not yet
@@ -237,14 +245,11 @@ func TestHandlersAreReused(t *testing.T) {
 // checks that once all are answered the connection keeps only a few.
 func TestIdleHandlersAreBounded(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	c := dialRaw(t, e.addr)
-	c.expectOK(cxdbcompat.MsgHello, 0, nil)
-	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	e, c, ctxID := oneContext(t)
 	const n = 60
 	var stream []byte
 	for i := range n {
-		req := appendReq(h.ContextID, 0, []byte(fmt.Sprintf("\xa9burst %02d", i)))
+		req := appendReq(ctxID, 0, []byte(fmt.Sprintf("\xa9burst %02d", i)))
 		stream = cxdbcompat.AppendFrame(stream, req.MsgType(), req.Flags(), uint64(5000+i), req.AppendTo(nil))
 	}
 	c.write(stream)
