@@ -70,10 +70,15 @@ var (
 		"Bytes of large binary answers built and not yet written.", nil, nil)
 	sessionsDesc = prometheus.NewDesc("cardbox_binary_sessions",
 		"Binary protocol sessions open.", nil, nil)
+	handlersDesc = prometheus.NewDesc("cardbox_binary_request_handlers",
+		"Request handler goroutines of the open sessions, busy or idle.", nil, nil)
+	handlersStartedDesc = prometheus.NewDesc("cardbox_binary_request_handlers_started_total",
+		"Request handler goroutines started (a session reuses idle ones).", nil, nil)
 )
 
 // Collector returns the server's Prometheus collector: requests by type
-// and code, their durations by type, bytes held in flight, sessions open.
+// and code, their durations by type, bytes held in flight, sessions open,
+// request handlers.
 func (s *Server) Collector() prometheus.Collector { return serverCollector{s} }
 
 type serverCollector struct{ s *Server }
@@ -85,6 +90,8 @@ func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- requestBytesDesc
 	ch <- replyBytesDesc
 	ch <- sessionsDesc
+	ch <- handlersDesc
+	ch <- handlersStartedDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -94,6 +101,8 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	m.duration.Collect(ch)
 	ch <- prometheus.MustNewConstMetric(requestBytesDesc, prometheus.GaugeValue, float64(m.requestBytes.Load()))
 	ch <- prometheus.MustNewConstMetric(replyBytesDesc, prometheus.GaugeValue, float64(m.replyBytes.Load()))
+	ch <- prometheus.MustNewConstMetric(handlersDesc, prometheus.GaugeValue, float64(m.handlersRunning.Load()))
+	ch <- prometheus.MustNewConstMetric(handlersStartedDesc, prometheus.CounterValue, float64(m.handlersStarted.Load()))
 	c.s.mu.Lock()
 	n := len(c.s.conns)
 	c.s.mu.Unlock()
