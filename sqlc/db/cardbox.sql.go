@@ -606,15 +606,19 @@ func (q *Queries) PurgeBoxes(ctx context.Context, arg PurgeBoxesParams) (int64, 
 }
 
 const purgeCards = `-- name: PurgeCards :execrows
-DELETE FROM cards c
-USING (
+WITH d AS MATERIALIZED (
     (SELECT tenant_id, card_id FROM cards
      WHERE expires_at < $1::timestamptz LIMIT $2::integer)
     UNION
     (SELECT tenant_id, card_id FROM cards
      WHERE deleted_at < $3::timestamptz LIMIT $2::integer)
-) AS d
-WHERE c.tenant_id = d.tenant_id AND c.card_id = d.card_id
+),
+locked AS MATERIALIZED (
+    SELECT lock_card_changes(array_agg(DISTINCT d.tenant_id)) AS ok FROM d
+)
+DELETE FROM cards c
+USING d, locked
+WHERE c.tenant_id = d.tenant_id AND c.card_id = d.card_id AND locked.ok
 `
 
 type PurgeCardsParams struct {
@@ -625,6 +629,7 @@ type PurgeCardsParams struct {
 
 // Removes up to @batch_size cards that expired before @expired_before or were
 // deleted before @deleted_before.
+// Their tenants' rows are locked first (00024_card_changes_lock_order).
 func (q *Queries) PurgeCards(ctx context.Context, arg PurgeCardsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, purgeCards, arg.ExpiredBefore, arg.BatchSize, arg.DeletedBefore)
 	if err != nil {
@@ -653,8 +658,10 @@ func (q *Queries) SoftDeleteBox(ctx context.Context, arg SoftDeleteBoxParams) (i
 }
 
 const softDeleteCard = `-- name: SoftDeleteCard :execrows
-UPDATE cards SET deleted_at = coalesce(deleted_at, $1::timestamptz)
-WHERE tenant_id = $2::text AND card_id = $3::text
+WITH locked AS MATERIALIZED (SELECT lock_card_changes(ARRAY[$2::text]) AS ok)
+UPDATE cards c SET deleted_at = coalesce(c.deleted_at, $1::timestamptz)
+FROM locked
+WHERE c.tenant_id = $2::text AND c.card_id = $3::text AND locked.ok
 `
 
 type SoftDeleteCardParams struct {
@@ -664,6 +671,7 @@ type SoftDeleteCardParams struct {
 }
 
 // Marks a card deleted; deleting a deleted card keeps the first deletion time.
+// The tenant's row is locked before the card's (00024_card_changes_lock_order).
 func (q *Queries) SoftDeleteCard(ctx context.Context, arg SoftDeleteCardParams) (int64, error) {
 	result, err := q.db.Exec(ctx, softDeleteCard, arg.Now, arg.TenantID, arg.CardID)
 	if err != nil {

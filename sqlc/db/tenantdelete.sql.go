@@ -171,10 +171,12 @@ func (q *Queries) NotifyTenantKeysDeleted(ctx context.Context, tenantID string) 
 }
 
 const purgeDeletedTenants = `-- name: PurgeDeletedTenants :many
-WITH gone AS (
+WITH gone AS MATERIALIZED (
     SELECT tenant_id FROM tenants
     WHERE deleted_at IS NOT NULL
       AND ($1::text IS NULL OR tenant_id = $1::text)
+    ORDER BY tenant_id
+    FOR NO KEY UPDATE
 ),
 del_contexts AS (
     DELETE FROM contexts x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
@@ -280,7 +282,8 @@ type PurgeDeletedTenantsRow struct {
 // order of CountTenantRows. Only tenants marked deleted are touched, so a
 // live tenant's rows can never be removed by it. The foreign keys are NO
 // ACTION, checked at the end of the statement, when parents and children
-// are gone alike.
+// are gone alike. The tenants' rows are locked before their cards', as
+// card writes lock them (00024_card_changes_lock_order).
 func (q *Queries) PurgeDeletedTenants(ctx context.Context, tenantID pgtype.Text) ([]PurgeDeletedTenantsRow, error) {
 	rows, err := q.db.Query(ctx, purgeDeletedTenants, tenantID)
 	if err != nil {

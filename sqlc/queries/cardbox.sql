@@ -111,8 +111,11 @@ WHERE l.found IS NULL;
 
 -- name: SoftDeleteCard :execrows
 -- Marks a card deleted; deleting a deleted card keeps the first deletion time.
-UPDATE cards SET deleted_at = coalesce(deleted_at, @now::timestamptz)
-WHERE tenant_id = @tenant_id::text AND card_id = @card_id::text;
+-- The tenant's row is locked before the card's (00024_card_changes_lock_order).
+WITH locked AS MATERIALIZED (SELECT lock_card_changes(ARRAY[@tenant_id::text]) AS ok)
+UPDATE cards c SET deleted_at = coalesce(c.deleted_at, @now::timestamptz)
+FROM locked
+WHERE c.tenant_id = @tenant_id::text AND c.card_id = @card_id::text AND locked.ok;
 
 -- name: InsertBox :one
 INSERT INTO boxes (tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at)
@@ -187,15 +190,20 @@ WHERE tenant_id = @tenant_id::text AND box_id = @box_id::text;
 -- name: PurgeCards :execrows
 -- Removes up to @batch_size cards that expired before @expired_before or were
 -- deleted before @deleted_before.
-DELETE FROM cards c
-USING (
+-- Their tenants' rows are locked first (00024_card_changes_lock_order).
+WITH d AS MATERIALIZED (
     (SELECT tenant_id, card_id FROM cards
      WHERE expires_at < @expired_before::timestamptz LIMIT @batch_size::integer)
     UNION
     (SELECT tenant_id, card_id FROM cards
      WHERE deleted_at < @deleted_before::timestamptz LIMIT @batch_size::integer)
-) AS d
-WHERE c.tenant_id = d.tenant_id AND c.card_id = d.card_id;
+),
+locked AS MATERIALIZED (
+    SELECT lock_card_changes(array_agg(DISTINCT d.tenant_id)) AS ok FROM d
+)
+DELETE FROM cards c
+USING d, locked
+WHERE c.tenant_id = d.tenant_id AND c.card_id = d.card_id AND locked.ok;
 
 -- name: PurgeBoxes :execrows
 -- Removes up to @batch_size boxes deleted before @deleted_before.

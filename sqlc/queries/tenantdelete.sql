@@ -71,11 +71,14 @@ UNION ALL SELECT 'analytics_backfills', count(*) FROM analytics_backfills WHERE 
 -- order of CountTenantRows. Only tenants marked deleted are touched, so a
 -- live tenant's rows can never be removed by it. The foreign keys are NO
 -- ACTION, checked at the end of the statement, when parents and children
--- are gone alike.
-WITH gone AS (
+-- are gone alike. The tenants' rows are locked before their cards', as
+-- card writes lock them (00024_card_changes_lock_order).
+WITH gone AS MATERIALIZED (
     SELECT tenant_id FROM tenants
     WHERE deleted_at IS NOT NULL
       AND (sqlc.narg('tenant_id')::text IS NULL OR tenant_id = sqlc.narg('tenant_id')::text)
+    ORDER BY tenant_id
+    FOR NO KEY UPDATE
 ),
 del_contexts AS (
     DELETE FROM contexts x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1

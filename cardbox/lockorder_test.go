@@ -1,0 +1,104 @@
+package cardbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/cardbox"
+)
+
+// A card write that counts a change (a soft delete, the sweeper's purge)
+// racing its project's deletion queues behind it and finds the cards gone.
+// The deletion locks the tenant's row, then deletes the cards (internal/
+// auth's DeleteTenant); a write that locked a card first and its tenant's
+// row second (the change counter's trigger) deadlocked with it, and
+// Postgres failed one of the two.
+func TestCardWritesQueueBehindProjectDeletion(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		write func(*cardbox.Service, *clock) (func() error, error)
+	}{
+		{"soft delete", func(s *cardbox.Service, _ *clock) (func() error, error) {
+			return func() error {
+				if err := s.DeleteCard(ctx, "p1", "a"); !errors.Is(err, cardbox.ErrNotFound) {
+					return fmt.Errorf("soft delete: %v, want not found", err)
+				}
+				return nil
+			}, nil
+		}},
+		{"sweeper's purge", func(s *cardbox.Service, clk *clock) (func() error, error) {
+			if err := s.DeleteCard(ctx, "p1", "a"); err != nil {
+				return nil, err
+			}
+			clk.Add(2 * time.Hour)
+			sw := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour, BatchSize: 10})
+			return func() error {
+				if st, err := sw.Sweep(ctx); err != nil || st.Cards != 0 {
+					return fmt.Errorf("sweep: %+v, %v, want no cards purged (the deletion took them)", st, err)
+				}
+				return nil
+			}, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, pool, clk := newPoolService(t)
+			if _, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("a", "doomed"), note("b", "doomed too")}); err != nil {
+				t.Fatal(err)
+			}
+			write, err := tc.write(s, clk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deletion, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = deletion.Rollback(context.Background()) })
+			if _, err := deletion.Exec(ctx, `SELECT 1 FROM tenants WHERE tenant_id = 'p1' FOR UPDATE`); err != nil {
+				t.Fatal(err)
+			}
+
+			written := make(chan error, 1)
+			go func() { written <- write() }()
+			waitForLockWaiter(t, pool)
+
+			if _, err := deletion.Exec(ctx, `DELETE FROM cards WHERE tenant_id = 'p1'`); err != nil {
+				t.Fatalf("the deletion's purge: %v", err)
+			}
+			if err := deletion.Commit(ctx); err != nil {
+				t.Fatalf("the deletion's commit: %v", err)
+			}
+			if err := <-written; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// waitForLockWaiter returns once a session of the test's database waits
+// for a lock (the soft delete, queued behind the deletion's).
+func waitForLockWaiter(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no session waits for a lock: the soft delete did not reach the deletion's")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
