@@ -26,6 +26,8 @@ type machineFacts struct {
 	FlushFloorMs        float64 `json:"durable_flush_floor_ms"`
 	ServerCPUUsPerApp   float64 `json:"server_cpu_us_per_append"`
 	PostgresCPUUsPerApp float64 `json:"postgres_cpu_us_per_append"`
+	BenchCPUUsPerApp    float64 `json:"load_generator_cpu_us_per_append"`
+	MachineBusyPercent  float64 `json:"machine_busy_percent"`
 	LoadAverage         string  `json:"load_average"`
 }
 
@@ -163,15 +165,19 @@ func loadAverage() string {
 	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
-// cpuMeter measures the server's and Postgres's CPU over a phase.
+// cpuMeter measures the CPU of the server, of Postgres and of the bench
+// itself (the load generator) over a phase, and how busy the machine was:
+// on a machine the three share, what the append rate can reach.
 type cpuMeter struct {
 	server   float64 // process_cpu_seconds_total of the server
 	postgres time.Duration
+	bench    time.Duration
+	machine  cpuTicks
 }
 
 func startCPU(metrics map[string]float64) cpuMeter {
 	pg, _ := postgresCPU()
-	return cpuMeter{server: metrics["process_cpu_seconds_total"], postgres: pg}
+	return cpuMeter{server: metrics["process_cpu_seconds_total"], postgres: pg, bench: selfCPU(), machine: machineTicks()}
 }
 
 // perAppend records in f the CPU per append since m, given the server's
@@ -183,6 +189,61 @@ func (m cpuMeter) perAppend(metrics map[string]float64, appends int64, f *machin
 	pg, _ := postgresCPU()
 	f.ServerCPUUsPerApp = (metrics["process_cpu_seconds_total"] - m.server) * 1e6 / float64(appends)
 	f.PostgresCPUUsPerApp = float64((pg - m.postgres).Microseconds()) / float64(appends)
+	f.BenchCPUUsPerApp = float64((selfCPU() - m.bench).Microseconds()) / float64(appends)
+	f.MachineBusyPercent = machineTicks().busyPercentSince(m.machine)
+}
+
+// selfCPU is the CPU time (user and system) this process has used.
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuTicks is the machine's CPU time from /proc/stat's first line, in
+// clock ticks: all of it, and the idle part (idle and iowait).
+type cpuTicks struct{ total, idle int64 }
+
+func machineTicks() cpuTicks {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseCPUTicks(line)
+}
+
+// parseCPUTicks reads /proc/stat's "cpu" line: user nice system idle
+// iowait irq softirq steal [guest guest_nice].
+func parseCPUTicks(line string) cpuTicks {
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return cpuTicks{}
+	}
+	var t cpuTicks
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i >= 8 { // guest time is already counted in user and nice
+			break
+		}
+		t.total += n
+		if i == 3 || i == 4 { // idle, iowait
+			t.idle += n
+		}
+	}
+	return t
+}
+
+// busyPercentSince is the share of the machine's CPU time since then that
+// was not idle, 0 if unknown.
+func (t cpuTicks) busyPercentSince(then cpuTicks) float64 {
+	total := t.total - then.total
+	if then.total == 0 || total <= 0 {
+		return 0
+	}
+	return 100 * float64(total-(t.idle-then.idle)) / float64(total)
 }
 
 // probeMachine fills in the flush figures, reporting (not failing on)
