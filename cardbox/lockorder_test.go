@@ -7,18 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
-// A card write that counts a change (a soft delete, the sweeper's purge)
-// racing its project's deletion queues behind it and finds the cards gone.
-// The deletion locks the tenant's row, then deletes the cards (internal/
-// auth's DeleteTenant); a write that locked a card first and its tenant's
-// row second (the change counter's trigger) deadlocked with it, and
+// A write that changes existing cards or boxes (a soft delete, a box
+// append, the sweeper's purges) racing its project's deletion queues behind
+// it and finds its rows gone. The deletion locks the tenant's row, then
+// deletes the cards and boxes (internal/auth's DeleteTenant); a write that
+// locked a card or box first and its tenant's row second (the card change
+// counter's update, the usage log's foreign key) deadlocked with it, and
 // Postgres failed one of the two.
-func TestCardWritesQueueBehindProjectDeletion(t *testing.T) {
+func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name  string
@@ -45,6 +48,47 @@ func TestCardWritesQueueBehindProjectDeletion(t *testing.T) {
 				return nil
 			}, nil
 		}},
+		{"box append", func(s *cardbox.Service, _ *clock) (func() error, error) {
+			if _, err := s.SaveBox(ctx, "p1", "x", cardbox.BoxInput{CardIDs: []string{"a"}}); err != nil {
+				return nil, err
+			}
+			return func() error {
+				if _, err := s.AppendToBox(ctx, "p1", "x", []string{"b"}); !errors.Is(err, cardbox.ErrNotFound) {
+					return fmt.Errorf("append: %v, want not found", err)
+				}
+				return nil
+			}, nil
+		}},
+		{"box replace", func(s *cardbox.Service, _ *clock) (func() error, error) {
+			if _, err := s.SaveBox(ctx, "p1", "x", cardbox.BoxInput{CardIDs: []string{"a"}}); err != nil {
+				return nil, err
+			}
+			// Admitted before the deletion, it is a write in flight: it
+			// commits after it, and its row is one the purge of late rows
+			// removes (internal/auth's PurgeDeleted).
+			return func() error {
+				if _, err := s.SaveBox(ctx, "p1", "x", cardbox.BoxInput{CardIDs: []string{"b"}}); err != nil {
+					return fmt.Errorf("replace: %w", err)
+				}
+				return nil
+			}, nil
+		}},
+		{"boxes' purge", func(s *cardbox.Service, clk *clock) (func() error, error) {
+			if _, err := s.SaveBox(ctx, "p1", "x", cardbox.BoxInput{CardIDs: []string{"a"}}); err != nil {
+				return nil, err
+			}
+			if err := s.DeleteBox(ctx, "p1", "x"); err != nil {
+				return nil, err
+			}
+			clk.Add(2 * time.Hour)
+			sw := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour, BatchSize: 10})
+			return func() error {
+				if st, err := sw.Sweep(ctx); err != nil || st.Boxes != 0 {
+					return fmt.Errorf("sweep: %+v, %v, want no boxes purged (the deletion took them)", st, err)
+				}
+				return nil
+			}, nil
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, pool, clk := newPoolService(t)
@@ -60,7 +104,9 @@ func TestCardWritesQueueBehindProjectDeletion(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = deletion.Rollback(context.Background()) })
-			if _, err := deletion.Exec(ctx, `SELECT 1 FROM tenants WHERE tenant_id = 'p1' FOR UPDATE`); err != nil {
+			// The statements of internal/auth's DeleteTenant, in its order.
+			q := db.New(deletion)
+			if _, err := q.LockTenantForDelete(ctx, "p1"); err != nil {
 				t.Fatal(err)
 			}
 
@@ -68,7 +114,10 @@ func TestCardWritesQueueBehindProjectDeletion(t *testing.T) {
 			go func() { written <- write() }()
 			waitForLockWaiter(t, pool)
 
-			if _, err := deletion.Exec(ctx, `DELETE FROM cards WHERE tenant_id = 'p1'`); err != nil {
+			if err := q.MarkTenantDeleted(ctx, "p1"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.PurgeDeletedTenants(ctx, pgtype.Text{String: "p1", Valid: true}); err != nil {
 				t.Fatalf("the deletion's purge: %v", err)
 			}
 			if err := deletion.Commit(ctx); err != nil {

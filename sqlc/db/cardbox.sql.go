@@ -13,11 +13,13 @@ import (
 )
 
 const appendToBox = `-- name: AppendToBox :one
-UPDATE boxes
-SET card_ids = card_ids || $1::text[], updated_at = $2::timestamptz
-WHERE tenant_id = $3::text AND box_id = $4::text AND deleted_at IS NULL
-  AND cardinality(card_ids) + cardinality($1::text[]) <= $5::int
-RETURNING cardinality(card_ids)::int AS length, updated_at
+WITH locked AS MATERIALIZED (SELECT lock_box_changes(ARRAY[$3::text]) AS ok)
+UPDATE boxes b
+SET card_ids = b.card_ids || $1::text[], updated_at = $2::timestamptz
+FROM locked
+WHERE b.tenant_id = $3::text AND b.box_id = $4::text AND b.deleted_at IS NULL
+  AND cardinality(b.card_ids) + cardinality($1::text[]) <= $5::int AND locked.ok
+RETURNING cardinality(b.card_ids)::int AS length, b.updated_at
 `
 
 type AppendToBoxParams struct {
@@ -36,7 +38,8 @@ type AppendToBoxRow struct {
 // Appends under the row lock: concurrent appends to one box serialize and
 // none is lost. A box that would grow beyond @max_cards is left as it is
 // (no row). Answers the new length, not the ids, so that an append costs
-// the same answer whatever the box holds.
+// the same answer whatever the box holds. The tenant's row is locked
+// before the box's (00024_lock_tenants_first).
 func (q *Queries) AppendToBox(ctx context.Context, arg AppendToBoxParams) (AppendToBoxRow, error) {
 	row := q.db.QueryRow(ctx, appendToBox,
 		arg.CardIds,
@@ -585,10 +588,16 @@ func (q *Queries) MissingCardIDs(ctx context.Context, arg MissingCardIDsParams) 
 }
 
 const purgeBoxes = `-- name: PurgeBoxes :execrows
+WITH d AS MATERIALIZED (
+    SELECT tenant_id, box_id FROM boxes
+    WHERE deleted_at < $1::timestamptz LIMIT $2::integer
+),
+locked AS MATERIALIZED (
+    SELECT lock_box_changes(array_agg(DISTINCT d.tenant_id)) AS ok FROM d
+)
 DELETE FROM boxes b
-USING (SELECT tenant_id, box_id FROM boxes
-       WHERE deleted_at < $1::timestamptz LIMIT $2::integer) AS d
-WHERE b.tenant_id = d.tenant_id AND b.box_id = d.box_id
+USING d, locked
+WHERE b.tenant_id = d.tenant_id AND b.box_id = d.box_id AND locked.ok
 `
 
 type PurgeBoxesParams struct {
@@ -596,7 +605,8 @@ type PurgeBoxesParams struct {
 	BatchSize     int32
 }
 
-// Removes up to @batch_size boxes deleted before @deleted_before.
+// Removes up to @batch_size boxes deleted before @deleted_before, their
+// tenants' rows locked first (00024_lock_tenants_first).
 func (q *Queries) PurgeBoxes(ctx context.Context, arg PurgeBoxesParams) (int64, error) {
 	result, err := q.db.Exec(ctx, purgeBoxes, arg.DeletedBefore, arg.BatchSize)
 	if err != nil {
@@ -629,7 +639,7 @@ type PurgeCardsParams struct {
 
 // Removes up to @batch_size cards that expired before @expired_before or were
 // deleted before @deleted_before.
-// Their tenants' rows are locked first (00024_card_changes_lock_order).
+// Their tenants' rows are locked first (00024_lock_tenants_first).
 func (q *Queries) PurgeCards(ctx context.Context, arg PurgeCardsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, purgeCards, arg.ExpiredBefore, arg.BatchSize, arg.DeletedBefore)
 	if err != nil {
@@ -639,8 +649,10 @@ func (q *Queries) PurgeCards(ctx context.Context, arg PurgeCardsParams) (int64, 
 }
 
 const softDeleteBox = `-- name: SoftDeleteBox :execrows
-UPDATE boxes SET deleted_at = coalesce(deleted_at, $1::timestamptz)
-WHERE tenant_id = $2::text AND box_id = $3::text
+WITH locked AS MATERIALIZED (SELECT lock_box_changes(ARRAY[$2::text]) AS ok)
+UPDATE boxes b SET deleted_at = coalesce(b.deleted_at, $1::timestamptz)
+FROM locked
+WHERE b.tenant_id = $2::text AND b.box_id = $3::text AND locked.ok
 `
 
 type SoftDeleteBoxParams struct {
@@ -649,6 +661,7 @@ type SoftDeleteBoxParams struct {
 	BoxID    string
 }
 
+// The tenant's row is locked before the box's (00024_lock_tenants_first).
 func (q *Queries) SoftDeleteBox(ctx context.Context, arg SoftDeleteBoxParams) (int64, error) {
 	result, err := q.db.Exec(ctx, softDeleteBox, arg.Now, arg.TenantID, arg.BoxID)
 	if err != nil {
@@ -671,7 +684,7 @@ type SoftDeleteCardParams struct {
 }
 
 // Marks a card deleted; deleting a deleted card keeps the first deletion time.
-// The tenant's row is locked before the card's (00024_card_changes_lock_order).
+// The tenant's row is locked before the card's (00024_lock_tenants_first).
 func (q *Queries) SoftDeleteCard(ctx context.Context, arg SoftDeleteCardParams) (int64, error) {
 	result, err := q.db.Exec(ctx, softDeleteCard, arg.Now, arg.TenantID, arg.CardID)
 	if err != nil {
@@ -681,9 +694,11 @@ func (q *Queries) SoftDeleteCard(ctx context.Context, arg SoftDeleteCardParams) 
 }
 
 const upsertBox = `-- name: UpsertBox :one
+WITH locked AS MATERIALIZED (SELECT lock_box_changes(ARRAY[$1::text]) AS ok)
 INSERT INTO boxes AS b (tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at)
-VALUES ($1::text, $2::text, $3::text[], $4::text[], $5::jsonb,
-        $6::timestamptz, $6::timestamptz)
+SELECT $1::text, $2::text, $3::text[], $4::text[], $5::jsonb,
+       $6::timestamptz, $6::timestamptz
+FROM locked WHERE locked.ok
 ON CONFLICT (tenant_id, box_id) DO UPDATE
 SET card_ids = excluded.card_ids,
     parent_ids = excluded.parent_ids,
@@ -704,7 +719,8 @@ type UpsertBoxParams struct {
 }
 
 // Creates or replaces a box. Replacing a deleted box brings it back as a new
-// box (new created_at).
+// box (new created_at). The tenant's row is locked before the box's
+// (00024_lock_tenants_first).
 func (q *Queries) UpsertBox(ctx context.Context, arg UpsertBoxParams) (Box, error) {
 	row := q.db.QueryRow(ctx, upsertBox,
 		arg.TenantID,

@@ -283,7 +283,7 @@ type PurgeDeletedTenantsRow struct {
 // live tenant's rows can never be removed by it. The foreign keys are NO
 // ACTION, checked at the end of the statement, when parents and children
 // are gone alike. The tenants' rows are locked before their cards', as
-// card writes lock them (00024_card_changes_lock_order).
+// card writes lock them (00024_lock_tenants_first).
 func (q *Queries) PurgeDeletedTenants(ctx context.Context, tenantID pgtype.Text) ([]PurgeDeletedTenantsRow, error) {
 	rows, err := q.db.Query(ctx, purgeDeletedTenants, tenantID)
 	if err != nil {

@@ -111,7 +111,7 @@ WHERE l.found IS NULL;
 
 -- name: SoftDeleteCard :execrows
 -- Marks a card deleted; deleting a deleted card keeps the first deletion time.
--- The tenant's row is locked before the card's (00024_card_changes_lock_order).
+-- The tenant's row is locked before the card's (00024_lock_tenants_first).
 WITH locked AS MATERIALIZED (SELECT lock_card_changes(ARRAY[@tenant_id::text]) AS ok)
 UPDATE cards c SET deleted_at = coalesce(c.deleted_at, @now::timestamptz)
 FROM locked
@@ -125,10 +125,13 @@ RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated
 
 -- name: UpsertBox :one
 -- Creates or replaces a box. Replacing a deleted box brings it back as a new
--- box (new created_at).
+-- box (new created_at). The tenant's row is locked before the box's
+-- (00024_lock_tenants_first).
+WITH locked AS MATERIALIZED (SELECT lock_box_changes(ARRAY[@tenant_id::text]) AS ok)
 INSERT INTO boxes AS b (tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at)
-VALUES (@tenant_id::text, @box_id::text, @card_ids::text[], @parent_ids::text[], @metadata::jsonb,
-        @now::timestamptz, @now::timestamptz)
+SELECT @tenant_id::text, @box_id::text, @card_ids::text[], @parent_ids::text[], @metadata::jsonb,
+       @now::timestamptz, @now::timestamptz
+FROM locked WHERE locked.ok
 ON CONFLICT (tenant_id, box_id) DO UPDATE
 SET card_ids = excluded.card_ids,
     parent_ids = excluded.parent_ids,
@@ -142,12 +145,15 @@ RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated
 -- Appends under the row lock: concurrent appends to one box serialize and
 -- none is lost. A box that would grow beyond @max_cards is left as it is
 -- (no row). Answers the new length, not the ids, so that an append costs
--- the same answer whatever the box holds.
-UPDATE boxes
-SET card_ids = card_ids || @card_ids::text[], updated_at = @now::timestamptz
-WHERE tenant_id = @tenant_id::text AND box_id = @box_id::text AND deleted_at IS NULL
-  AND cardinality(card_ids) + cardinality(@card_ids::text[]) <= @max_cards::int
-RETURNING cardinality(card_ids)::int AS length, updated_at;
+-- the same answer whatever the box holds. The tenant's row is locked
+-- before the box's (00024_lock_tenants_first).
+WITH locked AS MATERIALIZED (SELECT lock_box_changes(ARRAY[@tenant_id::text]) AS ok)
+UPDATE boxes b
+SET card_ids = b.card_ids || @card_ids::text[], updated_at = @now::timestamptz
+FROM locked
+WHERE b.tenant_id = @tenant_id::text AND b.box_id = @box_id::text AND b.deleted_at IS NULL
+  AND cardinality(b.card_ids) + cardinality(@card_ids::text[]) <= @max_cards::int AND locked.ok
+RETURNING cardinality(b.card_ids)::int AS length, b.updated_at;
 
 -- name: LiveBoxLength :one
 SELECT cardinality(card_ids)::int AS length
@@ -184,13 +190,16 @@ FROM (SELECT b.card_ids, cardinality(b.card_ids) AS total,
       WHERE b.tenant_id = @tenant_id::text AND b.box_id = @box_id::text AND b.deleted_at IS NULL) p;
 
 -- name: SoftDeleteBox :execrows
-UPDATE boxes SET deleted_at = coalesce(deleted_at, @now::timestamptz)
-WHERE tenant_id = @tenant_id::text AND box_id = @box_id::text;
+-- The tenant's row is locked before the box's (00024_lock_tenants_first).
+WITH locked AS MATERIALIZED (SELECT lock_box_changes(ARRAY[@tenant_id::text]) AS ok)
+UPDATE boxes b SET deleted_at = coalesce(b.deleted_at, @now::timestamptz)
+FROM locked
+WHERE b.tenant_id = @tenant_id::text AND b.box_id = @box_id::text AND locked.ok;
 
 -- name: PurgeCards :execrows
 -- Removes up to @batch_size cards that expired before @expired_before or were
 -- deleted before @deleted_before.
--- Their tenants' rows are locked first (00024_card_changes_lock_order).
+-- Their tenants' rows are locked first (00024_lock_tenants_first).
 WITH d AS MATERIALIZED (
     (SELECT tenant_id, card_id FROM cards
      WHERE expires_at < @expired_before::timestamptz LIMIT @batch_size::integer)
@@ -206,8 +215,15 @@ USING d, locked
 WHERE c.tenant_id = d.tenant_id AND c.card_id = d.card_id AND locked.ok;
 
 -- name: PurgeBoxes :execrows
--- Removes up to @batch_size boxes deleted before @deleted_before.
+-- Removes up to @batch_size boxes deleted before @deleted_before, their
+-- tenants' rows locked first (00024_lock_tenants_first).
+WITH d AS MATERIALIZED (
+    SELECT tenant_id, box_id FROM boxes
+    WHERE deleted_at < @deleted_before::timestamptz LIMIT @batch_size::integer
+),
+locked AS MATERIALIZED (
+    SELECT lock_box_changes(array_agg(DISTINCT d.tenant_id)) AS ok FROM d
+)
 DELETE FROM boxes b
-USING (SELECT tenant_id, box_id FROM boxes
-       WHERE deleted_at < @deleted_before::timestamptz LIMIT @batch_size::integer) AS d
-WHERE b.tenant_id = d.tenant_id AND b.box_id = d.box_id;
+USING d, locked
+WHERE b.tenant_id = d.tenant_id AND b.box_id = d.box_id AND locked.ok;

@@ -72,7 +72,7 @@ UNION ALL SELECT 'analytics_backfills', count(*) FROM analytics_backfills WHERE 
 -- live tenant's rows can never be removed by it. The foreign keys are NO
 -- ACTION, checked at the end of the statement, when parents and children
 -- are gone alike. The tenants' rows are locked before their cards', as
--- card writes lock them (00024_card_changes_lock_order).
+-- card writes lock them (00024_lock_tenants_first).
 WITH gone AS MATERIALIZED (
     SELECT tenant_id FROM tenants
     WHERE deleted_at IS NOT NULL

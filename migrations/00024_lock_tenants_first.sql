@@ -1,0 +1,49 @@
+-- Writes that change a tenant's existing cards or boxes lock the tenant's
+-- row before theirs, as a tenant's deletion does.
+--
+-- A tenant's deletion (internal/auth's DeleteTenant) locks the tenant's
+-- row FOR UPDATE, then deletes its cards and boxes. A card or box write
+-- reached the tenant's row only after locking the rows it changed: the
+-- card change counter's trigger (00021) updates it, and the usage log's
+-- insert (00013) checks its foreign key to it (FOR KEY SHARE). A soft
+-- delete, a box append or replace, or the sweeper's purge then held a
+-- card's or box's row and waited for the tenant's, while the deletion
+-- held the tenant's and waited for the card's or box's; Postgres broke
+-- the cycle by failing one of them (40P01, a 503 to the client). With the
+-- tenants locked first, in tenant_id order, the two queue instead: a write
+-- that waited for a deletion then finds its rows gone.
+--
+-- Each function takes the lock the write would take later anyway, so it
+-- adds no waiting between writes: FOR NO KEY UPDATE before the card
+-- counter's UPDATE (card changes of one tenant already queued behind each
+-- other on it), FOR KEY SHARE before a box change (box writers share it).
+-- Neither conflicts with the key-share locks of inserts' foreign keys.
+
+-- +goose Up
+-- +goose StatementBegin
+CREATE FUNCTION lock_card_changes(tenant_ids text[]) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    PERFORM 1 FROM tenants WHERE tenant_id = ANY (tenant_ids)
+    ORDER BY tenant_id FOR NO KEY UPDATE;
+    RETURN true;
+END
+$$;
+-- +goose StatementEnd
+-- +goose StatementBegin
+CREATE FUNCTION lock_box_changes(tenant_ids text[]) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    PERFORM 1 FROM tenants WHERE tenant_id = ANY (tenant_ids)
+    ORDER BY tenant_id FOR KEY SHARE;
+    RETURN true;
+END
+$$;
+-- +goose StatementEnd
+REVOKE EXECUTE ON FUNCTION lock_card_changes(text[]), lock_box_changes(text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lock_card_changes(text[]), lock_box_changes(text[])
+    TO cardbox_tenant, cardbox_sweeper, cardbox_admin;
+
+-- +goose Down
+DROP FUNCTION lock_box_changes(text[]);
+DROP FUNCTION lock_card_changes(text[]);
