@@ -39,14 +39,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 			if err := s.DeleteCard(ctx, "p1", "a"); err != nil {
 				return nil, err
 			}
-			clk.Add(2 * time.Hour)
-			sw := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour, BatchSize: 10})
-			return func() error {
-				if st, err := sw.Sweep(ctx); err != nil || st.Cards != 0 {
-					return fmt.Errorf("sweep: %+v, %v, want no cards purged (the deletion took them)", st, err)
-				}
-				return nil
-			}, nil
+			return sweepsNothing(s, clk), nil
 		}},
 		{"box append", func(s *cardbox.Service, _ *clock) (func() error, error) {
 			if _, err := s.SaveBox(ctx, "p1", "x", cardbox.BoxInput{CardIDs: []string{"a"}}); err != nil {
@@ -80,14 +73,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 			if err := s.DeleteBox(ctx, "p1", "x"); err != nil {
 				return nil, err
 			}
-			clk.Add(2 * time.Hour)
-			sw := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour, BatchSize: 10})
-			return func() error {
-				if st, err := sw.Sweep(ctx); err != nil || st.Boxes != 0 {
-					return fmt.Errorf("sweep: %+v, %v, want no boxes purged (the deletion took them)", st, err)
-				}
-				return nil
-			}, nil
+			return sweepsNothing(s, clk), nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,6 +113,19 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// sweepsNothing returns a sweep, due for what was deleted before clk's
+// time, that must purge nothing: the project's deletion took it all.
+func sweepsNothing(s *cardbox.Service, clk *clock) func() error {
+	clk.Add(2 * time.Hour)
+	sw := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour, BatchSize: 10})
+	return func() error {
+		if st, err := sw.Sweep(context.Background()); err != nil || st != (cardbox.SweepStats{}) {
+			return fmt.Errorf("sweep: %+v, %v, want nothing purged (the deletion took it)", st, err)
+		}
+		return nil
 	}
 }
 
