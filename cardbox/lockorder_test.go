@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/cardboxhq/cardbox/cardbox"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 // A write that changes existing cards or boxes (a soft delete, a box
@@ -85,29 +82,14 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			deletion, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = deletion.Rollback(context.Background()) })
-			// The statements of internal/auth's DeleteTenant, in its order.
-			q := db.New(deletion)
-			if _, err := q.LockTenantForDelete(ctx, "p1"); err != nil {
-				t.Fatal(err)
-			}
-
+			deletion := pgtest.BeginDeletion(t, pool, "p1")
 			written := make(chan error, 1)
 			go func() { written <- write() }()
-			waitForLockWaiter(t, pool)
-
-			if err := q.MarkTenantDeleted(ctx, "p1"); err != nil {
-				t.Fatal(err)
+			if err, done := pgtest.UntilDoneOrWaiting(t, pool, written); done {
+				t.Fatalf("the write ended (%v) before the deletion it should queue behind", err)
 			}
-			if _, err := q.PurgeDeletedTenants(ctx, pgtype.Text{String: "p1", Valid: true}); err != nil {
-				t.Fatalf("the deletion's purge: %v", err)
-			}
-			if err := deletion.Commit(ctx); err != nil {
-				t.Fatalf("the deletion's commit: %v", err)
+			if err := deletion.Finish(); err != nil {
+				t.Fatalf("the deletion: %v", err)
 			}
 			if err := <-written; err != nil {
 				t.Fatal(err)
@@ -126,27 +108,5 @@ func sweepsNothing(s *cardbox.Service, clk *clock) func() error {
 			return fmt.Errorf("sweep: %+v, %v, want nothing purged (the deletion took it)", st, err)
 		}
 		return nil
-	}
-}
-
-// waitForLockWaiter returns once a session of the test's database waits
-// for a lock (the soft delete, queued behind the deletion's).
-func waitForLockWaiter(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var n int
-		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no session waits for a lock: the soft delete did not reach the deletion's")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
