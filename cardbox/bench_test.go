@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
@@ -123,4 +124,37 @@ func benchGetCardsJSON(b *testing.B, cacheBytes int64, parallel bool) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(ids))/b.Elapsed().Seconds(), "cards/s")
+}
+
+// BenchmarkAppendToBox measures appends of one card to boxes of one
+// project from parallel goroutines, each appending to its own box (a box
+// is started afresh before it would reach MaxBoxCards). Run:
+//
+//	go test ./cardbox/ -run '^$' -bench AppendToBox -benchtime 5s
+func BenchmarkAppendToBox(b *testing.B) {
+	ctx := context.Background()
+	s := cardbox.New(pgtest.NewPool(b), cardbox.Options{})
+	if _, err := s.AddCard(ctx, "bench", cardbox.NewCard{CardID: "c", Content: json.RawMessage(`"note"`),
+		Metadata: json.RawMessage(`{"type":"agent.thought"}`)}); err != nil {
+		b.Fatal(err)
+	}
+	var boxes atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		box, n := "", cardbox.MaxBoxCards
+		for pb.Next() {
+			if n == cardbox.MaxBoxCards {
+				box, n = fmt.Sprintf("box-%d", boxes.Add(1)), 0
+				if _, err := s.SaveBox(ctx, "bench", box, cardbox.BoxInput{}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			if _, err := s.AppendToBox(ctx, "bench", box, []string{"c"}); err != nil {
+				b.Error(err)
+				return
+			}
+			n++
+		}
+	})
 }

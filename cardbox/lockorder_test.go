@@ -72,6 +72,9 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 			}
 			return sweepsNothing(s, clk), nil
 		}},
+		{"usage compaction", func(s *cardbox.Service, clk *clock) (func() error, error) {
+			return sweepsNothing(s, clk), nil // folds the cards' bytes into the project's total
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, pool, clk := newPoolService(t)

@@ -2,7 +2,7 @@
 -- row before theirs, as a tenant's deletion does.
 --
 -- A tenant's deletion (internal/auth's DeleteTenant) locks the tenant's
--- row FOR UPDATE, then deletes its cards and boxes. A card or box write
+-- row FOR UPDATE, then deletes its cards, boxes and usage rows. A card or box write
 -- reached the tenant's row only after locking the rows it changed: the
 -- card change counter's trigger (00021) updates it, and the usage log's
 -- insert (00013) checks its foreign key to it (FOR KEY SHARE). A soft
@@ -44,6 +44,35 @@ REVOKE EXECUTE ON FUNCTION lock_card_changes(text[]), lock_box_changes(text[]) F
 GRANT EXECUTE ON FUNCTION lock_card_changes(text[]), lock_box_changes(text[])
     TO cardbox_tenant, cardbox_sweeper, cardbox_admin;
 
+-- The sweeper's compaction of the usage log (00013) deleted every tenant's
+-- log rows, then inserted or updated their totals, whose foreign key and
+-- rows a deletion holds: it locks the tenants of the rows it folds first.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION compact_cardbox_usage() RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    WITH locked AS MATERIALIZED (
+        SELECT lock_box_changes(array_agg(DISTINCT tenant_id)) AS ok FROM cardbox_usage_log
+    ),
+    gone AS (
+        DELETE FROM cardbox_usage_log l USING locked WHERE locked.ok RETURNING l.tenant_id, l.bytes
+    )
+    INSERT INTO tenant_usage AS u (tenant_id, cardbox_bytes)
+    SELECT tenant_id, sum(bytes)::bigint FROM gone GROUP BY tenant_id
+    ON CONFLICT (tenant_id) DO UPDATE SET cardbox_bytes = u.cardbox_bytes + excluded.cardbox_bytes
+$$;
+-- +goose StatementEnd
+
 -- +goose Down
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION compact_cardbox_usage() RETURNS void
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    WITH gone AS (
+        DELETE FROM cardbox_usage_log RETURNING tenant_id, bytes
+    )
+    INSERT INTO tenant_usage AS u (tenant_id, cardbox_bytes)
+    SELECT tenant_id, sum(bytes)::bigint FROM gone GROUP BY tenant_id
+    ON CONFLICT (tenant_id) DO UPDATE SET cardbox_bytes = u.cardbox_bytes + excluded.cardbox_bytes
+$$;
+-- +goose StatementEnd
 DROP FUNCTION lock_box_changes(text[]);
 DROP FUNCTION lock_card_changes(text[]);
