@@ -263,6 +263,7 @@ type Tenant struct {
 }
 
 type TenantBlob struct {
+	// a tenant (tenants.tenant_id) that stored the blob; checked by the turn store, not by a foreign key, so that appends never wait for the tenant's row
 	TenantID  string
 	BlobHash  []byte
 	CreatedAt time.Time
@@ -327,6 +328,7 @@ type TurnStore struct {
 }
 
 type TurnType struct {
+	// the tenant (tenants.tenant_id) whose turns use the type; checked by the turn store, not by a foreign key, so that appends never wait for the tenant's row
 	TenantID string
 	TypeRef  int32
 	TypeID   string
