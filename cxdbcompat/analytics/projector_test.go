@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -172,6 +173,38 @@ func TestCatchUpAfterCrash(t *testing.T) {
 	h.waitFor("the watermark", func() bool {
 		return h.count("SELECT coalesce(max(turn_id), 0) FROM analytics_watermarks WHERE tenant_id = 'default'") == int64(ids[len(ids)-1])
 	})
+}
+
+// A deleted tenant is no part of the catch-up: its rows are gone and the
+// store no longer knows it, so catching it up could only fail, and a
+// failed catch-up is retried every few seconds instead of every minute.
+func TestCatchUpLeavesOutDeletedTenants(t *testing.T) {
+	h := newHarness(t, harnessOptions{noRun: true, noListen: true})
+	if _, err := h.pool.Exec(h.ctx, "INSERT INTO tenants (tenant_id) VALUES ('acme')"); err != nil {
+		t.Fatal(err)
+	}
+	acme, err := h.engine.Tenant(h.ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.publish(acme)
+	h.publish(h.tenant)
+	h.appendJSON(acme, h.newContext(acme, 0), 0, "", `{"item_type":"user_input","user_input":{"text":"hi"}}`)
+	c := h.newContext(h.tenant, 0)
+	want := h.appendJSON(h.tenant, c, 0, "", `{"item_type":"user_input","user_input":{"text":"hi"}}`)
+	deletion := pgtest.BeginDeletion(t, h.pool, "acme")
+	if err := deletion.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.engine.ForgetTenant(h.ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.proj.CatchUp(h.ctx); err != nil {
+		t.Fatalf("catch-up beside a deleted tenant: %v", err)
+	}
+	if n := h.count("SELECT count(*) FROM turn_data WHERE tenant_id = 'default' AND turn_id = $1", int64(want)); n != 1 {
+		t.Errorf("the live tenant's turn has %d rows, want 1", n)
+	}
 }
 
 // A full queue drops turns and never blocks appends; catch-up finds them.

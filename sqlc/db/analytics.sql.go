@@ -360,6 +360,7 @@ func (q *Queries) PlanEachBatch(ctx context.Context) error {
 const projectorTenants = `-- name: ProjectorTenants :many
 SELECT n.tenant_id, n.tenant_no, coalesce(w.turn_id, 0)::bigint AS watermark
 FROM tenants n LEFT JOIN analytics_watermarks w ON w.tenant_id = n.tenant_id
+WHERE n.deleted_at IS NULL
 ORDER BY n.tenant_no
 `
 
@@ -369,7 +370,9 @@ type ProjectorTenantsRow struct {
 	Watermark int64
 }
 
-// Every tenant with the turn its catch-up starts after.
+// Every live tenant with the turn its catch-up starts after. A deleted
+// tenant's rows are gone, and what a deletion's writes in flight add after
+// it is purged, not projected.
 func (q *Queries) ProjectorTenants(ctx context.Context) ([]ProjectorTenantsRow, error) {
 	rows, err := q.db.Query(ctx, projectorTenants)
 	if err != nil {

@@ -165,9 +165,12 @@ SELECT set_config('plan_cache_mode', 'force_custom_plan', true);
 SELECT pg_advisory_xact_lock_shared(7371, n) FROM unnest(@tenant_nos::integer[]) AS n;
 
 -- name: ProjectorTenants :many
--- Every tenant with the turn its catch-up starts after.
+-- Every live tenant with the turn its catch-up starts after. A deleted
+-- tenant's rows are gone, and what a deletion's writes in flight add after
+-- it is purged, not projected.
 SELECT n.tenant_id, n.tenant_no, coalesce(w.turn_id, 0)::bigint AS watermark
 FROM tenants n LEFT JOIN analytics_watermarks w ON w.tenant_id = n.tenant_id
+WHERE n.deleted_at IS NULL
 ORDER BY n.tenant_no;
 
 -- name: ScanTurnsAfter :many
