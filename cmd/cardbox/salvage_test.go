@@ -6,7 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cardboxhq/cardbox/internal/datadir"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/store"
 )
 
 // Offline commands refuse a data directory a server owns, naming it, and
@@ -25,6 +29,60 @@ func TestOfflineCommandsRefuseALockedDataDirectory(t *testing.T) {
 		err := cmd(context.Background(), args)
 		if !errors.Is(err, datadir.ErrLocked) || !strings.Contains(err.Error(), "cardboxd serving 127.0.0.1:9009") {
 			t.Errorf("%s beside a server: %v, want a refusal naming it", name, err)
+		}
+	}
+}
+
+// `cardbox verify` and `cardbox recover` work as the CLI runs them: on a
+// pool whose login has no privileges of its own (pgrole.Server), beside a
+// deleted tenant's records, which are not damage.
+func TestVerifyAndRecoverAsTheCLIRunsThem(t *testing.T) {
+	ctx := context.Background()
+	url, dir := pgtest.NewDB(t), t.TempDir()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	writeTurns(t, pool, dir, "acme", "bravo")
+	if err := pgtest.BeginDeletion(t, pool, "acme").Finish(); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--data-dir", dir, "--database-url", url}
+	for name, cmd := range map[string]func(context.Context, []string) error{"verify": verify, "recover": recoverStore} {
+		if err := cmd(ctx, args); err != nil {
+			t.Errorf("cardbox %s: %v", name, err)
+		}
+	}
+}
+
+// writeTurns appends a turn for each tenant (created if need be) and
+// closes the store.
+func writeTurns(t *testing.T, pool *pgxpool.Pool, dir string, tenants ...string) {
+	t.Helper()
+	ctx := context.Background()
+	engine, err := store.Open(ctx, store.Options{Dir: dir, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer engine.Close()
+	for _, id := range tenants {
+		if _, err := pool.Exec(ctx, "INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING", id); err != nil {
+			t.Fatal(err)
+		}
+		tenant, err := engine.Tenant(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, err := engine.CreateContext(ctx, tenant, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		payload := []byte("a turn of " + id)
+		_, err = engine.Append(ctx, tenant, &store.AppendRequest{ContextID: head.ContextID, TypeID: "app.Note", TypeVersion: 1,
+			Encoding: 1, UncompressedLen: uint32(len(payload)), ContentHash: store.HashOf(payload), Payload: payload})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

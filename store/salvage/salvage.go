@@ -107,7 +107,7 @@ func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io
 	if err := sameStore(ctx, dataDir, db.New(pgrole.As(pool, pgrole.Recovery, ""))); err != nil {
 		return nil, err
 	}
-	deleted, err := deletedTenants(ctx, db.New(pool))
+	deleted, err := deletedTenants(ctx, db.New(pgrole.As(pool, pgrole.Recovery, "")))
 	if err != nil {
 		return nil, err
 	}
