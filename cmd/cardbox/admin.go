@@ -29,7 +29,7 @@ import (
 type adminCommand struct {
 	flags func(fs *flag.FlagSet)
 	args  int
-	usage string
+	usage string // its arguments and flags, after the command's name
 	run   func(ctx context.Context, k *auth.Keys, actor string, args []string) error
 }
 
@@ -41,7 +41,7 @@ func runAdmin(ctx context.Context, name string, cmd adminCommand, args []string)
 		return err
 	}
 	if len(rest) != cmd.args {
-		return fmt.Errorf("usage: %s %s", name, cmd.usage)
+		return fmt.Errorf("usage: %s", strings.TrimSpace(name+" "+cmd.usage))
 	}
 	db, release, err := openAdminDB(ctx, cfg, name)
 	if err != nil {
@@ -94,7 +94,7 @@ var tenantCommands = map[string]adminCommand{
 	"delete": tenantDelete(os.Stdout),
 	"rate":   tenantRate(),
 	"quota":  tenantQuota(),
-	"list":   {usage: "list", run: tenantList},
+	"list":   {usage: "", run: tenantList},
 }
 
 // tenantList prints every tenant with its live keys and storage quota
@@ -129,7 +129,7 @@ func tenantQuota() adminCommand {
 		flags: func(fs *flag.FlagSet) {
 			fs.Int64Var(&bytes, "bytes", -1, "bytes the tenant may store; 0: back to the server's --tenant-quota-bytes")
 		},
-		args: 1, usage: "quota NAME --bytes N",
+		args: 1, usage: "NAME --bytes N",
 		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
 			if bytes < 0 {
 				return errors.New("--bytes: want the bytes the tenant may store, or 0 for the server's default")
@@ -151,7 +151,7 @@ func tenantCreate() adminCommand {
 			fs.StringVar(&name, "name", "", "display name of the tenant")
 			fs.BoolVar(&sqlRole, "sql-role", false, "also create a Postgres role for the tenant's analysts and print its password (see cardbox sql-role)")
 		},
-		args: 1, usage: "create NAME [--name DISPLAY] [--sql-role]",
+		args: 1, usage: "NAME [--name DISPLAY] [--sql-role]",
 		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
 			if !sqlRole {
 				t, err := k.CreateTenant(ctx, actor, args[0], name)
@@ -184,7 +184,7 @@ func tenantDelete(w io.Writer) adminCommand {
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&yes, "yes", false, "delete: without it, print what would be deleted and exit 1")
 		},
-		args: 1, usage: "delete NAME --yes",
+		args: 1, usage: "NAME --yes",
 		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
 			if !yes {
 				d, err := k.TenantRows(ctx, args[0])
@@ -228,7 +228,7 @@ func tenantRate() adminCommand {
 			fs.Float64Var(&perSec, "rate", 0, "requests per second on each surface; 0 with --burst 0: back to the server's --tenant-rate")
 			fs.IntVar(&burst, "burst", 0, "requests at once above the rate")
 		},
-		args: 1, usage: "rate NAME --rate N --burst M",
+		args: 1, usage: "NAME --rate N --burst M",
 		run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
 			if err := k.SetRate(ctx, actor, args[0], auth.Rate{PerSec: perSec, Burst: burst}); err != nil {
 				return err
@@ -242,7 +242,7 @@ func tenantRate() adminCommand {
 var keyCommands = map[string]adminCommand{
 	"create": keyCreate(),
 	"list":   keyList(),
-	"revoke": {usage: "revoke KEY_ID", args: 1, run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
+	"revoke": {usage: "KEY_ID", args: 1, run: func(ctx context.Context, k *auth.Keys, actor string, args []string) error {
 		key, err := k.RevokeKey(ctx, actor, args[0])
 		if err != nil {
 			return err
@@ -261,7 +261,7 @@ func keyCreate() adminCommand {
 			fs.StringVar(&role, "role", "", "admin, writer, reader or analyst")
 			fs.StringVar(&expires, "expires", "", "when the key stops working: a duration from now (720h) or an RFC 3339 time; empty: never")
 		},
-		usage: "create --tenant NAME --role ROLE [--project ID] [--expires 720h]",
+		usage: "--tenant NAME --role ROLE [--project ID] [--expires 720h]",
 		run: func(ctx context.Context, k *auth.Keys, actor string, _ []string) error {
 			t, err := tenantFlag(tenant, project)
 			if err != nil {
@@ -325,7 +325,7 @@ func keyList() adminCommand {
 			fs.StringVar(&tenant, "tenant", "", "only this tenant's keys")
 			fs.BoolVar(&asJSON, "json", false, "print JSON")
 		},
-		usage: "list [--tenant NAME] [--json]",
+		usage: "[--tenant NAME] [--json]",
 		run: func(ctx context.Context, k *auth.Keys, _ string, _ []string) error {
 			keys, err := k.ListKeys(ctx, tenant)
 			if err != nil || asJSON {
@@ -365,7 +365,7 @@ func sqlRoleCreate() adminCommand {
 			fs.StringVar(&tenant, "tenant", "", "tenant whose rows the role reads")
 			fs.StringVar(&role, "role", "", "role name (default: cardbox_sql_ and the tenant)")
 		},
-		usage: "create --tenant NAME [--role ROLE]",
+		usage: "--tenant NAME [--role ROLE]",
 		run: func(ctx context.Context, k *auth.Keys, actor string, _ []string) error {
 			if tenant == "" {
 				return errors.New("--tenant is required")
@@ -411,7 +411,7 @@ func sqlRoleList() adminCommand {
 			fs.StringVar(&tenant, "tenant", "", "only this tenant's roles")
 			fs.BoolVar(&asJSON, "json", false, "print JSON")
 		},
-		usage: "list [--tenant NAME] [--json]",
+		usage: "[--tenant NAME] [--json]",
 		run: func(ctx context.Context, k *auth.Keys, _ string, _ []string) error {
 			roles, err := k.ListSQLRoles(ctx, tenant)
 			if err != nil || asJSON {
@@ -441,7 +441,7 @@ func sqlRoleDrop() adminCommand {
 			fs.StringVar(&tenant, "tenant", "", "drop every SQL role of this tenant")
 			fs.StringVar(&role, "role", "", "drop this SQL role")
 		},
-		usage: "drop --tenant NAME | --role ROLE",
+		usage: "--tenant NAME | --role ROLE",
 		run: func(ctx context.Context, k *auth.Keys, actor string, _ []string) error {
 			dropped, err := k.DropSQLRoles(ctx, actor, tenant, role)
 			if err != nil {

@@ -106,3 +106,24 @@ func TestTenantQuotaCommand(t *testing.T) {
 		t.Errorf("--bytes x: %v", err)
 	}
 }
+
+// A command given the wrong number of arguments says how to call it,
+// naming it once, before it opens any database.
+func TestAdminUsageNamesTheCommandOnce(t *testing.T) {
+	for _, tc := range []struct {
+		group string
+		cmds  map[string]adminCommand
+		args  []string
+		want  string
+	}{
+		{"tenant", tenantCommands, []string{"list", "extra"}, "usage: cardbox tenant list"},
+		{"tenant", tenantCommands, []string{"delete"}, "usage: cardbox tenant delete NAME --yes"},
+		{"key", keyCommands, []string{"create", "extra"}, "usage: cardbox key create --tenant NAME --role ROLE [--project ID] [--expires 720h]"},
+		{"sql-role", sqlRoleCommands, []string{"drop", "extra"}, "usage: cardbox sql-role drop --tenant NAME | --role ROLE"},
+	} {
+		err := adminGroup(context.Background(), tc.group, tc.cmds, append(tc.args, "--database-url", "postgres://nobody@127.0.0.1:1/none"))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("cardbox %s %v: %v, want %q", tc.group, tc.args, err, tc.want)
+		}
+	}
+}
