@@ -341,7 +341,7 @@ func report(cfg *benchConfig, r *benchResult) error {
 	fmt.Printf("machine                 fdatasync %.3f ms (two files in parallel %.3f ms), durable-flush floor %.3f ms (fdatasync + a Postgres commit), load %s\n",
 		r.FdatasyncMs, r.FdatasyncPairMs, r.FlushFloorMs, r.LoadAverage)
 	fmt.Printf("CPU per append          server %.0f µs, Postgres %.0f µs, this load generator %.0f µs; machine %.0f %% busy (N-conn phase)\n",
-		r.ServerCPUUsPerApp, r.PostgresCPUUsPerApp, r.BenchCPUUsPerApp, r.MachineBusyPercent)
+		r.ServerCPUUsPerApp, r.PostgresCPUUsPerApp, r.LoadGenCPUUsPerApp, r.MachineBusyPercent)
 	if r.AnalyticsDelayP99S > 0 {
 		fmt.Printf("analytics delay p99     %.3f s (commit to turn_data row, upper bucket bound, since the server started)\n", r.AnalyticsDelayP99S)
 	}

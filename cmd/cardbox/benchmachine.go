@@ -26,7 +26,7 @@ type machineFacts struct {
 	FlushFloorMs        float64 `json:"durable_flush_floor_ms"`
 	ServerCPUUsPerApp   float64 `json:"server_cpu_us_per_append"`
 	PostgresCPUUsPerApp float64 `json:"postgres_cpu_us_per_append"`
-	BenchCPUUsPerApp    float64 `json:"load_generator_cpu_us_per_append"`
+	LoadGenCPUUsPerApp  float64 `json:"load_generator_cpu_us_per_append"`
 	MachineBusyPercent  float64 `json:"machine_busy_percent"`
 	LoadAverage         string  `json:"load_average"`
 }
@@ -189,7 +189,7 @@ func (m cpuMeter) perAppend(metrics map[string]float64, appends int64, f *machin
 	pg, _ := postgresCPU()
 	f.ServerCPUUsPerApp = (metrics["process_cpu_seconds_total"] - m.server) * 1e6 / float64(appends)
 	f.PostgresCPUUsPerApp = float64((pg - m.postgres).Microseconds()) / float64(appends)
-	f.BenchCPUUsPerApp = float64((selfCPU() - m.bench).Microseconds()) / float64(appends)
+	f.LoadGenCPUUsPerApp = float64((selfCPU() - m.bench).Microseconds()) / float64(appends)
 	f.MachineBusyPercent = machineTicks().busyPercentSince(m.machine)
 }
 
@@ -223,11 +223,9 @@ func parseCPUTicks(line string) cpuTicks {
 		return cpuTicks{}
 	}
 	var t cpuTicks
-	for i, v := range f[1:] {
+	// Eight fields at most: guest time is already counted in user and nice.
+	for i, v := range f[1:min(len(f), 9)] {
 		n, _ := strconv.ParseInt(v, 10, 64)
-		if i >= 8 { // guest time is already counted in user and nice
-			break
-		}
 		t.total += n
 		if i == 3 || i == 4 { // idle, iowait
 			t.idle += n
