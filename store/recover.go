@@ -75,7 +75,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	next := max(uint64(state.NextTurnID), maxTurn+1)
 	e.committer = newCommitter(e, next, idem)
-	e.log.Info("turn store open", "dir", e.opts.Dir, "turns", maxTurn, "contexts", e.contexts.len(),
+	e.log.Info("turn store open", "dir", e.opts.Dir, "turns", e.table.count.Load(), "last_turn_id", maxTurn, "contexts", e.contexts.len(),
 		"blobs", e.blobs.Stats().Blobs, "recovery", e.blobs.Recovery())
 	return nil
 }
