@@ -11,6 +11,7 @@ FUZZTIME ?= 200000x
 FUZZ_TARGETS = \
 	./api:FuzzScanIDList \
 	./api:FuzzCheckBody \
+	./api:FuzzDecodeStrictBody \
 	./cxdbcompat:FuzzReadFrame \
 	./cxdbcompat:FuzzDecodeRequest \
 	./cxdbcompat:FuzzDecodeResponses \

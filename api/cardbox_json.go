@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -155,6 +156,9 @@ func jsonError(body []byte, err error) *Error {
 		return e
 	case errors.As(err, &te):
 		field := jsonPathAt(body, te.Offset)
+		if te.Offset == 0 && te.Field != "" {
+			field = te.Field // a type's own UnmarshalJSON refused it: encoding/json names the field but knows no offset
+		}
 		e := NewError(http.StatusBadRequest, "field %s: expected %s, got JSON %s", fieldName(field), jsonKind(te), te.Value)
 		e.Details = map[string]any{"field": field, "offset": te.Offset}
 		return e
@@ -171,6 +175,12 @@ func fieldName(path string) string {
 
 // jsonKind names the JSON type a Go type expects.
 func jsonKind(te *json.UnmarshalTypeError) string {
+	if te.Type == nil {
+		return "another value"
+	}
+	if te.Type == reflect.TypeFor[flexID]() {
+		return "a decimal id (a string or a number)"
+	}
 	switch k := te.Type.Kind().String(); {
 	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
 		return "an integer"

@@ -308,6 +308,15 @@ func decodeStrict(c echo.Context, v any, emptyOK bool) error {
 	if len(bytes.TrimSpace(body)) == 0 && emptyOK {
 		return nil
 	}
+	if e := decodeStrictBody(body, v); e != nil {
+		return e
+	}
+	return nil
+}
+
+// decodeStrictBody decodes body into v, refusing unknown members; a body
+// it cannot decode is a 400 that names the field.
+func decodeStrictBody(body []byte, v any) *Error {
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -88,7 +89,7 @@ func (id *flexID) UnmarshalJSON(b []byte) error {
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return &json.UnmarshalTypeError{Value: string(b), Type: nil}
+		return &json.UnmarshalTypeError{Value: string(b), Type: reflect.TypeFor[flexID]()}
 	}
 	*id = flexID(v)
 	return nil
