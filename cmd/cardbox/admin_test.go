@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -41,12 +39,7 @@ func stdout(t *testing.T, f func() error) (string, error) {
 // default, and `cardbox tenant list` shows it.
 func TestTenantQuotaCommand(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.NewDB(t)
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, url := pgtest.NewPoolAndURL(t)
 	keys := auth.NewKeys(pool, nil)
 	if _, err := keys.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
 		t.Fatal(err)

@@ -20,12 +20,8 @@ import (
 // their bundle was published.
 func TestAnalyticsBackfillCommand(t *testing.T) {
 	ctx := context.Background()
-	url, dir := pgtest.NewDB(t), t.TempDir()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool, url := pgtest.NewPoolAndURL(t)
+	dir := t.TempDir()
 	writeUnknownTurns(t, pool, dir, 3)
 	if err := analyticsCommand(ctx, []string{"backfill", "--data-dir", dir, "--database-url", url}); err != nil {
 		t.Fatal(err)

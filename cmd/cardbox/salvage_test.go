@@ -38,12 +38,8 @@ func TestOfflineCommandsRefuseALockedDataDirectory(t *testing.T) {
 // deleted tenant's records, which are not damage.
 func TestVerifyAndRecoverAsTheCLIRunsThem(t *testing.T) {
 	ctx := context.Background()
-	url, dir := pgtest.NewDB(t), t.TempDir()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool, url := pgtest.NewPoolAndURL(t)
+	dir := t.TempDir()
 	writeTurns(t, pool, dir, "acme", "bravo")
 	if err := pgtest.BeginDeletion(t, pool, "acme").Finish(); err != nil {
 		t.Fatal(err)

@@ -180,12 +180,21 @@ func NewDB(t testing.TB) string {
 // NewPool is NewDB plus a pool on it, closed when the test ends.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), NewDB(t))
+	pool, _ := NewPoolAndURL(t)
+	return pool
+}
+
+// NewPoolAndURL is NewPool that also returns the database's URL, for a
+// test that hands it to a command or a server as well.
+func NewPoolAndURL(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	url := NewDB(t)
+	pool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return pool
+	return pool, url
 }
 
 // Tx begins a transaction on a database shared by the binary's tests and

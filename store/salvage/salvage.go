@@ -104,10 +104,11 @@ type files struct {
 // row has its record and its payload, every head and fs root exists, the
 // log reaches its committed end. Progress goes to progress.
 func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io.Writer) (*Report, error) {
-	if err := sameStore(ctx, dataDir, db.New(pgrole.As(pool, pgrole.Recovery, ""))); err != nil {
+	q := db.New(pgrole.As(pool, pgrole.Recovery, ""))
+	if err := sameStore(ctx, dataDir, q); err != nil {
 		return nil, err
 	}
-	deleted, err := deletedTenants(ctx, db.New(pgrole.As(pool, pgrole.Recovery, "")))
+	deleted, err := deletedTenants(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io
 	if err != nil {
 		return nil, err
 	}
-	return r, crossCheck(ctx, db.New(pgrole.As(pool, pgrole.Recovery, "")), f, r, progress)
+	return r, crossCheck(ctx, q, f, r, progress)
 }
 
 // deletedTenants returns the numbers of the deleted tenants, whose turn
