@@ -232,6 +232,10 @@ func (c *bodyChecker) object(shape *bodyShape) error {
 		if !c.next(':') {
 			return errSyntax
 		}
+		if shape != nil && name == shape.alone && c.nullNext() {
+			// Decoded, it would be absent: the body would read as one bare item.
+			return c.problem("must be an array of items, not null")
+		}
 		if err := c.value(child); err != nil {
 			return err
 		}
@@ -249,6 +253,12 @@ func (c *bodyChecker) object(shape *bodyShape) error {
 			strings.Join(seen.without(shape.alone), ", "), shape.alone)
 	}
 	return nil
+}
+
+// nullNext reports whether the next value is the literal null.
+func (c *bodyChecker) nullNext() bool {
+	c.space()
+	return bytes.HasPrefix(c.b[c.i:], []byte("null"))
 }
 
 // memberName reads a member name and its colon.

@@ -144,6 +144,18 @@ func TestStrictJSONRejectsCardsBesideABareCard(t *testing.T) {
 	h.do("GET", "/projects/p1/cards/a", nil).want(t, 404)
 }
 
+// {"cards":null} is a batch that names no array, not a bare card without
+// metadata: the error says so.
+func TestStrictJSONRejectsNullCards(t *testing.T) {
+	h := newHarness(t)
+	for _, body := range []string{`{"cards":null}`, `{"cards" : null }`} {
+		e := h.do("POST", "/projects/p1/cards", body).want(t, 400).apiError(t)
+		if e.Details["field"] != "cards" || !strings.Contains(e.Message, "must be an array of items, not null") {
+			t.Errorf("%s: error = %+v", body, e)
+		}
+	}
+}
+
 func TestRepeatedIDsInOneWrite(t *testing.T) {
 	h := newHarness(t)
 	h.addCards("p1", card("ok", "task.instruction", "x"))
