@@ -68,7 +68,7 @@ func BenchmarkCardsBatch100AfterBulkLoad(b *testing.B) {
 			bodies[i], _ = json.Marshal(map[string]any{"card_ids": ids})
 		}
 		b.Run(project, func(b *testing.B) { batchReads(b, h.url+"/projects/"+project+"/cards/batch", bodies) })
-		// The same with 8 clients, as the issue measured too (2, 8 or 32).
+		// The same with 8 clients: the target was measured with 2, 8 or 32.
 		b.Run(project+"/clients=8", func(b *testing.B) {
 			b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
 			batchReads(b, h.url+"/projects/"+project+"/cards/batch", bodies)

@@ -16,7 +16,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
-// Faults heal without a restart (issue 11): Postgres going away, a full
+// Faults heal without a restart: Postgres going away, a full
 // disk, one append Postgres refuses.
 
 // openOn opens a store on dir with a pool of url.

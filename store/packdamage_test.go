@@ -12,7 +12,7 @@ import (
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
-// Damage to the blob pack (issue 11): below its committed end nothing is
+// Damage to the blob pack: below its committed end nothing is
 // cut, a bad record costs only its own blob, and a pack that lost
 // committed blobs for no recorded reason refuses to start.
 

@@ -15,7 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 )
 
-// Limits on what one client can make the server hold (issue 12): idle and
+// Limits on what one client can make the server hold: idle and
 // stalled sessions are closed, a peer that stops reading is disconnected,
 // and none of it slows other clients down.
 

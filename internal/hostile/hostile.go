@@ -46,7 +46,8 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// Defaults are the attacks as issue 12 measured them.
+// Defaults are the attacks as docs/performance.md ("Hostile clients")
+// measures them.
 var Defaults = Options{
 	Duration: 20 * time.Second, IdleConns: 2000,
 	PartialFrames: 16, PartialBytes: 48 << 20,

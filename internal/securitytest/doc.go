@@ -1,4 +1,4 @@
-// Package securitytest is hosted mode's security suite (issue 9). Its
+// Package securitytest is hosted mode's security suite. Its
 // tests start cardbox as cmd/cardboxd wires it in hosted mode (real
 // Postgres, real data files, API keys on both listeners), seed a tenant
 // through the real surfaces, and then try every HTTP route and every

@@ -22,7 +22,8 @@ type zcodec struct {
 // smallBlob is the size under which blobs are compressed at level 1
 // (zstd.SpeedFastest) rather than 3: turn payloads are mostly this small,
 // and level 3's CPU, a third of the server's on the append path, buys
-// them little (docs/performance.md, issue 13). Any level decodes alike.
+// them little (docs/performance.md, "zstd level 1 for blobs under 4 KiB").
+// Any level decodes alike.
 const smallBlob = 4 << 10
 
 // zc returns the shared codec. Its options are constant, so failing to
