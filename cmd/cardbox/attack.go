@@ -10,9 +10,9 @@ import (
 	"github.com/cardboxhq/cardbox/internal/hostile"
 )
 
-// attack runs `cardbox attack`: every hostile-client attack of issue 12 at
-// once against a running cardboxd on this machine, then checks that it
-// survived (see package hostile).
+// attack runs `cardbox attack`: every hostile-client attack of package
+// hostile at once against a running cardboxd on this machine, then
+// checks that it survived.
 func attack(ctx context.Context, args []string) error {
 	o := hostile.Defaults
 	var t hostile.Target

@@ -9,11 +9,11 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
-// TestSurvivesHostileClients runs every attack of issue 12 at once, scaled
-// down to fit a test, against a real cardboxd: it must keep serving, keep
-// its stored turns and cards, stay within the memory bound and keep a good
-// client's GET_HEAD fast. (`cardbox attack` runs them at full size; see
-// docs/performance.md.)
+// TestSurvivesHostileClients runs every attack of `cardbox attack` at
+// once, scaled down to fit a test, against a real cardboxd: it must keep
+// serving, keep its stored turns and cards, stay within the memory bound
+// and keep a good client's GET_HEAD fast. (`cardbox attack` runs them at
+// full size; see docs/performance.md.)
 func TestSurvivesHostileClients(t *testing.T) {
 	srv := startServer(t, t.TempDir(), pgtest.NewDB(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -23,7 +23,7 @@ func TestSurvivesHostileClients(t *testing.T) {
 		PartialFrames: 8, PartialBytes: 24 << 20,
 		Pipeliners: 2, Pipelined: 32, ReplyBytes: 8 << 20,
 		SlowBodies: 8,
-		// The memory bound of the issue. The latency bound is far looser
+		// The memory bound of `cardbox attack`. The latency bound is far looser
 		// than the bench's 50 ms: other test packages share the two CPUs
 		// (with them at full load the p99 was 400 ms); before the limits
 		// the attacks pushed it past 650 ms on an otherwise idle machine.

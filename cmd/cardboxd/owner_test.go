@@ -18,8 +18,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
-// One owner per data directory, and an embedded Postgres that heals
-// (issue 11).
+// One owner per data directory, and an embedded Postgres that heals.
 
 // embeddedDataDir is a data directory the embedded Postgres can use when
 // the tests run as root (t.TempDir's parent is private).
