@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,14 +20,19 @@ type Administration interface {
 	ListTenants(ctx context.Context) ([]auth.Tenant, error)
 	DeleteTenant(ctx context.Context, actor, id string) (auth.Deletion, error)
 	CreateKey(ctx context.Context, actor, tenant string, role auth.Role, expires *time.Time) (auth.Key, string, error)
+	CreateOperatorKey(ctx context.Context, actor string, expires *time.Time) (auth.Key, string, error)
 	ListKeys(ctx context.Context, tenant string) ([]auth.Key, error)
-	RevokeKey(ctx context.Context, actor, keyID string) (auth.Key, error)
+	RevokeKeyOf(ctx context.Context, actor, tenant, keyID string) (auth.Key, error)
 	Audit(ctx context.Context, tenant string, max int) ([]auth.AuditEntry, error)
+	SetQuota(ctx context.Context, actor, tenant string, bytes int64) error
+	SetRate(ctx context.Context, actor, tenant string, r auth.Rate) error
+	TenantRate(ctx context.Context, tenant string) (auth.Rate, error)
 }
 
-// AdminRoutes are hosted mode's tenant and key administration over HTTP,
-// for admin keys: the same operations as the CLI, audited with the key
-// as the actor.
+// AdminRoutes are hosted mode's administration over HTTP, audited with
+// the key as the actor. An operator key reaches every tenant; a tenant's
+// admin key its own tenant's keys, audit records and usage, and sees
+// other tenants exactly as missing ones (auth.Scope).
 type AdminRoutes struct {
 	admin Administration
 	usage UsageFunc // nil: tenants are listed without their usage
@@ -36,7 +43,7 @@ type AdminRoutes struct {
 type UsageFunc func(ctx context.Context, tenant string) (used, limit int64)
 
 // Admin returns the admin routes. Pass them in Options.Routes in hosted
-// mode only (authenticate lets admin keys alone reach /admin/).
+// mode only (authenticate lets administering keys alone reach /admin/).
 func Admin(a Administration) *AdminRoutes { return &AdminRoutes{admin: a} }
 
 // WithUsage lists every tenant with its usage and quota (nil: without).
@@ -54,12 +61,23 @@ type tenantEntry struct {
 	QuotaBytes *int64 `json:"quota_bytes,omitempty"`
 }
 
+// usageEntry is a tenant as GET /admin/usage lists it.
+type usageEntry struct {
+	TenantID   string    `json:"tenant_id"`
+	UsedBytes  int64     `json:"used_bytes"`
+	QuotaBytes int64     `json:"quota_bytes"`
+	Rate       auth.Rate `json:"rate"`
+}
+
 // Register adds the /admin routes.
 func (r *AdminRoutes) Register(e *echo.Echo) {
 	g := e.Group("/admin")
 	g.POST("/tenants", r.createTenant)
 	g.GET("/tenants", r.listTenants)
 	g.DELETE("/tenants/:tenant_id", r.deleteTenant)
+	g.PUT("/tenants/:tenant_id/quota", r.setQuota)
+	g.PUT("/tenants/:tenant_id/rate", r.setRate)
+	g.GET("/usage", r.listUsage)
 	g.POST("/keys", r.createKey)
 	g.GET("/keys", r.listKeys)
 	g.DELETE("/keys/:key_id", r.revokeKey)
@@ -69,23 +87,52 @@ func (r *AdminRoutes) Register(e *echo.Echo) {
 // MapError maps administration errors.
 func (r *AdminRoutes) MapError(err error) *Error {
 	switch {
+	case errors.Is(err, auth.ErrForbidden):
+		return NewError(http.StatusForbidden, "%s", err)
 	case errors.Is(err, auth.ErrTenantExists), errors.Is(err, auth.ErrDefaultTenant):
 		return NewError(http.StatusConflict, "%s", err)
 	case errors.Is(err, auth.ErrNoTenant), errors.Is(err, auth.ErrNoKey):
 		return NewError(http.StatusNotFound, "%s", err)
-	case errors.Is(err, auth.ErrBadTenantName), errors.Is(err, auth.ErrBadRole), errors.Is(err, auth.ErrBadExpiry), errors.Is(err, auth.ErrBadRate):
+	case errors.Is(err, auth.ErrBadTenantName), errors.Is(err, auth.ErrBadRole), errors.Is(err, auth.ErrBadExpiry),
+		errors.Is(err, auth.ErrBadRate), errors.Is(err, auth.ErrBadQuota), errors.Is(err, auth.ErrOperatorTenant):
 		return NewError(http.StatusBadRequest, "%s", err)
 	}
 	return nil
 }
 
-// actor names the admin key in the audit log.
-func actor(c echo.Context) string {
+// caller is the administering key of a request: its scope and its name
+// in the audit log.
+func caller(c echo.Context) (auth.Scope, string, error) {
 	p, _ := PrincipalFrom(c.Request().Context())
-	return "key:" + p.KeyID
+	scope, err := auth.ScopeOf(p)
+	return scope, "key:" + p.KeyID, err
+}
+
+// operator is caller for what only operators may do.
+func operator(c echo.Context, what string) (string, error) {
+	scope, actor, err := caller(c)
+	if err == nil {
+		err = scope.Operate(what)
+	}
+	return actor, err
+}
+
+// scopedTenant is caller with the tenant a request names (in param or
+// query), checked against the key's scope.
+func scopedTenant(c echo.Context, named string) (auth.Scope, string, string, error) {
+	scope, actor, err := caller(c)
+	if err != nil {
+		return scope, "", "", err
+	}
+	tenant, err := scope.Tenant(named)
+	return scope, actor, tenant, err
 }
 
 func (r *AdminRoutes) createTenant(c echo.Context) error {
+	actor, err := operator(c, "create tenants")
+	if err != nil {
+		return err
+	}
 	var req struct {
 		TenantID string `json:"tenant_id"`
 		Name     string `json:"name"`
@@ -93,7 +140,7 @@ func (r *AdminRoutes) createTenant(c echo.Context) error {
 	if err := decodeStrict(c, &req, false); err != nil {
 		return err
 	}
-	t, err := r.admin.CreateTenant(c.Request().Context(), actor(c), req.TenantID, req.Name)
+	t, err := r.admin.CreateTenant(c.Request().Context(), actor, req.TenantID, req.Name)
 	if err != nil {
 		return err
 	}
@@ -102,7 +149,11 @@ func (r *AdminRoutes) createTenant(c echo.Context) error {
 
 func (r *AdminRoutes) listTenants(c echo.Context) error {
 	ctx := c.Request().Context()
-	ts, err := r.admin.ListTenants(ctx)
+	scope, _, err := caller(c)
+	if err != nil {
+		return err
+	}
+	ts, err := r.visibleTenants(ctx, scope)
 	if err != nil {
 		return err
 	}
@@ -117,16 +168,105 @@ func (r *AdminRoutes) listTenants(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"tenants": out})
 }
 
+// visibleTenants are the live tenants scope reaches.
+func (r *AdminRoutes) visibleTenants(ctx context.Context, scope auth.Scope) ([]auth.Tenant, error) {
+	ts, err := r.admin.ListTenants(ctx)
+	if err != nil || scope.Operator() {
+		return ts, err
+	}
+	return slices.DeleteFunc(ts, func(t auth.Tenant) bool { return t.ID != scope.Own() }), nil
+}
+
 // deleteTenant deletes a tenant and everything it owns at once (204; 404
 // when it does not exist or was deleted already). The audit log records
 // how many rows of each table went.
 func (r *AdminRoutes) deleteTenant(c echo.Context) error {
-	if _, err := r.admin.DeleteTenant(c.Request().Context(), actor(c), c.Param("tenant_id")); err != nil {
+	actor, err := operator(c, "delete tenants")
+	if err != nil {
+		return err
+	}
+	if _, err := r.admin.DeleteTenant(c.Request().Context(), actor, c.Param("tenant_id")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
+// setQuota sets a tenant's storage quota: {"bytes": N}, 0 for the
+// server's default.
+func (r *AdminRoutes) setQuota(c echo.Context) error {
+	actor, err := operator(c, "set quotas")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Bytes *int64 `json:"bytes"`
+	}
+	if err := decodeStrict(c, &req, false); err != nil {
+		return err
+	}
+	if req.Bytes == nil {
+		return NewError(http.StatusBadRequest, "bytes: is required (0 for the server's default)").with("field", "bytes")
+	}
+	tenant := c.Param("tenant_id")
+	if err := r.admin.SetQuota(c.Request().Context(), actor, tenant, *req.Bytes); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tenant_id": tenant, "quota_bytes": *req.Bytes})
+}
+
+// setRate sets a tenant's request rate limit: {"per_sec": X, "burst": N},
+// both 0 for the server's default.
+func (r *AdminRoutes) setRate(c echo.Context) error {
+	actor, err := operator(c, "set rate limits")
+	if err != nil {
+		return err
+	}
+	var req auth.Rate
+	if err := decodeStrict(c, &req, false); err != nil {
+		return err
+	}
+	tenant := c.Param("tenant_id")
+	if err := r.admin.SetRate(c.Request().Context(), actor, tenant, req); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tenant_id": tenant, "per_sec": req.PerSec, "burst": req.Burst})
+}
+
+// listUsage lists the tenants the key reaches (?tenant_id= for one) with
+// their stored bytes, quota and rate limit.
+func (r *AdminRoutes) listUsage(c echo.Context) error {
+	ctx := c.Request().Context()
+	scope, _, named, err := scopedTenant(c, c.QueryParam("tenant_id"))
+	if err != nil {
+		return err
+	}
+	ts, err := r.visibleTenants(ctx, scope)
+	if err != nil {
+		return err
+	}
+	out := []usageEntry{}
+	for _, t := range ts {
+		if named != "" && t.ID != named {
+			continue
+		}
+		e := usageEntry{TenantID: t.ID}
+		if r.usage != nil {
+			e.UsedBytes, e.QuotaBytes = r.usage(ctx, t.ID)
+		}
+		if e.Rate, err = r.admin.TenantRate(ctx, t.ID); err != nil {
+			return err
+		}
+		out = append(out, e)
+	}
+	if named != "" && len(out) == 0 {
+		return fmt.Errorf("usage of tenant %q: %w", named, auth.ErrNoTenant)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tenants": out})
+}
+
+// createKey creates a key: {"tenant_id", "role", "expires_at"}. A
+// tenant's admin may leave out tenant_id (its own); an operator key
+// ("role": "operator") has none.
 func (r *AdminRoutes) createKey(c echo.Context) error {
 	var req struct {
 		TenantID  string     `json:"tenant_id"`
@@ -136,7 +276,36 @@ func (r *AdminRoutes) createKey(c echo.Context) error {
 	if err := decodeStrict(c, &req, false); err != nil {
 		return err
 	}
-	key, secret, err := r.admin.CreateKey(c.Request().Context(), actor(c), req.TenantID, req.Role, req.ExpiresAt)
+	scope, actor, err := caller(c)
+	if err != nil {
+		return err
+	}
+	if _, err := auth.ParseRole(string(req.Role)); err != nil {
+		return err
+	}
+	if err := scope.CreatesRole(req.Role); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var (
+		key    auth.Key
+		secret string
+	)
+	if req.Role == auth.RoleOperator {
+		if req.TenantID != "" {
+			return auth.ErrOperatorTenant
+		}
+		key, secret, err = r.admin.CreateOperatorKey(ctx, actor, req.ExpiresAt)
+	} else {
+		tenant, terr := scope.Tenant(req.TenantID)
+		if terr != nil {
+			return terr
+		}
+		if tenant == "" { // an operator named none
+			return NewError(http.StatusBadRequest, "tenant_id: is required for a key of role %q", req.Role).with("field", "tenant_id")
+		}
+		key, secret, err = r.admin.CreateKey(ctx, actor, tenant, req.Role, req.ExpiresAt)
+	}
 	if err != nil {
 		return err
 	}
@@ -145,7 +314,11 @@ func (r *AdminRoutes) createKey(c echo.Context) error {
 }
 
 func (r *AdminRoutes) listKeys(c echo.Context) error {
-	keys, err := r.admin.ListKeys(c.Request().Context(), c.QueryParam("tenant_id"))
+	_, _, tenant, err := scopedTenant(c, c.QueryParam("tenant_id"))
+	if err != nil {
+		return err
+	}
+	keys, err := r.admin.ListKeys(c.Request().Context(), tenant)
 	if err != nil {
 		return err
 	}
@@ -153,7 +326,11 @@ func (r *AdminRoutes) listKeys(c echo.Context) error {
 }
 
 func (r *AdminRoutes) revokeKey(c echo.Context) error {
-	key, err := r.admin.RevokeKey(c.Request().Context(), actor(c), c.Param("key_id"))
+	scope, actor, err := caller(c)
+	if err != nil {
+		return err
+	}
+	key, err := r.admin.RevokeKeyOf(c.Request().Context(), actor, scope.Own(), c.Param("key_id"))
 	if err != nil {
 		return err
 	}
@@ -169,7 +346,11 @@ func (r *AdminRoutes) audit(c echo.Context) error {
 		}
 		limit = n
 	}
-	entries, err := r.admin.Audit(c.Request().Context(), c.QueryParam("tenant_id"), limit)
+	_, _, tenant, err := scopedTenant(c, c.QueryParam("tenant_id"))
+	if err != nil {
+		return err
+	}
+	entries, err := r.admin.Audit(c.Request().Context(), tenant, limit)
 	if err != nil {
 		return err
 	}

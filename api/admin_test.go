@@ -21,7 +21,7 @@ func TestAdminAPI(t *testing.T) {
 	if _, err := keys.CreateTenant(ctx, "test", "ops", ""); err != nil {
 		t.Fatal(err)
 	}
-	_, adminKey, err := keys.CreateKey(ctx, "test", "ops", auth.RoleAdmin, nil)
+	_, adminKey, err := keys.CreateOperatorKey(ctx, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestAdminAPI(t *testing.T) {
 	}
 }
 
-// DELETE /admin/tenants/{id}: admin keys only; 204, then 404 as for a
+// DELETE /admin/tenants/{id}: operator keys only; 204, then 404 as for a
 // tenant that never existed; the default tenant is refused (409); the
 // deleted tenant's keys stop working, and its id cannot be created again.
 func TestAdminDeletesTenants(t *testing.T) {
@@ -84,7 +84,8 @@ func TestAdminDeletesTenants(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, adminKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleAdmin, nil)
+	_, adminKey, _ := keys.CreateOperatorKey(ctx, "test", nil)
+	_, opsAdminKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleAdmin, nil)
 	_, writerKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleWriter, nil)
 	_, acmeKey, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
 	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Routes: []api.Routes{api.Admin(keys)}}))
@@ -100,6 +101,7 @@ func TestAdminDeletesTenants(t *testing.T) {
 		{"/admin/tenants/acme", "", http.StatusUnauthorized},
 		{"/admin/tenants/acme", writerKey, http.StatusForbidden},
 		{"/admin/tenants/acme", acmeKey, http.StatusForbidden},
+		{"/admin/tenants/ops", opsAdminKey, http.StatusForbidden}, // a tenant's admin deletes no tenant, not even its own
 		{"/admin/tenants/default", adminKey, http.StatusConflict},
 		{"/admin/tenants/nobody", adminKey, http.StatusNotFound},
 		{"/admin/tenants/acme", adminKey, http.StatusNoContent},

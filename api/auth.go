@@ -60,8 +60,8 @@ var readPosts = map[string]bool{
 	"/projects/:project_id/boxes/batch": true,
 }
 
-// adminRoutes are for operators only: they show every tenant.
-var adminRoutes = map[string]bool{"/metrics": true, "/debug/pprof/*": true}
+// operatorRoutes are for operators only: they show every tenant.
+var operatorRoutes = map[string]bool{"/metrics": true, "/debug/pprof/*": true}
 
 // authenticate is hosted mode's gate on every route but the public ones:
 // a valid bearer key (else 401), a role that may do the operation (else
@@ -82,8 +82,11 @@ func authenticate(a Authenticator, limit func(context.Context, string) (bool, ti
 			if err := authorize(c, p); err != nil {
 				return err
 			}
-			if err := checkRate(c, limit, p.Tenant.ID); err != nil {
-				return err
+			// Operators belong to no tenant and have no tenant's rate.
+			if p.Role != auth.RoleOperator {
+				if err := checkRate(c, limit, p.Tenant.ID); err != nil {
+					return err
+				}
 			}
 			if project := c.Param("project_id"); strings.HasPrefix(route, "/projects/") && project != p.Tenant.ID {
 				return NewError(http.StatusNotFound, "project %q not found", project)
@@ -128,14 +131,27 @@ func principal(c echo.Context, a Authenticator) (auth.Principal, error) {
 	return p, err
 }
 
-// authorize checks the role against the operation: analysts use SQL only,
-// readers read, administration routes want admins.
+// authorize checks the role against the operation: service-wide routes
+// want operators, administration routes operators or a tenant's admins
+// (AdminRoutes narrows them to the admin's tenant), data routes a key of
+// a tenant (operators read no tenant's data, analysts use SQL only),
+// writes a writer or admin.
 func authorize(c echo.Context, p auth.Principal) error {
 	route, method := c.Path(), c.Request().Method
 	write := method != http.MethodGet && method != http.MethodHead && !readPosts[route]
 	switch {
-	case (adminRoutes[route] || strings.HasPrefix(route, "/admin/")) && p.Role != auth.RoleAdmin:
-		return forbidden(p.Role, "administer the service")
+	case operatorRoutes[route]:
+		if p.Role != auth.RoleOperator {
+			return forbidden(p.Role, "read service-wide figures (operator keys only)")
+		}
+		return nil
+	case strings.HasPrefix(route, "/admin/"):
+		if !p.Role.CanAdminister() {
+			return forbidden(p.Role, "administer")
+		}
+		return nil
+	case p.Role == auth.RoleOperator:
+		return forbidden(p.Role, "read or write a tenant's data (operator keys administer the service)")
 	case !p.Role.CanRead():
 		return forbidden(p.Role, "use the HTTP API (analyst keys are for SQL)")
 	case write && !p.Role.CanWrite():

@@ -38,7 +38,7 @@ func KeyAuthenticator(keys KeyChecker) Authenticator {
 			return Identity{}, err
 		}
 		if !p.Role.CanRead() {
-			return Identity{}, auth.Forbidden(p.Role, "use the binary protocol (analyst keys are for SQL)")
+			return Identity{}, auth.Forbidden(p.Role, "use the binary protocol (operator keys administer the service; analyst keys are for SQL)")
 		}
 		return Identity{Tenant: p.Tenant, ClientTag: tag, KeyID: p.KeyID, ReadOnly: !p.Role.CanWrite()}, nil
 	}

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,8 +39,9 @@ type Tenant struct {
 
 // Key is a key as administration lists it; never its secret.
 type Key struct {
-	ID        string     `json:"key_id"`
-	TenantID  string     `json:"tenant_id"`
+	ID string `json:"key_id"`
+	// TenantID is empty for an operator key.
+	TenantID  string     `json:"tenant_id,omitempty"`
 	Role      Role       `json:"role"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
@@ -100,43 +102,136 @@ func (k *Keys) ListTenants(ctx context.Context) ([]Tenant, error) {
 	return out, nil
 }
 
+// Errors of key administration.
+var (
+	// ErrOperatorTenant: an operator key belongs to no tenant, and every
+	// other key belongs to one.
+	ErrOperatorTenant = errors.New("an operator key belongs to no tenant (create it without one), and every other key belongs to one")
+	// ErrBadSecret: a secret that is not in the key format.
+	ErrBadSecret = errors.New("not an API key secret (cbk_key_<16 hex digits>_<43 base64url characters>)")
+)
+
 // CreateKey creates a key of role for tenant, valid until expires (nil:
 // until revoked), and returns it with its secret, which is shown this
-// once: only its hash is kept.
+// once: only its hash is kept. Operator keys are made by
+// CreateOperatorKey.
 func (k *Keys) CreateKey(ctx context.Context, actor, tenant string, role Role, expires *time.Time) (Key, string, error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return Key{}, "", err
 	}
+	if role == RoleOperator {
+		return Key{}, "", fmt.Errorf("create key for tenant %q: %w", tenant, ErrOperatorTenant)
+	}
+	key, secret, err := k.createKey(ctx, actor, tenant, role, expires)
+	if err != nil {
+		return Key{}, "", fmt.Errorf("create key for tenant %q: %w", tenant, err)
+	}
+	return key, secret, nil
+}
+
+// CreateOperatorKey creates an operator key, valid until expires (nil:
+// until revoked), and returns it with its secret, shown this once.
+func (k *Keys) CreateOperatorKey(ctx context.Context, actor string, expires *time.Time) (Key, string, error) {
+	key, secret, err := k.createKey(ctx, actor, "", RoleOperator, expires)
+	if err != nil {
+		return Key{}, "", fmt.Errorf("create operator key: %w", err)
+	}
+	return key, secret, nil
+}
+
+// createKey creates a key of role for tenant ("" for an operator key).
+func (k *Keys) createKey(ctx context.Context, actor, tenant string, role Role, expires *time.Time) (Key, string, error) {
 	if expires != nil && !expires.After(k.now()) {
-		return Key{}, "", fmt.Errorf("create key for tenant %q: %w", tenant, ErrBadExpiry)
+		return Key{}, "", ErrBadExpiry
 	}
 	id, secret, hash := newSecret()
 	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
-		// Locked: a deletion waits for the key, or the key for it (and
-		// then finds no tenant).
-		if _, err := q.LockLiveTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
-			return audit{}, ErrNoTenant
-		} else if err != nil {
+		if err := insertKey(ctx, q, id, tenant, role, hash[:], expires); err != nil {
 			return audit{}, err
 		}
-		err := q.CreateKey(ctx, db.CreateKeyParams{KeyID: id, TenantID: tenant, Role: string(role), SecretHash: hash[:], ExpiresAt: timestamptz(expires)})
-		return audit{actor: actor, action: "key.create", tenant: tenant, target: id, detail: map[string]any{"role": role, "expires_at": expires}}, err
+		return audit{actor: actor, action: "key.create", tenant: tenant, target: id, detail: map[string]any{"role": role, "expires_at": expires}}, nil
 	})
 	if err != nil {
-		return Key{}, "", fmt.Errorf("create key for tenant %q: %w", tenant, err)
+		return Key{}, "", err
 	}
 	return Key{ID: id, TenantID: tenant, Role: role, CreatedAt: k.now().UTC(), ExpiresAt: expires}, secret, nil
 }
 
-// ListKeys lists the keys of tenant, or of every tenant when tenant is "".
+// insertKey adds a key's row in q's transaction. A tenant's key locks
+// the tenant's row: a deletion waits for the key, or the key for it (and
+// then finds no tenant).
+func insertKey(ctx context.Context, q *db.Queries, id, tenant string, role Role, hash []byte, expires *time.Time) error {
+	if tenant != "" {
+		if _, err := q.LockLiveTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
+			return ErrNoTenant
+		} else if err != nil {
+			return err
+		}
+	}
+	return q.CreateKey(ctx, db.CreateKeyParams{KeyID: id, TenantID: optionalText(tenant), Role: string(role), SecretHash: hash, ExpiresAt: timestamptz(expires)})
+}
+
+// EnsureOperatorKey makes secret an operator key unless it is one
+// already: what a server given a secret file does at start-up, so that a
+// container's first operator key needs no CLI. A key of that id that is
+// not a live operator key with this secret is an error saying which; a
+// revoked key is never brought back.
+func (k *Keys) EnsureOperatorKey(ctx context.Context, secret string) error {
+	id, ok := keyIDOf(secret)
+	if !ok {
+		return fmt.Errorf("operator key from a secret: %w", ErrBadSecret)
+	}
+	err := k.auditedTx(ctx, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
+		row, err := q.GetKey(ctx, id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			hash := sha256.Sum256([]byte(secret))
+			created := audit{actor: "secret-file", action: "key.create", target: id, detail: map[string]any{"role": RoleOperator}}
+			return []audit{created}, insertKey(ctx, q, id, "", RoleOperator, hash[:], nil)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nil, k.liveOperatorKey(row, secret)
+	})
+	if err != nil {
+		return fmt.Errorf("operator key %s from a secret: %w", id, err)
+	}
+	return nil
+}
+
+// liveOperatorKey says why row is not the live operator key of secret.
+func (k *Keys) liveOperatorKey(row db.GetKeyRow, secret string) error {
+	switch {
+	case Role(row.Role) != RoleOperator:
+		return fmt.Errorf("the key exists with role %s, not operator", row.Role)
+	case !matches(secret, row.SecretHash):
+		return errors.New("the key exists with another secret")
+	case row.RevokedAt.Valid:
+		return errors.New("the key was revoked; put a new secret in the file")
+	case row.ExpiresAt.Valid && !k.now().Before(row.ExpiresAt.Time):
+		return errors.New("the key has expired; put a new secret in the file")
+	}
+	return nil
+}
+
+// ListKeys lists the keys of tenant, or of every tenant and the
+// operators when tenant is "". A tenant that does not exist is
+// ErrNoTenant.
 func (k *Keys) ListKeys(ctx context.Context, tenant string) ([]Key, error) {
-	rows, err := k.admin.ListKeys(ctx, pgtype.Text{String: tenant, Valid: tenant != ""})
+	if tenant != "" {
+		if _, err := k.admin.GetTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("list keys of tenant %q: %w", tenant, ErrNoTenant)
+		} else if err != nil {
+			return nil, fmt.Errorf("list keys of tenant %q: %w", tenant, err)
+		}
+	}
+	rows, err := k.admin.ListKeys(ctx, optionalText(tenant))
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	out := make([]Key, len(rows))
 	for i, r := range rows {
-		out[i] = Key{ID: r.KeyID, TenantID: r.TenantID, Role: Role(r.Role), CreatedAt: r.CreatedAt,
+		out[i] = Key{ID: r.KeyID, TenantID: r.TenantID.String, Role: Role(r.Role), CreatedAt: r.CreatedAt,
 			ExpiresAt: timePtr(r.ExpiresAt), RevokedAt: timePtr(r.RevokedAt)}
 	}
 	return out, nil
@@ -146,20 +241,26 @@ func (k *Keys) ListKeys(ctx context.Context, tenant string) ([]Key, error) {
 // request and closes its binary sessions (they LISTEN for the
 // notification sent in the same transaction).
 func (k *Keys) RevokeKey(ctx context.Context, actor, keyID string) (Key, error) {
+	return k.RevokeKeyOf(ctx, actor, "", keyID)
+}
+
+// RevokeKeyOf is RevokeKey for a key of tenant only ("": of any tenant,
+// or an operator's): another's key is ErrNoKey, as a missing one.
+func (k *Keys) RevokeKeyOf(ctx context.Context, actor, tenant, keyID string) (Key, error) {
 	var key Key
 	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
-		row, err := q.RevokeKey(ctx, keyID)
+		row, err := q.RevokeKey(ctx, db.RevokeKeyParams{KeyID: keyID, TenantID: optionalText(tenant)})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return audit{}, ErrNoKey
 		}
 		if err != nil {
 			return audit{}, err
 		}
-		key = Key{ID: row.KeyID, TenantID: row.TenantID}
+		key = Key{ID: row.KeyID, TenantID: row.TenantID.String}
 		if err := q.NotifyKeysChanged(ctx, keyID); err != nil {
 			return audit{}, err
 		}
-		return audit{actor: actor, action: "key.revoke", tenant: row.TenantID, target: keyID}, nil
+		return audit{actor: actor, action: "key.revoke", tenant: key.TenantID, target: keyID}, nil
 	})
 	if err != nil {
 		return Key{}, fmt.Errorf("revoke key %q: %w", keyID, err)
@@ -223,10 +324,13 @@ func (a audit) params() db.AddAuditParams {
 		detail = []byte("{}")
 	}
 	return db.AddAuditParams{
-		Actor: a.actor, Action: a.action, TenantID: pgtype.Text{String: a.tenant, Valid: a.tenant != ""},
+		Actor: a.actor, Action: a.action, TenantID: optionalText(a.tenant),
 		Target: a.target, Detail: detail,
 	}
 }
+
+// optionalText is s as a nullable column: NULL when empty.
+func optionalText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
 
 func timestamptz(t *time.Time) pgtype.Timestamptz {
 	if t == nil {
@@ -256,7 +360,7 @@ type AuditEntry struct {
 // Audit returns the last max records of the audit log about tenant (all
 // tenants when tenant is ""), newest first.
 func (k *Keys) Audit(ctx context.Context, tenant string, max int) ([]AuditEntry, error) {
-	rows, err := k.admin.ListAudit(ctx, db.ListAuditParams{TenantID: pgtype.Text{String: tenant, Valid: tenant != ""}, MaxRows: int32(max)})
+	rows, err := k.admin.ListAudit(ctx, db.ListAuditParams{TenantID: optionalText(tenant), MaxRows: int32(max)})
 	if err != nil {
 		return nil, fmt.Errorf("read the audit log: %w", err)
 	}

@@ -22,8 +22,12 @@ type Role string
 
 // The roles of hosted mode.
 const (
-	// RoleAdmin is for operators: every read and write, tenant and key
-	// administration for all tenants.
+	// RoleOperator administers the service: tenants, every tenant's keys,
+	// quotas, rates, usage, the audit log and /metrics. An operator key
+	// belongs to no tenant and reads and writes no tenant's data.
+	RoleOperator Role = "operator"
+	// RoleAdmin is a tenant's administrator: its own tenant's keys, audit
+	// records and usage, and its data like a writer.
 	RoleAdmin Role = "admin"
 	// RoleWriter reads and writes its tenant's data.
 	RoleWriter Role = "writer"
@@ -34,13 +38,13 @@ const (
 	RoleAnalyst Role = "analyst"
 )
 
-// ErrBadRole is a role name that is none of the four.
-var ErrBadRole = errors.New("unknown role (admin, writer, reader or analyst)")
+// ErrBadRole is a role name that is none of the five.
+var ErrBadRole = errors.New("unknown role (operator, admin, writer, reader or analyst)")
 
 // ParseRole checks a role name.
 func ParseRole(s string) (Role, error) {
 	switch r := Role(s); r {
-	case RoleAdmin, RoleWriter, RoleReader, RoleAnalyst:
+	case RoleOperator, RoleAdmin, RoleWriter, RoleReader, RoleAnalyst:
 		return r, nil
 	}
 	return "", fmt.Errorf("%w: %q", ErrBadRole, s)
@@ -52,7 +56,12 @@ func (r Role) CanRead() bool { return r == RoleAdmin || r == RoleWriter || r == 
 // CanWrite reports whether the role may write data over the APIs.
 func (r Role) CanWrite() bool { return r == RoleAdmin || r == RoleWriter }
 
-// Principal is who a request acts as: a key, its tenant and role.
+// CanAdminister reports whether the role may use the administration
+// routes: operators for the service, admins for their own tenant.
+func (r Role) CanAdminister() bool { return r == RoleOperator || r == RoleAdmin }
+
+// Principal is who a request acts as: a key, its tenant and role. An
+// operator's Tenant is the zero Tenant.
 type Principal struct {
 	KeyID  string
 	Tenant store.Tenant

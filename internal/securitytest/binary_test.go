@@ -263,6 +263,8 @@ func (h *hosted) badHellos() []badHello {
 		{"expired key in the tag", hello(h.secrets[expiredKey], ""), 401, h.secrets[expiredKey]},
 		{"analyst key", hello("agent", h.secrets[acmeAnalyst]), 403, h.secrets[acmeAnalyst]},
 		{"analyst key in the tag", hello("agent;key="+h.secrets[acmeAnalyst], ""), 403, h.secrets[acmeAnalyst]},
+		{"operator key", hello("agent", h.secrets[operator]), 403, h.secrets[operator]},
+		{"operator key in the tag", hello("agent;key="+h.secrets[operator], ""), 403, h.secrets[operator]},
 	}
 }
 

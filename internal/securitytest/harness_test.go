@@ -55,6 +55,8 @@ const (
 	acmeWriter   cred = "acme writer"
 	acmeAdmin    cred = "acme admin"
 	globexWriter cred = "globex writer"
+	globexAdmin  cred = "globex admin"
+	operator     cred = "operator" // of no tenant: administers the service
 )
 
 // refused are the credentials no surface accepts, with the HTTP status
@@ -261,6 +263,12 @@ func (h *hosted) makeKeys(t *testing.T) {
 	key(acmeReader, "acme", auth.RoleReader, nil)
 	key(acmeAnalyst, "acme", auth.RoleAnalyst, nil)
 	key(globexWriter, "globex", auth.RoleWriter, nil)
+	key(globexAdmin, "globex", auth.RoleAdmin, nil)
+	if _, secret, err := h.keys.CreateOperatorKey(ctx, "securitytest", nil); err != nil {
+		t.Fatal(err)
+	} else {
+		h.secrets[operator] = secret
+	}
 	// CreateKey refuses an expiry in the past: the key is made valid for
 	// an hour, then expires as if the hour had passed.
 	soon := time.Now().Add(time.Hour)

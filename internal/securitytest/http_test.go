@@ -172,6 +172,12 @@ func TestHTTP(t *testing.T) {
 							h.do(t, acmeWriter, r).wantError(t, http.StatusForbidden, "FORBIDDEN")
 							h.do(t, globexWriter, r).wantError(t, http.StatusForbidden, "FORBIDDEN")
 						})
+					} else {
+						// Operators administer the service and touch no
+						// tenant's data.
+						h.unchanged(t, "", func() {
+							h.do(t, operator, r).wantError(t, http.StatusForbidden, "FORBIDDEN")
+						})
 					}
 				}
 			})
@@ -226,9 +232,9 @@ func TestHTTP(t *testing.T) {
 	})
 }
 
-// tryAcme sends the route's first variant with acme's own keys: its
-// reader (reads only) and its writer, or its admin on admin routes. Each
-// must get the route's ok status.
+// tryAcme sends the route's first variant with acme's own keys, its
+// reader (reads only) and its writer, or with the operator's on admin
+// routes. Each must get the route's ok status.
 func (h *hosted) tryAcme(t *testing.T, rc routeCase, acme ids) {
 	t.Helper()
 	r := rc.requests(acme)[0]
@@ -237,13 +243,13 @@ func (h *hosted) tryAcme(t *testing.T, rc routeCase, acme ids) {
 	}
 	c := acmeWriter
 	if rc.admin {
-		c = acmeAdmin
+		c = operator
 	}
 	if res := h.do(t, c, r); rc.method == http.MethodGet || !rc.admin {
 		res.want(t, rc.ok)
 	} else if res.status == http.StatusUnauthorized || res.status == http.StatusForbidden {
 		// pprof's other methods: any answer but a refusal.
-		t.Fatalf("%s for an admin key: %d %s", rc.name(), res.status, res.body)
+		t.Fatalf("%s for the operator key: %d %s", rc.name(), res.status, res.body)
 	}
 }
 

@@ -178,7 +178,7 @@ func TestStorageQuota(t *testing.T) {
 			QuotaBytes *int64 `json:"quota_bytes"`
 		} `json:"tenants"`
 	}
-	h.do(t, acmeAdmin, request{"GET", "/admin/tenants", ""}).want(t, http.StatusOK).json(t, &listed)
+	h.do(t, operator, request{"GET", "/admin/tenants", ""}).want(t, http.StatusOK).json(t, &listed)
 	for _, tn := range listed.Tenants {
 		want := map[string]int64{"acme": limit + 1<<20, "globex": 0}
 		if q, ok := want[tn.ID]; ok && (tn.UsedBytes == nil || *tn.UsedBytes != used(tn.ID) || tn.QuotaBytes == nil || *tn.QuotaBytes != q) {

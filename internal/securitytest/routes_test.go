@@ -35,10 +35,12 @@ type variant struct {
 // every place the route takes an id.
 type route struct {
 	public bool // answered without a key
-	admin  bool // admin keys only
-	write  bool // reader keys get 403
-	// ok is the status of the first variant for acme's writer (its admin,
-	// for admin routes): proof that the request is valid and its ids real,
+	// admin: administration, tried with the operator key (the tenant
+	// admins' narrower reach is TestAdminScopes').
+	admin bool
+	write bool // reader keys get 403
+	// ok is the status of the first variant for acme's writer (the
+	// operator, for admin routes): proof that the request is valid and its ids real,
 	// so that the other cases' refusals mean something.
 	ok       int
 	variants []variant
@@ -54,9 +56,14 @@ var httpRoutes = map[string]route{
 	"GET /healthz":      {public: true, ok: 200, variants: fixed("GET", "/healthz")},
 	"GET /openapi.yaml": {public: true, ok: 200, variants: fixed("GET", "/openapi.yaml")},
 	"GET /metrics":      {admin: true, ok: 200, variants: fixed("GET", "/metrics")},
-	// Tenant and key administration (admin keys of any tenant: operators).
+	// Tenant and key administration (the operator; tenant admins in
+	// TestAdminScopes).
 	"POST /admin/tenants": {admin: true, ok: 201, variants: fixed("POST", "/admin/tenants", `{"tenant_id":"initech","name":"Initech"}`)},
 	"GET /admin/tenants":  {admin: true, ok: 200, variants: fixed("GET", "/admin/tenants")},
+	"GET /admin/usage":    {admin: true, ok: 200, variants: fixed("GET", "/admin/usage")},
+	// Back to the server's defaults: nothing the other cases see changes.
+	"PUT /admin/tenants/:tenant_id/quota": {admin: true, ok: 200, variants: fixed("PUT", "/admin/tenants/globex/quota", `{"bytes":0}`)},
+	"PUT /admin/tenants/:tenant_id/rate":  {admin: true, ok: 200, variants: fixed("PUT", "/admin/tenants/globex/rate", `{"per_sec":0,"burst":0}`)},
 	// A tenant no case creates: acme and the others outlive the suite.
 	"DELETE /admin/tenants/:tenant_id": {admin: true, ok: 404, variants: fixed("DELETE", "/admin/tenants/nobody")},
 	"POST /admin/keys":                 {admin: true, ok: 201, variants: fixed("POST", "/admin/keys", `{"tenant_id":"initech","role":"reader"}`)},

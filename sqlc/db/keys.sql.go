@@ -43,12 +43,13 @@ VALUES ($1, $2, $3, $4, $5)
 
 type CreateKeyParams struct {
 	KeyID      string
-	TenantID   string
+	TenantID   pgtype.Text
 	Role       string
 	SecretHash []byte
 	ExpiresAt  pgtype.Timestamptz
 }
 
+// An operator key has no tenant (NULL tenant_id).
 func (q *Queries) CreateKey(ctx context.Context, arg CreateKeyParams) error {
 	_, err := q.db.Exec(ctx, createKey,
 		arg.KeyID,
@@ -93,20 +94,22 @@ func (q *Queries) CreateTenant(ctx context.Context, arg CreateTenantParams) (Cre
 
 const getKey = `-- name: GetKey :one
 SELECT k.key_id, k.tenant_id, t.tenant_no, k.role, k.secret_hash, k.expires_at, k.revoked_at
-FROM api_keys k JOIN tenants t USING (tenant_id)
-WHERE k.key_id = $1 AND t.deleted_at IS NULL
+FROM api_keys k LEFT JOIN tenants t ON t.tenant_id = k.tenant_id
+WHERE k.key_id = $1 AND (k.tenant_id IS NULL OR t.deleted_at IS NULL)
 `
 
 type GetKeyRow struct {
 	KeyID      string
-	TenantID   string
-	TenantNo   int32
+	TenantID   pgtype.Text
+	TenantNo   pgtype.Int4
 	Role       string
 	SecretHash []byte
 	ExpiresAt  pgtype.Timestamptz
 	RevokedAt  pgtype.Timestamptz
 }
 
+// A key with its tenant's number; an operator key has neither tenant nor
+// number, a key of a deleted tenant is not found.
 func (q *Queries) GetKey(ctx context.Context, keyID string) (GetKeyRow, error) {
 	row := q.db.QueryRow(ctx, getKey, keyID)
 	var i GetKeyRow
@@ -188,14 +191,14 @@ ORDER BY created_at, key_id
 
 type ListKeysRow struct {
 	KeyID     string
-	TenantID  string
+	TenantID  pgtype.Text
 	Role      string
 	CreatedAt time.Time
 	ExpiresAt pgtype.Timestamptz
 	RevokedAt pgtype.Timestamptz
 }
 
-// Keys of one tenant, or of all when tenant_id is NULL.
+// Keys of one tenant, or of all (operator keys too) when tenant_id is NULL.
 func (q *Queries) ListKeys(ctx context.Context, tenantID pgtype.Text) ([]ListKeysRow, error) {
 	rows, err := q.db.Query(ctx, listKeys, tenantID)
 	if err != nil {
@@ -293,17 +296,24 @@ func (q *Queries) NotifyKeysChanged(ctx context.Context, keyID string) error {
 const revokeKey = `-- name: RevokeKey :one
 UPDATE api_keys SET revoked_at = now()
 WHERE key_id = $1 AND revoked_at IS NULL
+  AND ($2::text IS NULL OR tenant_id = $2)
 RETURNING key_id, tenant_id
 `
 
-type RevokeKeyRow struct {
+type RevokeKeyParams struct {
 	KeyID    string
-	TenantID string
+	TenantID pgtype.Text
 }
 
-// Revokes a key; no row when it does not exist or was revoked already.
-func (q *Queries) RevokeKey(ctx context.Context, keyID string) (RevokeKeyRow, error) {
-	row := q.db.QueryRow(ctx, revokeKey, keyID)
+type RevokeKeyRow struct {
+	KeyID    string
+	TenantID pgtype.Text
+}
+
+// Revokes a key (of tenant_id only, when it is not NULL); no row when
+// there is no such key or it was revoked already.
+func (q *Queries) RevokeKey(ctx context.Context, arg RevokeKeyParams) (RevokeKeyRow, error) {
+	row := q.db.QueryRow(ctx, revokeKey, arg.KeyID, arg.TenantID)
 	var i RevokeKeyRow
 	err := row.Scan(&i.KeyID, &i.TenantID)
 	return i, err

@@ -149,8 +149,9 @@ type AnalyticsWatermark struct {
 }
 
 type ApiKey struct {
-	KeyID      string
-	TenantID   string
+	KeyID string
+	// the tenant the key belongs to; NULL for an operator key, which administers the service and belongs to no tenant
+	TenantID   pgtype.Text
 	Role       string
 	SecretHash []byte
 	CreatedAt  time.Time

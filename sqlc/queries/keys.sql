@@ -18,25 +18,30 @@ FROM tenants t WHERE t.deleted_at IS NULL ORDER BY t.tenant_no;
 SELECT tenant_no FROM tenants WHERE tenant_id = @tenant_id AND deleted_at IS NULL FOR SHARE;
 
 -- name: CreateKey :exec
+-- An operator key has no tenant (NULL tenant_id).
 INSERT INTO api_keys (key_id, tenant_id, role, secret_hash, expires_at)
-VALUES (@key_id, @tenant_id, @role, @secret_hash, sqlc.narg('expires_at'));
+VALUES (@key_id, sqlc.narg('tenant_id'), @role, @secret_hash, sqlc.narg('expires_at'));
 
 -- name: GetKey :one
+-- A key with its tenant's number; an operator key has neither tenant nor
+-- number, a key of a deleted tenant is not found.
 SELECT k.key_id, k.tenant_id, t.tenant_no, k.role, k.secret_hash, k.expires_at, k.revoked_at
-FROM api_keys k JOIN tenants t USING (tenant_id)
-WHERE k.key_id = @key_id AND t.deleted_at IS NULL;
+FROM api_keys k LEFT JOIN tenants t ON t.tenant_id = k.tenant_id
+WHERE k.key_id = @key_id AND (k.tenant_id IS NULL OR t.deleted_at IS NULL);
 
 -- name: ListKeys :many
--- Keys of one tenant, or of all when tenant_id is NULL.
+-- Keys of one tenant, or of all (operator keys too) when tenant_id is NULL.
 SELECT key_id, tenant_id, role, created_at, expires_at, revoked_at
 FROM api_keys
 WHERE sqlc.narg('tenant_id')::text IS NULL OR tenant_id = sqlc.narg('tenant_id')
 ORDER BY created_at, key_id;
 
 -- name: RevokeKey :one
--- Revokes a key; no row when it does not exist or was revoked already.
+-- Revokes a key (of tenant_id only, when it is not NULL); no row when
+-- there is no such key or it was revoked already.
 UPDATE api_keys SET revoked_at = now()
 WHERE key_id = @key_id AND revoked_at IS NULL
+  AND (sqlc.narg('tenant_id')::text IS NULL OR tenant_id = sqlc.narg('tenant_id'))
 RETURNING key_id, tenant_id;
 
 -- name: NotifyKeysChanged :exec
