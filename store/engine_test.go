@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -694,4 +695,56 @@ func TestStatsTimeGroupSteps(t *testing.T) {
 	if after.FilesTime <= before.FilesTime || after.StatementTime <= before.StatementTime || after.CommitTime <= before.CommitTime {
 		t.Errorf("step times did not grow: before %+v, after %+v", before, after)
 	}
+}
+
+// A zstd frame that inflates past its declared length (a bomb) is refused
+// as a length mismatch after decoding about what it declared: its cost
+// follows the declared length, not the payload limit.
+func TestZstdBombCostsWhatItDeclared(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithZeroFrames(true))
+	zeros := make([]byte, 32<<20)
+	for _, tt := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"frame with its content size", enc.EncodeAll(zeros, nil)},
+		{"streamed frame without one", streamedZstd(t, zeros)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := turnReq(h.ContextID, 0, []byte("hello"))
+			req.Compression, req.Payload, req.UncompressedLen = CompressionZstd, tt.frame, 100
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			_, err := s.Append(context.Background(), ten, req)
+			runtime.ReadMemStats(&after)
+			wantKind(t, err, KindConflict)
+			// A decoder's block buffers and the store's own work are well
+			// below this; the whole frame inflated is 32 MiB.
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+				t.Errorf("a %d-byte bomb declaring 100 bytes allocated %d MiB", len(tt.frame), grew>>20)
+			}
+		})
+	}
+}
+
+// streamedZstd compresses b as a stream, whose frame does not declare its
+// content size.
+func streamedZstd(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	w, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedBestCompression))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }

@@ -41,9 +41,12 @@ const (
 	CompressionZstd = 1
 )
 
-// zstdDecoder is shared: DecodeAll is safe for concurrent use. Its memory
-// cap stops a small frame from inflating past MaxPayload.
-var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxPayload), zstd.WithDecoderConcurrency(0))
+// zstdDecoder is shared: DecodeAll is safe for concurrent use. It decodes
+// no further than the capacity of the buffer it is given, which is the
+// length the client declared: a small frame that inflates past it (a
+// bomb) costs what it declared, not MaxPayload.
+var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxPayload), zstd.WithDecoderConcurrency(0),
+	zstd.WithDecodeAllCapLimit(true))
 
 // Append verifies the payload (length, decompression, BLAKE3) in the
 // caller's goroutine, so appends verify in parallel, then hands the turn to
@@ -154,6 +157,9 @@ func uncompressed(req *AppendRequest) ([]byte, error) {
 		return req.Payload, nil
 	case CompressionZstd:
 		raw, err := zstdDecoder.DecodeAll(req.Payload, make([]byte, 0, req.UncompressedLen))
+		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrFrameSizeExceeded) {
+			return nil, errorf(KindConflict, "uncompressed length mismatch: declared %d, payload decompresses to more", req.UncompressedLen)
+		}
 		if err != nil {
 			return nil, wrapf(KindUnprocessable, err, "zstd decode failed")
 		}
