@@ -306,23 +306,23 @@ func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) 
 }
 
 // ownsBlob reports whether the blob is stored and the tenant may read it:
-// it stored it first (recorded in the pack) or was granted it.
+// it stored it first (recorded in the pack) or was granted it. Every
+// answer but the first storer's asks Postgres, a blob never stored too:
+// were that one answered from the pack alone, its speed would tell a
+// tenant whether another tenant stored the bytes.
 func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
-	entry, ok := e.blobs.Lookup(h)
-	if !ok {
-		return false, nil
-	}
 	if e.gate.Gone(t.No) {
 		return false, nil
 	}
-	if entry.Owner == t.No {
+	entry, stored := e.blobs.Lookup(h)
+	if stored && entry.Owner == t.No {
 		return true, nil
 	}
-	ok, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, db.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
+	granted, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, db.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "look up blob %x", h)
 	}
-	return ok, nil
+	return stored && granted, nil
 }
 
 // PutBlob stores data under h after checking that it hashes to h.
