@@ -59,6 +59,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer closeDB(db, cfg, log)
 
 	access := newAccess(cfg, db.Pool, log)
+	if err := access.ensureOperatorKey(ctx, cfg, log); err != nil {
+		return err
+	}
 	// The CXDB service and the analytics projector hear of every committed
 	// turn; the store only commits once the listeners serve, after both
 	// are set.

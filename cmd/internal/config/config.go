@@ -54,6 +54,9 @@ type Config struct {
 	// SQLAddr is the embedded Postgres's loopback TCP address for
 	// analysts' SQL roles; empty: its unix socket only.
 	SQLAddr string
+	// OperatorKeyFile holds the secret of the first operator key, which
+	// cardboxd creates at start-up in hosted mode if it does not exist.
+	OperatorKeyFile string
 }
 
 // Modes of cardboxd.
@@ -137,6 +140,7 @@ func settings(c *Config) []setting {
 		{"tls-key", "CARDBOX_TLS_KEY", "PEM private key file of --tls-cert", str(&c.TLSKey, "")},
 		{"tls-handshake-timeout", "CARDBOX_TLS_HANDSHAKE_TIMEOUT", "how long a client has to complete the TLS handshake before its connection is closed", dur(&c.TLSHandshakeTimeout, 10*time.Second)},
 		{"sql-addr", "CARDBOX_SQL_ADDR", "embedded Postgres only: also listen on this loopback address (127.0.0.1:5433) for analysts' SQL roles, a password (SCRAM) required of every role; empty: its unix socket only", str(&c.SQLAddr, "")},
+		{"operator-key-file", "CARDBOX_OPERATOR_KEY_FILE", "hosted mode: file holding the secret of the first operator key (cbk_key_...), read once at start-up; the key is created if missing, and a revoked or different key of its id stops the start", str(&c.OperatorKeyFile, "")},
 	}
 }
 
