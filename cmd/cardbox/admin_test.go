@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -13,26 +11,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// stdout runs f and returns what it printed.
-func stdout(t *testing.T, f func() error) (string, error) {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved := os.Stdout
-	os.Stdout = w
-	done := make(chan string)
-	go func() {
-		b, _ := io.ReadAll(r)
-		done <- string(b)
-	}()
-	ferr := f()
-	os.Stdout = saved
-	w.Close()
-	return <-done, ferr
-}
 
 // `cardbox tenant quota NAME --bytes N` sets a tenant's storage quota
 // (audited with the CLI as the actor), 0 takes it back to the server's
@@ -45,9 +23,7 @@ func TestTenantQuotaCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	tenant := func(args ...string) (string, error) {
-		return stdout(t, func() error {
-			return adminGroup(ctx, "tenant", tenantCommands, append(args, "--database-url", url))
-		})
+		return cardbox(ctx, append(append([]string{"tenant"}, args...), "--database-url", url)...)
 	}
 	for _, tt := range []struct {
 		args []string
@@ -56,8 +32,8 @@ func TestTenantQuotaCommand(t *testing.T) {
 		list string // in `tenant list`'s line of acme
 	}{
 		{[]string{"quota", "acme", "--bytes", "5000000"}, "", 5000000, " 5000000 "},
-		{[]string{"quota", "acme"}, "--bytes: want", 5000000, " 5000000 "},
-		{[]string{"quota", "acme", "--bytes", "-5"}, "--bytes: want", 5000000, " 5000000 "},
+		{[]string{"quota", "acme"}, "missing --bytes", 5000000, " 5000000 "},
+		{[]string{"quota", "acme", "--bytes", "-5"}, "--bytes -5: must not be negative", 5000000, " 5000000 "},
 		{[]string{"quota", "nobody", "--bytes", "5"}, auth.ErrNoTenant.Error(), 5000000, " 5000000 "},
 		{[]string{"quota", "acme", "--bytes", "0"}, "", 0, " default "},
 	} {
@@ -100,23 +76,69 @@ func TestTenantQuotaCommand(t *testing.T) {
 	}
 }
 
-// A command given the wrong number of arguments says how to call it,
-// naming it once, before it opens any database.
-func TestAdminUsageNamesTheCommandOnce(t *testing.T) {
-	for _, tc := range []struct {
-		group string
-		cmds  map[string]adminCommand
-		args  []string
-		want  string
+// A command called wrongly says what is wrong on one line and its usage
+// line on the next (on stderr, exit 2), before it opens any database.
+func TestAdminUsageErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
 	}{
-		{"tenant", tenantCommands, []string{"list", "extra"}, "usage: cardbox tenant list"},
-		{"tenant", tenantCommands, []string{"delete"}, "usage: cardbox tenant delete NAME --yes"},
-		{"key", keyCommands, []string{"create", "extra"}, "usage: cardbox key create --tenant NAME --role ROLE [--project ID] [--expires 720h]"},
-		{"sql-role", sqlRoleCommands, []string{"drop", "extra"}, "usage: cardbox sql-role drop --tenant NAME | --role ROLE"},
+		{[]string{"tenant", "list", "extra"}, "cardbox tenant list: unexpected argument \"extra\"\nUsage: cardbox tenant list [flags]\n"},
+		{[]string{"tenant", "delete"}, "cardbox tenant delete: missing NAME\nUsage: cardbox tenant delete NAME [flags]\n"},
+		{[]string{"tenant", "rate", "acme", "--rate", "5"}, "cardbox tenant rate: --rate 5 --burst 0: give both above 0, or both 0 for the server's default\nUsage: cardbox tenant rate NAME [flags]\n"},
+		{[]string{"key", "create", "extra"}, "cardbox key create: unexpected argument \"extra\"\nUsage: cardbox key create [flags]\n"},
+		{[]string{"key", "create", "--tenant", "acme"}, "cardbox key create: missing --role (admin, writer, reader or analyst)\nUsage: cardbox key create [flags]\n"},
+		{[]string{"key", "create", "--operator", "--tenant", "acme"}, "cardbox key create: --operator takes no --tenant, --project or --role: an operator key belongs to no tenant\nUsage: cardbox key create [flags]\n"},
+		{[]string{"sql-role", "drop"}, "cardbox sql-role drop: missing --tenant or --role\nUsage: cardbox sql-role drop [flags]\n"},
+		{[]string{"key"}, "cardbox key: want a command: create, list, revoke\nUsage: cardbox key COMMAND\n"},
+		{[]string{"key", "rotate"}, "cardbox key: unknown command \"rotate\" (commands: create, list, revoke)\nUsage: cardbox key COMMAND\n"},
 	} {
-		err := adminGroup(context.Background(), tc.group, tc.cmds, append(tc.args, "--database-url", "postgres://nobody@127.0.0.1:1/none"))
-		if err == nil || err.Error() != tc.want {
-			t.Errorf("cardbox %s %v: %v, want %q", tc.group, tc.args, err, tc.want)
+		args := append(tt.args, "--database-url", "postgres://nobody@127.0.0.1:1/none")
+		if len(tt.args) < 2 || tt.args[1] == "rotate" {
+			args = tt.args
 		}
+		stdout, stderr, code := runCLI(t, args...)
+		if code != 2 || stderr != tt.want || stdout != "" {
+			t.Errorf("cardbox %v: exit %d, stderr %q, stdout %q; want 2 and %q", tt.args, code, stderr, stdout, tt.want)
+		}
+	}
+}
+
+// `cardbox key create --operator` prints an operator key's secret once,
+// and `cardbox key list` shows it with no tenant.
+func TestOperatorKeys(t *testing.T) {
+	ctx := context.Background()
+	pool, url := pgtest.NewPoolAndURL(t)
+	keys := auth.NewKeys(pool, nil)
+	key := func(args ...string) (string, error) {
+		return cardbox(ctx, append(append([]string{"key"}, args...), "--database-url", url)...)
+	}
+	out, err := key("create", "--operator", "--expires", "720h")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err != nil || len(lines) != 3 || !strings.HasPrefix(lines[0], "created operator key key_") {
+		t.Fatalf("key create --operator: %q, %v", out, err)
+	}
+	p, err := keys.Authenticate(ctx, lines[2])
+	if err != nil || p.Role != auth.RoleOperator || p.Tenant.ID != "" {
+		t.Fatalf("the printed secret authenticates as %+v (%v), want an operator", p, err)
+	}
+	out, err = key("list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, p.KeyID+" ") {
+			row = line
+		}
+	}
+	if fields := strings.Fields(row); len(fields) < 3 || fields[1] != "-" || fields[2] != "operator" {
+		t.Errorf("key list shows the operator key as %q, want tenant - and role operator\n%s", row, out)
+	}
+	if _, err := key("create", "--operator", "--role", "writer"); err == nil {
+		t.Error("--operator with --role: no error")
+	}
+	if _, err := key("create", "--tenant", "acme", "--role", "operator"); err == nil {
+		t.Error("--role operator: no error")
 	}
 }

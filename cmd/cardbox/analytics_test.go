@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
@@ -23,7 +25,7 @@ func TestAnalyticsBackfillCommand(t *testing.T) {
 	pool, url := pgtest.NewPoolAndURL(t)
 	dir := t.TempDir()
 	writeUnknownTurns(t, pool, dir, 3)
-	if err := analyticsCommand(ctx, []string{"backfill", "--data-dir", dir, "--database-url", url}); err != nil {
+	if _, err := cardbox(ctx, "analytics", "backfill", "--data-dir", dir, "--database-url", url); err != nil {
 		t.Fatal(err)
 	}
 	var typed int
@@ -87,7 +89,7 @@ func TestFollowBackfills(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- followBackfills(ctx, sqlcdb.New(pgrole.As(pool, pgrole.Projector, "")), 10*time.Millisecond)
+		done <- followBackfills(ctx, sqlcdb.New(pgrole.As(pool, pgrole.Projector, "")), 10*time.Millisecond, cli.NewProgress(io.Discard))
 	}()
 	select {
 	case err := <-done:

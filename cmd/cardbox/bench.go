@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,13 +16,17 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/time/rate"
+
+	"github.com/cardboxhq/cardbox/cmd/internal/cli"
+	"github.com/cardboxhq/cardbox/cmd/internal/config"
 )
 
 // benchConfig is what `cardbox bench` drives.
 type benchConfig struct {
 	addr, httpAddr string
-	key            string  // API key of a hosted server
-	dataDir        string  // the server's, for the flush probes
+	key            string         // API key of a hosted server
+	server         *config.Config // the server's data directory and database, for the flush probes
+	progress       *cli.Progress
 	rate           float64 // appends per second in all, 0: as fast as they go
 	conns          int
 	contexts       int
@@ -34,29 +38,39 @@ type benchConfig struct {
 	jsonOut        bool
 }
 
-func parseBench(args []string) (*benchConfig, error) {
-	c := &benchConfig{}
-	fs := flag.NewFlagSet("cardbox bench", flag.ContinueOnError)
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:9009", "binary protocol address of the server")
-	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:9010", "HTTP address of the server (for /metrics: RSS and stored bytes)")
-	fs.IntVar(&c.conns, "conns", 64, "connections appending in parallel (N)")
-	fs.IntVar(&c.contexts, "contexts", 64, "contexts the appends spread over (M)")
-	fs.IntVar(&c.size, "size", 1024, "payload size in bytes (S)")
-	fs.IntVar(&c.turns, "turns", 0, "stop the append phase after this many turns (0: run for --duration)")
-	fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of the append phase when --turns is 0")
-	fs.DurationVar(&c.readDuration, "read-duration", 5*time.Second, "length of the GET_LAST phase")
-	fs.IntVar(&c.latencyTurns, "latency-turns", 2000, "appends on one connection to measure single-writer latency")
-	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
-	fs.StringVar(&c.key, "key", "", "API key (writer) of a server in hosted mode")
-	fs.Float64Var(&c.rate, "rate", 0, "appends per second over all connections in the append phase (0: as fast as they go), e.g. half the maximum, for the analytics lag")
-	fs.StringVar(&c.dataDir, "data-dir", os.Getenv("CARDBOX_DATA_DIR"), "the server's data directory (default $CARDBOX_DATA_DIR): fdatasync and the durable-flush floor are measured there")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+// benchSettings are the settings `cardbox bench` reads: the server's
+// addresses, and its data directory and database for the flush probes.
+var benchSettings = append([]string{"binary-addr", "http-addr"}, dbSettings...)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name: "bench", Settings: benchSettings,
+		Purpose: "Benchmark a running cardboxd over the CXDB binary protocol: appends on N connections, one connection's append latency, GET_LAST; progress on a terminal.",
+		Env:     map[string]string{"key": "CARDBOX_KEY"},
+		Rules: map[string]config.Rule{
+			"conns": config.Positive, "contexts": config.Positive, "size": config.Positive, "duration": config.Positive,
+			"turns": config.NonNegative, "read-duration": config.NonNegative, "latency-turns": config.NonNegative, "rate": config.NonNegative,
+		},
+		Setup: func(fs *flag.FlagSet) cli.Action {
+			c := &benchConfig{}
+			fs.IntVar(&c.conns, "conns", 64, "connections appending in parallel (N)")
+			fs.IntVar(&c.contexts, "contexts", 64, "contexts the appends spread over (M)")
+			fs.IntVar(&c.size, "size", 1024, "payload size in bytes (S)")
+			fs.IntVar(&c.turns, "turns", 0, "stop the append phase after this many turns (0: run for --duration)")
+			fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of the append phase when --turns is 0")
+			fs.DurationVar(&c.readDuration, "read-duration", 5*time.Second, "length of the GET_LAST phase")
+			fs.IntVar(&c.latencyTurns, "latency-turns", 2000, "appends on one connection to measure single-writer latency")
+			fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
+			fs.StringVar(&c.key, "key", "", "API key (writer) of a server in hosted mode")
+			fs.Float64Var(&c.rate, "rate", 0, "appends per second over all connections in the append phase (0: as fast as they go), e.g. half the maximum, for the analytics lag")
+			return func(ctx context.Context, inv *cli.Invocation) error {
+				c.server = inv.Config
+				c.addr, c.httpAddr = inv.Config.BinaryAddr, inv.Config.HTTPAddr
+				c.progress = cli.NewProgress(inv.Stderr)
+				return bench(ctx, c, inv)
+			}
+		},
 	}
-	if c.conns < 1 || c.contexts < 1 || c.size < 1 {
-		return nil, fmt.Errorf("--conns, --contexts and --size must be positive")
-	}
-	return c, nil
 }
 
 // benchResult is what bench reports.
@@ -89,14 +103,11 @@ type benchResult struct {
 	machineFacts
 }
 
-func bench(ctx context.Context, args []string) error {
-	cfg, err := parseBench(args)
-	if err != nil {
-		return err
-	}
+func bench(ctx context.Context, cfg *benchConfig, inv *cli.Invocation) error {
 	r := &benchResult{Conns: cfg.conns, Contexts: cfg.contexts, PayloadBytes: cfg.size}
-	probeMachine(ctx, cfg.dataDir, &r.machineFacts)
+	probeMachine(ctx, cfg, inv.Stderr, &r.machineFacts)
 	before, _ := scrapeMetrics(ctx, cfg.httpAddr)
+	cfg.progress.Show("creating %d contexts on %s", cfg.contexts, cfg.addr)
 	contexts, err := createContexts(ctx, cfg)
 	if err != nil {
 		return err
@@ -124,9 +135,16 @@ func bench(ctx context.Context, args []string) error {
 		}
 		r.groupSteps(now, after)
 	} else {
-		fmt.Fprintf(os.Stderr, "cardbox bench: no server metrics (%v): RSS and stored bytes not reported\n", err)
+		cfg.warnf(inv.Stderr, "no server metrics (%v): RSS and stored bytes not reported", err)
 	}
-	return report(cfg, r)
+	cfg.progress.Done("")
+	return report(inv.Stdout, cfg, r)
+}
+
+// warnf writes a warning on w (stderr), below the progress line.
+func (c *benchConfig) warnf(w io.Writer, format string, args ...any) {
+	c.progress.Done("")
+	fmt.Fprintf(w, "cardbox bench: "+format+"\n", args...)
 }
 
 // groupSteps sets the server's time per group commit in each step between
@@ -169,6 +187,10 @@ func appendPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *be
 		return time.Now().Before(deadline)
 	}
 	start := time.Now()
+	stop := cfg.progress.Every(250*time.Millisecond, func() string {
+		return appendStatus(cfg, time.Since(start), count.Load())
+	})
+	defer stop()
 	err := forEachConn(ctx, cfg, func(i int, c *benchConn) error {
 		gen := newPayloadGen(cfg.size, uint64(i))
 		for n := 0; more(); n++ {
@@ -189,6 +211,19 @@ func appendPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *be
 	return err
 }
 
+// appendStatus is the append phase's progress line.
+func appendStatus(cfg *benchConfig, elapsed time.Duration, appends int64) string {
+	if cfg.turns > 0 {
+		appends = min(appends, int64(cfg.turns))
+	}
+	rate := float64(appends) / max(elapsed.Seconds(), 0.001)
+	if cfg.turns > 0 {
+		return fmt.Sprintf("append phase (%d connections): %d of %d turns, %.0f/s", cfg.conns, appends, cfg.turns, rate)
+	}
+	return fmt.Sprintf("append phase (%d connections): %.0f s of %.0f s, %d appends, %.0f/s",
+		cfg.conns, min(elapsed, cfg.duration).Seconds(), cfg.duration.Seconds(), appends, rate)
+}
+
 // latencyPhase measures appends with a single connection: no batching
 // partner, so it shows the cost of one durable commit.
 func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *benchResult) error {
@@ -199,7 +234,13 @@ func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *be
 	defer c.Close()
 	gen := newPayloadGen(cfg.size, 1<<32)
 	lat := make([]time.Duration, 0, cfg.latencyTurns)
+	var done atomic.Int64
+	stop := cfg.progress.Every(250*time.Millisecond, func() string {
+		return fmt.Sprintf("one-connection latency: %d of %d appends", done.Load(), cfg.latencyTurns)
+	})
+	defer stop()
 	for range cfg.latencyTurns {
+		done.Add(1)
 		payload := gen.next()
 		t0 := time.Now()
 		if err := c.appendTurn(contextID, payload); err != nil {
@@ -217,6 +258,11 @@ func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *be
 func readPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benchResult) error {
 	deadline := time.Now().Add(cfg.readDuration)
 	start := time.Now()
+	stop := cfg.progress.Every(250*time.Millisecond, func() string {
+		return fmt.Sprintf("GET_LAST phase (%d connections): %.0f s of %.0f s",
+			cfg.conns, min(time.Since(start), cfg.readDuration).Seconds(), cfg.readDuration.Seconds())
+	})
+	defer stop()
 	lat := make([][]time.Duration, cfg.conns)
 	errs := make([]error, cfg.conns)
 	var wg sync.WaitGroup
@@ -320,30 +366,30 @@ func (g *payloadGen) next() []byte {
 	return p
 }
 
-func report(cfg *benchConfig, r *benchResult) error {
+func report(w io.Writer, cfg *benchConfig, r *benchResult) error {
 	if cfg.jsonOut {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Printf("connections %d, contexts %d, payload %d B\n", r.Conns, r.Contexts, r.PayloadBytes)
-	fmt.Printf("appends                 %d\n", r.Appends)
-	fmt.Printf("appends/s               %.0f\n", r.AppendsPerSec)
-	fmt.Printf("append latency (N conns) p50 %.3f ms  p99 %.3f ms  p999 %.3f ms\n", r.AppendP50Ms, r.AppendP99Ms, r.AppendP999Ms)
-	fmt.Printf("append latency (1 conn)  p50 %.3f ms  p99 %.3f ms\n", r.SingleConnP50Ms, r.SingleConnP99Ms)
+	fmt.Fprintf(w, "connections %d, contexts %d, payload %d B\n", r.Conns, r.Contexts, r.PayloadBytes)
+	fmt.Fprintf(w, "appends                 %d\n", r.Appends)
+	fmt.Fprintf(w, "appends/s               %.0f\n", r.AppendsPerSec)
+	fmt.Fprintf(w, "append latency (N conns) p50 %.3f ms  p99 %.3f ms  p999 %.3f ms\n", r.AppendP50Ms, r.AppendP99Ms, r.AppendP999Ms)
+	fmt.Fprintf(w, "append latency (1 conn)  p50 %.3f ms  p99 %.3f ms\n", r.SingleConnP50Ms, r.SingleConnP99Ms)
 	if r.SingleConnCommitMs > 0 {
-		fmt.Printf("1-conn group steps      files %.3f ms, statement %.3f ms (in parallel), then COMMIT %.3f ms (server side, mean per group)\n",
+		fmt.Fprintf(w, "1-conn group steps      files %.3f ms, statement %.3f ms (in parallel), then COMMIT %.3f ms (server side, mean per group)\n",
 			r.SingleConnFilesMs, r.SingleConnStatementMs, r.SingleConnCommitMs)
 	}
-	fmt.Printf("GET_LAST(10, payload)/s %.0f  p50 %.3f ms  p99 %.3f ms (%d conns)\n", r.GetLastPerSec, r.GetLastP50Ms, r.GetLastP99Ms, r.Conns)
-	fmt.Printf("stored bytes per turn   %.0f\n", r.StoredBytesByTurn)
-	fmt.Printf("server RSS              %.1f MB (server holds %.0f turns)\n", r.ServerRSSMB, r.ServerTurns)
-	fmt.Printf("machine                 fdatasync %.3f ms (two files in parallel %.3f ms), durable-flush floor %.3f ms (fdatasync + a Postgres commit), load %s\n",
+	fmt.Fprintf(w, "GET_LAST(10, payload)/s %.0f  p50 %.3f ms  p99 %.3f ms (%d conns)\n", r.GetLastPerSec, r.GetLastP50Ms, r.GetLastP99Ms, r.Conns)
+	fmt.Fprintf(w, "stored bytes per turn   %.0f\n", r.StoredBytesByTurn)
+	fmt.Fprintf(w, "server RSS              %.1f MB (server holds %.0f turns)\n", r.ServerRSSMB, r.ServerTurns)
+	fmt.Fprintf(w, "machine                 fdatasync %.3f ms (two files in parallel %.3f ms), durable-flush floor %.3f ms (fdatasync + a Postgres commit), load %s\n",
 		r.FdatasyncMs, r.FdatasyncPairMs, r.FlushFloorMs, r.LoadAverage)
-	fmt.Printf("CPU per append          server %.0f µs, Postgres %.0f µs, this load generator %.0f µs; machine %.0f %% busy (N-conn phase)\n",
+	fmt.Fprintf(w, "CPU per append          server %.0f µs, Postgres %.0f µs, this load generator %.0f µs; machine %.0f %% busy (N-conn phase)\n",
 		r.ServerCPUUsPerApp, r.PostgresCPUUsPerApp, r.LoadGenCPUUsPerApp, r.MachineBusyPercent)
 	if r.AnalyticsDelayP99S > 0 {
-		fmt.Printf("analytics delay p99     %.3f s (commit to turn_data row, upper bucket bound, since the server started)\n", r.AnalyticsDelayP99S)
+		fmt.Fprintf(w, "analytics delay p99     %.3f s (commit to turn_data row, upper bucket bound, since the server started)\n", r.AnalyticsDelayP99S)
 	}
 	return nil
 }

@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cmd/internal/cli"
+	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 )
 
@@ -29,26 +30,30 @@ type benchHTTPConfig struct {
 	jsonOut        bool
 }
 
-func parseBenchHTTP(args []string) (*benchHTTPConfig, error) {
-	c := &benchHTTPConfig{}
-	fs := flag.NewFlagSet("cardbox bench-http", flag.ContinueOnError)
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:9009", "binary protocol address of the server (the turns are appended there)")
-	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:9010", "HTTP address of the server")
-	fs.IntVar(&c.readers, "readers", 8, "HTTP clients reading typed turn pages in parallel")
-	fs.IntVar(&c.contexts, "contexts", 16, "contexts the readers spread over")
-	fs.IntVar(&c.pageTurns, "limit", 64, "turns per context and per page (?limit=)")
-	fs.IntVar(&c.size, "size", 1024, "payload size of each turn in bytes")
-	fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of the typed-page phase")
-	fs.IntVar(&c.appenders, "appenders", 32, "binary connections appending during the events phase")
-	fs.DurationVar(&c.eventsDuration, "events-duration", 10*time.Second, "length of the events phase (0 skips it)")
-	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+func benchHTTPCommand() *cli.Command {
+	return &cli.Command{
+		Name: "bench-http", Settings: []string{"binary-addr", "http-addr"},
+		Purpose: "Benchmark a running cardboxd's CXDB HTTP API: typed turn pages per second, and /v1/events latency while connections append; progress on a terminal.",
+		Rules: map[string]config.Rule{
+			"readers": config.Positive, "contexts": config.Positive, "limit": config.Positive, "size": config.Positive,
+			"appenders": config.Positive, "duration": config.Positive, "events-duration": config.NonNegative,
+		},
+		Setup: func(fs *flag.FlagSet) cli.Action {
+			c := &benchHTTPConfig{}
+			fs.IntVar(&c.readers, "readers", 8, "HTTP clients reading typed turn pages in parallel")
+			fs.IntVar(&c.contexts, "contexts", 16, "contexts the readers spread over")
+			fs.IntVar(&c.pageTurns, "limit", 64, "turns per context and per page (?limit=)")
+			fs.IntVar(&c.size, "size", 1024, "payload size of each turn in bytes")
+			fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of the typed-page phase")
+			fs.IntVar(&c.appenders, "appenders", 32, "binary connections appending during the events phase")
+			fs.DurationVar(&c.eventsDuration, "events-duration", 10*time.Second, "length of the events phase (0 skips it)")
+			fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
+			return func(ctx context.Context, inv *cli.Invocation) error {
+				c.addr, c.httpAddr = inv.Config.BinaryAddr, inv.Config.HTTPAddr
+				return benchHTTP(ctx, c, inv)
+			}
+		},
 	}
-	if c.readers < 1 || c.contexts < 1 || c.pageTurns < 1 || c.size < 1 || c.appenders < 1 {
-		return nil, fmt.Errorf("--readers, --contexts, --limit, --size and --appenders must be positive")
-	}
-	return c, nil
 }
 
 // benchHTTPResult is what bench-http reports.
@@ -74,11 +79,9 @@ type benchHTTPResult struct {
 // benchHTTP measures the CXDB HTTP API of a running server: typed turn
 // pages per second, and how soon an events subscriber sees appended turns
 // while many connections append.
-func benchHTTP(ctx context.Context, args []string) error {
-	cfg, err := parseBenchHTTP(args)
-	if err != nil {
-		return err
-	}
+func benchHTTP(ctx context.Context, cfg *benchHTTPConfig, inv *cli.Invocation) error {
+	progress := cli.NewProgress(inv.Stderr)
+	progress.Show("publishing the conversation bundle at %s, filling %d contexts", cfg.httpAddr, cfg.contexts)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.readers + 2}}
 	base := "http://" + cfg.httpAddr
 	if err := publishBundle(ctx, client, base, ""); err != nil {
@@ -90,19 +93,35 @@ func benchHTTP(ctx context.Context, args []string) error {
 	}
 	r := &benchHTTPResult{Readers: cfg.readers, PageTurns: cfg.pageTurns, Appenders: cfg.appenders}
 	before, _ := scrapeMetrics(ctx, cfg.httpAddr)
-	if err := typedPagePhase(ctx, cfg, client, base, contexts, r); err != nil {
+	stop := progress.Every(250*time.Millisecond, phaseClock("typed-page phase", cfg.duration))
+	err = typedPagePhase(ctx, cfg, client, base, contexts, r)
+	stop()
+	if err != nil {
 		return err
 	}
 	if cfg.eventsDuration > 0 {
-		if err := eventsPhase(ctx, cfg, client, base, r); err != nil {
+		stop := progress.Every(250*time.Millisecond, phaseClock("events phase", cfg.eventsDuration))
+		err := eventsPhase(ctx, cfg, client, base, r)
+		stop()
+		if err != nil {
 			return err
 		}
 	}
+	progress.Done("")
 	if after, err := scrapeMetrics(ctx, cfg.httpAddr); err == nil {
 		r.ServerRSSMB = after["process_resident_memory_bytes"] / (1 << 20)
 		r.CPUSecondsUsed = after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]
 	}
-	return reportHTTP(cfg, r)
+	return reportHTTP(inv.Stdout, cfg, r)
+}
+
+// phaseClock returns the progress line of a phase of length d that
+// starts now.
+func phaseClock(name string, d time.Duration) func() string {
+	start := time.Now()
+	return func() string {
+		return fmt.Sprintf("%s: %.0f s of %.0f s", name, min(time.Since(start), d).Seconds(), d.Seconds())
+	}
 }
 
 // publishBundle publishes the canonical conversation types, which the
@@ -224,21 +243,21 @@ func flatten(v [][]time.Duration) []time.Duration {
 	return all
 }
 
-func reportHTTP(cfg *benchHTTPConfig, r *benchHTTPResult) error {
+func reportHTTP(w io.Writer, cfg *benchHTTPConfig, r *benchHTTPResult) error {
 	if cfg.jsonOut {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Printf("typed pages: %d readers, %d turns per page (%d B)\n", r.Readers, r.PageTurns, r.PageBytes)
-	fmt.Printf("  pages/s               %.0f\n", r.PagesPerSec)
-	fmt.Printf("  page latency          p50 %.3f ms  p99 %.3f ms\n", r.PageP50Ms, r.PageP99Ms)
+	fmt.Fprintf(w, "typed pages: %d readers, %d turns per page (%d B)\n", r.Readers, r.PageTurns, r.PageBytes)
+	fmt.Fprintf(w, "  pages/s               %.0f\n", r.PagesPerSec)
+	fmt.Fprintf(w, "  page latency          p50 %.3f ms  p99 %.3f ms\n", r.PageP50Ms, r.PageP99Ms)
 	if cfg.eventsDuration > 0 {
-		fmt.Printf("events: %d appenders over the binary protocol, one /v1/events subscriber\n", r.Appenders)
-		fmt.Printf("  appends/s             %.0f (append p99 %.3f ms)\n", r.AppendsPerSec, r.AppendP99Ms)
-		fmt.Printf("  events seen           %d (missed %d)\n", r.EventsSeen, r.EventsMissed)
-		fmt.Printf("  append sent → event   p50 %.3f ms  p99 %.3f ms  p999 %.3f ms\n", r.EventP50Ms, r.EventP99Ms, r.EventP999Ms)
+		fmt.Fprintf(w, "events: %d appenders over the binary protocol, one /v1/events subscriber\n", r.Appenders)
+		fmt.Fprintf(w, "  appends/s             %.0f (append p99 %.3f ms)\n", r.AppendsPerSec, r.AppendP99Ms)
+		fmt.Fprintf(w, "  events seen           %d (missed %d)\n", r.EventsSeen, r.EventsMissed)
+		fmt.Fprintf(w, "  append sent → event   p50 %.3f ms  p99 %.3f ms  p999 %.3f ms\n", r.EventP50Ms, r.EventP99Ms, r.EventP999Ms)
 	}
-	fmt.Printf("server: %.1f s CPU during both phases, RSS %.1f MB\n", r.CPUSecondsUsed, r.ServerRSSMB)
+	fmt.Fprintf(w, "server: %.1f s CPU during both phases, RSS %.1f MB\n", r.CPUSecondsUsed, r.ServerRSSMB)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
+	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/internal/datadir"
 )
 
 // machineFacts is what makes a bench result comparable across machines:
@@ -78,17 +81,13 @@ const floorStatement = "SELECT pg_logical_emit_message(true, 'cardbox-bench', ''
 // SELECT txid_current(), writes no WAL before its commit record, and
 // Postgres then commits it without waiting for the flush: that measured
 // 0.13–0.16 ms here against 0.30–0.34 ms for a flushed commit.)
-func flushFloorMs(ctx context.Context, dir string) (float64, error) {
-	cfg, err := config.Parse("cardbox bench", nil, os.Stderr)
-	if err != nil {
-		return 0, err
-	}
-	cfg.DataDir = dir
-	db, release, err := openAdminDB(ctx, cfg, "cardbox bench")
+func flushFloorMs(ctx context.Context, cfg *config.Config) (float64, error) {
+	db, release, err := serverDB(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}
 	defer release()
+	dir := cfg.DataDir
 	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
@@ -111,6 +110,20 @@ func flushFloorMs(ctx context.Context, dir string) (float64, error) {
 		_, err := conn.Exec(ctx, floorStatement)
 		return err
 	})
+}
+
+// serverDB opens the database of the server the bench drives: the one at
+// --database-url, or the embedded cluster of the server running on the
+// data directory (a bench does not start one of its own).
+func serverDB(ctx context.Context, cfg *config.Config) (*database.DB, func(), error) {
+	if cfg.DatabaseURL == "" {
+		lock, err := datadir.Acquire(cfg.DataDir, "cardbox bench")
+		if err == nil {
+			lock.Unlock()
+			return nil, nil, fmt.Errorf("no server runs on %s (and no --database-url)", cfg.DataDir)
+		}
+	}
+	return openAdminDB(ctx, cfg, "cardbox bench")
 }
 
 func medianMs(op func() error) (float64, error) {
@@ -244,22 +257,27 @@ func (t cpuTicks) busyPercentSince(then cpuTicks) float64 {
 	return 100 * float64(total-(t.idle-then.idle)) / float64(total)
 }
 
-// probeMachine fills in the flush figures, reporting (not failing on)
-// what it cannot measure.
-func probeMachine(ctx context.Context, dir string, f *machineFacts) {
+// probeMachine fills in the flush figures, reporting on w (not failing
+// on) what it cannot measure: the data directory must exist, and the
+// flush floor wants the server's database (a running server's embedded
+// cluster, or --database-url).
+func probeMachine(ctx context.Context, cfg *benchConfig, w io.Writer, f *machineFacts) {
 	f.LoadAverage = loadAverage()
-	if dir == "" {
-		fmt.Fprintln(os.Stderr, "cardbox bench: no --data-dir: fdatasync and the flush floor not measured")
+	dir := cfg.server.DataDir
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		cfg.warnf(w, "no data directory %s (--data-dir): fdatasync and the flush floor not measured", dir)
 		return
 	}
+	cfg.progress.Show("probing the machine: fdatasync in %s", dir)
 	var err error
 	if f.FdatasyncMs, err = fdatasyncMs(dir, 1); err != nil {
-		fmt.Fprintf(os.Stderr, "cardbox bench: fdatasync not measured: %v\n", err)
+		cfg.warnf(w, "fdatasync not measured: %v", err)
 	}
 	if f.FdatasyncPairMs, err = fdatasyncMs(dir, 2); err != nil {
-		fmt.Fprintf(os.Stderr, "cardbox bench: fdatasync of two files not measured: %v\n", err)
+		cfg.warnf(w, "fdatasync of two files not measured: %v", err)
 	}
-	if f.FlushFloorMs, err = flushFloorMs(ctx, dir); err != nil {
-		fmt.Fprintf(os.Stderr, "cardbox bench: flush floor not measured: %v\n", err)
+	cfg.progress.Show("probing the machine: the durable-flush floor (fdatasync and a Postgres commit)")
+	if f.FlushFloorMs, err = flushFloorMs(ctx, cfg.server); err != nil {
+		cfg.warnf(w, "flush floor not measured: %v", err)
 	}
 }

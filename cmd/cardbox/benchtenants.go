@@ -6,11 +6,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cardboxhq/cardbox/cmd/internal/cli"
+	"github.com/cardboxhq/cardbox/cmd/internal/config"
 )
 
 // tenantsConfig is what `cardbox bench-tenants` drives: a victim tenant's
@@ -27,28 +30,32 @@ type tenantsConfig struct {
 	victimCtxs, noisyCtxs []uint64
 }
 
-func parseBenchTenants(args []string) (*tenantsConfig, error) {
-	c := &tenantsConfig{}
-	fs := flag.NewFlagSet("cardbox bench-tenants", flag.ContinueOnError)
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:9009", "binary protocol address of a server in hosted mode")
-	fs.StringVar(&c.victimKey, "victim-key", "", "writer key of the tenant whose appends are measured")
-	fs.StringVar(&c.noisyKey, "noisy-key", "", "writer key of the tenant that hammers the server (another tenant)")
-	fs.IntVar(&c.conns, "conns", 16, "victim connections appending in parallel")
-	fs.IntVar(&c.noisyConns, "noisy-conns", 16, "noisy connections appending in parallel, not waiting after a 429")
-	fs.IntVar(&c.size, "size", 1024, "payload size in bytes")
-	fs.IntVar(&c.rounds, "rounds", 5, "A/B rounds (each: the victim alone and beside the noisy tenant, in alternating order)")
-	fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of each measurement")
-	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+func benchTenantsCommand() *cli.Command {
+	return &cli.Command{
+		Name: "bench-tenants", Settings: []string{"binary-addr"},
+		Purpose: "A/B rounds against a hosted server: one tenant's appends alone, and beside another tenant hammering past its rate limit.",
+		Rules: map[string]config.Rule{
+			"conns": config.Positive, "noisy-conns": config.Positive, "size": config.Positive, "rounds": config.Positive, "duration": config.Positive,
+		},
+		Setup: func(fs *flag.FlagSet) cli.Action {
+			c := &tenantsConfig{}
+			fs.StringVar(&c.victimKey, "victim-key", "", "writer key of the tenant whose appends are measured (required)")
+			fs.StringVar(&c.noisyKey, "noisy-key", "", "writer key of the tenant that hammers the server, another tenant (required)")
+			fs.IntVar(&c.conns, "conns", 16, "victim connections appending in parallel")
+			fs.IntVar(&c.noisyConns, "noisy-conns", 16, "noisy connections appending in parallel, not waiting after a 429")
+			fs.IntVar(&c.size, "size", 1024, "payload size in bytes")
+			fs.IntVar(&c.rounds, "rounds", 5, "A/B rounds (each: the victim alone and beside the noisy tenant, in alternating order)")
+			fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of each measurement")
+			fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
+			return func(ctx context.Context, inv *cli.Invocation) error {
+				if c.victimKey == "" || c.noisyKey == "" {
+					return inv.Usagef("missing --victim-key or --noisy-key (keys of two tenants of a hosted server)")
+				}
+				c.addr = inv.Config.BinaryAddr
+				return benchTenants(ctx, c, inv)
+			}
+		},
 	}
-	if c.victimKey == "" || c.noisyKey == "" {
-		return nil, errors.New("--victim-key and --noisy-key are required (keys of two tenants of a hosted server)")
-	}
-	if c.conns < 1 || c.noisyConns < 1 || c.rounds < 1 || c.size < 1 {
-		return nil, errors.New("--conns, --noisy-conns, --rounds and --size must be positive")
-	}
-	return c, nil
 }
 
 // tenantsRound is one A/B round.
@@ -71,11 +78,10 @@ type tenantsResult struct {
 	MedianNoisyRefused  float64        `json:"median_noisy_refused_429_per_sec"`
 }
 
-func benchTenants(ctx context.Context, args []string) error {
-	cfg, err := parseBenchTenants(args)
-	if err != nil {
-		return err
-	}
+func benchTenants(ctx context.Context, cfg *tenantsConfig, inv *cli.Invocation) error {
+	progress := cli.NewProgress(inv.Stderr)
+	progress.Show("creating contexts on %s", cfg.addr)
+	var err error
 	if cfg.victimCtxs, err = contextsOf(ctx, cfg.addr, cfg.victimKey, cfg.conns); err != nil {
 		return fmt.Errorf("victim: %w", err)
 	}
@@ -84,16 +90,17 @@ func benchTenants(ctx context.Context, args []string) error {
 	}
 	res := &tenantsResult{}
 	for i := range cfg.rounds {
+		progress.Show("round %d of %d (%v per measurement, two measurements)", i+1, cfg.rounds, cfg.duration)
 		r, err := tenantsABRound(ctx, cfg, i%2 == 1)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", i+1, err)
 		}
 		res.Rounds = append(res.Rounds, r)
-		fmt.Fprintf(os.Stderr, "round %d: alone %.0f/s, beside noisy %.0f/s (%.1f%% slower); noisy accepted %.0f/s, refused %.0f/s\n",
-			i+1, r.AloneAppendsPerSec, r.BesideAppendsPerSec, r.SlowdownPct, r.NoisyAcceptedPerSec, r.NoisyRefusedPerSec)
+		progress.Done(fmt.Sprintf("round %d: alone %.0f/s, beside noisy %.0f/s (%.1f%% slower); noisy accepted %.0f/s, refused %.0f/s",
+			i+1, r.AloneAppendsPerSec, r.BesideAppendsPerSec, r.SlowdownPct, r.NoisyAcceptedPerSec, r.NoisyRefusedPerSec))
 	}
 	res.summarize()
-	return reportTenants(cfg, res)
+	return reportTenants(inv.Stdout, cfg, res)
 }
 
 // tenantsABRound measures the victim alone and beside the noisy tenant;
@@ -233,14 +240,14 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func reportTenants(cfg *tenantsConfig, res *tenantsResult) error {
+func reportTenants(w io.Writer, cfg *tenantsConfig, res *tenantsResult) error {
 	if cfg.jsonOut {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	fmt.Printf("victim appends/s, median of %d rounds: alone %.0f, beside the noisy tenant %.0f (median slowdown %.1f%%)\n",
+	fmt.Fprintf(w, "victim appends/s, median of %d rounds: alone %.0f, beside the noisy tenant %.0f (median slowdown %.1f%%)\n",
 		len(res.Rounds), res.MedianAlone, res.MedianBeside, res.MedianSlowdownPct)
-	fmt.Printf("noisy tenant: %.0f appends/s accepted, %.0f/s refused with 429 (median)\n", res.MedianNoisyAccepted, res.MedianNoisyRefused)
+	fmt.Fprintf(w, "noisy tenant: %.0f appends/s accepted, %.0f/s refused with 429 (median)\n", res.MedianNoisyAccepted, res.MedianNoisyRefused)
 	return nil
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 
+	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/internal/datadir"
@@ -16,56 +18,68 @@ import (
 // errDefects makes `cardbox verify` exit non-zero.
 var errDefects = errors.New("the data directory has defects (see above); `cardbox recover` repairs what Postgres can rebuild")
 
-// verify runs `cardbox verify`: offline, it re-reads every blob and turn
-// record and cross-checks Postgres; it exits non-zero on any defect.
-func verify(ctx context.Context, args []string) error {
-	return offline(ctx, "cardbox verify", args, func(ctx context.Context, db *database.DB, cfg *config.Config) error {
-		r, err := salvage.Verify(ctx, cfg.DataDir, db.Pool, os.Stderr)
+func verifyCommand() *cli.Command {
+	return &cli.Command{
+		Name: "verify", Settings: dbSettings,
+		Purpose: "Offline: re-read every blob and turn record and cross-check Postgres; exit 1 on any defect.",
+		Setup: func(fs *flag.FlagSet) cli.Action {
+			return func(ctx context.Context, inv *cli.Invocation) error { return verify(ctx, inv) }
+		},
+	}
+}
+
+// verify re-reads every blob and turn record and cross-checks Postgres,
+// with progress on a terminal.
+func verify(ctx context.Context, inv *cli.Invocation) error {
+	return offline(ctx, inv, func(ctx context.Context, db *database.DB, cfg *config.Config) error {
+		r, err := salvage.Verify(ctx, cfg.DataDir, db.Pool, cli.NewProgress(inv.Stderr).Writer())
 		if err != nil {
 			return err
 		}
-		r.Print(os.Stdout)
+		r.Print(inv.Stdout)
 		if !r.OK() {
 			return errDefects
 		}
-		fmt.Println("no defects")
+		fmt.Fprintln(inv.Stdout, "no defects")
 		return nil
 	})
 }
 
-// recoverStore runs `cardbox recover`: offline, it rebuilds the turn log
-// and the pack's index from what Postgres and the pack hold, reports what
-// it cannot rebuild, and checks that the store starts.
-func recoverStore(ctx context.Context, args []string) error {
-	return offline(ctx, "cardbox recover", args, func(ctx context.Context, db *database.DB, cfg *config.Config) error {
-		r, err := salvage.Recover(ctx, cfg.DataDir, db.Pool, os.Stderr)
+func recoverCommand() *cli.Command {
+	return &cli.Command{
+		Name: "recover", Settings: dbSettings,
+		Purpose: "Offline: rebuild the turn log and the blob pack's index from Postgres and the pack; report what cannot be rebuilt.",
+		Setup: func(fs *flag.FlagSet) cli.Action {
+			return func(ctx context.Context, inv *cli.Invocation) error { return recoverStore(ctx, inv) }
+		},
+	}
+}
+
+// recoverStore rebuilds the turn log and the pack's index from what
+// Postgres and the pack hold, reports what it cannot rebuild, and checks
+// that the store starts.
+func recoverStore(ctx context.Context, inv *cli.Invocation) error {
+	return offline(ctx, inv, func(ctx context.Context, db *database.DB, cfg *config.Config) error {
+		r, err := salvage.Recover(ctx, cfg.DataDir, db.Pool, cli.NewProgress(inv.Stderr).Writer())
 		if err != nil {
 			return err
 		}
-		r.Print(os.Stdout)
+		r.Print(inv.Stdout)
 		return r.StartErr
 	})
 }
 
 // offline runs fn with the data directory's lock held (a running server
 // makes it fail at once, naming the server) and its database open.
-func offline(ctx context.Context, name string, args []string, fn func(context.Context, *database.DB, *config.Config) error) error {
-	cfg, err := config.Parse(name, args, os.Stderr)
-	if err != nil {
-		return err
-	}
-	return offlineWith(ctx, name, cfg, fn)
-}
-
-// offlineWith is offline for a command that parsed its own flags.
-func offlineWith(ctx context.Context, name string, cfg *config.Config, fn func(context.Context, *database.DB, *config.Config) error) error {
+func offline(ctx context.Context, inv *cli.Invocation, fn func(context.Context, *database.DB, *config.Config) error) error {
+	cfg := inv.Config
 	// A mistyped path must not become a new, empty store.
 	if _, err := os.Stat(cfg.DataDir); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	lock, err := datadir.Acquire(cfg.DataDir, name)
+	lock, err := datadir.Acquire(cfg.DataDir, inv.Path)
 	if err != nil {
-		return fmt.Errorf("%w (%s works on a stopped server)", err, name)
+		return fmt.Errorf("%w (%s works on a stopped server)", err, inv.Path)
 	}
 	defer lock.Unlock()
 	db, err := database.Open(ctx, cfg, database.Options{Logger: slog.New(slog.DiscardHandler)})

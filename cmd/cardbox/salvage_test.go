@@ -23,10 +23,8 @@ func TestOfflineCommandsRefuseALockedDataDirectory(t *testing.T) {
 	}
 	defer lock.Unlock()
 	args := []string{"--data-dir", dir, "--database-url", "postgres://nobody@127.0.0.1:1/none"}
-	for name, cmd := range map[string]func(context.Context, []string) error{
-		"verify": verify, "recover": recoverStore, "migrate": migrate,
-	} {
-		err := cmd(context.Background(), args)
+	for _, name := range []string{"verify", "recover", "migrate"} {
+		_, err := cardbox(context.Background(), append([]string{name}, args...)...)
 		if !errors.Is(err, datadir.ErrLocked) || !strings.Contains(err.Error(), "cardboxd serving 127.0.0.1:9009") {
 			t.Errorf("%s beside a server: %v, want a refusal naming it", name, err)
 		}
@@ -45,8 +43,8 @@ func TestVerifyAndRecoverAsTheCLIRunsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--data-dir", dir, "--database-url", url}
-	for name, cmd := range map[string]func(context.Context, []string) error{"verify": verify, "recover": recoverStore} {
-		if err := cmd(ctx, args); err != nil {
+	for _, name := range []string{"verify", "recover"} {
+		if _, err := cardbox(ctx, append([]string{name}, args...)...); err != nil {
 			t.Errorf("cardbox %s: %v", name, err)
 		}
 	}

@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/zeebo/blake3"
 
+	"github.com/cardboxhq/cardbox/cmd/internal/cli"
+	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 )
 
@@ -26,23 +27,33 @@ type sampleConfig struct {
 	seed                uint64
 }
 
-func parseSample(args []string) (*sampleConfig, error) {
-	c := &sampleConfig{}
-	fs := flag.NewFlagSet("cardbox sample", flag.ContinueOnError)
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:9009", "binary protocol address of the server (the turns are appended there)")
-	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:9010", "HTTP address of the server (the bundle is published there)")
-	fs.StringVar(&c.key, "key", os.Getenv("CARDBOX_KEY"), "API key of a hosted server's tenant (writer or admin; env CARDBOX_KEY)")
-	fs.IntVar(&c.contexts, "contexts", 10, "conversations to write")
-	fs.IntVar(&c.turns, "turns", 12, "turns per conversation (about)")
-	fs.IntVar(&c.forkEvery, "fork-every", 4, "fork every Nth conversation from a turn of the one before (0: never)")
-	fs.Uint64Var(&c.seed, "seed", 1, "random seed (the same seed writes the same conversations)")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+// atLeastTwo accepts counts of 2 or more.
+func atLeastTwo(v any) error {
+	if n, _ := v.(int); n < 2 {
+		return errors.New("must be at least 2")
 	}
-	if c.contexts < 1 || c.turns < 2 || c.forkEvery < 0 {
-		return nil, errors.New("--contexts must be positive, --turns at least 2, --fork-every not negative")
+	return nil
+}
+
+func sampleCommand() *cli.Command {
+	return &cli.Command{
+		Name: "sample", Settings: []string{"binary-addr", "http-addr"},
+		Purpose: "Publish the conversation bundle and write realistic conversations (tool calls, failures, forks, replays) to a running server, for trying SQL analytics.",
+		Env:     map[string]string{"key": "CARDBOX_KEY"},
+		Rules:   map[string]config.Rule{"contexts": config.Positive, "turns": atLeastTwo, "fork-every": config.NonNegative},
+		Setup: func(fs *flag.FlagSet) cli.Action {
+			c := &sampleConfig{}
+			fs.StringVar(&c.key, "key", "", "API key of a hosted server's tenant (writer or admin)")
+			fs.IntVar(&c.contexts, "contexts", 10, "conversations to write")
+			fs.IntVar(&c.turns, "turns", 12, "turns per conversation (about)")
+			fs.IntVar(&c.forkEvery, "fork-every", 4, "fork every Nth conversation from a turn of the one before (0: never)")
+			fs.Uint64Var(&c.seed, "seed", 1, "random seed (the same seed writes the same conversations)")
+			return func(ctx context.Context, inv *cli.Invocation) error {
+				c.addr, c.httpAddr = inv.Config.BinaryAddr, inv.Config.HTTPAddr
+				return sample(ctx, c, inv)
+			}
+		},
 	}
-	return c, nil
 }
 
 // sample runs `cardbox sample`: it publishes the canonical conversation
@@ -50,12 +61,10 @@ func parseSample(args []string) (*sampleConfig, error) {
 // binary protocol — user inputs, assistant turns with tool calls (some
 // failing), legacy tool calls and results, system messages, handoffs,
 // forks and idempotent replays — for trying SQL analytics
-// (docs/analytics.md).
-func sample(ctx context.Context, args []string) error {
-	cfg, err := parseSample(args)
-	if err != nil {
-		return err
-	}
+// (docs/analytics.md). Progress shows on a terminal.
+func sample(ctx context.Context, cfg *sampleConfig, inv *cli.Invocation) error {
+	progress := cli.NewProgress(inv.Stderr)
+	progress.Show("publishing the conversation bundle at %s", cfg.httpAddr)
 	client := &http.Client{Timeout: 30 * time.Second}
 	if err := publishBundle(ctx, client, "http://"+cfg.httpAddr, cfg.key); err != nil {
 		return err
@@ -68,6 +77,7 @@ func sample(ctx context.Context, args []string) error {
 	w := &sampleWriter{c: c, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed)), start: time.Now()}
 	var prev []uint64 // the turns of the conversation before
 	for i := range cfg.contexts {
+		progress.Show("conversation %d of %d, %d turns written", i+1, cfg.contexts, w.turns)
 		base := uint64(0)
 		if cfg.forkEvery > 0 && i%cfg.forkEvery == cfg.forkEvery-1 && len(prev) > 1 {
 			base = prev[w.rng.IntN(len(prev)-1)+1]
@@ -76,7 +86,8 @@ func sample(ctx context.Context, args []string) error {
 			return fmt.Errorf("conversation %d: %w", i+1, err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "wrote %d conversations, %d turns (%d replays), %d forks\n", cfg.contexts, w.turns, w.replays, w.forks)
+	progress.Done("")
+	fmt.Fprintf(inv.Stdout, "wrote %d conversations, %d turns (%d replays), %d forks\n", cfg.contexts, w.turns, w.replays, w.forks)
 	return nil
 }
 

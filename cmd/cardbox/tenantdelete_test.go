@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"flag"
-	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,25 +11,17 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
-// runDelete runs `cardbox tenant delete` with args against k.
-func runDelete(k *auth.Keys, args ...string) (string, error) {
-	var out bytes.Buffer
-	cmd := tenantDelete(&out)
-	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	cmd.flags(fs)
-	if err := fs.Parse(args); err != nil {
-		return "", err
-	}
-	err := cmd.run(context.Background(), k, "cli:test", fs.Args())
-	return out.String(), err
+// runDelete runs `cardbox tenant delete` with args on the database at url.
+func runDelete(url string, args ...string) (string, error) {
+	return cardbox(context.Background(), append(append([]string{"tenant", "delete"}, args...), "--database-url", url)...)
 }
 
 // Without --yes the command says what would go, deletes nothing and
 // fails; with it, it deletes and says what went.
 func TestTenantDeleteWantsYes(t *testing.T) {
 	ctx := context.Background()
-	k := auth.NewKeys(pgtest.NewPool(t), nil)
+	pool, url := pgtest.NewPoolAndURL(t)
+	k := auth.NewKeys(pool, nil)
 	if _, err := k.CreateTenant(ctx, "test", "acme", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +39,7 @@ func TestTenantDeleteWantsYes(t *testing.T) {
 		{[]string{"--yes", "default"}, "", auth.ErrDefaultTenant},
 	}
 	for _, tt := range tests {
-		out, err := runDelete(k, tt.args...)
+		out, err := runDelete(url, tt.args...)
 		if !errors.Is(err, tt.wantErr) || !strings.Contains(out, tt.want) {
 			t.Errorf("delete %v: %q, %v; want %q, %v", tt.args, out, err, tt.want, tt.wantErr)
 		}

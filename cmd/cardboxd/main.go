@@ -1,12 +1,12 @@
 // Command cardboxd is the cardbox server: the CXDB binary protocol (turns),
 // the HTTP API (health, CardBox REST) and, unless CARDBOX_DATABASE_URL is
 // set, an embedded Postgres in the data directory. It shuts down on SIGINT
-// or SIGTERM after in-flight requests finish.
+// or SIGTERM after in-flight requests finish. `cardboxd --help` lists its
+// settings, which the README's configuration table lists too.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -15,31 +15,40 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 )
 
 func main() {
-	cfg, err := config.Parse("cardboxd", os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cardboxd:", err)
-		os.Exit(2)
-	}
-	log, err := newLogger(cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cardboxd:", err)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	cli.Main(ctx, command())
+}
+
+// command is cardboxd: every setting of the configuration table.
+func command() *cli.Command {
+	return &cli.Command{
+		Name:     "cardboxd",
+		Purpose:  "Serve cardbox: the CXDB binary protocol, the HTTP API and, without --database-url, an embedded Postgres in the data directory.",
+		Settings: config.Names(),
+		Setup: func(*flag.FlagSet) cli.Action {
+			return func(ctx context.Context, inv *cli.Invocation) error { return serve(ctx, inv.Config) }
+		},
+	}
+}
+
+// serve runs the server until ctx ends.
+func serve(ctx context.Context, cfg *config.Config) error {
+	log, err := newLogger(cfg)
+	if err != nil {
+		return err
+	}
 	if err := run(ctx, cfg, log); err != nil {
 		log.Error("cardboxd stopped", "err", err)
-		fmt.Fprintln(os.Stderr, "cardboxd:", err)
-		os.Exit(1)
+		return err
 	}
 	log.Info("cardboxd stopped")
+	return nil
 }
 
 func newLogger(cfg *config.Config) (*slog.Logger, error) {

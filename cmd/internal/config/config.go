@@ -1,14 +1,16 @@
-// Package config reads cardbox's settings from flags and environment
-// variables (a flag wins over its variable, a variable over the default).
-// The README's configuration table lists the same settings.
+// Package config is the table of cardbox's settings: each a flag and an
+// environment variable (a flag wins over its variable, a variable over the
+// default), with its default, its meaning and the values it accepts. The
+// same table makes cardboxd's flags, every cardbox command's server flags,
+// `cardboxd --help`, `cardbox config` and the README's configuration
+// table.
 package config
 
 import (
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"slices"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -67,12 +69,20 @@ const (
 	ModeHosted = "hosted"
 )
 
-// setting describes one flag and its environment variable.
+// setting is one row of the table: a flag, its environment variable, what
+// it means (markdown, as the README shows it), the values it accepts, and
+// how it binds to a Config.
 type setting struct {
-	flag, env, usage string
-	bind             func(fs *flag.FlagSet, name, usage string)
+	flag, env string
+	meaning   string
+	// note replaces the default in the table and the help when the
+	// flag's zero default stands for something ("searched").
+	note string
+	rule Rule
+	bind func(fs *flag.FlagSet, name, usage string)
 }
 
+// settings is the table, bound to c.
 func settings(c *Config) []setting {
 	str := func(p *string, def string) func(*flag.FlagSet, string, string) {
 		return func(fs *flag.FlagSet, name, usage string) { fs.StringVar(p, name, def, usage) }
@@ -80,141 +90,216 @@ func settings(c *Config) []setting {
 	dur := func(p *time.Duration, def time.Duration) func(*flag.FlagSet, string, string) {
 		return func(fs *flag.FlagSet, name, usage string) { fs.DurationVar(p, name, def, usage) }
 	}
+	i64 := func(p *int64, def int64) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, name, usage string) { fs.Int64Var(p, name, def, usage) }
+	}
+	num := func(p *int, def int) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, name, usage string) { fs.IntVar(p, name, def, usage) }
+	}
+	f64 := func(p *float64, def float64) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, name, usage string) { fs.Float64Var(p, name, def, usage) }
+	}
+	boolean := func(p *bool, def bool) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, name, usage string) { fs.BoolVar(p, name, def, usage) }
+	}
 	return []setting{
-		{"data-dir", "CARDBOX_DATA_DIR", "data directory: blob pack, turn log and the embedded Postgres cluster", str(&c.DataDir, "./data")},
-		{"database-url", "CARDBOX_DATABASE_URL", "Postgres URL; empty starts an embedded Postgres in the data directory", str(&c.DatabaseURL, "")},
-		{"pg-bindir", "CARDBOX_PG_BINDIR", "directory of initdb/pg_ctl/postgres for the embedded Postgres (default: searched)", str(&c.PGBinDir, "")},
-		{"binary-addr", "CARDBOX_BINARY_ADDR", "CXDB binary protocol listen address", str(&c.BinaryAddr, "127.0.0.1:9009")},
-		{"http-addr", "CARDBOX_HTTP_ADDR", "HTTP API listen address", str(&c.HTTPAddr, "127.0.0.1:9010")},
-		{"log-level", "CARDBOX_LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel, "info")},
-		{"log-format", "CARDBOX_LOG_FORMAT", "text or json", str(&c.LogFormat, "text")},
-		{"http-body-limit", "CARDBOX_HTTP_BODY_LIMIT", "largest HTTP request body in bytes (larger: 413)", func(fs *flag.FlagSet, name, usage string) {
-			fs.Int64Var(&c.HTTPBodyLimit, name, 8<<20, usage)
-		}},
-		{"shutdown-timeout", "CARDBOX_SHUTDOWN_TIMEOUT", "how long shutdown waits for in-flight requests", dur(&c.ShutdownTimeout, 30*time.Second)},
-		{"sweep-interval", "CARDBOX_SWEEP_INTERVAL", "how often expired and long-deleted cards and boxes are purged", dur(&c.SweepInterval, time.Minute)},
-		{"card-cache-bytes", "CARDBOX_CARD_CACHE_BYTES", "memory for rendered cards (cards are immutable; liveness is still read from Postgres); negative disables", func(fs *flag.FlagSet, name, usage string) {
-			fs.Int64Var(&c.CardCacheBytes, name, 64<<20, usage)
-		}},
-		{"render-cache-bytes", "CARDBOX_RENDER_CACHE_BYTES", "memory for rendered CXDB turns of the typed turn pages (turns are immutable; a published bundle invalidates); negative disables", func(fs *flag.FlagSet, name, usage string) {
-			fs.Int64Var(&c.RenderCacheBytes, name, 64<<20, usage)
-		}},
-		{"analytics", "CARDBOX_ANALYTICS", "keep typed payloads in Postgres for SQL analytics (turn_data), projected off the append path", func(fs *flag.FlagSet, name, usage string) {
-			fs.BoolVar(&c.Analytics, name, true, usage)
-		}},
-		{"analytics-max-payload", "CARDBOX_ANALYTICS_MAX_PAYLOAD", "largest payload in bytes SQL analytics projects; larger turns keep only metadata (skipped = too_large)", func(fs *flag.FlagSet, name, usage string) {
-			fs.Int64Var(&c.AnalyticsMaxPayload, name, 256<<10, usage)
-		}},
-		{"pprof", "CARDBOX_PPROF", "serve Go's profiler at /debug/pprof/ on the HTTP listener", func(fs *flag.FlagSet, name, usage string) {
-			fs.BoolVar(&c.Pprof, name, false, usage)
-		}},
-		{"deleted-retention", "CARDBOX_DELETED_RETENTION", "how long soft-deleted cards and boxes are kept before purging", dur(&c.DeletedRetention, 7*24*time.Hour)},
-		{"max-conns", "CARDBOX_MAX_CONNS", "most open connections per listener; more are refused (binary: ERROR 503, HTTP: 503) and counted", func(fs *flag.FlagSet, name, usage string) {
-			fs.IntVar(&c.MaxConns, name, 1024, usage)
-		}},
-		{"idle-timeout", "CARDBOX_IDLE_TIMEOUT", "close a connection idle between requests for this long (binary sessions and HTTP keep-alive)", dur(&c.IdleTimeout, 5*time.Minute)},
-		{"write-timeout", "CARDBOX_WRITE_TIMEOUT", "how long a client has to take a response (plus a second per MiB on the binary port); streams extend it as they progress", dur(&c.WriteTimeout, 30*time.Second)},
-		{"mode", "CARDBOX_MODE", "dev (no keys, the default tenant, loopback only) or hosted (an API key on every surface; see docs/security.md)", str(&c.Mode, ModeDev)},
-		{"allow-public-dev", "CARDBOX_ALLOW_PUBLIC_DEV", "let dev mode listen on a non-loopback address (anyone who reaches it has full access)", func(fs *flag.FlagSet, name, usage string) {
-			fs.BoolVar(&c.AllowPublicDev, name, false, usage)
-		}},
-		{"tenant-rate", "CARDBOX_TENANT_RATE", "hosted mode: requests per second each tenant may make on each surface, unless cardbox tenant rate set its own; 0: no limit", func(fs *flag.FlagSet, name, usage string) {
-			fs.Float64Var(&c.TenantRate, name, 2000, usage)
-		}},
-		{"tenant-max-conns", "CARDBOX_TENANT_MAX_CONNS", "hosted mode: most binary sessions one tenant may have open (its share of --max-conns)", func(fs *flag.FlagSet, name, usage string) {
-			fs.IntVar(&c.TenantMaxConns, name, 256, usage)
-		}},
-		{"tenant-memory-share", "CARDBOX_TENANT_MEMORY_SHARE", "hosted mode: fraction of the binary port's memory budgets for requests and answers (64 MiB each) one tenant may hold; at least one frame (16 MiB)", func(fs *flag.FlagSet, name, usage string) {
-			fs.Float64Var(&c.TenantMemoryShare, name, 0.25, usage)
-		}},
-		{"tenant-burst", "CARDBOX_TENANT_BURST", "hosted mode: requests a tenant may make at once above its rate", func(fs *flag.FlagSet, name, usage string) {
-			fs.IntVar(&c.TenantBurst, name, 4000, usage)
-		}},
-		{"tenant-quota-bytes", "CARDBOX_TENANT_QUOTA_BYTES", "hosted mode: bytes each tenant may store (its blobs as if it were alone, turns, contexts, bundles, cards and boxes), unless cardbox tenant quota set its own; 0: no limit", func(fs *flag.FlagSet, name, usage string) {
-			fs.Int64Var(&c.TenantQuotaBytes, name, 0, usage)
-		}},
-		{"access-log", "CARDBOX_ACCESS_LOG", "log every HTTP request at info (method, route, status, bytes, duration, peer)", func(fs *flag.FlagSet, name, usage string) {
-			fs.BoolVar(&c.AccessLog, name, true, usage)
-		}},
-		{"tls-cert", "CARDBOX_TLS_CERT", "PEM certificate (chain) file; with --tls-key, both listeners speak TLS only (1.2 or later); neither: plain TCP", str(&c.TLSCert, "")},
-		{"tls-key", "CARDBOX_TLS_KEY", "PEM private key file of --tls-cert", str(&c.TLSKey, "")},
-		{"tls-handshake-timeout", "CARDBOX_TLS_HANDSHAKE_TIMEOUT", "how long a client has to complete the TLS handshake before its connection is closed", dur(&c.TLSHandshakeTimeout, 10*time.Second)},
-		{"sql-addr", "CARDBOX_SQL_ADDR", "embedded Postgres only: also listen on this loopback address (127.0.0.1:5433) for analysts' SQL roles, a password (SCRAM) required of every role; empty: its unix socket only", str(&c.SQLAddr, "")},
-		{"operator-key-file", "CARDBOX_OPERATOR_KEY_FILE", "hosted mode: file holding the secret of the first operator key (cbk_key_...), read once at start-up; the key is created if missing, and a revoked or different key of its id stops the start", str(&c.OperatorKeyFile, "")},
+		{flag: "data-dir", env: "CARDBOX_DATA_DIR", bind: str(&c.DataDir, "./data"),
+			meaning: "data directory: blob pack, turn log and the embedded Postgres cluster"},
+		{flag: "database-url", env: "CARDBOX_DATABASE_URL", bind: str(&c.DatabaseURL, ""),
+			meaning: "Postgres URL; empty starts an embedded Postgres in the data directory"},
+		{flag: "pg-bindir", env: "CARDBOX_PG_BINDIR", bind: str(&c.PGBinDir, ""), note: "searched",
+			meaning: "directory of initdb/pg_ctl/postgres for the embedded Postgres"},
+		{flag: "binary-addr", env: "CARDBOX_BINARY_ADDR", bind: str(&c.BinaryAddr, "127.0.0.1:9009"),
+			meaning: "CXDB binary protocol listen address"},
+		{flag: "http-addr", env: "CARDBOX_HTTP_ADDR", bind: str(&c.HTTPAddr, "127.0.0.1:9010"),
+			meaning: "HTTP API listen address"},
+		{flag: "log-level", env: "CARDBOX_LOG_LEVEL", bind: str(&c.LogLevel, "info"), rule: OneOf("debug", "info", "warn", "error"),
+			meaning: "debug, info, warn or error"},
+		{flag: "log-format", env: "CARDBOX_LOG_FORMAT", bind: str(&c.LogFormat, "text"), rule: OneOf("text", "json"),
+			meaning: "text or json"},
+		{flag: "http-body-limit", env: "CARDBOX_HTTP_BODY_LIMIT", bind: i64(&c.HTTPBodyLimit, 8<<20), rule: Positive,
+			meaning: "largest HTTP request body in bytes (larger: 413)"},
+		{flag: "shutdown-timeout", env: "CARDBOX_SHUTDOWN_TIMEOUT", bind: dur(&c.ShutdownTimeout, 30*time.Second), rule: Positive,
+			meaning: "how long shutdown waits for in-flight requests"},
+		{flag: "sweep-interval", env: "CARDBOX_SWEEP_INTERVAL", bind: dur(&c.SweepInterval, time.Minute), rule: Positive,
+			meaning: "how often expired and long-deleted cards and boxes are purged"},
+		{flag: "card-cache-bytes", env: "CARDBOX_CARD_CACHE_BYTES", bind: i64(&c.CardCacheBytes, 64<<20),
+			meaning: "memory for rendered cards (cards are immutable; liveness is still read from Postgres); negative disables"},
+		{flag: "render-cache-bytes", env: "CARDBOX_RENDER_CACHE_BYTES", bind: i64(&c.RenderCacheBytes, 64<<20),
+			meaning: "memory for rendered CXDB turns of the typed turn pages (turns are immutable; a published bundle invalidates); negative disables"},
+		{flag: "analytics", env: "CARDBOX_ANALYTICS", bind: boolean(&c.Analytics, true),
+			meaning: "keep typed payloads in Postgres for SQL analytics (turn_data), projected off the append path (see [docs/analytics.md](docs/analytics.md))"},
+		{flag: "analytics-max-payload", env: "CARDBOX_ANALYTICS_MAX_PAYLOAD", bind: i64(&c.AnalyticsMaxPayload, 256<<10), rule: Positive,
+			meaning: "largest payload in bytes SQL analytics projects; larger turns keep only metadata (skipped = too_large)"},
+		{flag: "pprof", env: "CARDBOX_PPROF", bind: boolean(&c.Pprof, false),
+			meaning: "serve Go's profiler at /debug/pprof/ on the HTTP listener"},
+		{flag: "deleted-retention", env: "CARDBOX_DELETED_RETENTION", bind: dur(&c.DeletedRetention, 7*24*time.Hour), rule: Positive,
+			meaning: "how long soft-deleted cards and boxes are kept before purging"},
+		{flag: "max-conns", env: "CARDBOX_MAX_CONNS", bind: num(&c.MaxConns, 1024), rule: Positive,
+			meaning: "most open connections per listener; more are refused (binary: ERROR 503, HTTP: 503) and counted"},
+		{flag: "idle-timeout", env: "CARDBOX_IDLE_TIMEOUT", bind: dur(&c.IdleTimeout, 5*time.Minute), rule: Positive,
+			meaning: "close a connection idle between requests for this long (binary sessions and HTTP keep-alive)"},
+		{flag: "write-timeout", env: "CARDBOX_WRITE_TIMEOUT", bind: dur(&c.WriteTimeout, 30*time.Second), rule: Positive,
+			meaning: "how long a client has to take a response (plus a second per MiB on the binary port); streams extend it as they progress"},
+		{flag: "mode", env: "CARDBOX_MODE", bind: str(&c.Mode, ModeDev), rule: OneOf(ModeDev, ModeHosted),
+			meaning: "dev (no keys, the default tenant, loopback only) or hosted (an API key on every surface; see [docs/security.md](docs/security.md))"},
+		{flag: "allow-public-dev", env: "CARDBOX_ALLOW_PUBLIC_DEV", bind: boolean(&c.AllowPublicDev, false),
+			meaning: "let dev mode listen on a non-loopback address (anyone who reaches it has full access)"},
+		{flag: "tenant-rate", env: "CARDBOX_TENANT_RATE", bind: f64(&c.TenantRate, 2000), rule: NonNegative,
+			meaning: "hosted mode: requests per second each tenant may make on each surface, unless `cardbox tenant rate` set its own; 0: no limit"},
+		{flag: "tenant-max-conns", env: "CARDBOX_TENANT_MAX_CONNS", bind: num(&c.TenantMaxConns, 256), rule: NonNegative,
+			meaning: "hosted mode: most binary sessions one tenant may have open (its share of `--max-conns`); 0: no limit"},
+		{flag: "tenant-memory-share", env: "CARDBOX_TENANT_MEMORY_SHARE", bind: f64(&c.TenantMemoryShare, 0.25), rule: Fraction,
+			meaning: "hosted mode: fraction (above 0, at most 1) of each of the binary port's two memory budgets, for requests and for answers (64 MiB each), one tenant may hold; a budget grows so that a share holds one whole 64 MiB frame (to 256 MiB at 0.25)"},
+		{flag: "tenant-burst", env: "CARDBOX_TENANT_BURST", bind: num(&c.TenantBurst, 4000), rule: Positive,
+			meaning: "hosted mode: requests a tenant may make at once above its rate"},
+		{flag: "tenant-quota-bytes", env: "CARDBOX_TENANT_QUOTA_BYTES", bind: i64(&c.TenantQuotaBytes, 0), rule: NonNegative,
+			meaning: "hosted mode: bytes each tenant may store (its blobs as if it were alone, turns, contexts, bundles, cards and boxes), unless `cardbox tenant quota` set its own; 0: no limit (see [docs/security.md](docs/security.md#storage-quotas-hosted-mode))"},
+		{flag: "access-log", env: "CARDBOX_ACCESS_LOG", bind: boolean(&c.AccessLog, true),
+			meaning: "log every HTTP request at info (method, route, status, bytes, duration, peer)"},
+		{flag: "tls-cert", env: "CARDBOX_TLS_CERT", bind: str(&c.TLSCert, ""),
+			meaning: "PEM certificate (chain) file; with `--tls-key`, both listeners speak TLS only (1.2 or later); neither: plain TCP; only one: start-up error"},
+		{flag: "tls-key", env: "CARDBOX_TLS_KEY", bind: str(&c.TLSKey, ""),
+			meaning: "PEM private key file of `--tls-cert`"},
+		{flag: "tls-handshake-timeout", env: "CARDBOX_TLS_HANDSHAKE_TIMEOUT", bind: dur(&c.TLSHandshakeTimeout, 10*time.Second), rule: Positive,
+			meaning: "how long a client has to complete the TLS handshake before its connection is closed"},
+		{flag: "sql-addr", env: "CARDBOX_SQL_ADDR", bind: str(&c.SQLAddr, ""),
+			meaning: "embedded Postgres only: also listen on this loopback address (e.g. `127.0.0.1:5433`) for analysts' SQL roles, a password (SCRAM) required of every role; empty: its unix socket only; see [docs/security.md](docs/security.md#sql-access-for-analysts)"},
+		{flag: "operator-key-file", env: "CARDBOX_OPERATOR_KEY_FILE", bind: str(&c.OperatorKeyFile, ""),
+			meaning: "hosted mode: file holding the secret of the first operator key (`cbk_key_...`), read once at start-up; the key is created if missing, and a revoked or different key of its id stops the start (see [docs/security.md, Roles](docs/security.md#roles))"},
 	}
 }
 
-// Parse reads args (without the program name) and the environment.
-// It returns flag.ErrHelp after printing usage for -h/--help.
-func Parse(name string, args []string, out io.Writer) (*Config, error) {
-	c, rest, err := ParseCommand(name, args, out, nil)
-	if err == nil && len(rest) > 0 {
-		err = fmt.Errorf("unexpected arguments: %s", strings.Join(rest, " "))
+// Names returns every setting's flag name, in the table's order.
+func Names() []string {
+	var names []string
+	for _, s := range settings(&Config{}) {
+		names = append(names, s.flag)
 	}
-	return c, err
+	return names
 }
 
-// ParseCommand is Parse for a command with flags and arguments of its own:
-// own (if not nil) adds the command's flags, and the arguments left after
-// the flags are returned.
-func ParseCommand(name string, args []string, out io.Writer, own func(fs *flag.FlagSet)) (*Config, []string, error) {
+// Setting describes one setting for help texts.
+type Setting struct {
+	Flag, Env string
+	// Default is the default as help shows it: the flag's default value,
+	// or what an empty one stands for ("searched"), or "" for none.
+	Default string
+	// Usage is the meaning as plain text.
+	Usage string
+}
+
+// Lookup describes the setting whose flag is name.
+func Lookup(name string) (Setting, bool) {
 	c := &Config{}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	all := settings(c)
-	for _, s := range all {
-		s.bind(fs, s.flag, fmt.Sprintf("%s (env %s)", s.usage, s.env))
-	}
-	if own != nil {
-		own(fs)
-	}
-	fs.Usage = func() { usage(fs, name, all, out) }
-	for _, s := range all {
-		if v, ok := os.LookupEnv(s.env); ok {
-			if err := fs.Set(s.flag, v); err != nil {
-				return nil, nil, fmt.Errorf("%s=%q: %w", s.env, v, err)
-			}
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	for _, s := range settings(c) {
+		if s.flag != name {
+			continue
 		}
-	}
-	// Flags may come after arguments too ("tenant create acme --name X").
-	var rest []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, nil, err
+		s.bind(fs, s.flag, "")
+		def := fs.Lookup(s.flag).DefValue
+		if s.note != "" {
+			def = s.note
 		}
-		if fs.NArg() == 0 {
-			return c, rest, nil
-		}
-		rest, args = append(rest, fs.Arg(0)), fs.Args()[1:]
+		return Setting{Flag: s.flag, Env: s.env, Default: def, Usage: PlainText(s.meaning)}, true
 	}
+	return Setting{}, false
 }
 
-func usage(fs *flag.FlagSet, name string, all []setting, out io.Writer) {
-	fmt.Fprintf(out, "Usage: %s [flags]\n\nEvery flag can also be set by its environment variable.\n\n", name)
-	for _, s := range all {
-		f := fs.Lookup(s.flag)
-		def := f.DefValue
-		if def == "" {
-			def = `""`
+// Bound is the settings a command reads, defined on its flag set.
+type Bound struct {
+	// Config holds the settings' values once the flag set has parsed its
+	// arguments and Apply has run.
+	Config *Config
+	fs     *flag.FlagSet
+	used   []setting
+}
+
+// Bind defines the settings named (flag names of the table) on fs, each
+// with its default and its plain-text meaning as usage. An unknown name
+// is a programming error and panics.
+func Bind(fs *flag.FlagSet, names []string) *Bound {
+	c := &Config{}
+	all := settings(c)
+	b := &Bound{Config: c, fs: fs}
+	for _, name := range names {
+		i := indexOf(all, name)
+		if i < 0 {
+			panic(fmt.Sprintf("config: no setting %q", name))
 		}
-		fmt.Fprintf(out, "  --%-18s %-26s %s (default %s)\n", s.flag, s.env, s.usage, def)
+		s := all[i]
+		s.bind(fs, s.flag, PlainText(s.meaning))
+		b.used = append(b.used, s)
 	}
-	fs.VisitAll(func(f *flag.Flag) {
-		if !slices.ContainsFunc(all, func(s setting) bool { return s.flag == f.Name }) {
-			fmt.Fprintf(out, "  --%-18s %-26s %s\n", f.Name, "", f.Usage)
+	return b
+}
+
+func indexOf(all []setting, name string) int {
+	for i, s := range all {
+		if s.flag == name {
+			return i
 		}
-	})
+	}
+	return -1
+}
+
+// Apply runs after fs parsed the command line: a setting not given there
+// takes its environment variable's value, then every setting's value is
+// checked against its rule. Errors name the flag, and the variable when
+// the value came from it.
+func (b *Bound) Apply() error {
+	given := map[string]bool{}
+	b.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	fromEnv := map[string]bool{}
+	for _, s := range b.used {
+		v, ok := os.LookupEnv(s.env)
+		if !ok || given[s.flag] {
+			continue
+		}
+		if err := b.fs.Set(s.flag, v); err != nil {
+			return fmt.Errorf("%s=%q (--%s): %w", s.env, v, s.flag, err)
+		}
+		fromEnv[s.flag] = true
+	}
+	for _, s := range b.used {
+		env := ""
+		if fromEnv[s.flag] {
+			env = s.env
+		}
+		if err := Check(b.fs, s.flag, env, s.rule); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Markdown renders the settings as the README's configuration table.
 func Markdown() string {
 	var b strings.Builder
 	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
-	c := &Config{}
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
-	for _, s := range settings(c) {
-		s.bind(fs, s.flag, s.usage)
-		fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` | %s |\n", s.flag, s.env, fs.Lookup(s.flag).DefValue, s.usage)
+	for _, s := range settings(&Config{}) {
+		s.bind(fs, s.flag, "")
+		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", s.flag, s.env, markdownDefault(s, fs.Lookup(s.flag).DefValue), s.meaning)
 	}
 	return b.String()
+}
+
+func markdownDefault(s setting, def string) string {
+	switch {
+	case s.note != "":
+		return "(" + s.note + ")"
+	case def == "":
+		return "(empty)"
+	}
+	return "`" + def + "`"
+}
+
+var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+
+// PlainText is a meaning without its markdown: links become their text,
+// code spans lose their backticks.
+func PlainText(md string) string {
+	return strings.ReplaceAll(mdLink.ReplaceAllString(md, "$1"), "`", "")
 }

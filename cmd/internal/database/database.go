@@ -125,6 +125,17 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 	return d, nil
 }
 
+// SQLAddr is the loopback TCP address the embedded cluster listens on for
+// analysts' SQL roles: as the running cluster's postmaster.pid records it
+// when this process joined a server's cluster (Options.Guest), else as
+// started. It is "" for the socket only, and with a database URL.
+func (d *DB) SQLAddr() string {
+	if d.embedded == nil {
+		return ""
+	}
+	return d.embedded.TCPAddr()
+}
+
 // Backoff of restarts of the embedded cluster.
 const (
 	watchInterval  = time.Second
