@@ -145,17 +145,22 @@ func TestHostedTenantDeletion(t *testing.T) {
 	defer pool.Close()
 	keys := auth.NewKeys(pool, nil)
 	sides := map[string]*tenantSide{}
-	for id, role := range map[string]auth.Role{"ops": auth.RoleAdmin, "acme": auth.RoleWriter, "bravo": auth.RoleWriter} {
+	for _, id := range []string{"acme", "bravo"} {
 		if _, err := keys.CreateTenant(ctx, "test", id, ""); err != nil {
 			t.Fatal(err)
 		}
-		_, secret, err := keys.CreateKey(ctx, "test", id, role, nil)
+		_, secret, err := keys.CreateKey(ctx, "test", id, auth.RoleWriter, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sides[id] = &tenantSide{id: id, secret: secret}
 	}
-	acme, bravo, ops := sides["acme"], sides["bravo"], sides["ops"]
+	// /metrics is for operator keys.
+	_, opsSecret, err := keys.CreateOperatorKey(ctx, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, bravo, ops := sides["acme"], sides["bravo"], &tenantSide{secret: opsSecret}
 	seedTenant(t, srv, acme) // first: acme owns the shared blob's record
 	seedTenant(t, srv, bravo)
 	open := helloed(t, srv.binAddr, acme.secret)
