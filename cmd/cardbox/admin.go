@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -68,6 +69,20 @@ func openAdminDB(ctx context.Context, cfg *config.Config, who string) (*database
 		return nil, nil, err
 	}
 	return db, func() { db.Close(context.Background()); lock.Unlock() }, nil
+}
+
+// serverRuns reports whether a process, a running server, owns the data
+// directory dir; it creates nothing there.
+func serverRuns(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, datadir.LockFile)); err != nil {
+		return false
+	}
+	lock, err := datadir.Acquire(dir, "cardbox (looking for a server)")
+	if err != nil {
+		return errors.Is(err, datadir.ErrLocked)
+	}
+	lock.Unlock()
+	return false
 }
 
 // actor names the operator in the audit log: the CLI and the OS user.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
-	"github.com/cardboxhq/cardbox/internal/datadir"
 )
 
 // machineFacts is what makes a bench result comparable across machines:
@@ -116,12 +115,8 @@ func flushFloorMs(ctx context.Context, cfg *config.Config) (float64, error) {
 // --database-url, or the embedded cluster of the server running on the
 // data directory (a bench does not start one of its own).
 func serverDB(ctx context.Context, cfg *config.Config) (*database.DB, func(), error) {
-	if cfg.DatabaseURL == "" {
-		lock, err := datadir.Acquire(cfg.DataDir, "cardbox bench")
-		if err == nil {
-			lock.Unlock()
-			return nil, nil, fmt.Errorf("no server runs on %s (and no --database-url)", cfg.DataDir)
-		}
+	if cfg.DatabaseURL == "" && !serverRuns(cfg.DataDir) {
+		return nil, nil, fmt.Errorf("no server runs on %s (and no --database-url)", cfg.DataDir)
 	}
 	return openAdminDB(ctx, cfg, "cardbox bench")
 }

@@ -71,6 +71,10 @@ func execPsql(argv []string) error {
 // if given, must be one of them) on the SQL listener: --sql-addr, or the
 // one the running server's cluster listens on.
 func analystConn(ctx context.Context, cfg *config.Config, tenant, role string) (string, error) {
+	if cfg.SQLAddr == "" && !serverRuns(cfg.DataDir) {
+		return "", fmt.Errorf("no SQL listener: no cardboxd runs on %s; start it with --sql-addr "+
+			"(e.g. 127.0.0.1:5433, see docs/security.md, SQL access for analysts), or give its address with --sql-addr", cfg.DataDir)
+	}
 	db, release, err := openAdminDB(ctx, cfg, "cardbox sql")
 	if err != nil {
 		return "", err

@@ -110,6 +110,10 @@ func TestSQLWithoutAListener(t *testing.T) {
 	if !errors.As(err, &usage) || !strings.HasPrefix(usage.Msg, "--database-url: cardbox sql connects to the embedded Postgres") {
 		t.Errorf("with --database-url: %v", err)
 	}
+	_, err = cardbox(ctx, "sql", "--tenant", "acme", "--print", "--data-dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "no cardboxd runs on") {
+		t.Errorf("without a server: %v", err)
+	}
 	dir, _, _ := runningServer(t, false)
 	_, err = cardbox(ctx, "sql", "--tenant", "acme", "--print", "--data-dir", dir)
 	if err == nil || !strings.Contains(err.Error(), "no SQL listener") || !strings.Contains(err.Error(), "--sql-addr") {
