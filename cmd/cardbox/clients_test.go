@@ -122,6 +122,7 @@ func TestClientsReadTheServersVariables(t *testing.T) {
 		{args: []string{"bench", "--data-dir", t.TempDir() + "/none"}, http: true},
 		{args: []string{"bench-http"}, http: true},
 		{args: []string{"bench-tenants", "--victim-key", "a", "--noisy-key", "b"}},
+		{args: []string{"health"}, http: true},
 		{args: []string{"sample"}, http: true},
 	} {
 		arrived := make(chan string, 16)
