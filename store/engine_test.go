@@ -240,6 +240,8 @@ func TestAppendRejectsBadInputAndStoresNothing(t *testing.T) {
 		{"hash mismatch", func(r *AppendRequest) { r.ContentHash[0] ^= 1 }, KindConflict},
 		{"length mismatch", func(r *AppendRequest) { r.UncompressedLen++ }, KindConflict},
 		{"unsupported compression", func(r *AppendRequest) { r.Compression = 7 }, KindUnprocessable},
+		{"unknown encoding", func(r *AppendRequest) { r.Encoding = 7 }, KindInvalid},
+		{"no encoding", func(r *AppendRequest) { r.Encoding = 0 }, KindInvalid},
 		{"bad zstd", func(r *AppendRequest) { r.Compression = CompressionZstd }, KindUnprocessable},
 		{"zstd too large", func(r *AppendRequest) { r.Compression, r.UncompressedLen = CompressionZstd, MaxPayload+1 }, KindUnprocessable},
 		{"missing fs root", func(r *AppendRequest) { r.FSRoot = &missing }, KindNotFound},

@@ -41,6 +41,10 @@ const (
 	CompressionZstd = 1
 )
 
+// EncodingMsgpack is the one payload encoding of APPEND_TURN (the
+// official clients send it, 0 included, as 1).
+const EncodingMsgpack = 1
+
 // zstdDecoder is shared: DecodeAll is safe for concurrent use. It decodes
 // no further than the capacity of the buffer it is given, which is the
 // length the client declared: a small frame that inflates past it (a
@@ -132,6 +136,8 @@ func (e *Engine) encodeBlob(j *job, req *AppendRequest) {
 // is queued: a bad append must fail alone, not the group it would join.
 func checkAppendFields(req *AppendRequest) error {
 	switch {
+	case req.Encoding != EncodingMsgpack:
+		return errorf(KindInvalid, "unsupported encoding: %d (1 = msgpack)", req.Encoding)
 	case len(req.TypeID) > MaxTypeIDLen:
 		return errorf(KindUnprocessable, "declared_type_id of %d bytes exceeds the %d-byte limit", len(req.TypeID), MaxTypeIDLen)
 	case strings.IndexByte(req.TypeID, 0) >= 0:

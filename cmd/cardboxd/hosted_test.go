@@ -151,7 +151,7 @@ func TestHostedStorageQuota(t *testing.T) {
 	appendN := func(conn net.Conn, i int) cxdbcompat.Frame {
 		data := bytes.Repeat([]byte{byte('a' + i)}, 1000)
 		return call(t, conn, cxdbcompat.AppendTurnRequest{ContextID: head.ContextID, DeclaredTypeID: "t", DeclaredTypeVersion: 1,
-			UncompressedLen: uint32(len(data)), ContentHash: blake3.Sum256(data), Payload: data})
+			Encoding: cxdbcompat.EncodingMsgpack, UncompressedLen: uint32(len(data)), ContentHash: blake3.Sum256(data), Payload: data})
 	}
 	wantQuota := func(f cxdbcompat.Frame) {
 		t.Helper()

@@ -138,11 +138,17 @@ func TestRejectedRequestsStoreNothing(t *testing.T) {
 			r.Compression = 2
 			return r.AppendTo(nil)
 		}, 422, "UNPROCESSABLE"},
-		{"zstd frame inflating past 64 MiB", cxdbcompat.MsgAppendTurn, 0, func() []byte {
+		// Decoded no further than declared: a length mismatch.
+		{"zstd frame inflating past its declared length", cxdbcompat.MsgAppendTurn, 0, func() []byte {
 			r := appendReq(b.ctxID, 0, payload)
 			r.Compression, r.Payload = cxdbcompat.CompressionZstd, zw.EncodeAll(make([]byte, 65<<20), nil)
 			return r.AppendTo(nil)
-		}, 422, "UNPROCESSABLE"},
+		}, 409, "CONFLICT"},
+		{"unknown encoding", cxdbcompat.MsgAppendTurn, 0, func() []byte {
+			r := appendReq(b.ctxID, 0, payload)
+			r.Encoding = 7
+			return r.AppendTo(nil)
+		}, 400, "BAD_REQUEST"},
 		{"undecodable zstd", cxdbcompat.MsgAppendTurn, 0, func() []byte {
 			r := appendReq(b.ctxID, 0, payload)
 			r.Compression = cxdbcompat.CompressionZstd

@@ -146,7 +146,7 @@ type msgCase struct {
 func appendMsg(contextID, parent uint64, root *cxdbcompat.Hash) message {
 	payload := []byte("an appended turn")
 	r := cxdbcompat.AppendTurnRequest{
-		ContextID: contextID, ParentTurnID: parent, DeclaredTypeID: "com.example.Note", DeclaredTypeVersion: 1,
+		ContextID: contextID, ParentTurnID: parent, DeclaredTypeID: "com.example.Note", DeclaredTypeVersion: 1, Encoding: cxdbcompat.EncodingMsgpack,
 		UncompressedLen: uint32(len(payload)), ContentHash: blake3.Sum256(payload), Payload: payload, IdempotencyKey: []byte{},
 	}
 	if root != nil {

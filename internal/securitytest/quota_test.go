@@ -33,7 +33,7 @@ func (h *hosted) quotaSession(t *testing.T, c cred) quotaSession {
 // appendMsg is an APPEND_TURN of data.
 func appendOf(contextID uint64, data []byte) message {
 	return req(cxdbcompat.AppendTurnRequest{
-		ContextID: contextID, DeclaredTypeID: "com.example.Note", DeclaredTypeVersion: 1,
+		ContextID: contextID, DeclaredTypeID: "com.example.Note", DeclaredTypeVersion: 1, Encoding: cxdbcompat.EncodingMsgpack,
 		UncompressedLen: uint32(len(data)), ContentHash: blake3.Sum256(data), Payload: data, IdempotencyKey: []byte{},
 	})
 }
