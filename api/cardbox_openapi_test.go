@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/labstack/echo/v4"
 	"gopkg.in/yaml.v3"
 
 	"github.com/cardboxhq/cardbox/docs"
@@ -230,58 +228,4 @@ func containsValue(list []any, v any) bool {
 		}
 	}
 	return false
-}
-
-// TestOpenAPIMatchesRoutes checks that every documented operation is
-// served and every served route is documented.
-func TestOpenAPIMatchesRoutes(t *testing.T) {
-	h := newHarness(t)
-	e := h.h.Echo
-	served := map[string]bool{}
-	for _, r := range e.Routes() {
-		if r.Method == echo.RouteNotFound {
-			continue
-		}
-		served[r.Method+" "+echoToOpenAPI(r.Path)] = true
-	}
-	documented := map[string]bool{}
-	for tpl, ops := range spec(t).paths {
-		for m := range ops {
-			documented[m+" "+tpl] = true
-		}
-	}
-	if diff := symmetricDiff(served, documented); len(diff) > 0 {
-		t.Errorf("routes and docs/openapi.yaml differ: %v", diff)
-	}
-	res := h.do("GET", "/openapi.yaml", nil).want(t, 200)
-	if !bytes.Equal(res.Body, docs.OpenAPI) {
-		t.Error("GET /openapi.yaml does not serve docs/openapi.yaml")
-	}
-}
-
-// echoToOpenAPI turns /a/:b into /a/{b}.
-func echoToOpenAPI(p string) string {
-	segs := strings.Split(p, "/")
-	for i, s := range segs {
-		if strings.HasPrefix(s, ":") {
-			segs[i] = "{" + s[1:] + "}"
-		}
-	}
-	return strings.Join(segs, "/")
-}
-
-func symmetricDiff(a, b map[string]bool) []string {
-	var out []string
-	for k := range a {
-		if !b[k] {
-			out = append(out, "served only: "+k)
-		}
-	}
-	for k := range b {
-		if !a[k] {
-			out = append(out, "documented only: "+k)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
