@@ -51,10 +51,18 @@ func shapeFor(v any) *bodyShape {
 	return s.(*bodyShape)
 }
 
-var rawMessageType = reflect.TypeFor[json.RawMessage]()
+var (
+	rawMessageType  = reflect.TypeFor[json.RawMessage]()
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+)
 
-// shapeOf derives a shape from a Go type as encoding/json decodes it.
+// shapeOf derives a shape from a Go type as encoding/json decodes it. A
+// type that decodes itself (time.Time, an id taking "12" and 12) allows
+// any value: its own decoding judges it.
 func shapeOf(t reflect.Type) *bodyShape {
+	if t != rawMessageType && reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return shapeOf(t.Elem())

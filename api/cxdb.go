@@ -314,9 +314,14 @@ func decodeStrict(c echo.Context, v any, emptyOK bool) error {
 	return nil
 }
 
-// decodeStrictBody decodes body into v, refusing unknown members; a body
-// it cannot decode is a 400 that names the field.
+// decodeStrictBody decodes body into v; what encoding/json would accept
+// but cardbox refuses (unknown or repeated members, invalid UTF-8, lone
+// surrogates, NUL: see checkBody) and a body it cannot decode are a 400
+// that names the field.
 func decodeStrictBody(body []byte, v any) *Error {
+	if e := checkBody(body, shapeFor(v)); e != nil {
+		return e
+	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {

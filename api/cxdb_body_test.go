@@ -26,6 +26,14 @@ func TestDecodeStrictBodyNamesTheField(t *testing.T) {
 		{"version as a string", `{"type_id":"t","type_version":"3"}`, func() any { return &turnAppendRequest{} },
 			`field "type_version": expected an integer, got JSON string`},
 		{"unknown member", `{"type_id":"t","typo":1}`, func() any { return &turnAppendRequest{} }, `unknown field "typo"`},
+		// encoding/json would repair or let these through.
+		{"invalid UTF-8 in data", "{\"type_id\":\"t\",\"data\":{\"text\":\"a\xffb\"}}", func() any { return &turnAppendRequest{} },
+			`data.text: `},
+		{"lone surrogate in data", `{"type_id":"t","data":{"text":"a\ud800b"}}`, func() any { return &turnAppendRequest{} }, `data.text: `},
+		{"lone surrogate in the idempotency key", `{"type_id":"t","idempotency_key":"\udc00"}`, func() any { return &turnAppendRequest{} },
+			`idempotency_key: `},
+		{"NUL in data", `{"type_id":"t","data":{"text":"a\u0000b"}}`, func() any { return &turnAppendRequest{} }, `data.text: `},
+		{"repeated member", `{"base_turn_id":"0","base_turn_id":"1"}`, func() any { return &createRequest{} }, `base_turn_id`},
 		{"ids as strings and numbers", `{"base_turn_id":"12"}`, func() any { return &createRequest{} }, ""},
 		{"id as a number", `{"type_id":"t","parent_turn_id":7}`, func() any { return &turnAppendRequest{} }, ""},
 	} {
@@ -39,6 +47,8 @@ func TestDecodeStrictBodyNamesTheField(t *testing.T) {
 				t.Fatalf("accepted, want a 400 saying %q", tc.want)
 			case e.Status != http.StatusBadRequest || !strings.Contains(e.Message, tc.want):
 				t.Fatalf("got %v, want a 400 saying %q", e, tc.want)
+			case e.Details["field"] == nil && !strings.HasPrefix(tc.want, "field "):
+				t.Errorf("%v: no details.field", e)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 )
@@ -14,10 +15,19 @@ import (
 // pathParam returns a path segment percent-decoded (bundle and type ids
 // carry '#', which clients send as %23).
 func pathParam(c echo.Context, name string) (string, error) {
-	raw := c.Param(name)
-	v, err := url.PathUnescape(raw)
-	if err != nil {
-		return "", paramError(name, "not a valid percent-encoded path segment")
+	v := c.Param(name)
+	// The router matches the raw path when the request's differs from
+	// its decoded form's default encoding (RawPath set), the decoded path
+	// otherwise: only the first is still to be decoded. Decoding the
+	// second again would make an id holding '%' unaddressable.
+	if c.Request().URL.RawPath != "" {
+		var err error
+		if v, err = url.PathUnescape(v); err != nil {
+			return "", paramError(name, "not a valid percent-encoded path segment")
+		}
+	}
+	if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+		return "", paramError(name, "must be UTF-8 without NUL")
 	}
 	return v, nil
 }

@@ -20,6 +20,11 @@ func (r *CXDBRoutes) putBundle(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// What no id or label may hold (NUL, invalid UTF-8, lone surrogates)
+	// is refused before the bundle is parsed, naming where it is.
+	if e := checkBody(body, nil); e != nil {
+		return e
+	}
 	t, err := r.tenant(c)
 	if err != nil {
 		return err

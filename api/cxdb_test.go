@@ -116,6 +116,14 @@ func TestRegistryRefusals(t *testing.T) {
 		{"not JSON", "b4", `{`, http.StatusUnprocessableEntity},
 		{"path id differs", "other", `{"registry_version":1,"bundle_id":"b5"}`, http.StatusUnprocessableEntity},
 		{"bundle id with #, percent-encoded", "x%23y", `{"registry_version":1,"bundle_id":"x#y"}`, http.StatusCreated},
+		{"bundle id with %, percent-encoded", "50%25", `{"registry_version":1,"bundle_id":"50%"}`, http.StatusCreated},
+		{"bundle id with an escape's text", "a%2541", `{"registry_version":1,"bundle_id":"a%41"}`, http.StatusCreated},
+		// Refused, naming where, before Postgres sees them.
+		{"NUL in the path's bundle id", "a%00b", `{"registry_version":1,"bundle_id":"a\u0000b"}`, http.StatusBadRequest},
+		{"NUL in the body's bundle id", "ab", `{"registry_version":1,"bundle_id":"a\u0000b"}`, http.StatusBadRequest},
+		{"NUL in a type id", "b6", `{"registry_version":1,"bundle_id":"b6","types":{"t\u0000x":{"versions":{"1":{"fields":{"1":{"name":"a","type":"string"}}}}}}}`, http.StatusBadRequest},
+		{"invalid UTF-8 in a type id", "b7", "{\"registry_version\":1,\"bundle_id\":\"b7\",\"types\":{\"t\xff\":{\"versions\":{}}}}", http.StatusBadRequest},
+		{"lone surrogate in a field name", "b8", `{"registry_version":1,"bundle_id":"b8","types":{"t8":{"versions":{"1":{"fields":{"1":{"name":"\ud800","type":"string"}}}}}}}`, http.StatusBadRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,6 +153,10 @@ func TestRegistryRefusals(t *testing.T) {
 		h.call(http.MethodPut, "/v1/registry/bundles/fixture", body).want(t, http.StatusUnprocessableEntity)
 	}
 	h.get("/v1/registry/bundles/x%23y").want(t, http.StatusOK)
+	h.get("/v1/registry/bundles/50%25").want(t, http.StatusOK)
+	if body := h.get("/v1/registry/bundles/a%2541").want(t, http.StatusOK).Body; !strings.Contains(string(body), `"a%41"`) {
+		t.Errorf("bundle a%%41: %s", body)
+	}
 }
 
 func TestBinaryWritesReadTypedOverHTTP(t *testing.T) {
