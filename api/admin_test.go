@@ -55,7 +55,11 @@ func TestAdminAPI(t *testing.T) {
 	if len(listed.Keys) != 1 || listed.Keys[0].ID != created.Key.ID || strings.Contains(string(body.Body), created.Secret) {
 		t.Fatalf("keys = %s", body.Body)
 	}
-	h.call(http.MethodDelete, "/admin/keys/"+created.Key.ID, nil, as(adminKey)...).want(t, http.StatusOK)
+	var revoked auth.Key
+	h.call(http.MethodDelete, "/admin/keys/"+created.Key.ID, nil, as(adminKey)...).want(t, http.StatusOK).JSON(t, &revoked)
+	if revoked.ID != created.Key.ID || revoked.Role != auth.RoleReader || revoked.TenantID != "acme" || revoked.CreatedAt.IsZero() || revoked.RevokedAt == nil {
+		t.Errorf("the revoked key answered as %+v", revoked)
+	}
 	h.call(http.MethodDelete, "/admin/keys/"+created.Key.ID, nil, as(adminKey)...).want(t, http.StatusNotFound)
 	if _, err := keys.Authenticate(ctx, created.Secret); err == nil {
 		t.Fatal("revoked over HTTP, still valid")

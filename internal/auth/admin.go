@@ -256,7 +256,8 @@ func (k *Keys) RevokeKeyOf(ctx context.Context, actor, tenant, keyID string) (Ke
 		if err != nil {
 			return audit{}, err
 		}
-		key = Key{ID: row.KeyID, TenantID: row.TenantID.String}
+		key = Key{ID: row.KeyID, TenantID: row.TenantID.String, Role: Role(row.Role), CreatedAt: row.CreatedAt,
+			ExpiresAt: timePtr(row.ExpiresAt), RevokedAt: timePtr(row.RevokedAt)}
 		if err := q.NotifyKeysChanged(ctx, keyID); err != nil {
 			return audit{}, err
 		}

@@ -297,7 +297,7 @@ const revokeKey = `-- name: RevokeKey :one
 UPDATE api_keys SET revoked_at = now()
 WHERE key_id = $1 AND revoked_at IS NULL
   AND ($2::text IS NULL OR tenant_id = $2)
-RETURNING key_id, tenant_id
+RETURNING key_id, tenant_id, role, created_at, expires_at, revoked_at
 `
 
 type RevokeKeyParams struct {
@@ -306,8 +306,12 @@ type RevokeKeyParams struct {
 }
 
 type RevokeKeyRow struct {
-	KeyID    string
-	TenantID pgtype.Text
+	KeyID     string
+	TenantID  pgtype.Text
+	Role      string
+	CreatedAt time.Time
+	ExpiresAt pgtype.Timestamptz
+	RevokedAt pgtype.Timestamptz
 }
 
 // Revokes a key (of tenant_id only, when it is not NULL); no row when
@@ -315,7 +319,14 @@ type RevokeKeyRow struct {
 func (q *Queries) RevokeKey(ctx context.Context, arg RevokeKeyParams) (RevokeKeyRow, error) {
 	row := q.db.QueryRow(ctx, revokeKey, arg.KeyID, arg.TenantID)
 	var i RevokeKeyRow
-	err := row.Scan(&i.KeyID, &i.TenantID)
+	err := row.Scan(
+		&i.KeyID,
+		&i.TenantID,
+		&i.Role,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.RevokedAt,
+	)
 	return i, err
 }
 

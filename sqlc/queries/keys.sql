@@ -42,7 +42,7 @@ ORDER BY created_at, key_id;
 UPDATE api_keys SET revoked_at = now()
 WHERE key_id = @key_id AND revoked_at IS NULL
   AND (sqlc.narg('tenant_id')::text IS NULL OR tenant_id = sqlc.narg('tenant_id'))
-RETURNING key_id, tenant_id;
+RETURNING key_id, tenant_id, role, created_at, expires_at, revoked_at;
 
 -- name: NotifyKeysChanged :exec
 -- Tells every server to forget cached keys and close the sessions of
