@@ -61,12 +61,16 @@ type tenantEntry struct {
 	QuotaBytes *int64 `json:"quota_bytes,omitempty"`
 }
 
-// usageEntry is a tenant as GET /admin/usage lists it.
+// usageEntry is a tenant as GET /admin/usage lists it: its rate limit is
+// 0 and 0 when it takes the server's default.
 type usageEntry struct {
-	TenantID   string    `json:"tenant_id"`
-	UsedBytes  int64     `json:"used_bytes"`
-	QuotaBytes int64     `json:"quota_bytes"`
-	Rate       auth.Rate `json:"rate"`
+	TenantID   string `json:"tenant_id"`
+	UsedBytes  int64  `json:"used_bytes"`
+	QuotaBytes int64  `json:"quota_bytes"`
+	Rate       struct {
+		PerSec float64 `json:"per_sec"`
+		Burst  int     `json:"burst"`
+	} `json:"rate"`
 }
 
 // Register adds the /admin routes.
@@ -211,7 +215,10 @@ func (r *AdminRoutes) setQuota(c echo.Context) error {
 	if err := r.admin.SetQuota(c.Request().Context(), actor, tenant, *req.Bytes); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"tenant_id": tenant, "quota_bytes": *req.Bytes})
+	return c.JSON(http.StatusOK, struct {
+		TenantID   string `json:"tenant_id"`
+		QuotaBytes int64  `json:"quota_bytes"`
+	}{tenant, *req.Bytes})
 }
 
 // setRate sets a tenant's request rate limit: {"per_sec": X, "burst": N},
@@ -229,7 +236,11 @@ func (r *AdminRoutes) setRate(c echo.Context) error {
 	if err := r.admin.SetRate(c.Request().Context(), actor, tenant, req); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"tenant_id": tenant, "per_sec": req.PerSec, "burst": req.Burst})
+	return c.JSON(http.StatusOK, struct {
+		TenantID string  `json:"tenant_id"`
+		PerSec   float64 `json:"per_sec"`
+		Burst    int     `json:"burst"`
+	}{tenant, req.PerSec, req.Burst})
 }
 
 // listUsage lists the tenants the key reaches (?tenant_id= for one) with
@@ -253,9 +264,11 @@ func (r *AdminRoutes) listUsage(c echo.Context) error {
 		if r.usage != nil {
 			e.UsedBytes, e.QuotaBytes = r.usage(ctx, t.ID)
 		}
-		if e.Rate, err = r.admin.TenantRate(ctx, t.ID); err != nil {
+		rate, err := r.admin.TenantRate(ctx, t.ID)
+		if err != nil {
 			return err
 		}
+		e.Rate.PerSec, e.Rate.Burst = rate.PerSec, rate.Burst
 		out = append(out, e)
 	}
 	if named != "" && len(out) == 0 {
