@@ -95,17 +95,26 @@ func TestSettingsAreReadAgain(t *testing.T) {
 	}
 }
 
+// Concurrent callers share each tenant's bucket exactly: at one instant,
+// of 4,000 requests per tenant from four goroutines each, the burst and
+// no more are allowed (run with -race, it also checks the locking).
 func TestConcurrentUse(t *testing.T) {
-	l := New(Rate{PerSec: 1e6, Burst: 1000}, nil)
-	var wg sync.WaitGroup
+	l, _ := newTestLimiter(Rate{PerSec: 1, Burst: 1000}, &fakeRates{})
+	var (
+		wg      sync.WaitGroup
+		granted [8]int
+	)
 	for i := range 8 {
-		wg.Go(func() {
-			for range 1000 {
-				l.Allow(context.Background(), []string{"a", "b"}[i%2])
-			}
-		})
+		wg.Go(func() { granted[i], _ = allowed(l, []string{"a", "b"}[i%2], 1000) })
 	}
 	wg.Wait()
+	perTenant := map[string]int{}
+	for i, n := range granted {
+		perTenant[[]string{"a", "b"}[i%2]] += n
+	}
+	if perTenant["a"] != 1000 || perTenant["b"] != 1000 {
+		t.Errorf("allowed %v at one instant, want the burst (1000) for each tenant", perTenant)
+	}
 }
 
 // Forget drops a deleted tenant's bucket; another tenant's stays spent.
