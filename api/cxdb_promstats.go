@@ -133,10 +133,11 @@ func binaryType(t string) func(*dto.Metric) bool {
 // as long as the client stays).
 func httpRequest(m *dto.Metric) bool { return label(m, "route") != "/v1/events" }
 
-// httpError keeps HTTP requests answered with an error status.
+// httpError keeps HTTP requests answered with an error status, but not
+// those whose client went away (499): nobody got an error.
 func httpError(m *dto.Metric) bool {
 	status, _ := strconv.Atoi(label(m, "status"))
-	return httpRequest(m) && status >= 400
+	return httpRequest(m) && status >= 400 && status != StatusClientClosed
 }
 
 // bundlePut keeps registry publications.

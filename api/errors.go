@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,7 +49,13 @@ var kinds = map[int]string{
 	http.StatusServiceUnavailable:    "UNAVAILABLE",
 	http.StatusInsufficientStorage:   "DISK_FULL",
 	http.StatusInternalServerError:   "INTERNAL",
+	StatusClientClosed:               "CLIENT_CLOSED",
 }
+
+// StatusClientClosed is the status of a request whose client went away
+// before it was answered (nginx's 499): the access log and the request
+// metrics say it, nobody receives it. It is not a server error.
+const StatusClientClosed = 499
 
 // NewError builds an Error with the kind that goes with status.
 func NewError(status int, format string, args ...any) *Error {
@@ -118,6 +125,13 @@ func errorHandler(log *slog.Logger, mappers []ErrorMapper) echo.HTTPErrorHandler
 		case store.KindOf(err) == store.KindQuotaExceeded:
 			// The tenant's condition, not a fault of the server.
 			log.Debug("request over the storage quota", "method", c.Request().Method, "path", c.Path(), "err", err)
+		case apiErr.Status >= 500 && clientClosed(c.Request()):
+			// It failed because the client left (a cancelled query, a
+			// wait cut short): not a fault of the server, and there is
+			// nobody to tell.
+			log.Info("http client closed request", "method", c.Request().Method, "path", c.Path(),
+				"status", StatusClientClosed, "peer", c.Request().RemoteAddr, "err", err)
+			apiErr = NewError(StatusClientClosed, "the client closed the connection before the answer")
 		case apiErr.Status >= 500:
 			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
 		}
@@ -128,6 +142,18 @@ func errorHandler(log *slog.Logger, mappers []ErrorMapper) echo.HTTPErrorHandler
 			log.Debug("write error response", "err", werr)
 		}
 	}
+}
+
+// clientClosed reports whether r's client went away: net/http cancels a
+// request's context (with no cause of its own) when its connection
+// closes. errorHandler asks only of server errors: net/http also cancels
+// it when a read fails on the server's own deadline, and a body cut for
+// arriving too slowly is the 408 it was. Deadlines the server sets on the
+// work (the health check's, a query's) end contexts derived from the
+// request's, with context.DeadlineExceeded, and stay errors.
+func clientClosed(r *http.Request) bool {
+	ctx := r.Context()
+	return ctx.Err() == context.Canceled && context.Cause(ctx) == context.Canceled
 }
 
 func toAPIError(err error, mappers []ErrorMapper) *Error {

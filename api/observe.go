@@ -50,7 +50,8 @@ func (m *HTTPMetrics) Collect(ch chan<- prometheus.Metric) {
 // observe records each request in the metrics (if any) and the access log
 // (if on): method, route, status, bytes, duration and peer at info; a 4xx
 // also at debug with its error, so a client's mistakes can be traced
-// without logging every body.
+// without logging every body. A request whose client went away is status
+// 499 (StatusClientClosed; errorHandler logs it at info).
 func observe(log *slog.Logger, m *HTTPMetrics, accessLog bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -73,7 +74,7 @@ func observe(log *slog.Logger, m *HTTPMetrics, accessLog bool) echo.MiddlewareFu
 				log.Info("http request", "method", req.Method, "route", route, "status", status,
 					"bytes", c.Response().Size, "duration", elapsed, "peer", req.RemoteAddr)
 			}
-			if status >= 400 && status < 500 && err != nil {
+			if status >= 400 && status < 500 && status != StatusClientClosed && err != nil {
 				log.Debug("http client error", "method", req.Method, "path", req.URL.Path, "status", status,
 					"peer", req.RemoteAddr, "err", err)
 			}

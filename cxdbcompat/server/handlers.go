@@ -11,8 +11,10 @@ import (
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// handle runs one request and returns its encoded response frame. A panic
-// becomes a 500 ERROR frame: input never takes the server down.
+// handle runs one request and returns its encoded response frame, or nil
+// when the request failed because its client went away (answer counts it
+// as abandoned). A panic becomes a 500 ERROR frame: input never takes the
+// server down.
 func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
 	defer s.srv.metrics.handled(f.Type, time.Now())
 	defer func() {
@@ -24,6 +26,10 @@ func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
 	resp, err := s.route(f)
 	if err != nil {
 		switch {
+		case s.clientGone():
+			// Whatever failed, it failed because the client left (a
+			// cancelled store call): nobody to answer, not a fault.
+			return nil
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			// The peer left or the server is shutting down: not a fault.
 			s.srv.log.Debug("binary request cancelled", "type", f.Type, "session", s.id)

@@ -15,6 +15,7 @@ import (
 type metrics struct {
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
+	clientClosed prometheus.Counter
 	requestBytes atomic.Int64 // charged to MaxInFlightBytes now
 	replyBytes   atomic.Int64 // charged to MaxReplyBytes now
 	// Request handler goroutines: started, and running (busy or idle).
@@ -33,6 +34,10 @@ func newMetrics() *metrics {
 			// 100 µs to 6.5 s: an append waits for fdatasync and a commit.
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9),
 		}, []string{"type"}),
+		clientClosed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cardbox_binary_client_closed_total",
+			Help: "Binary protocol requests abandoned because the client closed its connection before their answer (not in cardbox_binary_requests_total).",
+		}),
 	}
 }
 
@@ -51,14 +56,19 @@ func typeLabel(t cxdbcompat.MsgType) string {
 }
 
 // answered counts a request by its type and the answer's code.
-func (m *metrics) answered(t cxdbcompat.MsgType, resp []byte) {
-	code := "0"
+func (m *metrics) answered(t cxdbcompat.MsgType, code string) {
+	m.requests.WithLabelValues(typeLabel(t), code).Inc()
+}
+
+// answerCode is the code label of an answer frame: "0" for success, else
+// the ERROR code.
+func answerCode(resp []byte) string {
 	if len(resp) >= cxdbcompat.HeaderSize && cxdbcompat.MsgType(le16(resp[4:6])) == cxdbcompat.MsgError {
 		if e, err := cxdbcompat.DecodeErrorResponse(resp[cxdbcompat.HeaderSize:]); err == nil {
-			code = strconv.Itoa(int(e.Code))
+			return strconv.Itoa(int(e.Code))
 		}
 	}
-	m.requests.WithLabelValues(typeLabel(t), code).Inc()
+	return "0"
 }
 
 func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
@@ -77,8 +87,8 @@ var (
 )
 
 // Collector returns the server's Prometheus collector: requests by type
-// and code, their durations by type, bytes held in flight, sessions open,
-// request handlers.
+// and code, their durations by type, requests abandoned by their clients,
+// bytes held in flight, sessions open, request handlers.
 func (s *Server) Collector() prometheus.Collector { return serverCollector{s} }
 
 type serverCollector struct{ s *Server }
@@ -87,6 +97,7 @@ type serverCollector struct{ s *Server }
 func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.s.metrics.requests.Describe(ch)
 	c.s.metrics.duration.Describe(ch)
+	c.s.metrics.clientClosed.Describe(ch)
 	ch <- requestBytesDesc
 	ch <- replyBytesDesc
 	ch <- sessionsDesc
@@ -99,6 +110,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.s.metrics
 	m.requests.Collect(ch)
 	m.duration.Collect(ch)
+	m.clientClosed.Collect(ch)
 	ch <- prometheus.MustNewConstMetric(requestBytesDesc, prometheus.GaugeValue, float64(m.requestBytes.Load()))
 	ch <- prometheus.MustNewConstMetric(replyBytesDesc, prometheus.GaugeValue, float64(m.replyBytes.Load()))
 	ch <- prometheus.MustNewConstMetric(handlersDesc, prometheus.GaugeValue, float64(m.handlersRunning.Load()))

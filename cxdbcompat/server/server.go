@@ -265,7 +265,7 @@ func (s *Server) CloseSessions(match func(Identity) bool) int {
 	n := 0
 	for sess := range s.conns {
 		if id, ok := sess.identity(); ok && match(id) {
-			sess.cancel()
+			sess.cancel(nil)
 			sess.conn.Close()
 			n++
 		}
@@ -310,7 +310,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.mu.Lock()
 		for sess := range s.conns {
-			sess.cancel()
+			sess.cancel(nil)
 			sess.conn.Close()
 		}
 		s.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
@@ -27,8 +28,8 @@ type session struct {
 	conn net.Conn
 	id   uint64
 
-	ctx    context.Context // cancelled when the connection is gone
-	cancel context.CancelFunc
+	ctx    context.Context // cancelled when the connection is gone (cause errClientClosed: the peer left)
+	cancel context.CancelCauseFunc
 
 	tenant    store.Tenant // set at HELLO or at the first request
 	hasTenant bool
@@ -53,7 +54,7 @@ type session struct {
 }
 
 func newSession(srv *Server, conn net.Conn, id uint64) *session {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &session{
 		srv: srv, conn: conn, id: id, ctx: ctx, cancel: cancel,
 		in:       &pacedReader{conn: conn, opts: &srv.opts},
@@ -83,7 +84,7 @@ func (s *session) serve() {
 	s.readLoop()
 	close(s.readDone)
 	s.handlers.Wait()
-	s.cancel()
+	s.cancel(nil)
 	s.conn.Close()
 	if s.live != nil {
 		s.srv.opts.Live.Disconnect(s.id)
@@ -127,7 +128,9 @@ func (s *session) readLoop() {
 }
 
 // readFailed answers an oversize frame before closing; other read errors
-// (EOF, a cut frame, shutdown) just end the session.
+// (EOF, a cut frame, shutdown) just end the session. A peer that closed
+// its connection abandons the requests it has in flight: they are
+// cancelled, as net/http cancels a request whose client went away.
 func (s *session) readFailed(err error) {
 	var tooLarge *cxdbcompat.FrameTooLargeError
 	if errors.As(err, &tooLarge) {
@@ -135,10 +138,35 @@ func (s *session) readFailed(err error) {
 			fmt.Sprintf("frame payload of %d bytes exceeds the %d-byte limit; closing the connection", tooLarge.Len, cxdbcompat.MaxPayload)}))
 		return
 	}
+	if peerLeft(err) {
+		s.cancel(errClientClosed)
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
 		return
 	}
 	s.srv.log.Debug("binary session read", "session", s.id, "err", err)
+}
+
+// errClientClosed is the cause of a session's cancellation when its peer
+// closed the connection (or reset it) rather than the server ending it.
+var errClientClosed = errors.New("the client closed the connection")
+
+// peerLeft reports whether a read or write error means the peer closed or
+// reset the connection (not a deadline, nor the server closing it).
+func peerLeft(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED)
+}
+
+// clientGone reports whether the session ended because its peer left.
+func (s *session) clientGone() bool { return context.Cause(s.ctx) == errClientClosed }
+
+// abandoned records a request that gets no answer because its client went
+// away: at debug, and in cardbox_binary_client_closed_total (not in
+// cardbox_binary_requests_total: nothing was answered).
+func (s *session) abandoned(f cxdbcompat.Frame) {
+	s.srv.metrics.clientClosed.Inc()
+	s.srv.log.Debug("binary request abandoned: the client closed the connection", "type", f.Type, "session", s.id)
 }
 
 // dispatch handles HELLO inline, since it decides the tenant every later
@@ -179,6 +207,9 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 		charge.release()
 		return true
 	case <-s.ctx.Done():
+		if s.clientGone() {
+			s.abandoned(f)
+		}
 		return false
 	}
 	r := request{f, charge}
@@ -268,15 +299,25 @@ func (s *session) pauseAfterRefusal(wait time.Duration) {
 // charged to the reply budget before it is built (see limits.go).
 func (s *session) serveCharged(f cxdbcompat.Frame, size int64) {
 	if !s.takeLarge() {
+		s.endedBefore(f)
 		return
 	}
 	defer func() { <-s.large }()
 	release, err := s.chargeReply(s.ctx, size)
 	if err != nil {
-		return // the session is ending
+		s.endedBefore(f)
+		return
 	}
 	defer release()
 	s.answer(f, s.handle(f))
+}
+
+// endedBefore records a request the session ended before it was answered:
+// abandoned when the client left.
+func (s *session) endedBefore(f cxdbcompat.Frame) {
+	if s.clientGone() {
+		s.abandoned(f)
+	}
 }
 
 // takeLarge waits for the session's one slot for a large answer; false
@@ -294,13 +335,15 @@ func (s *session) takeLarge() bool {
 // limits.go).
 func (s *session) serveLarge(f cxdbcompat.Frame) {
 	if !s.takeLarge() {
+		s.endedBefore(f)
 		return
 	}
 	defer func() { <-s.large }()
 	tenant := s.tenant.ID
 	resp, charged, err := s.buildLarge(s.ctx, tenant, func() []byte { return s.handle(f) })
 	if err != nil {
-		return // the session is ending
+		s.endedBefore(f)
+		return
 	}
 	s.answer(f, resp)
 	if charged > 0 {
@@ -309,10 +352,20 @@ func (s *session) serveLarge(f cxdbcompat.Frame) {
 	}
 }
 
-// answer counts the answer to f and writes it.
+// answer writes the answer to f and counts it. A nil answer is a request
+// abandoned because its client went away (see handle), and so is an
+// answer that cannot be written because the client left.
 func (s *session) answer(f cxdbcompat.Frame, resp []byte) {
-	s.srv.metrics.answered(f.Type, resp)
-	s.reply(f.ReqID, resp)
+	if resp == nil {
+		s.abandoned(f)
+		return
+	}
+	code := answerCode(resp) // before reply recycles resp
+	if !s.reply(f.ReqID, resp) && s.clientGone() {
+		s.abandoned(f)
+		return
+	}
+	s.srv.metrics.answered(f.Type, code)
 }
 
 func (s *session) hello(f cxdbcompat.Frame) []byte {
@@ -399,30 +452,37 @@ func (s *session) setIdentity(id Identity) {
 	hub.Connect(s.live)
 }
 
-// reply writes a response frame. Handlers write their own answers, under
-// wmu, rather than handing them to a writer goroutine: with one request in
-// flight per connection (as the official clients run) that saves a
-// goroutine wake-up on every request. A session whose peer is gone drops
-// the frame.
-func (s *session) reply(_ uint64, frame []byte) {
+// reply writes a response frame and reports whether it was written.
+// Handlers write their own answers, under wmu, rather than handing them to
+// a writer goroutine: with one request in flight per connection (as the
+// official clients run) that saves a goroutine wake-up on every request.
+// A session whose peer is gone drops the frame.
+func (s *session) reply(_ uint64, frame []byte) bool {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	defer recycleFrame(frame)
 	if s.writeErr {
-		return
+		return false
 	}
 	_ = s.conn.SetWriteDeadline(s.writeDeadline(len(frame)))
 	if _, err := s.conn.Write(frame); err != nil {
 		s.writeFailed(err)
+		return false
 	}
+	return true
 }
 
-// writeFailed ends the session: the peer is gone, so handlers stop waiting
-// and the reader is unblocked. The caller holds wmu.
+// writeFailed ends the session: the peer is gone (or too slow to read),
+// so handlers stop waiting and the reader is unblocked. The caller holds
+// wmu.
 func (s *session) writeFailed(err error) {
 	s.srv.log.Debug("binary session write", "session", s.id, "err", err)
 	s.writeErr = true
-	s.cancel()
+	if peerLeft(err) {
+		s.cancel(errClientClosed)
+	} else {
+		s.cancel(nil)
+	}
 	s.conn.Close()
 }
 
