@@ -166,7 +166,7 @@ func settings(c *Config) []setting {
 		{flag: "sql-addr", env: "CARDBOX_SQL_ADDR", bind: str(&c.SQLAddr, ""),
 			meaning: "embedded Postgres only: also listen on this loopback address (e.g. `127.0.0.1:5433`) for analysts' SQL roles, a password (SCRAM) required of every role; empty: its unix socket only; see [docs/security.md](docs/security.md#sql-access-for-analysts)"},
 		{flag: "operator-key-file", env: "CARDBOX_OPERATOR_KEY_FILE", bind: str(&c.OperatorKeyFile, ""),
-			meaning: "hosted mode: file holding the secret of the first operator key (`cbk_key_...`), read once at start-up; the key is created if missing, and a revoked or different key of its id stops the start (see [docs/security.md, Roles](docs/security.md#roles))"},
+			meaning: "hosted mode: file holding the secret of the first operator key (`cbk_key_...`), read once at start-up; the key is created if missing, and a revoked or different key of its id stops the start (see [Run with Docker Compose](#run-with-docker-compose))"},
 	}
 }
 
