@@ -19,29 +19,63 @@
 --
 -- Roles are cluster-wide, so they are created only if missing (databases
 -- made from one template, or several cardbox databases, share them), and
--- the down migration leaves them.
+-- the down migration leaves them. A role that exists is not created again,
+-- and a membership that exists is not granted again, so that an owner
+-- without CREATEROLE works once a database administrator made them
+-- (docs/operations.md, "Roles made by a database administrator"); without
+-- them such an owner fails here, naming what to run.
 
 -- +goose Up
 -- +goose StatementBegin
 DO $$
 DECLARE
     r text;
+    missing text[] := '{}';
 BEGIN
     FOREACH r IN ARRAY ARRAY['cardbox_tenant', 'cardbox_committer', 'cardbox_recovery',
                              'cardbox_sweeper', 'cardbox_lookup', 'cardbox_admin', 'cardbox_server']
     LOOP
+        CONTINUE WHEN EXISTS (SELECT FROM pg_roles WHERE rolname = r);
         BEGIN
             EXECUTE format('CREATE ROLE %I NOLOGIN NOINHERIT NOSUPERUSER NOBYPASSRLS', r);
-        EXCEPTION WHEN duplicate_object OR unique_violation THEN
-            NULL; -- made by another database of the cluster, or concurrently
+        EXCEPTION
+            WHEN duplicate_object OR unique_violation THEN
+                NULL; -- made concurrently by another database of the cluster
+            WHEN insufficient_privilege THEN
+                missing := missing || format('CREATE ROLE %I NOLOGIN NOINHERIT;', r);
         END;
     END LOOP;
-    GRANT cardbox_tenant, cardbox_committer, cardbox_recovery, cardbox_sweeper,
-          cardbox_lookup, cardbox_admin TO cardbox_server;
-    -- The migrating role (the schema's owner) may take cardbox_server and
-    -- so the path roles: the server at a URL logs in as it (a superuser
+    IF cardinality(missing) > 0 THEN
+        RAISE EXCEPTION 'cardbox: role % may not create roles and cardbox''s are missing; a superuser must run once: % (docs/operations.md)',
+            current_user, array_to_string(missing, ' ') USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- The path roles to cardbox_server; cardbox_server to the migrating
+    -- role (the schema's owner), which the server at a URL logs in as and
+    -- which so may take cardbox_server and the path roles (a superuser
     -- may anyway).
-    EXECUTE format('GRANT cardbox_server TO %I', current_user);
+    FOREACH r IN ARRAY ARRAY['cardbox_tenant', 'cardbox_committer', 'cardbox_recovery',
+                             'cardbox_sweeper', 'cardbox_lookup', 'cardbox_admin']
+    LOOP
+        CONTINUE WHEN EXISTS (SELECT FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+                              JOIN pg_roles s ON s.oid = m.member
+                              WHERE g.rolname = r AND s.rolname = 'cardbox_server');
+        BEGIN
+            EXECUTE format('GRANT %I TO cardbox_server', r);
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE EXCEPTION 'cardbox: role % may not grant cardbox''s roles; a superuser must run once: GRANT % TO cardbox_server; (docs/operations.md)',
+                current_user, quote_ident(r) USING ERRCODE = 'insufficient_privilege';
+        END;
+    END LOOP;
+    IF NOT EXISTS (SELECT FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+                   JOIN pg_roles s ON s.oid = m.member
+                   WHERE g.rolname = 'cardbox_server' AND s.rolname = current_user) THEN
+        BEGIN
+            EXECUTE format('GRANT cardbox_server TO %I', current_user);
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE EXCEPTION 'cardbox: role % may not grant cardbox''s roles; a superuser must run once: GRANT cardbox_server TO %; (docs/operations.md)',
+                current_user, quote_ident(current_user) USING ERRCODE = 'insufficient_privilege';
+        END;
+    END IF;
 END
 $$;
 -- +goose StatementEnd

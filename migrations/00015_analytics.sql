@@ -17,18 +17,37 @@
 DO $$
 DECLARE
     r text;
+    missing text[] := '{}';
 BEGIN
     -- cardbox_analyst is made by the analyst roles' migration too; made
-    -- here if missing so that this one works alone.
+    -- here if missing so that this one works alone. Roles that exist are
+    -- not created again (an owner without CREATEROLE: see 00011).
     FOREACH r IN ARRAY ARRAY['cardbox_projector', 'cardbox_analyst']
     LOOP
+        CONTINUE WHEN EXISTS (SELECT FROM pg_roles WHERE rolname = r);
         BEGIN
             EXECUTE format('CREATE ROLE %I NOLOGIN NOINHERIT NOSUPERUSER NOBYPASSRLS', r);
-        EXCEPTION WHEN duplicate_object OR unique_violation THEN
-            NULL; -- made by another database of the cluster, or concurrently
+        EXCEPTION
+            WHEN duplicate_object OR unique_violation THEN
+                NULL; -- made concurrently by another database of the cluster
+            WHEN insufficient_privilege THEN
+                missing := missing || format('CREATE ROLE %I NOLOGIN NOINHERIT;', r);
         END;
     END LOOP;
-    GRANT cardbox_projector TO cardbox_server;
+    IF cardinality(missing) > 0 THEN
+        RAISE EXCEPTION 'cardbox: role % may not create roles and cardbox''s are missing; a superuser must run once: % (docs/operations.md)',
+            current_user, array_to_string(missing, ' ') USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+                   JOIN pg_roles s ON s.oid = m.member
+                   WHERE g.rolname = 'cardbox_projector' AND s.rolname = 'cardbox_server') THEN
+        BEGIN
+            GRANT cardbox_projector TO cardbox_server;
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE EXCEPTION 'cardbox: role % may not grant cardbox''s roles; a superuser must run once: GRANT cardbox_projector TO cardbox_server; (docs/operations.md)',
+                current_user USING ERRCODE = 'insufficient_privilege';
+        END;
+    END IF;
 END
 $$;
 -- +goose StatementEnd

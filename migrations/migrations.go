@@ -7,7 +7,10 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"regexp"
+	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -21,8 +24,12 @@ var FS embed.FS
 
 // Up applies every pending migration to the database behind pool. goose
 // takes a Postgres advisory lock, so concurrent starts apply each migration
-// once.
+// once. A role that may not create roles must find cardbox's made already
+// (see CheckRoles).
 func Up(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := CheckRoles(ctx, pool); err != nil {
+		return err
+	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	p, err := provider(db)
@@ -56,4 +63,96 @@ func provider(db *sql.DB) (*goose.Provider, error) {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	return p, nil
+}
+
+// PathRoles are the roles of the server's paths (internal/pgrole), which
+// the migrations make and grant to ServerRole.
+var PathRoles = []string{"cardbox_tenant", "cardbox_committer", "cardbox_recovery", "cardbox_sweeper",
+	"cardbox_lookup", "cardbox_admin", "cardbox_projector"}
+
+// ServerRole is the role the server's connections take (internal/pgrole's
+// Server), a member of every path role; AnalystRole is the group role of
+// analysts' SQL roles.
+const (
+	ServerRole  = "cardbox_server"
+	AnalystRole = "cardbox_analyst"
+)
+
+// RoleStatements are what a database administrator runs once, as a
+// superuser, for an owner role that may not create roles (no CREATEROLE):
+// the roles the migrations would otherwise make, and the memberships they
+// would grant (docs/operations.md).
+func RoleStatements(owner string) []string {
+	var out []string
+	for _, r := range append(append([]string{}, PathRoles...), ServerRole, AnalystRole) {
+		out = append(out, "CREATE ROLE "+ident(r)+" NOLOGIN NOINHERIT;")
+	}
+	out = append(out, "GRANT "+strings.Join(PathRoles, ", ")+" TO "+ServerRole+";")
+	out = append(out, "GRANT "+ServerRole+" TO "+ident(owner)+";")
+	return out
+}
+
+// CheckRoles checks, before migrating, that the role pool logs in as may
+// make what the migrations make of cardbox's roles: with CREATEROLE (or
+// as a superuser) it makes them; without, each must exist already, with
+// its memberships (or the admin option on them), and the error names the
+// statements of RoleStatements still to run.
+func CheckRoles(ctx context.Context, pool *pgxpool.Pool) error {
+	var owner string
+	var super, createRole bool
+	err := pool.QueryRow(ctx, `SELECT rolname, rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user`).
+		Scan(&owner, &super, &createRole)
+	if err != nil {
+		return fmt.Errorf("migrate: read the migrating role: %w", err)
+	}
+	if super || createRole {
+		return nil
+	}
+	type grant struct{ role, member string }
+	grants := []grant{{ServerRole, owner}}
+	for _, r := range PathRoles {
+		grants = append(grants, grant{r, ServerRole})
+	}
+	var missing []string
+	for _, r := range append(append([]string{}, PathRoles...), ServerRole, AnalystRole) {
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = $1)`, r).Scan(&exists); err != nil {
+			return fmt.Errorf("migrate: check role %s: %w", r, err)
+		}
+		if !exists {
+			missing = append(missing, "CREATE ROLE "+ident(r)+" NOLOGIN NOINHERIT;")
+		}
+	}
+	for _, g := range grants {
+		var ok bool
+		err := pool.QueryRow(ctx, `
+			SELECT EXISTS (SELECT FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid JOIN pg_roles u ON u.oid = m.member
+			               WHERE r.rolname = $1 AND u.rolname = $2)
+			    OR EXISTS (SELECT FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid
+			               WHERE r.rolname = $1 AND m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND m.admin_option)`,
+			g.role, g.member).Scan(&ok)
+		if err != nil {
+			return fmt.Errorf("migrate: check the membership of %s in %s: %w", g.member, g.role, err)
+		}
+		if !ok {
+			missing = append(missing, "GRANT "+ident(g.role)+" TO "+ident(g.member)+";")
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("migrate: role %s may not create roles (no CREATEROLE) and cardbox's roles are not all made: "+
+			"a superuser must run once: %s (docs/operations.md, \"Roles made by a database administrator\")",
+			owner, strings.Join(missing, " "))
+	}
+	return nil
+}
+
+var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// ident quotes a role name for SQL when it needs it (as quote_ident
+// does, but for keywords), for statements an administrator reads.
+func ident(name string) string {
+	if plainIdent.MatchString(name) {
+		return name
+	}
+	return pgx.Identifier{name}.Sanitize()
 }
