@@ -80,6 +80,11 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer engine.Close()
+	// The directory and the database are one store: commands and later
+	// starts configured for another database refuse (docs/operations.md).
+	if err := db.RecordDatabase(cfg.DataDir); err != nil {
+		return err
+	}
 	svcOpts := service.Options{Logger: log, RenderCacheBytes: cfg.RenderCacheBytes}
 	if cfg.Analytics {
 		svcOpts.OnPublish = func(t store.Tenant) { proj.Published(t) }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
+	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/internal/pgembed"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/migrations"
@@ -56,6 +57,9 @@ type DB struct {
 	embedded *pgembed.Server
 	guest    bool // embedded belongs to a running server: leave it running
 	log      *slog.Logger
+	// location is where the database is, for the data directory's record
+	// of it (RecordDatabase).
+	location datadir.Database
 	// stopWatch ends the watch on the embedded cluster; watchDone closes
 	// when it has.
 	stopWatch context.CancelFunc
@@ -96,6 +100,13 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 	if url != "" && cfg.SQLAddr != "" {
 		return nil, errors.New("--sql-addr is for the embedded Postgres; with --database-url, give analysts access on that server instead (see docs/security.md)")
 	}
+	// Before anything starts: the data directory's store may live in
+	// another database (location.go).
+	check, err := checkDataDir(cfg)
+	if err != nil {
+		return nil, err
+	}
+	d.location = check.target
 	if url == "" {
 		srv, err := pgembed.Start(ctx, pgembed.Options{
 			Dir: filepath.Join(cfg.DataDir, "postgres"), BinDir: cfg.PGBinDir,
@@ -115,7 +126,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*DB, error) {
 		}
 		url = srv.URL(EmbeddedDB)
 	}
-	if err := d.connect(ctx, url, opts); err != nil {
+	if err := d.connect(ctx, url, check, opts); err != nil {
 		d.Close(ctx)
 		return nil, err
 	}
@@ -185,8 +196,8 @@ func wait(ctx context.Context, d time.Duration) bool {
 // (internal/pgrole), so that row-level security applies. The embedded
 // cluster logs in as that role; a server at a URL keeps the URL's login
 // and switches to it on each connection.
-func (d *DB) connect(ctx context.Context, url string, opts Options) error {
-	if err := migrate(ctx, url, d.embedded != nil); err != nil {
+func (d *DB) connect(ctx context.Context, url string, check dataDirCheck, opts Options) error {
+	if err := migrate(ctx, url, check, d.embedded != nil); err != nil {
 		return err
 	}
 	pcfg, err := pgxpool.ParseConfig(url)
@@ -249,9 +260,11 @@ func (d *DB) backgroundConfig(pcfg *pgxpool.Config) *pgxpool.Config {
 	return bcfg
 }
 
-// migrate applies the migrations as the URL's role and, in the embedded
-// cluster, lets pgrole.Server log in (over the cluster's private socket).
-func migrate(ctx context.Context, url string, embedded bool) error {
+// migrate applies the migrations as the URL's role, once the database is
+// seen to hold the data directory's store if check asks, and, in the
+// embedded cluster, lets pgrole.Server log in (over the cluster's private
+// socket).
+func migrate(ctx context.Context, url string, check dataDirCheck, embedded bool) error {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return fmt.Errorf("CARDBOX_DATABASE_URL: %w", err)
@@ -262,6 +275,9 @@ func migrate(ctx context.Context, url string, embedded bool) error {
 		return err
 	}
 	defer owner.Close()
+	if err := check.confirmStore(ctx, owner); err != nil {
+		return err
+	}
 	if err := migrations.Up(ctx, owner); err != nil {
 		return err
 	}
