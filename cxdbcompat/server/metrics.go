@@ -56,19 +56,14 @@ func typeLabel(t cxdbcompat.MsgType) string {
 }
 
 // answered counts a request by its type and the answer's code.
-func (m *metrics) answered(t cxdbcompat.MsgType, code string) {
-	m.requests.WithLabelValues(typeLabel(t), code).Inc()
-}
-
-// answerCode is the code label of an answer frame: "0" for success, else
-// the ERROR code.
-func answerCode(resp []byte) string {
+func (m *metrics) answered(t cxdbcompat.MsgType, resp []byte) {
+	code := "0"
 	if len(resp) >= cxdbcompat.HeaderSize && cxdbcompat.MsgType(le16(resp[4:6])) == cxdbcompat.MsgError {
 		if e, err := cxdbcompat.DecodeErrorResponse(resp[cxdbcompat.HeaderSize:]); err == nil {
-			return strconv.Itoa(int(e.Code))
+			code = strconv.Itoa(int(e.Code))
 		}
 	}
-	return "0"
+	m.requests.WithLabelValues(typeLabel(t), code).Inc()
 }
 
 func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }

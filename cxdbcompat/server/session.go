@@ -161,9 +161,9 @@ func peerLeft(err error) bool {
 // clientGone reports whether the session ended because its peer left.
 func (s *session) clientGone() bool { return context.Cause(s.ctx) == errClientClosed }
 
-// abandoned records a request that gets no answer because its client went
-// away: at debug, and in cardbox_binary_client_closed_total (not in
-// cardbox_binary_requests_total: nothing was answered).
+// abandoned records a request whose client went away before its answer:
+// at debug, and in cardbox_binary_client_closed_total (not in
+// cardbox_binary_requests_total: nobody takes the answer).
 func (s *session) abandoned(f cxdbcompat.Frame) {
 	s.srv.metrics.clientClosed.Inc()
 	s.srv.log.Debug("binary request abandoned: the client closed the connection", "type", f.Type, "session", s.id)
@@ -352,20 +352,21 @@ func (s *session) serveLarge(f cxdbcompat.Frame) {
 	}
 }
 
-// answer writes the answer to f and counts it. A nil answer is a request
-// abandoned because its client went away (see handle), and so is an
-// answer that cannot be written because the client left.
+// answer counts the answer to f and writes it: counted first, so that a
+// client that read its answer finds it counted. A nil answer is a request
+// abandoned because its client went away (see handle), and so is any
+// answer once the client is known to have left; that one is still
+// written, for a peer that only closed its sending half.
 func (s *session) answer(f cxdbcompat.Frame, resp []byte) {
-	if resp == nil {
+	if resp == nil || s.clientGone() {
 		s.abandoned(f)
+		if resp != nil {
+			s.reply(f.ReqID, resp)
+		}
 		return
 	}
-	code := answerCode(resp) // before reply recycles resp
-	if !s.reply(f.ReqID, resp) && s.clientGone() {
-		s.abandoned(f)
-		return
-	}
-	s.srv.metrics.answered(f.Type, code)
+	s.srv.metrics.answered(f.Type, resp)
+	s.reply(f.ReqID, resp)
 }
 
 func (s *session) hello(f cxdbcompat.Frame) []byte {
@@ -452,24 +453,22 @@ func (s *session) setIdentity(id Identity) {
 	hub.Connect(s.live)
 }
 
-// reply writes a response frame and reports whether it was written.
-// Handlers write their own answers, under wmu, rather than handing them to
-// a writer goroutine: with one request in flight per connection (as the
-// official clients run) that saves a goroutine wake-up on every request.
-// A session whose peer is gone drops the frame.
-func (s *session) reply(_ uint64, frame []byte) bool {
+// reply writes a response frame. Handlers write their own answers, under
+// wmu, rather than handing them to a writer goroutine: with one request in
+// flight per connection (as the official clients run) that saves a
+// goroutine wake-up on every request. A session whose peer is gone drops
+// the frame.
+func (s *session) reply(_ uint64, frame []byte) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	defer recycleFrame(frame)
 	if s.writeErr {
-		return false
+		return
 	}
 	_ = s.conn.SetWriteDeadline(s.writeDeadline(len(frame)))
 	if _, err := s.conn.Write(frame); err != nil {
 		s.writeFailed(err)
-		return false
 	}
-	return true
 }
 
 // writeFailed ends the session: the peer is gone (or too slow to read),
