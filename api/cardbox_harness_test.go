@@ -49,8 +49,16 @@ func newHarness(t testing.TB) *harness {
 // newHarnessOn is a CardBox server over pool with a body limit.
 func newHarnessOn(t testing.TB, pool cardbox.DB, bodyLimit int64) *harness {
 	t.Helper()
+	return newHarnessWith(t, pool, bodyLimit, cardbox.Options{})
+}
+
+// newHarnessWith is newHarnessOn with the service's options (its clock is
+// the harness's).
+func newHarnessWith(t testing.TB, pool cardbox.DB, bodyLimit int64, opts cardbox.Options) *harness {
+	t.Helper()
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
-	svc := cardbox.New(pool, cardbox.Options{Now: clk.Now})
+	opts.Now = clk.Now
+	svc := cardbox.New(pool, opts)
 	h := api.New(api.Options{Routes: []api.Routes{api.CardBox(svc)}, BodyLimit: bodyLimit})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

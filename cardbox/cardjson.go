@@ -16,6 +16,14 @@ import (
 // The first ten members are the public CardBox service's shape; absent
 // values are null. deleted_at appears only on a card a write returns for a
 // replay of a deleted card.
+//
+// It is the one spelling of a card on every route: the card as stored,
+// as encoding/json.Marshal would write it. content, metadata and
+// tool_calls are Postgres jsonb, whose members are in jsonb's order (by
+// length, then bytes; a repeated key keeps its last value) and whose
+// numbers keep their spelling (1.0 stays 1.0, 1e3 is 1000); jsonb's text
+// adds a space after each colon and comma, which appendjson.Compact
+// drops. Rendering happens once per card and cache entry, not per read.
 func (c *Card) AppendJSON(b []byte) []byte {
 	b = append(b, `{"card_id":`...)
 	b = appendjson.String(b, c.CardID)
@@ -24,15 +32,15 @@ func (c *Card) AppendJSON(b []byte) []byte {
 	b = append(b, `,"type":`...)
 	b = appendjson.String(b, c.Type)
 	b = append(b, `,"content":`...)
-	b = appendjson.Raw(b, c.Content)
+	b = appendjson.Compact(b, c.Content)
 	b = append(b, `,"created_at":`...)
 	b = appendjson.Time(b, &c.CreatedAt)
 	b = append(b, `,"author_id":`...)
 	b = appendjson.OptString(b, c.AuthorID)
 	b = append(b, `,"metadata":`...)
-	b = appendjson.Raw(b, c.Metadata)
+	b = appendjson.Compact(b, c.Metadata)
 	b = append(b, `,"tool_calls":`...)
-	b = appendjson.Raw(b, c.ToolCalls)
+	b = appendjson.Compact(b, c.ToolCalls)
 	b = append(b, `,"tool_call_id":`...)
 	b = appendjson.OptString(b, c.ToolCallID)
 	b = append(b, `,"ttl_seconds":`...)

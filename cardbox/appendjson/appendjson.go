@@ -2,6 +2,12 @@
 // CardBox renders cards and batch answers with it: they are the read hot
 // path, and their JSON members come from Postgres jsonb, which is valid JSON
 // and needs no re-checking.
+//
+// What it appends is what encoding/json.Marshal appends for the same
+// value (a string, or a json.RawMessage): compact, with <, >, &, U+2028
+// and U+2029 escaped. A card's JSON is then the same bytes whether a
+// route writes it as it is or through encoding/json (which compacts and
+// escapes what a json.Marshaler returns).
 package appendjson
 
 import (
@@ -10,26 +16,28 @@ import (
 	"unicode/utf8"
 )
 
-// String appends s as a JSON string. Invalid UTF-8 becomes U+FFFD and
-// U+2028/U+2029 are escaped, as encoding/json does; <, > and & are not.
+const hex = "0123456789abcdef"
+
+// String appends s as a JSON string, as encoding/json does: invalid UTF-8
+// becomes U+FFFD; <, >, &, U+2028 and U+2029 are escaped.
 func String(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+		if c < utf8.RuneSelf && !stringEscapes[c] {
 			i++
 			continue
 		}
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError && r != '\u2028' && r != '\u2029' {
+			invalid := r == utf8.RuneError && size == 1 // a U+FFFD in s is kept
+			if !invalid && r != '\u2028' && r != '\u2029' {
 				i += size
 				continue
 			}
 			b = append(b, s[start:i]...)
-			if r == utf8.RuneError {
+			if invalid {
 				b = append(b, `\ufffd`...)
 			} else {
 				b = append(b, `\u202`...)
@@ -49,6 +57,10 @@ func String(b []byte, s string) []byte {
 			b = append(b, '\\', 'r')
 		case '\t':
 			b = append(b, '\\', 't')
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
 		default:
 			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
@@ -79,6 +91,17 @@ func Strings(b []byte, ss []string) []byte {
 	return append(b, ']')
 }
 
+// stringEscapes are the ASCII bytes String escapes.
+var stringEscapes = func() (t [utf8.RuneSelf]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	for _, c := range `"\<>&` {
+		t[c] = true
+	}
+	return t
+}()
+
 // Raw appends raw, which must be valid JSON, or null when it is empty.
 func Raw(b []byte, raw json.RawMessage) []byte {
 	if len(raw) == 0 {
@@ -86,6 +109,67 @@ func Raw(b []byte, raw json.RawMessage) []byte {
 	}
 	return append(b, raw...)
 }
+
+// Compact appends raw, which must be valid JSON, as encoding/json.Marshal
+// appends a json.RawMessage: without the whitespace between tokens (jsonb
+// writes "{"a": 1, "b": 2}"), with <, >, &, U+2028 and U+2029 in strings
+// escaped; or null when raw is empty. Everything else is kept as it is:
+// the order of the members, the spelling of numbers and of escapes.
+func Compact(b []byte, raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return append(b, "null"...)
+	}
+	start, n := 0, len(raw)
+	for i := 0; i < n; {
+		switch raw[i] {
+		case ' ', '\t', '\n', '\r':
+			b = append(b, raw[start:i]...)
+			i++
+			start = i
+			continue
+		case '"':
+		default:
+			i++
+			continue
+		}
+		// A string: on to its closing quote.
+		for i++; i < n; {
+			c := raw[i]
+			if !compactEscapes[c] {
+				i++
+				continue
+			}
+			if c == '"' {
+				break
+			}
+			switch c {
+			case '\\':
+				i += 2 // the escaped byte, '"' or '\\' included
+				continue
+			case '<', '>', '&':
+				b = append(b, raw[start:i]...)
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+				i++
+				start = i
+				continue
+			}
+			// 0xe2: U+2028 and U+2029 are e2 80 a8 and e2 80 a9.
+			if i+2 < n && raw[i+1] == 0x80 && raw[i+2]&^1 == 0xa8 {
+				b = append(b, raw[start:i]...)
+				b = append(b, '\\', 'u', '2', '0', '2', hex[raw[i+2]&0xf])
+				i += 3
+				start = i
+				continue
+			}
+			i++
+		}
+		i++ // the closing quote
+	}
+	return append(b, raw[start:]...)
+}
+
+// compactEscapes are the bytes of a string Compact must look at.
+var compactEscapes = [256]bool{'"': true, '\\': true, '<': true, '>': true, '&': true, 0xe2: true}
 
 // RawList appends a JSON array of the given values, each valid JSON.
 func RawList(b []byte, items []json.RawMessage) []byte {
