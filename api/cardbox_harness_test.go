@@ -92,6 +92,18 @@ func (r response) apiError(t testing.TB) api.Error {
 // as JSON) and checks the answer against the OpenAPI document.
 func (h *harness) do(method, path string, body any) response {
 	h.t.Helper()
+	r, err := h.try(method, path, body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+// try is do for goroutines other than the test's: it returns what went
+// wrong (a failed request, an answer of another status than want when
+// want is not 0, one that does not match the OpenAPI document) instead of
+// failing the test.
+func (h *harness) try(method, path string, body any, want ...int) (response, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -100,31 +112,34 @@ func (h *harness) do(method, path string, body any) response {
 	default:
 		buf, err := json.Marshal(b)
 		if err != nil {
-			h.t.Fatal(err)
+			return response{}, err
 		}
 		rd = bytes.NewReader(buf)
 	}
 	req, err := http.NewRequest(method, h.url+path, rd)
 	if err != nil {
-		h.t.Fatal(err)
+		return response{}, err
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		h.t.Fatal(err)
+		return response{}, err
 	}
 	defer res.Body.Close()
 	out, err := io.ReadAll(res.Body)
 	if err != nil {
-		h.t.Fatal(err)
+		return response{}, err
 	}
 	r := response{Status: res.StatusCode, Header: res.Header, Body: out}
 	if err := spec(h.t).checkResponse(method, req.URL.EscapedPath(), r); err != nil {
-		h.t.Errorf("%s %s: answer does not match docs/openapi.yaml: %v\n%s", method, path, err, out)
+		return r, fmt.Errorf("%s %s: answer does not match docs/openapi.yaml: %v\n%s", method, path, err, out)
 	}
-	return r
+	if len(want) > 0 && r.Status != want[0] {
+		return r, fmt.Errorf("%s %s: status %d, want %d: %s", method, path, r.Status, want[0], out)
+	}
+	return r, nil
 }
 
 // want fails the test unless r has status.

@@ -456,16 +456,24 @@ func TestConcurrentAppends(t *testing.T) {
 	cardIDs := h.notes("p1", "n", workers*each)
 	h.do("PUT", "/projects/p1/boxes/b", map[string]any{"card_ids": []string{}}).want(t, 200)
 	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				h.do("POST", "/projects/p1/boxes/b/append", map[string]any{
+				_, err := h.try("POST", "/projects/p1/boxes/b/append", map[string]any{
 					"card_ids": []string{cardIDs[w*each+i]},
-				}).want(t, 200)
+				}, 200)
+				errs <- err
 			}
 		})
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 	var b boxBody
 	h.do("GET", "/projects/p1/boxes/b", nil).want(t, 200).JSON(t, &b)
 	got := slices.Clone(b.CardIDs)
@@ -511,10 +519,16 @@ func TestSweeperPurges(t *testing.T) {
 func TestConcurrentFirstWrites(t *testing.T) {
 	h := newHarness(t)
 	var wg sync.WaitGroup
+	errs := make([]error, 8)
 	for w := range 8 {
 		wg.Go(func() {
-			h.do("POST", "/projects/fresh/cards", card(fmt.Sprint("c", w), "task.instruction", "x")).want(t, 201)
+			_, errs[w] = h.try("POST", "/projects/fresh/cards", card(fmt.Sprint("c", w), "task.instruction", "x"), 201)
 		})
 	}
 	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 }
