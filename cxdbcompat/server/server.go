@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -108,13 +109,12 @@ type Options struct {
 
 // Server accepts binary-protocol connections.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	sessions atomic.Uint64
-	bytes    *budget             // payload bytes of requests arriving or in progress
-	replies  *budget             // bytes of large responses not yet written
-	builds   *semaphore.Weighted // payload-carrying responses being built
-	metrics  *metrics
+	opts    Options
+	log     *slog.Logger
+	bytes   *budget             // payload bytes of requests arriving or in progress
+	replies *budget             // bytes of large responses not yet written
+	builds  *semaphore.Weighted // payload-carrying responses being built
+	metrics *metrics
 
 	unauthenticated atomic.Int64 // sessions yet to authenticate (with Authenticate)
 
@@ -200,7 +200,7 @@ func (s *Server) startSession(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	sess := newSession(s, conn, s.sessions.Add(1))
+	sess := newSession(s, conn, newSessionID())
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -316,5 +316,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		<-done
 		return ctx.Err()
+	}
+}
+
+// newSessionID returns a session id no one can predict: a tenant sees
+// its sessions' ids (HELLO, events), and ids counted up for all tenants
+// would tell it how many sessions the others open. Collisions among 64
+// random bits are left to chance.
+func newSessionID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
 	}
 }
