@@ -24,7 +24,10 @@ var missingTarget = adminTarget{Tenant: "no-such-tenant", Key: "key_000000000000
 // adminCase is one administration request and the status each key gets.
 type adminCase struct {
 	name string
-	req  func(p adminTarget) request
+	// route is the registered route the request takes, "METHOD path" as
+	// echo names it: every administration route must have a case.
+	route string
+	req   func(p adminTarget) request
 	// want is the status by credential; globex's admin naming acme's
 	// things must get exactly the answer to the same request naming
 	// missing ones.
@@ -33,6 +36,10 @@ type adminCase struct {
 	// its own tenant's entries alone.
 	list string
 }
+
+// operatorOnly are the routes outside /admin that only operators reach;
+// pprof's every method is one route.
+var operatorOnly = map[string]bool{"/metrics": true, "/debug/pprof/*": true}
 
 // adminKeys are the credentials every administration request is tried
 // with, in this order: refusals first, so that a change they made would
@@ -54,41 +61,41 @@ func get(path string) func(adminTarget) request {
 }
 
 var adminCases = []adminCase{
-	{name: "list tenants", req: get("/admin/tenants"), want: statuses(401, 403, 403, 200, 200, 200), list: "tenants"},
-	{name: "create a tenant", req: func(adminTarget) request {
+	{name: "list tenants", route: "GET /admin/tenants", req: get("/admin/tenants"), want: statuses(401, 403, 403, 200, 200, 200), list: "tenants"},
+	{name: "create a tenant", route: "POST /admin/tenants", req: func(adminTarget) request {
 		return request{"POST", "/admin/tenants", `{"tenant_id":"fresh-` + freshName() + `"}`}
 	}, want: statuses(401, 403, 403, 403, 403, 201)},
-	{name: "delete acme", req: func(p adminTarget) request { return request{"DELETE", "/admin/tenants/" + p.Tenant, ""} },
+	{name: "delete acme", route: "DELETE /admin/tenants/:tenant_id", req: func(p adminTarget) request { return request{"DELETE", "/admin/tenants/" + p.Tenant, ""} },
 		// The operator's deletion is tried on a tenant of its own below.
 		want: statuses(401, 403, 403, 403, 403, 0)},
-	{name: "set acme's quota", req: func(p adminTarget) request {
+	{name: "set acme's quota", route: "PUT /admin/tenants/:tenant_id/quota", req: func(p adminTarget) request {
 		return request{"PUT", "/admin/tenants/" + p.Tenant + "/quota", `{"bytes":0}`}
 	}, want: statuses(401, 403, 403, 403, 403, 200)},
-	{name: "set acme's rate", req: func(p adminTarget) request {
+	{name: "set acme's rate", route: "PUT /admin/tenants/:tenant_id/rate", req: func(p adminTarget) request {
 		return request{"PUT", "/admin/tenants/" + p.Tenant + "/rate", `{"per_sec":0,"burst":0}`}
 	}, want: statuses(401, 403, 403, 403, 403, 200)},
-	{name: "list usage", req: get("/admin/usage"), want: statuses(401, 403, 403, 200, 200, 200), list: "tenants"},
-	{name: "acme's usage", req: get("/admin/usage?tenant_id={tenant}"), want: statuses(401, 403, 403, 404, 200, 200)},
-	{name: "create a key of acme", req: func(p adminTarget) request {
+	{name: "list usage", route: "GET /admin/usage", req: get("/admin/usage"), want: statuses(401, 403, 403, 200, 200, 200), list: "tenants"},
+	{name: "acme's usage", route: "GET /admin/usage", req: get("/admin/usage?tenant_id={tenant}"), want: statuses(401, 403, 403, 404, 200, 200)},
+	{name: "create a key of acme", route: "POST /admin/keys", req: func(p adminTarget) request {
 		return request{"POST", "/admin/keys", `{"tenant_id":"` + p.Tenant + `","role":"reader"}`}
 	}, want: statuses(401, 403, 403, 404, 201, 201)},
 	// A tenant's admin names none: its own; an operator must name one.
-	{name: "create a key of no named tenant", req: func(adminTarget) request {
+	{name: "create a key of no named tenant", route: "POST /admin/keys", req: func(adminTarget) request {
 		return request{"POST", "/admin/keys", `{"role":"reader"}`}
 	}, want: statuses(401, 403, 403, 201, 201, 400)},
-	{name: "create an operator key", req: func(adminTarget) request {
+	{name: "create an operator key", route: "POST /admin/keys", req: func(adminTarget) request {
 		return request{"POST", "/admin/keys", `{"role":"operator"}`}
 	}, want: statuses(401, 403, 403, 403, 403, 201)},
-	{name: "list keys", req: get("/admin/keys"), want: statuses(401, 403, 403, 200, 200, 200), list: "keys"},
-	{name: "list acme's keys", req: get("/admin/keys?tenant_id={tenant}"), want: statuses(401, 403, 403, 404, 200, 200), list: "keys"},
-	{name: "revoke a key of acme", req: func(p adminTarget) request { return request{"DELETE", "/admin/keys/" + p.Key, ""} },
+	{name: "list keys", route: "GET /admin/keys", req: get("/admin/keys"), want: statuses(401, 403, 403, 200, 200, 200), list: "keys"},
+	{name: "list acme's keys", route: "GET /admin/keys", req: get("/admin/keys?tenant_id={tenant}"), want: statuses(401, 403, 403, 404, 200, 200), list: "keys"},
+	{name: "revoke a key of acme", route: "DELETE /admin/keys/:key_id", req: func(p adminTarget) request { return request{"DELETE", "/admin/keys/" + p.Key, ""} },
 		want: statuses(401, 403, 403, 404, 200, 200)},
-	{name: "revoke an operator key", req: func(p adminTarget) request { return request{"DELETE", "/admin/keys/" + p.OperatorKey, ""} },
+	{name: "revoke an operator key", route: "DELETE /admin/keys/:key_id", req: func(p adminTarget) request { return request{"DELETE", "/admin/keys/" + p.OperatorKey, ""} },
 		want: statuses(401, 403, 403, 404, 404, 200)},
-	{name: "read the audit log", req: get("/admin/audit?limit=10000"), want: statuses(401, 403, 403, 200, 200, 200), list: "entries"},
-	{name: "read acme's audit log", req: get("/admin/audit?limit=10000&tenant_id={tenant}"), want: statuses(401, 403, 403, 404, 200, 200), list: "entries"},
-	{name: "service metrics", req: get("/metrics"), want: statuses(401, 403, 403, 403, 403, 200)},
-	{name: "profiles", req: get("/debug/pprof/cmdline"), want: statuses(401, 403, 403, 403, 403, 200)},
+	{name: "read the audit log", route: "GET /admin/audit", req: get("/admin/audit?limit=10000"), want: statuses(401, 403, 403, 200, 200, 200), list: "entries"},
+	{name: "read acme's audit log", route: "GET /admin/audit", req: get("/admin/audit?limit=10000&tenant_id={tenant}"), want: statuses(401, 403, 403, 404, 200, 200), list: "entries"},
+	{name: "service metrics", route: "GET /metrics", req: get("/metrics"), want: statuses(401, 403, 403, 403, 403, 200)},
+	{name: "profiles", route: "GET /debug/pprof/*", req: get("/debug/pprof/cmdline"), want: statuses(401, 403, 403, 403, 403, 200)},
 }
 
 // TestAdminScopes tries every administration request with the operator,
@@ -99,6 +106,16 @@ var adminCases = []adminCase{
 func TestAdminScopes(t *testing.T) {
 	t.Parallel()
 	h := newHosted(t)
+	covered := map[string]bool{}
+	for _, ac := range adminCases {
+		covered[ac.route] = true
+	}
+	for _, r := range h.handler.Routes() {
+		key := r.Method + " " + r.Path
+		if (strings.HasPrefix(r.Path, "/admin/") || operatorOnly[r.Path]) && !covered[key] && !covered["GET "+r.Path] {
+			t.Errorf("route %s has no case in adminCases", key)
+		}
+	}
 	for _, ac := range adminCases {
 		t.Run(ac.name, func(t *testing.T) {
 			for _, c := range adminKeys {
