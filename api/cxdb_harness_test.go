@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
@@ -42,13 +44,23 @@ type cxdbHarness struct {
 type harnessOptions struct {
 	hosted    bool          // API keys on both surfaces (h.keys)
 	heartbeat time.Duration // of event streams
+	// dir and pool, when set, are the turn store's data directory and
+	// database (a store a test prepared); else fresh ones.
+	dir  string
+	pool *pgxpool.Pool
 }
 
 func newCXDBHarness(t testing.TB) *cxdbHarness { return newCXDBHarnessWith(t, harnessOptions{}) }
 
 func newCXDBHarnessWith(t testing.TB, o harnessOptions) *cxdbHarness {
 	t.Helper()
-	pool := pgtest.NewPool(t)
+	pool, dir := o.pool, o.dir
+	if pool == nil {
+		pool = pgtest.NewPool(t)
+	}
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	var keys *auth.Keys
 	var apiAuth api.Authenticator
 	var binAuth server.Authenticator
@@ -58,7 +70,7 @@ func newCXDBHarnessWith(t testing.TB, o harnessOptions) *cxdbHarness {
 	}
 	var svc *service.Service
 	engine, err := store.Open(context.Background(), store.Options{
-		Dir: t.TempDir(), Pool: pool, OnAppend: func(a []store.Appended) { svc.Appended(a) },
+		Dir: dir, Pool: pool, OnAppend: func(a []store.Appended) { svc.Appended(a) },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -49,6 +49,8 @@ var storeDescs = map[string]*prometheus.Desc{
 		"Time group commits spent until their statement's answer was read (sent before the turn log is written, read after it; from the files' start), since start.", nil, nil),
 	"commit_seconds": prometheus.NewDesc("cardbox_group_commit_seconds_total",
 		"Time group commits spent in COMMIT (after the files and the statement), since start.", nil, nil),
+	"damaged_served": prometheus.NewDesc("cardbox_damaged_turns_served_total",
+		"Turns GET_LAST and GET_BEFORE served without their payload, which lies in a damaged record of the blob pack, since start.", nil, nil),
 }
 
 // Describe implements prometheus.Collector.
@@ -84,4 +86,5 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("files_seconds", st.FilesTime.Seconds())
 	counter("statement_seconds", st.StatementTime.Seconds())
 	counter("commit_seconds", st.CommitTime.Seconds())
+	counter("damaged_served", float64(st.DamagedTurnsServed))
 }

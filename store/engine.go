@@ -87,6 +87,9 @@ type Engine struct {
 	// (see ForgetTenant), and reads check it too.
 	gate  tenantgate.Gate[uint32]
 	usage *usage // what tenants store beyond the blobs the pack counts
+	// damaged counts and logs the turns served without their damaged
+	// payloads (see Turn.PayloadDamaged).
+	damaged damagedTurns
 
 	committer *committer
 
@@ -197,6 +200,10 @@ type Stats struct {
 	// (BEGIN and the group's rows, in parallel with the files; from the
 	// same start), and committing (after both).
 	FilesTime, StatementTime, CommitTime time.Duration
+	// DamagedTurnsServed is how many turns Last and Before served
+	// without their payload, which lies in a damaged record of the blob
+	// pack (Turn.PayloadDamaged), since the process started.
+	DamagedTurnsServed int64
 }
 
 // Stats returns the store's current size.
@@ -207,7 +214,7 @@ func (e *Engine) Stats() Stats {
 		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(), PackHoles: len(e.blobs.Holes()),
 		Appends: e.committer.appends.Load(), Groups: e.committer.groups.Load(),
 		FilesTime: time.Duration(e.committer.filesNs.Load()), StatementTime: time.Duration(e.committer.statementNs.Load()),
-		CommitTime: time.Duration(e.committer.commitNs.Load()),
+		CommitTime: time.Duration(e.committer.commitNs.Load()), DamagedTurnsServed: e.damaged.served.Load(),
 	}
 }
 

@@ -179,11 +179,15 @@ func uncompressed(req *AppendRequest) ([]byte, error) {
 }
 
 // blobReadError is a stored blob that cannot be read: an internal error
-// whose message names the blob, since no per-turn error exists on the
-// binary protocol.
+// whose message names the blob and, when its record is damaged, the
+// damaged bytes of the pack (also in its details, with the blob).
 func blobReadError(err error, h Hash, what string) error {
-	if errors.Is(err, blobpack.ErrDamaged) {
-		return wrapf(KindInternal, err, "%s %x lies in a damaged record of the blob pack; run `cardbox verify`", what, h)
+	var d *blobpack.DamageError
+	if errors.As(err, &d) {
+		e := wrapf(KindInternal, err, "%s %x lies in a damaged record of the blob pack (bytes %d..%d of %s: %s); run `cardbox verify`",
+			what, h, d.Offset, d.End, blobpack.PackFile, d.Reason)
+		e.Details = map[string]any{"blob": fmt.Sprintf("%x", h), "damaged_from": d.Offset, "damaged_to": d.End}
+		return e
 	}
 	return wrapf(KindInternal, err, "read %s %x", what, h)
 }
@@ -276,7 +280,10 @@ func (n *typeNames) name(ref uint32) string {
 
 // turn renders one turn. With a payload it reports it as the original
 // bytes (compression 0, length = payload length), as CXDB does. The
-// payload is read-only: it may be shared with the blob pack's cache.
+// payload is read-only: it may be shared with the blob pack's cache. A
+// payload whose bytes are damaged is left out and the turn marked
+// (Turn.PayloadDamaged), counted and logged: the rest of a window still
+// reads.
 func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (Turn, error) {
 	turn := Turn{
 		ID: id, ParentID: m.parent, Depth: m.depth, TypeID: typeID,
@@ -287,7 +294,13 @@ func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (
 		return turn, nil
 	}
 	data, err := e.blobs.View(m.hash)
-	if err != nil {
+	switch {
+	case err == nil:
+	case payloadUnreadable(err):
+		e.servedDamaged(id, m, err)
+		turn.Compression, turn.UncompressedLen, turn.PayloadDamaged = CompressionNone, 0, true
+		return turn, nil
+	default:
 		return Turn{}, blobReadError(err, m.hash, fmt.Sprintf("payload of turn %d", id))
 	}
 	turn.Payload, turn.Compression, turn.UncompressedLen = data, CompressionNone, uint32(len(data))
@@ -312,15 +325,22 @@ func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) 
 }
 
 // ownsBlob reports whether the blob is stored and the tenant may read it:
-// it stored it first (recorded in the pack) or was granted it. Every
-// answer but the first storer's asks Postgres, a blob never stored too:
-// were that one answered from the pack alone, its speed would tell a
-// tenant whether another tenant stored the bytes.
+// it stored it first (recorded in the pack) or was granted it. A blob in
+// a damaged record of the pack is stored too (its owner as blobs.idx
+// recorded it), so that its owner hears it is damaged, not that it was
+// never stored. Every answer but the first storer's asks Postgres, a blob
+// never stored too: were that one answered from the pack alone, its speed
+// would tell a tenant whether another tenant stored the bytes.
 func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
 	if e.gate.Gone(t.No) {
 		return false, nil
 	}
 	entry, stored := e.blobs.Lookup(h)
+	if !stored {
+		if hole, damaged := e.blobs.HoleOf(h); damaged {
+			entry, stored = blobpack.Entry{Hash: h, Owner: hole.Owner}, true
+		}
+	}
 	if stored && entry.Owner == t.No {
 		return true, nil
 	}

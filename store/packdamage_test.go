@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,8 @@ type damagedStore struct {
 	ten      Tenant
 	ctxID    uint64
 	turns    []AppendResult
-	payloads [][]byte // of turns
+	payloads [][]byte     // of turns
+	log      *slog.Logger // of the store tryOpen opens; nil: none
 }
 
 const damageTurns = 300
@@ -65,7 +67,7 @@ func (s *damagedStore) entry(i int) blobpack.Entry {
 
 // tryOpen opens the store, returning the error instead of failing.
 func (s *damagedStore) tryOpen() error {
-	e, err := Open(context.Background(), Options{Dir: s.dir, Pool: s.pool})
+	e, err := Open(context.Background(), Options{Dir: s.dir, Pool: s.pool, Logger: s.log})
 	if err == nil {
 		s.Engine = e
 		s.t.Cleanup(func() { e.Close() })
@@ -73,19 +75,14 @@ func (s *damagedStore) tryOpen() error {
 	return err
 }
 
-// readAll reads every turn with its payload, one at a time, and returns
-// the errors by turn index.
+// readAll reads every turn's payload, one at a time (as the HTTP turn
+// pages do, which keep a per-turn error), and returns the errors by turn
+// index.
 func (s *damagedStore) readAll() map[int]error {
 	errs := map[int]error{}
 	for i := range s.turns {
-		var turns []Turn
-		var err error
-		if i+1 < len(s.turns) {
-			turns, err = s.Before(context.Background(), s.ten, s.ctxID, s.turns[i+1].TurnID, 1, true)
-		} else {
-			turns, err = s.Last(context.Background(), s.ten, s.ctxID, 1, true)
-		}
-		if err == nil && (len(turns) != 1 || string(turns[0].Payload) != string(s.payloads[i])) {
+		payload, err := s.TurnPayload(context.Background(), s.ten, s.turns[i].TurnID)
+		if err == nil && string(payload) != string(s.payloads[i]) {
 			err = fmt.Errorf("turn %d read back wrong", i)
 		}
 		if err != nil {

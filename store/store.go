@@ -102,6 +102,12 @@ type Turn struct {
 	// Payload is nil unless requested. It is read-only: the store may
 	// share it with its cache and other readers.
 	Payload []byte
+	// PayloadDamaged is set by Last and Before, asked for payloads, on a
+	// turn whose payload cannot be read (its blob lies in a damaged
+	// record of the blob pack): the turn is served without it, Payload
+	// empty and UncompressedLen 0, its other fields intact (Hash names
+	// the blob), so that one damaged blob does not hide a window.
+	PayloadDamaged bool
 }
 
 // TurnStore is what the protocol surfaces need from the store. Every call is

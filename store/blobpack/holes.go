@@ -24,8 +24,48 @@ type Hole struct {
 	// have held any number of blobs.
 	Hash      Hash
 	HashKnown bool
+	// Owner is the tenant that stored the blob first, as blobs.idx
+	// recorded it; meaningful only when HashKnown.
+	Owner uint32
 	// Reason says what is wrong with the bytes.
 	Reason string
+}
+
+// DamageError is the error of reading a blob whose record is damaged:
+// it lies in a hole Open found, or it failed its checks (CRC, header,
+// decompression, hash) when read. It wraps ErrDamaged and, for damage
+// found when read, the cause (which wraps ErrCorrupt or ErrHashMismatch).
+type DamageError struct {
+	Hash Hash
+	// Offset and End delimit the damaged bytes of blobs.pack: the hole,
+	// or the record that failed when read.
+	Offset, End int64
+	// Reason says what is wrong with the bytes.
+	Reason string
+	cause  error
+}
+
+// Error implements error.
+func (e *DamageError) Error() string {
+	s := fmt.Sprintf("blobpack: blob %x: its record at %d..%d of %s is damaged (%s)", e.Hash, e.Offset, e.End, PackFile, e.Reason)
+	if e.cause != nil {
+		return s + ": " + e.cause.Error()
+	}
+	return s + ": " + ErrDamaged.Error()
+}
+
+// Unwrap returns ErrDamaged and the cause, if any.
+func (e *DamageError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{ErrDamaged, e.cause}
+	}
+	return []error{ErrDamaged}
+}
+
+// damagedRecord is the error of an indexed record that failed its checks
+// when read.
+func damagedRecord(e *Entry, reason string, cause error) error {
+	return &DamageError{Hash: e.Hash, Offset: e.Offset, End: e.end(), Reason: reason, cause: cause}
 }
 
 // Holes returns the damaged regions Open found, in pack order.
@@ -35,11 +75,24 @@ func (p *Pack) Holes() []Hole {
 	return append([]Hole(nil), p.holes...)
 }
 
-// addHole records a damaged region found while opening.
-func (p *Pack) addHole(off, end int64, hash *Hash, reason string) {
+// HoleOf returns the hole holding the blob with hash h, if Open found
+// one that blobs.idx names and the blob was not stored again since.
+func (p *Pack) HoleOf(h Hash) (Hole, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	i, ok := p.holeByHash[h]
+	if !ok {
+		return Hole{}, false
+	}
+	return p.holes[i], true
+}
+
+// addHole records a damaged region found while opening; e is the index
+// entry of the blob whose record it was, when known.
+func (p *Pack) addHole(off, end int64, e *Entry, reason string) {
 	h := Hole{Offset: off, End: end, Reason: reason}
-	if hash != nil {
-		h.Hash, h.HashKnown = *hash, true
+	if e != nil {
+		h.Hash, h.HashKnown, h.Owner = e.Hash, true, e.Owner
 		if p.holeByHash == nil {
 			p.holeByHash = map[Hash]int{}
 		}
@@ -56,8 +109,7 @@ func (p *Pack) damaged(h Hash) error {
 		return nil
 	}
 	hole := p.holes[i]
-	return fmt.Errorf("blobpack: blob %x: its record at %d..%d of %s is damaged (%s): %w",
-		h, hole.Offset, hole.End, PackFile, hole.Reason, ErrDamaged)
+	return &DamageError{Hash: h, Offset: hole.Offset, End: hole.End, Reason: hole.Reason}
 }
 
 // notFound is the error of a lookup that failed: the blob is in a hole, or

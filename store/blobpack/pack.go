@@ -294,8 +294,9 @@ func (p *Pack) View(h Hash) ([]byte, error) {
 
 // ReadEntry returns the uncompressed bytes of the blob e describes, as
 // returned by Lookup or Put. It reads the record with one pread and checks
-// its CRC, that its header matches e, and the decompressed length. The
-// result is the caller's to keep and modify.
+// its CRC, that its header matches e, and the decompressed length; a
+// record that fails is a *DamageError naming its bytes. The result is the
+// caller's to keep and modify.
 func (p *Pack) ReadEntry(e Entry) ([]byte, error) {
 	if p.closed.Load() {
 		return nil, fmt.Errorf("blobpack: read %x: %w", e.Hash, ErrClosed)
@@ -310,17 +311,19 @@ func (p *Pack) ReadEntry(e Entry) ([]byte, error) {
 	}
 	got, stored, err := decodeRecord(*buf, e.Offset)
 	if err != nil {
-		return nil, fmt.Errorf("blobpack: read %x: %w", e.Hash, err)
+		return nil, damagedRecord(&e, "record fails its checks when read", err)
 	}
 	if got != e {
-		return nil, fmt.Errorf("blobpack: read %x at %d: header %+v does not match entry: %w", e.Hash, e.Offset, got, ErrCorrupt)
+		return nil, damagedRecord(&e, "record header does not match its index entry when read",
+			fmt.Errorf("blobpack: read %x at %d: header %+v does not match entry: %w", e.Hash, e.Offset, got, ErrCorrupt))
 	}
 	data, err := p.z.decompressOwned(&e, stored)
 	if err != nil {
-		return nil, fmt.Errorf("blobpack: read %x: %w", e.Hash, err)
+		return nil, damagedRecord(&e, "record does not decompress when read", err)
 	}
 	if p.opts.VerifyHashes && blake3.Sum256(data) != e.Hash {
-		return nil, fmt.Errorf("blobpack: read %x at %d: %w", e.Hash, e.Offset, ErrHashMismatch)
+		return nil, damagedRecord(&e, "record does not hash to its blob when read",
+			fmt.Errorf("blobpack: read %x at %d: %w", e.Hash, e.Offset, ErrHashMismatch))
 	}
 	return data, nil
 }

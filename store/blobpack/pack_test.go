@@ -214,8 +214,13 @@ func TestReadDetectsCorruption(t *testing.T) {
 	flipByte(t, filepath.Join(dir, PackFile), e.Offset+headerSize+10)
 
 	p = openPack(t, dir, Options{})
-	if _, err := p.Read(e.Hash); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Read of damaged record = %v, want ErrCorrupt", err)
+	_, err := p.Read(e.Hash)
+	var d *DamageError
+	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrDamaged) || !errors.As(err, &d) || d.Offset != e.Offset || d.End != e.end() {
+		t.Fatalf("Read of damaged record = %v, want ErrCorrupt and a DamageError naming its record %d..%d", err, e.Offset, e.end())
+	}
+	if _, ok := p.HoleOf(e.Hash); ok {
+		t.Fatalf("damage found when read made a hole; only Open finds holes")
 	}
 }
 

@@ -95,7 +95,7 @@ func (p *Pack) loadIndex(idxSize, packSize int64) (n int, end int64, err error) 
 			if e.end() > p.opts.MinValidSize {
 				break // past the committed end: a stale entry or a torn write
 			}
-			p.addHole(e.Offset, e.end(), &e.Hash, "record header does not match its blobs.idx entry")
+			p.addHole(e.Offset, e.end(), &e, "record header does not match its blobs.idx entry")
 			n++
 			end = e.end()
 			continue
@@ -140,7 +140,7 @@ func (p *Pack) verifyRecords(entries []Entry) (int, error) {
 		case err == nil && got == *e:
 			p.insert(e)
 		case e.end() <= p.opts.MinValidSize:
-			p.addHole(e.Offset, e.end(), &e.Hash, "record fails its CRC")
+			p.addHole(e.Offset, e.end(), e, "record fails its CRC")
 		default:
 			return k, nil
 		}

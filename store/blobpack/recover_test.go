@@ -229,11 +229,11 @@ func TestMinValidSize(t *testing.T) {
 			os.Remove(f.idx(dir))
 		}, committed, false, []Hole{{Offset: early.Offset, End: early.end()}}},
 		{"early header corruption", func(t *testing.T, dir string) { flipByte(t, f.pack(dir), early.Offset+offRawLen) },
-			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true}}},
+			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true, Owner: early.Owner}}},
 		{"early magic corruption", func(t *testing.T, dir string) { flipByte(t, f.pack(dir), early.Offset) },
-			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true}}},
+			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true, Owner: early.Owner}}},
 		{"early payload corruption", func(t *testing.T, dir string) { flipByte(t, f.pack(dir), early.Offset+headerSize) },
-			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true}}},
+			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true, Owner: early.Owner}}},
 		{"early corruption, no committed end", func(t *testing.T, dir string) {
 			flipByte(t, f.pack(dir), early.Offset+headerSize)
 			os.Remove(f.idx(dir))
@@ -276,8 +276,15 @@ func TestMinValidSize(t *testing.T) {
 			}
 			checkBlobs(t, p, append(rest, f.last)...)
 			_, err = p.Read(early.Hash)
-			if tt.holes[0].HashKnown && !errors.Is(err, ErrDamaged) {
-				t.Fatalf("Read of the damaged blob = %v, want ErrDamaged", err)
+			if !tt.holes[0].HashKnown {
+				return
+			}
+			var d *DamageError
+			if !errors.As(err, &d) || !errors.Is(err, ErrDamaged) || d.Hash != early.Hash || d.Offset != early.Offset || d.End != early.end() {
+				t.Fatalf("Read of the damaged blob = %v, want a DamageError naming its record %d..%d", err, early.Offset, early.end())
+			}
+			if h, ok := p.HoleOf(early.Hash); !ok || h.Offset != early.Offset || h.Owner != early.Owner {
+				t.Fatalf("HoleOf the damaged blob = %+v, %v; want its hole, with its owner", h, ok)
 			}
 		})
 	}
