@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ type server struct {
 	env      []string // the server's configuration, for the CLI
 	cmd      *exec.Cmd
 	log      bytes.Buffer
+	stopOnce sync.Once
 }
 
 // build builds a command of this repository into a temporary directory.
@@ -41,11 +43,16 @@ func build(t *testing.T, pkg string) string {
 	return bin
 }
 
-// startServer runs cardboxd, with TLS when certs is not nil and the extra
-// environment variables env.
+// startServer runs cardboxd on a new data directory, with TLS when certs
+// is not nil and the extra environment variables env.
 func startServer(t *testing.T, certs *testCerts, env ...string) *server {
 	t.Helper()
-	bin := build(t, "./cmd/cardboxd")
+	return startServerIn(t, newDataDir(t), certs, env...)
+}
+
+// newDataDir is an empty data directory, removed at cleanup.
+func newDataDir(t *testing.T) string {
+	t.Helper()
 	dataDir, err := os.MkdirTemp("", "cardbox-interop-") // world-searchable parent, for postgres as another user
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +61,13 @@ func startServer(t *testing.T, certs *testCerts, env ...string) *server {
 	if err := os.Chmod(dataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return dataDir
+}
+
+// startServerIn is startServer on the data directory dataDir.
+func startServerIn(t *testing.T, dataDir string, certs *testCerts, env ...string) *server {
+	t.Helper()
+	bin := build(t, "./cmd/cardboxd")
 	s := &server{binAddr: freeAddr(t), httpAddr: freeAddr(t)}
 	s.env = append(os.Environ(), "CARDBOX_DATA_DIR="+dataDir, "CARDBOX_DATABASE_URL=",
 		"CARDBOX_BINARY_ADDR="+s.binAddr, "CARDBOX_HTTP_ADDR="+s.httpAddr, "CARDBOX_LOG_LEVEL=warn")
@@ -72,10 +86,7 @@ func startServer(t *testing.T, certs *testCerts, env ...string) *server {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		_ = s.cmd.Wait()
-	})
+	t.Cleanup(s.stop)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		res, err := hc.Get(health)
 		if err == nil {
@@ -88,6 +99,15 @@ func startServer(t *testing.T, certs *testCerts, env ...string) *server {
 			t.Fatalf("cardboxd not healthy after 60 s:\n%s", s.log.String())
 		}
 	}
+}
+
+// stop ends the server (SIGTERM) and waits for it to exit; once is
+// enough, later calls do nothing.
+func (s *server) stop() {
+	s.stopOnce.Do(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.cmd.Wait()
+	})
 }
 
 func freeAddr(t *testing.T) string {
