@@ -459,34 +459,18 @@ func loopbackOf(t *testing.T, addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
-// buildBinaries builds cardboxd and cardbox once per test binary, as the
-// Dockerfile does, into a directory of their own.
+// buildBinaries builds cardboxd and cardbox as the Dockerfile does, into a
+// directory of their own.
 func buildBinaries(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "deploytest-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/cardboxd", "./cmd/cardbox")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-		binDir = dir
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/cardboxd", "./cmd/cardbox")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return binDir
+	return dir
 }
 
 func readFile(t *testing.T, file string) string {
