@@ -226,3 +226,17 @@ func TestOwnerWithoutCreateRole(t *testing.T) {
 		t.Fatalf("analysts' policies: %d (%v), want 28", policies, err)
 	}
 }
+
+// docs/operations.md lists the statements a database administrator runs
+// for an owner without CREATEROLE: RoleStatements's, for owner cardbox.
+func TestRoleStatementsAreDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range migrations.RoleStatements("cardbox") {
+		if !strings.Contains(string(doc), "\n"+stmt+"\n") {
+			t.Errorf("docs/operations.md does not list %q", stmt)
+		}
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/internal/pgembed"
@@ -49,10 +50,6 @@ const EnvURL = "CARDBOX_TEST_DATABASE_URL"
 // EnvSuperuserOwner, set to 1, makes the test server's superuser own the
 // databases and log in for the tests, as before non-superuser owners.
 const EnvSuperuserOwner = "CARDBOX_TEST_SUPERUSER_OWNER"
-
-// superuserOwnerByDefault is the mode when EnvSuperuserOwner is unset
-// (0 asks for an ordinary owner).
-const superuserOwnerByDefault = true
 
 var (
 	baseURL  string // a URL on the test server; the database part is replaced
@@ -109,7 +106,7 @@ func setup(ctx context.Context) (stop func(context.Context) error, err error) {
 	}
 	template = fmt.Sprintf("cardbox_tpl_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	ownerURL = baseURL
-	superuserOwner = os.Getenv(EnvSuperuserOwner) == "1" || (os.Getenv(EnvSuperuserOwner) == "" && superuserOwnerByDefault)
+	superuserOwner = os.Getenv(EnvSuperuserOwner) == "1"
 	if !superuserOwner {
 		dropOwner, err := createOwner(ctx)
 		if err != nil {
@@ -182,11 +179,11 @@ func createOwner(ctx context.Context) (drop func(context.Context), err error) {
 // pools and Tx log in as: a role that is not superuser, unless
 // CARDBOX_TEST_SUPERUSER_OWNER=1.
 func Owner() string {
-	u, err := url.Parse(ownerURL)
-	if err != nil || u.User == nil {
+	cfg, err := pgconn.ParseConfig(ownerURL)
+	if err != nil {
 		return ""
 	}
-	return u.User.Username()
+	return cfg.User
 }
 
 // SuperuserOwner reports whether the test databases are owned (and used)

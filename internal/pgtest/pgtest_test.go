@@ -2,6 +2,7 @@ package pgtest_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/cardboxhq/cardbox/internal/pgtest"
@@ -43,5 +44,42 @@ func TestNewDBIsMigratedAndIsolated(t *testing.T) {
 	}
 	if err := b.QueryRow(ctx, `SELECT count(*) FROM tenants WHERE tenant_id = 'default'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("default tenant missing: n=%d err=%v", n, err)
+	}
+}
+
+// The pools, Tx and the URLs log in as the databases' owner, which is an
+// ordinary role (unless CARDBOX_TEST_SUPERUSER_OWNER=1): not superuser,
+// not BYPASSRLS, CREATEROLE, as a managed Postgres gives cardbox.
+func TestDatabasesAreOwnedByAnOrdinaryRole(t *testing.T) {
+	ctx := context.Background()
+	pool, url := pgtest.NewPoolAndURL(t)
+	var user, dbOwner, tablesOwner string
+	var super, bypass, createRole bool
+	err := pool.QueryRow(ctx, `
+		SELECT current_user, r.rolsuper, r.rolbypassrls, r.rolcreaterole,
+		       pg_get_userbyid((SELECT datdba FROM pg_database WHERE datname = current_database())),
+		       (SELECT tableowner FROM pg_tables WHERE tablename = 'tenants')
+		FROM pg_roles r WHERE r.rolname = current_user`).Scan(&user, &super, &bypass, &createRole, &dbOwner, &tablesOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != pgtest.Owner() || dbOwner != user || tablesOwner != user {
+		t.Fatalf("logged in as %s, the database owned by %s, its tables by %s; want all %s", user, dbOwner, tablesOwner, pgtest.Owner())
+	}
+	if pgtest.DBName(url) != pool.Config().ConnConfig.Database || (!pgtest.SuperuserOwner() && !strings.Contains(url, "//"+user+":")) {
+		t.Errorf("URL %s is not the pool's database as %s", url, user)
+	}
+	if pgtest.SuperuserOwner() {
+		if !super {
+			t.Fatalf("%s=1, but %s is not a superuser", pgtest.EnvSuperuserOwner, user)
+		}
+		return
+	}
+	if super || bypass || !createRole {
+		t.Fatalf("%s: superuser %v, bypassrls %v, createrole %v; want an ordinary owner with CREATEROLE", user, super, bypass, createRole)
+	}
+	var superSuper bool
+	if err := pgtest.SuperuserPool(t, pgtest.DBName(url)).QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&superSuper); err != nil || !superSuper {
+		t.Fatalf("SuperuserPool is not a superuser's (%v)", err)
 	}
 }
