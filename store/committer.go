@@ -22,6 +22,10 @@ type job struct {
 	codec  blobpack.Codec // how stored is encoded
 	handed []byte         // a copy of raw for Options.OnAppend; nil if none
 	done   chan outcome   // buffered: the committer never blocks on it
+	// deadline is when an append must be answered: Options.PGTimeout
+	// after it was queued. Its group's statement and COMMIT must be
+	// answered by then (see plan.deadline).
+	deadline time.Time
 }
 
 // outcome answers a job.
@@ -54,8 +58,11 @@ type committer struct {
 	queue   chan *job
 	written chan *plan // writer → finisher
 	quit    chan struct{}
-	exited  chan struct{} // closed when both stages have ended
+	exited  chan struct{} // closed when both stages and every resolver have ended
 	once    sync.Once
+	// resolvers are the goroutines finding out whether a group whose
+	// COMMIT got no answer committed (see unknownOutcome).
+	resolvers sync.WaitGroup
 
 	// Writer state.
 	idem      *idemTable
@@ -75,6 +82,10 @@ type committer struct {
 	// cleared when a group commits; meanwhile groups hear from Postgres
 	// before they write any file (see writeGroup).
 	dbDown atomic.Bool
+	// resolving is set while the outcome of a group whose COMMIT got no
+	// answer in time is unknown; meanwhile the writer refuses work (see
+	// unknownOutcome).
+	resolving atomic.Bool
 
 	appends, groups atomic.Int64 // committed by this process
 	// Time the groups with turns spent in each step (see Stats).
@@ -101,6 +112,7 @@ func newCommitter(e *Engine, nextTurn uint64, idem *idemTable) *committer {
 		c.writeLoop()
 		close(c.written)
 		<-finished
+		c.resolvers.Wait()
 		close(c.exited)
 	}()
 	return c
@@ -129,6 +141,7 @@ func (c *committer) submit(ctx context.Context, j *job) outcome {
 	if err := c.failed(); err != nil {
 		return outcome{err: err}
 	}
+	j.deadline = time.Now().Add(c.e.opts.PGTimeout)
 	select {
 	case c.queue <- j:
 	case <-c.quit:
@@ -226,6 +239,12 @@ func (c *committer) linger(batch []*job, want int) []*job {
 // write is the writer stage for one group: plan, write the files and run
 // the statement, then hand the group to the finisher.
 func (c *committer) write(batch []*job) {
+	// resolving first: a resolver posts its rollback before it clears
+	// resolving, so the rollback is seen below.
+	if err := c.resolvingErr(); err != nil {
+		answerAll(batch, outcome{err: err})
+		return
+	}
 	if err := c.applyRollback(); err != nil {
 		answerAll(batch, outcome{err: err})
 		return
@@ -234,10 +253,13 @@ func (c *committer) write(batch []*job) {
 		answerAll(batch, outcome{err: err})
 		return
 	}
+	if batch = expire(batch, time.Now()); len(batch) == 0 {
+		return
+	}
 	c.shadow.forget(c.published.Load())
 	c.seq++
 	p := c.plan(batch, c.e.now())
-	p.seq, p.epoch = c.seq, c.epoch
+	p.seq, p.epoch, p.deadline = c.seq, c.epoch, groupDeadline(batch)
 	if err := c.writeGroup(p); err != nil {
 		if !c.retryAlone(p, err) {
 			p.failPending(err)
@@ -246,6 +268,34 @@ func (c *committer) write(batch []*job) {
 	}
 	c.remember(p)
 	c.written <- p
+}
+
+// expire answers the appends of batch that waited past their deadline
+// (the writer was held up by a Postgres or a disk that did not answer)
+// and returns the others. Blob puts need no Postgres and stay.
+func expire(batch []*job, now time.Time) []*job {
+	kept := batch[:0]
+	for _, j := range batch {
+		if j.app != nil && !now.Before(j.deadline) {
+			j.done <- outcome{err: errorf(KindUnavailable, "the append waited longer than its deadline for the appends before it (Postgres or the disk did not answer in time); retry")}
+			continue
+		}
+		kept = append(kept, j)
+	}
+	return kept
+}
+
+// groupDeadline is when a group's statement and COMMIT must be answered:
+// the earliest deadline of its appends (zero for a group of blob puts,
+// which sends no statement).
+func groupDeadline(batch []*job) time.Time {
+	var d time.Time
+	for _, j := range batch {
+		if j.app != nil && (d.IsZero() || j.deadline.Before(d)) {
+			d = j.deadline
+		}
+	}
+	return d
 }
 
 // retryAlone makes one bad append fail alone: when Postgres refused a
@@ -327,14 +377,14 @@ func (c *committer) writeGroup(p *plan) error {
 	}
 	blobErr, logErr, stmtErr := c.writeFiles(p, staged, !probe)
 	if err := c.filesWritten(p, blobErr, logErr); err != nil {
-		p.tx.rollback()
+		p.tx.abandon()
 		return err
 	}
 	if stmtErr != nil {
 		return c.statementFailed(p, stmtErr)
 	}
 	if c.e.opts.hooks.crash(stepFilesWritten) {
-		p.tx.rollback()
+		p.tx.abandon()
 		return c.crash()
 	}
 	return nil
@@ -353,7 +403,7 @@ func (c *committer) writeFiles(p *plan, staged *blobpack.Staged, statement bool)
 	if len(p.turns) > 0 {
 		var tx *groupTx
 		if statement {
-			tx, stmtErr = c.e.sendGroup(p.params(c.e, c.nextTurn))
+			tx, stmtErr = c.e.sendGroup(p.params(c.e, c.nextTurn), p.deadline)
 		}
 		logErr = c.appendRecords(p)
 		logTook = time.Since(start)
@@ -374,7 +424,7 @@ func (c *committer) writeFiles(p *plan, staged *blobpack.Staged, statement bool)
 // startStatement sends BEGIN and the group's statement and waits for them;
 // on success the group's transaction stays open for COMMIT.
 func (c *committer) startStatement(p *plan) error {
-	tx, err := c.e.sendGroup(p.params(c.e, c.nextTurn))
+	tx, err := c.e.sendGroup(p.params(c.e, c.nextTurn), p.deadline)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -39,8 +40,10 @@ type Options struct {
 	// keys of the window.
 	MaxIdempotencyKeys int
 	// OnAppend, if set, is told of every group of turns once they are
-	// committed and readable, in commit order, from the committer's
-	// goroutine: it must return quickly (queue, don't work).
+	// committed and readable, in commit order, from the committer (its
+	// finisher, or the goroutine that found out late that a group whose
+	// COMMIT went unanswered did commit): it must return quickly (queue,
+	// don't work).
 	OnAppend func([]Appended)
 	// OnAppendPayloads is the largest payload handed to OnAppend with its
 	// turn (Appended.Payload), for a listener that would otherwise read
@@ -50,6 +53,14 @@ type Options struct {
 	// storage (appends, blob puts, fs attachments, contexts, registry
 	// bundles) and may refuse it; nil: no quotas.
 	Quota QuotaFunc
+	// PGTimeout bounds how long a request waits for Postgres (default
+	// DefaultPGTimeout): each statement a request sends, and an append's
+	// group from when the append was queued to its COMMIT's answer. An
+	// append whose group does not finish in time is answered unavailable
+	// (503) and its group's outcome is resolved afterwards (see
+	// committer.unknownOutcome). Start-up recovery and background work
+	// are not bounded.
+	PGTimeout time.Duration
 	// Now is the clock of idempotency keys and their expiry (time.Now
 	// when nil).
 	Now    func() time.Time
@@ -60,6 +71,9 @@ type Options struct {
 
 // DefaultFileReserve is the default Options.FileReserve.
 const DefaultFileReserve = 4 << 20
+
+// DefaultPGTimeout is the default Options.PGTimeout.
+const DefaultPGTimeout = pgbound.DefaultTimeout
 
 func (o Options) fileReserve() int64 {
 	if o.FileReserve == 0 {
@@ -119,10 +133,13 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.PGTimeout <= 0 {
+		opts.PGTimeout = DefaultPGTimeout
+	}
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
-		types: newTypeTable(), tenants: newTenantCache(db.New(pgrole.As(opts.Pool, pgrole.Lookup, ""))), usage: newUsage(),
+		types: newTypeTable(), tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: newUsage(),
 	}
 	if err := e.recover(ctx); err != nil {
 		e.closeFiles()
@@ -161,11 +178,18 @@ func (e *Engine) closeFiles() error {
 	return errors.Join(errs...)
 }
 
-// Healthy reports whether Postgres answers and the files are open.
+// Healthy reports whether Postgres answers (within Options.PGTimeout or
+// ctx's deadline), the files are open and no append's outcome is being
+// resolved.
 func (e *Engine) Healthy(ctx context.Context) error {
 	if err := e.committer.failed(); err != nil {
 		return err
 	}
+	if err := e.committer.resolvingErr(); err != nil {
+		return err
+	}
+	ctx, cancel := pgbound.Context(ctx, e.opts.PGTimeout)
+	defer cancel()
 	if err := e.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -221,6 +245,8 @@ func (e *Engine) Stats() Stats {
 // DatabaseBytes returns the bytes Postgres uses for the turn store's
 // tables and indexes.
 func (e *Engine) DatabaseBytes(ctx context.Context) (int64, error) {
+	ctx, cancel := pgbound.Context(ctx, e.opts.PGTimeout)
+	defer cancel()
 	return e.as(pgrole.Recovery, "").TurnStoreRelationBytes(ctx)
 }
 
@@ -300,7 +326,13 @@ func blobDir(dir string) string     { return BlobDir(dir) }
 func turnLogPath(dir string) string { return TurnLogPath(dir) }
 
 // as returns the queries of a path's Postgres role; tenant names the
-// tenant of a pgrole.Tenant scope.
+// tenant of a pgrole.Tenant scope. The statements of request paths end
+// within Options.PGTimeout; those of recovery (start-up, and the metadata
+// extraction's scans) and of the sweeper (background purges) are not
+// bounded, since they may legitimately take longer.
 func (e *Engine) as(role pgrole.Role, tenant string) *db.Queries {
-	return db.New(pgrole.As(e.pool, role, tenant))
+	if role == pgrole.Recovery || role == pgrole.Sweeper {
+		return db.New(pgrole.As(e.pool, role, tenant))
+	}
+	return db.New(pgrole.As(pgbound.Batcher{D: e.pool, Timeout: e.opts.PGTimeout}, role, tenant))
 }

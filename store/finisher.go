@@ -22,18 +22,16 @@ func (c *committer) finishLoop() {
 
 func (c *committer) finish(p *plan) {
 	if err := c.doomed(p); err != nil {
-		p.tx.rollback()
 		p.failPending(err)
+		p.tx.abandon() // Postgres may not be answering: nothing waits for it
 		return
 	}
 	if p.tx != nil {
-		if err := c.commitGroup(p); err != nil {
-			if KindOf(err) == KindUnavailable {
-				c.dbDown.Store(true)
-			}
-			c.failedEpoch.Store(p.epoch)
-			c.rollback.Store(&rollbackRequest{seq: p.seq, logStart: p.logStart})
-			p.failPending(err)
+		switch err := c.commitGroup(p); {
+		case errors.Is(err, errAnsweredUnknown):
+			return // answered; a resolver settles the group
+		case err != nil:
+			c.groupFailed(p, err)
 			return
 		}
 		if c.e.opts.hooks.crash(stepCommitted) {
@@ -42,6 +40,17 @@ func (c *committer) finish(p *plan) {
 		}
 	}
 	c.publish(p)
+}
+
+// groupFailed fails a group that did not commit, and every group planned
+// on top of it, and asks the writer to cut their records.
+func (c *committer) groupFailed(p *plan, err error) {
+	if KindOf(err) == KindUnavailable {
+		c.dbDown.Store(true)
+	}
+	c.failedEpoch.Store(p.epoch)
+	c.rollback.Store(&rollbackRequest{seq: p.seq, logStart: p.logStart})
+	p.failPending(err)
 }
 
 // doomed says why a group must not commit: the store broke, or a group it
@@ -56,15 +65,22 @@ func (c *committer) doomed(p *plan) error {
 	return nil
 }
 
-// commitGroup commits the group's transaction. When the outcome is unknown
-// (the connection broke around COMMIT) it asks Postgres which it was.
+// errAnsweredUnknown is commitGroup's word that the group's outcome is
+// unknown, its appends are answered, and a resolver settles it.
+var errAnsweredUnknown = errors.New("commit outcome unknown: answered, resolving")
+
+// commitGroup commits the group's transaction by the group's deadline.
+// When the outcome is unknown (no answer in time, or the connection broke
+// around COMMIT) it asks Postgres which it was (unknownOutcome).
 func (c *committer) commitGroup(p *plan) error {
 	if c.e.opts.hooks.commitFails() {
 		p.tx.rollback()
 		return commitError(errInjected)
 	}
+	c.e.opts.hooks.commitSending()
 	start := time.Now()
-	err := p.tx.commit()
+	pid := p.tx.pid()
+	err := p.tx.commit(p.deadline)
 	c.commitNs.Add(int64(time.Since(start)))
 	if err == nil {
 		return nil
@@ -73,17 +89,91 @@ func (c *committer) commitGroup(p *plan) error {
 	if errors.As(err, &pgErr) && !pgerr.Unavailable(err) {
 		return commitError(err) // the server refused: nothing committed
 	}
-	// The connection broke, or the server ended the session or shut down:
-	// the COMMIT may or may not have happened. Ask, never guess.
-	committed, known := c.wasCommitted(p)
-	switch {
-	case known && committed:
-		return nil
-	case known:
-		return commitError(err)
-	default:
-		return c.fail(wrapf(KindUnavailable, err, "commit turns: outcome unknown, restart to reconcile"))
+	if pgconn.SafeToRetry(err) {
+		return commitError(err) // COMMIT was never sent (the deadline had passed)
 	}
+	// No answer in time, the connection broke, or the server ended the
+	// session or shut down: the COMMIT may or may not take effect. Ask,
+	// never guess.
+	return c.unknownOutcome(p, pid, err)
+}
+
+// resolution is what a resolver found out about a group's COMMIT.
+type resolution struct {
+	committed, known bool
+}
+
+// unknownOutcome handles a group whose COMMIT was sent but not answered.
+// A resolver asks Postgres whether the group committed (resolve). If it
+// finds out by the group's deadline, the group is settled as any other:
+// published and acknowledged, or failed. Otherwise its appends are
+// answered unavailable now, so that no client waits on a Postgres that
+// does not answer, and the resolver settles it later:
+//
+//   - meanwhile the writer refuses every append (unavailable) and the
+//     finisher fails every group planned on top of it: none may commit
+//     before it is known whether its parents and turn ids did, and no
+//     record may be written after its records before it is known whether
+//     they stay;
+//   - committed: its turns are published (without acknowledgements; an
+//     append retried with its idempotency key gets its turn), and the
+//     writer cuts the turn log after it;
+//   - not committed: the writer cuts the turn log where it started, and
+//     forgets its idempotency keys (a retry appends anew).
+//
+// Its later groups' transactions never commit (their COMMIT is never
+// sent), so either way every turn the files keep has its row and no row
+// names a turn the files cut.
+func (c *committer) unknownOutcome(p *plan, pid uint32, cause error) error {
+	c.dbDown.Store(true)
+	found := make(chan resolution, 1)
+	c.resolvers.Go(func() { found <- c.resolve(p, pid) })
+	timer := time.NewTimer(time.Until(p.deadline))
+	defer timer.Stop()
+	select {
+	case r := <-found:
+		switch {
+		case r.known && r.committed:
+			return nil
+		case r.known:
+			return commitError(cause)
+		}
+		return c.fail(wrapf(KindUnavailable, cause, "commit turns: outcome unknown, restart to reconcile"))
+	case <-timer.C:
+	}
+	c.resolving.Store(true)
+	c.failedEpoch.Store(p.epoch)
+	c.e.log.Warn("Postgres did not confirm a group's COMMIT in time; answering its appends unavailable and resolving whether it committed",
+		"appends", len(p.turns), "first_turn", p.turns[0].id, "err", cause)
+	p.failPending(wrapf(KindUnavailable, cause,
+		"commit turns: Postgres did not confirm the commit in time; the append may yet have committed: retry with the same idempotency key"))
+	c.resolvers.Go(func() { c.settleLate(p, <-found, cause) })
+	return errAnsweredUnknown
+}
+
+// settleLate settles a group whose appends were answered before its
+// outcome was known (see unknownOutcome), then lets the writer go on.
+func (c *committer) settleLate(p *plan, r resolution, cause error) {
+	defer c.resolving.Store(false) // after the rollback request: see write
+	switch {
+	case r.known && r.committed:
+		c.e.log.Warn("a group whose COMMIT was not confirmed in time did commit; its turns are published", "appends", len(p.turns), "first_turn", p.turns[0].id)
+		c.apply(p, true)
+		c.rollback.Store(&rollbackRequest{seq: p.seq + 1, logStart: p.committedEnd()})
+	case r.known:
+		c.e.log.Warn("a group whose COMMIT was not confirmed in time did not commit", "appends", len(p.turns), "first_turn", p.turns[0].id)
+		c.rollback.Store(&rollbackRequest{seq: p.seq, logStart: p.logStart})
+	default:
+		c.fail(wrapf(KindUnavailable, cause, "commit turns: outcome unknown at shutdown, restart to reconcile"))
+	}
+}
+
+// resolvingErr is what appends hear while a group's outcome is resolved.
+func (c *committer) resolvingErr() error {
+	if c.resolving.Load() {
+		return errorf(KindUnavailable, "Postgres did not answer an earlier commit in time; writes resume once it answers; retry")
+	}
+	return nil
 }
 
 // commitError is what the clients of a group that did not commit hear:
@@ -94,53 +184,97 @@ func commitError(err error) error {
 	switch {
 	case pgerr.DataError(err):
 		return wrapf(KindUnprocessable, err, "commit turns: Postgres refused the data")
+	case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err):
+		return wrapf(KindUnavailable, err, "commit turns: Postgres did not answer in time; retry")
 	case !errors.As(err, &pgErr) || pgerr.Unavailable(err):
 		return wrapf(KindUnavailable, err, "commit turns: database unavailable; retry")
 	}
 	return wrapf(KindInternal, err, "commit turns")
 }
 
-// wasCommitted asks Postgres whether the group's first turn exists,
-// retrying while Postgres is unreachable (the pipeline waits meanwhile)
-// until it answers or the store shuts down.
-func (c *committer) wasCommitted(p *plan) (committed, known bool) {
+// resolve finds out whether the group committed, asking Postgres until it
+// can tell or the store shuts down (known false).
+func (c *committer) resolve(p *plan, pid uint32) resolution {
 	first := p.turns[0]
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ok, err := c.e.as(pgrole.Committer, "").TurnExists(ctx, db.TurnExistsParams{TenantID: first.tenantID(c.e), TurnID: int64(first.id)})
-		cancel()
-		if err == nil {
-			return ok, true
+	tenant := first.tenantID(c.e)
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		r, err := c.wasCommitted(tenant, first.id, pid)
+		if err == nil && r.known {
+			return r
 		}
-		c.e.log.Warn("cannot tell whether a group committed; retrying", "err", err, "retry_in", delay)
+		if err != nil {
+			c.e.log.Warn("cannot tell whether a group committed; retrying", "err", err, "retry_in", delay)
+		}
 		select {
 		case <-c.quit:
-			return false, false
+			return resolution{}
 		case <-time.After(delay):
 		}
 	}
 }
 
+// wasCommitted asks Postgres whether the group whose first turn is turn
+// committed on the session of process pid. Its turn row says it did. Its
+// absence says it did not only once that session has ended: until then
+// the COMMIT may still sit unread in the session's socket (a stopped
+// Postgres, or one that had not read it yet when the connection was
+// closed). So the session is looked for first, and the row after: if the
+// session had ended by then, no COMMIT of it can come after the look for
+// the row.
+func (c *committer) wasCommitted(tenant string, turn uint64, pid uint32) (resolution, error) {
+	q := c.e.as(pgrole.Committer, "") // each statement bounded by Options.PGTimeout
+	ctx := context.Background()
+	running, err := q.SessionRunning(ctx, int32(pid))
+	if err != nil {
+		return resolution{}, err
+	}
+	exists, err := q.TurnExists(ctx, db.TurnExistsParams{TenantID: tenant, TurnID: int64(turn)})
+	switch {
+	case err != nil:
+		return resolution{}, err
+	case exists:
+		return resolution{committed: true, known: true}, nil
+	case !running:
+		return resolution{known: true}, nil
+	}
+	return resolution{}, nil // its session still runs: ask again
+}
+
 // publish makes the group visible to reads, then answers it.
 func (c *committer) publish(p *plan) {
+	c.apply(p, false)
+}
+
+// apply makes a committed group visible to reads, answers it unless late
+// (its appends were answered before its outcome was known), and tells
+// Options.OnAppend. A late group's tenant may have been forgotten
+// meanwhile (ForgetTenant does not wait for it): its contexts and types
+// are not brought back.
+func (c *committer) apply(p *plan, late bool) {
 	for _, t := range p.turns {
 		c.e.table.set(t.id, t.meta)
 	}
 	c.e.table.publish(p.maxTurn)
 	for id, s := range p.heads {
-		c.e.contexts.put(id, s)
+		if !late || !c.e.gate.Gone(s.tenant) {
+			c.e.contexts.put(id, s)
+		}
 	}
 	for _, t := range p.newTypes {
-		c.e.types.add(t.tenant, t.ref, t.typeID)
+		if !late || !c.e.gate.Gone(t.tenant) {
+			c.e.types.add(t.tenant, t.ref, t.typeID)
+		}
 	}
 	c.e.chargeGroup(p)
 	c.published.Store(p.seq)
-	if len(p.turns) > 0 {
+	if len(p.turns) > 0 && !late {
 		c.dbDown.Store(false)
 	}
 	c.appends.Add(int64(len(p.turns)))
 	c.groups.Add(1)
-	p.answer()
+	if !late {
+		p.answer()
+	}
 	if c.e.opts.OnAppend != nil && len(p.turns) > 0 {
 		c.e.opts.OnAppend(c.appended(p))
 	}

@@ -21,14 +21,14 @@ type groupTx struct {
 	cancel  context.CancelFunc
 }
 
-// groupTimeout bounds each round trip of a group's transaction.
-const groupTimeout = 30 * time.Second
-
 // sendGroup sends BEGIN and the group's statement in one round trip and
 // returns without waiting for Postgres, which runs the statement while the
-// caller writes the group's files; await collects the outcome.
-func (e *Engine) sendGroup(params db.CommitAppendBatchParams) (*groupTx, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+// caller writes the group's files; await collects the outcome. Taking a
+// connection and the statement's answer must come by deadline, else the
+// statement fails (the connection is closed, which ends the transaction:
+// its COMMIT was never sent).
+func (e *Engine) sendGroup(params db.CommitAppendBatchParams, deadline time.Time) (*groupTx, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
 		cancel()
@@ -72,30 +72,61 @@ func (t *groupTx) await() error {
 	err := t.results.Close()
 	t.cancel()
 	if err != nil {
-		t.rollback()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			t.rollback() // Postgres answered: the connection is usable
+		} else {
+			t.abandon()
+		}
 	}
 	return err
 }
 
-// commit commits the transaction and returns the connection to the pool.
-func (t *groupTx) commit() error {
-	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+// pid is the process id of the transaction's Postgres session.
+func (t *groupTx) pid() uint32 { return t.conn.Conn().PgConn().PID() }
+
+// commit commits the transaction, which must be answered by deadline, and
+// returns the connection to the pool. When the deadline passes first the
+// connection is closed and whether the COMMIT took effect is unknown: it
+// may still sit unread in the session's socket (see unknownOutcome).
+func (t *groupTx) commit(deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	defer t.conn.Release()
 	_, err := t.conn.Exec(ctx, "COMMIT")
 	return err
 }
 
-// rollback abandons the transaction; a nil groupTx is a no-op. A
-// connection left inside a transaction is closed by the pool on release.
+// rollbackTimeout bounds a ROLLBACK on a connection Postgres just
+// answered; when it passes, the connection is closed, which ends the
+// transaction as well.
+const rollbackTimeout = time.Second
+
+// rollback rolls the transaction back on a connection Postgres just
+// answered, which keeps the connection for the pool; a nil groupTx is a
+// no-op.
 func (t *groupTx) rollback() {
 	if t == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
 	_, _ = t.conn.Exec(ctx, "ROLLBACK")
-	t.conn.Release()
+	t.conn.Release() // the pool closes a connection still in a transaction
+}
+
+// abandon ends the transaction without waiting for Postgres, which may not
+// be answering: it closes the connection (the session's transaction ends
+// with it, uncommitted, since its COMMIT was never sent) and the pool
+// makes another. A nil groupTx is a no-op.
+func (t *groupTx) abandon() {
+	if t == nil {
+		return
+	}
+	conn := t.conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = conn.Close(ctx) // a Terminate message, not waiting for an answer
 }
 
 // batchQueue is a db.DBTX that queues statements on a pgx.Batch instead of

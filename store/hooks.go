@@ -19,6 +19,9 @@ type hooks struct {
 	// failCommit makes the finisher roll a group back instead of
 	// committing it, as a refused COMMIT would.
 	failCommit func() bool
+	// beforeCommit runs in the finisher just before a group's COMMIT is
+	// sent (a test stops Postgres there).
+	beforeCommit func()
 }
 
 // errCrashed is what a simulated crash answers.
@@ -26,6 +29,12 @@ var errCrashed = errors.New("simulated crash")
 
 func (h *hooks) crash(s step) bool {
 	return h != nil && h.crashAt != nil && h.crashAt(s)
+}
+
+func (h *hooks) commitSending() {
+	if h != nil && h.beforeCommit != nil {
+		h.beforeCommit()
+	}
 }
 
 func (h *hooks) commitFails() bool {

@@ -62,6 +62,9 @@ type plan struct {
 	seq   uint64    // position in the pipeline
 	epoch uint64    // the rollback epoch it was planned in
 	tx    *groupTx  // open transaction with the group's statement; nil without turns
+	// deadline is when the group's statement and COMMIT must have been
+	// answered: the earliest deadline of its appends.
+	deadline time.Time
 }
 
 func (c *committer) plan(batch []*job, now time.Time) *plan {
