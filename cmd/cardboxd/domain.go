@@ -11,6 +11,7 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/pgbound"
 )
 
 // domainRoutes builds the CardBox routes and starts the background work of
@@ -21,8 +22,11 @@ import (
 // and box writes (nil: none).
 func domainRoutes(ctx context.Context, cfg *config.Config, db *database.DB, cxdb *service.Service, proj *analytics.Projector,
 	admit func(ctx context.Context, project string, adding int64) error, log *slog.Logger) ([]api.Routes, *cardbox.Service, func()) {
-	svc := cardbox.New(db.Pool, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes, Admit: admit})
-	sweeper := svc.NewSweeper(cardbox.SweeperConfig{
+	// Every statement of the CardBox routes ends within --pg-timeout; the
+	// sweeper is background work, which may take longer, on a service of
+	// its own without the bound (and without a card cache).
+	svc := cardbox.New(pgbound.DB{Pool: db.Pool, Timeout: cfg.PGTimeout}, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes, Admit: admit})
+	sweeper := cardbox.New(db.Pool, cardbox.Options{CardCacheBytes: -1}).NewSweeper(cardbox.SweeperConfig{
 		Interval: cfg.SweepInterval, DeletedRetention: cfg.DeletedRetention, Logger: log,
 	})
 	ctx, cancel := context.WithCancel(ctx)

@@ -72,7 +72,7 @@ func newAccess(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) access 
 	if cfg.Mode != config.ModeHosted {
 		return access{}
 	}
-	keys := auth.NewKeys(pool, log)
+	keys := auth.NewKeys(pool, log).Bound(cfg.PGTimeout)
 	own := func(ctx context.Context, tenant string) (ratelimit.Rate, error) {
 		r, err := keys.TenantRate(ctx, tenant)
 		return ratelimit.Rate{PerSec: r.PerSec, Burst: r.Burst}, err

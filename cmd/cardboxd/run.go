@@ -74,7 +74,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 				proj.Appended(a)
 			}
 		},
-		Quota: access.storeQuota(), OnAppendPayloads: handedPayloads(cfg),
+		Quota: access.storeQuota(), OnAppendPayloads: handedPayloads(cfg), PGTimeout: cfg.PGTimeout,
 	})
 	if err != nil {
 		return err

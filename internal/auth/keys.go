@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
@@ -36,6 +37,17 @@ func NewKeys(pool *pgxpool.Pool, log *slog.Logger) *Keys {
 		pool: pool, log: log, now: time.Now,
 		lookup: db.New(pgrole.As(pool, pgrole.Lookup, "")), admin: db.New(pgrole.As(pool, pgrole.Admin, "")),
 	}
+}
+
+// Bound makes each of k's lookups (keys, tenant rates and quotas: every
+// hosted request asks them) and each administration statement outside a
+// transaction end within d, so that a Postgres that does not answer makes
+// them fail as unavailable rather than wait; Watch and the audited
+// transactions of changes are not bounded. It returns k.
+func (k *Keys) Bound(d time.Duration) *Keys {
+	b := pgbound.Batcher{D: k.pool, Timeout: d}
+	k.lookup, k.admin = db.New(pgrole.As(b, pgrole.Lookup, "")), db.New(pgrole.As(b, pgrole.Admin, ""))
+	return k
 }
 
 // Authenticate returns the principal of secret. An unknown, malformed,
