@@ -53,7 +53,8 @@ func (r *CardBoxRoutes) MapError(err error) *Error { return CardBoxErrors(err) }
 
 // CardBoxErrors maps the cardbox package's errors: invalid input 400, not
 // found 404, a changed immutable card 409, unknown card ids in a box write
-// 422, Postgres unavailable 503. It returns nil for other errors.
+// 422. It returns nil for other errors; Postgres's own (unavailable 503,
+// a full disk 507) are PostgresErrors'.
 func CardBoxErrors(err error) *Error {
 	var (
 		ve *cardbox.ValidationError
@@ -81,10 +82,6 @@ func CardBoxErrors(err error) *Error {
 		return NewError(http.StatusConflict, "%s", err.Error())
 	case errors.Is(err, cardbox.ErrUnknownCard):
 		return NewError(http.StatusUnprocessableEntity, "%s", err.Error())
-	case cardbox.Unavailable(err):
-		return NewError(http.StatusServiceUnavailable, "database unavailable; retry later")
-	case cardbox.DiskFull(err):
-		return NewError(http.StatusInsufficientStorage, "disk full: the database cannot write; free space and retry")
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -170,7 +171,25 @@ func toAPIError(err error, mappers []ErrorMapper) *Error {
 			return e
 		}
 	}
+	if e := PostgresErrors(err); e != nil {
+		return e
+	}
 	return NewError(http.StatusInternalServerError, "internal error")
+}
+
+// PostgresErrors maps the Postgres errors no domain mapper claimed (the
+// CardBox routes', the administration's) as internal/pgerr classifies
+// them: a full disk 507 DISK_FULL, Postgres unavailable 503. It returns
+// nil for other errors. The turn store's come as store errors, of kind
+// KindDiskFull and KindUnavailable by the same classes (StoreErrors).
+func PostgresErrors(err error) *Error {
+	switch pgerr.Classify(err) {
+	case pgerr.ClassDiskFull:
+		return NewError(http.StatusInsufficientStorage, "disk full: the database cannot write; free space on its disk and retry")
+	case pgerr.ClassUnavailable:
+		return NewError(http.StatusServiceUnavailable, "database unavailable; retry later")
+	}
+	return nil
 }
 
 func fromEchoError(he *echo.HTTPError) *Error {

@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cardboxhq/cardbox/internal/pgerr"
 )
 
 // Kind classifies a store error; each surface maps kinds to its own codes in
@@ -17,7 +19,7 @@ const (
 	KindConflict                  // the bytes contradict what the client declared (hash, length), or an idempotency key is reused for another append
 	KindUnprocessable             // well-formed but unsupported (compression, sizes)
 	KindUnavailable               // the database is unreachable or the store is shutting down
-	KindDiskFull                  // the data directory's file system is full; writes resume when space is freed
+	KindDiskFull                  // the data directory's file system, or Postgres's, is full; writes resume when space is freed
 	KindQuotaExceeded             // the write would take the tenant over its storage quota (not a full disk)
 )
 
@@ -70,8 +72,20 @@ func errorf(kind Kind, format string, args ...any) *Error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }
 
+// wrapf wraps err, the cause, as an error of kind. It is where a
+// Postgres error takes its kind in the store: a cause pgerr classifies as
+// a full disk (SQLSTATE 53100, an ERROR or the PANIC of a WAL write) is
+// KindDiskFull whatever kind the caller named, so that every path (a
+// group's statement or COMMIT, a lookup, a registry write) answers it
+// 507 DISK_FULL, as a full data directory is; the other classes keep the
+// caller's kind.
 func wrapf(kind Kind, err error, format string, args ...any) *Error {
-	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...), Err: err}
+	msg := fmt.Sprintf(format, args...)
+	if pgerr.DiskFull(err) {
+		kind = KindDiskFull
+		msg += ": Postgres's disk is full; free space on it and retry"
+	}
+	return &Error{Kind: kind, Msg: msg, Err: err}
 }
 
 // ErrClosed is returned by calls made after Close.

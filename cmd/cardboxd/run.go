@@ -107,6 +107,9 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if proj != nil {
 		collectors = append(collectors, proj)
 	}
+	if c := db.Collector(); c != nil {
+		collectors = append(collectors, c) // the embedded cluster's restarts and free space
+	}
 	metrics := api.NewRegistry(engine, collectors...)
 	routes = append(routes, api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, DataDir: cfg.DataDir, Gatherer: metrics}))
 	if access.keys != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -35,7 +36,8 @@ var storeCodes = map[store.Kind]struct {
 // toErrorResponse is the one place where errors become ERROR-frame codes:
 // malformed payloads 400, unknown things 404, bytes that contradict the
 // declared hash or length 409, unknown message types and unsupported values
-// 422, an unreachable database 503, a full disk 507 DISK_FULL, a write over
+// 422, an unreachable database 503, a full disk (the data directory's or
+// Postgres's) 507 DISK_FULL, a write over
 // the tenant's storage quota 507 QUOTA_EXCEEDED, anything else 500 (its
 // cause is logged, not sent).
 func toErrorResponse(err error) cxdbcompat.ErrorResponse {
@@ -52,6 +54,15 @@ func toErrorResponse(err error) cxdbcompat.ErrorResponse {
 	}
 	var se *store.Error
 	if !errors.As(err, &se) {
+		// Postgres's own errors come as store errors, whose kind the
+		// store takes from internal/pgerr; one that reached here
+		// unwrapped is answered by the same classes.
+		switch pgerr.Classify(err) {
+		case pgerr.ClassDiskFull:
+			return cxdbcompat.ErrorResponse{Code: 507, Kind: "DISK_FULL", Message: "disk full: the database cannot write; free space on its disk and retry"}
+		case pgerr.ClassUnavailable:
+			return cxdbcompat.ErrorResponse{Code: 503, Kind: "UNAVAILABLE", Message: "database unavailable; retry later"}
+		}
 		return cxdbcompat.ErrorResponse{Code: 500, Kind: "INTERNAL", Message: "internal error"}
 	}
 	c := storeCodes[se.Kind]

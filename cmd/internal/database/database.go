@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/internal/datadir"
@@ -62,14 +63,16 @@ type DB struct {
 	location datadir.Database
 	// stopWatch ends the watch on the embedded cluster; watchDone closes
 	// when it has.
-	stopWatch context.CancelFunc
-	watchDone chan struct{}
+	stopWatch  context.CancelFunc
+	watchDone  chan struct{}
+	supervisor *supervisor
 }
 
 // Options say how to open the database.
 type Options struct {
 	// Supervise restarts an embedded cluster whose postmaster dies, with
-	// backoff, until Close (the server sets it).
+	// backoff, or as soon as there is space when its disk is full
+	// (supervisor), until Close (the server sets it).
 	Supervise bool
 	// NameSessions names this process's Postgres sessions with
 	// store.SessionName, for the server: its turn store's recovery ends the
@@ -147,35 +150,27 @@ func (d *DB) SQLAddr() string {
 	return d.embedded.TCPAddr()
 }
 
-// Backoff of restarts of the embedded cluster.
-const (
-	watchInterval  = time.Second
-	maxRestartWait = 30 * time.Second
-)
-
 // watch starts the goroutine that restarts the embedded cluster when its
-// postmaster dies; Close stops it.
+// postmaster dies (supervisor); Close stops it.
 func (d *DB) watch() {
 	ctx, cancel := context.WithCancel(context.Background())
 	d.stopWatch, d.watchDone = cancel, make(chan struct{})
+	d.supervisor = newSupervisor(d.embedded, d.log)
 	go func() {
 		defer close(d.watchDone)
-		backoff := watchInterval
-		for wait(ctx, backoff) {
-			if d.embedded.Running(ctx) {
-				backoff = watchInterval
-				continue
-			}
-			d.log.Error("embedded postgres died; restarting it")
-			if err := d.embedded.Restart(ctx); err != nil {
-				backoff = min(2*backoff, maxRestartWait)
-				d.log.Error("restart embedded postgres", "err", err, "retry_in", backoff)
-				continue
-			}
-			d.log.Info("embedded postgres restarted")
-			backoff = watchInterval
-		}
+		d.supervisor.run(ctx)
 	}()
+}
+
+// Collector is the embedded cluster's metrics: its restarts, whether it
+// waits for space, the free space of its file system
+// (cardbox_embedded_postgres_*). It is nil unless this process supervises
+// an embedded cluster (Options.Supervise).
+func (d *DB) Collector() prometheus.Collector {
+	if d.supervisor == nil {
+		return nil
+	}
+	return d.supervisor
 }
 
 // wait sleeps for d unless ctx ends first; it reports whether ctx is live.
