@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/time/rate"
 
@@ -36,6 +37,7 @@ type benchConfig struct {
 	readDuration   time.Duration
 	latencyTurns   int
 	jsonOut        bool
+	idemKeys       bool // every append of the append phase with its own idempotency key
 }
 
 // benchSettings are the settings `cardbox bench` reads: the server's
@@ -61,6 +63,7 @@ func benchCommand() *cli.Command {
 			fs.DurationVar(&c.readDuration, "read-duration", 5*time.Second, "length of the GET_LAST phase")
 			fs.IntVar(&c.latencyTurns, "latency-turns", 2000, "appends on one connection to measure single-writer latency")
 			fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
+			fs.BoolVar(&c.idemKeys, "idempotency-keys", false, "send every append of the append phase with an idempotency key of its own (a random UUID, as clients send), which the server keeps for 24 h")
 			fs.StringVar(&c.key, "key", "", "API key (writer) of a server in hosted mode")
 			fs.Float64Var(&c.rate, "rate", 0, "appends per second over all connections in the append phase (0: as fast as they go), e.g. half the maximum, for the analytics lag")
 			return func(ctx context.Context, inv *cli.Invocation) error {
@@ -193,10 +196,14 @@ func appendPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *be
 	defer stop()
 	err := forEachConn(ctx, cfg, func(i int, c *benchConn) error {
 		gen := newPayloadGen(cfg.size, uint64(i))
+		var key []byte
 		for n := 0; more(); n++ {
 			contextID, payload := contexts[(i+n*cfg.conns)%len(contexts)], gen.next()
+			if cfg.idemKeys {
+				key = []byte(uuid.NewString())
+			}
 			t0 := time.Now()
-			if err := c.appendTurn(contextID, payload); err != nil {
+			if err := c.appendKeyed(contextID, payload, key); err != nil {
 				return fmt.Errorf("append: %w", err)
 			}
 			lat[i] = append(lat[i], time.Since(t0))

@@ -101,11 +101,16 @@ func (c *benchConn) call(req cxdbcompat.Request) ([]byte, error) {
 // it (msgpack, uncompressed, with its BLAKE3) and checks that the answer is
 // for that context and payload.
 func (c *benchConn) appendTurn(contextID uint64, payload []byte) error {
+	return c.appendKeyed(contextID, payload, nil)
+}
+
+// appendKeyed is appendTurn with an idempotency key (none when empty).
+func (c *benchConn) appendKeyed(contextID uint64, payload, key []byte) error {
 	hash := blake3.Sum256(payload)
 	p, err := c.call(cxdbcompat.AppendTurnRequest{
 		ContextID: contextID, DeclaredTypeID: "cxdb.ConversationItem", DeclaredTypeVersion: 3,
 		Encoding: cxdbcompat.EncodingMsgpack, UncompressedLen: uint32(len(payload)),
-		ContentHash: hash, Payload: payload,
+		ContentHash: hash, Payload: payload, IdempotencyKey: key,
 	})
 	if err != nil {
 		return err
