@@ -316,9 +316,9 @@ func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
 		a.HeadTurnIds = append(a.HeadTurnIds, int64(s.head))
 		a.HeadDepths = append(a.HeadDepths, int64(s.depth))
 	}
-	for k, i := range p.keys {
-		a.KeyTenantIds = append(a.KeyTenantIds, e.tenants.idOf(k.tenant))
-		a.KeyContextIds = append(a.KeyContextIds, int64(k.context))
+	for _, i := range p.keys {
+		a.KeyTenantIds = append(a.KeyTenantIds, e.tenants.idOf(p.turns[i].meta.tenant))
+		a.KeyContextIds = append(a.KeyContextIds, int64(p.turns[i].job.app.ContextID))
 		a.KeyValues = append(a.KeyValues, p.turns[i].job.app.IdempotencyKey)
 		a.KeyTurnIds = append(a.KeyTurnIds, int64(p.turns[i].id))
 		a.KeyCreatedAts = append(a.KeyCreatedAts, now)

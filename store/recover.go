@@ -315,17 +315,24 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 	return nil
 }
 
+// loadIdempotencyKeys loads the newest keys of the window, at most the
+// in-memory index's cap, in a query that returns no more than that and is
+// read row by row: at start-up as at run time, the older keys of the
+// window stay in Postgres, which answers for them (Engine.replayFromDB).
 func (e *Engine) loadIdempotencyKeys(ctx context.Context) (*idemTable, error) {
 	t := newIdemTable(e.opts.MaxIdempotencyKeys)
-	rows, err := e.as(pgrole.Recovery, "").ListIdempotencyKeysSince(ctx, e.now().Add(-IdempotencyWindow))
-	if err != nil {
-		return t, fmt.Errorf("load idempotency keys: %w", err)
-	}
-	for _, r := range rows {
-		t.add(newIdemKey(uint32(r.TenantNo), uint64(r.ContextID), r.IdempotencyKey), idemEntry{
+	err := e.as(pgrole.Recovery, "").ForEachNewestIdempotencyKey(ctx, db.ListNewestIdempotencyKeysParams{
+		Since: e.now().Add(-IdempotencyWindow), MaxKeys: int32(t.max),
+	}, func(r *db.ListNewestIdempotencyKeysRow) error {
+		t.loadOlder(newIdemKey(uint32(r.TenantNo), uint64(r.ContextID), r.IdempotencyKey), idemEntry{
 			turn: uint64(r.TurnID), at: r.CreatedAt,
 			parent: uint64(r.RequestedParentTurnID.Int64), parentKnown: r.RequestedParentTurnID.Valid,
 		})
+		return nil
+	})
+	if err != nil {
+		return t, fmt.Errorf("load idempotency keys: %w", err)
 	}
+	t.loaded()
 	return t, nil
 }

@@ -496,14 +496,20 @@ func (q *Queries) ListFSRoots(ctx context.Context) ([][]byte, error) {
 	return items, nil
 }
 
-const listIdempotencyKeysSince = `-- name: ListIdempotencyKeysSince :many
+const listNewestIdempotencyKeys = `-- name: ListNewestIdempotencyKeys :many
 SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM idempotency_keys k JOIN tenants t USING (tenant_id)
 WHERE k.created_at > $1 AND t.deleted_at IS NULL
-ORDER BY k.created_at
+ORDER BY k.created_at DESC
+LIMIT $2
 `
 
-type ListIdempotencyKeysSinceRow struct {
+type ListNewestIdempotencyKeysParams struct {
+	Since   time.Time
+	MaxKeys int32
+}
+
+type ListNewestIdempotencyKeysRow struct {
 	TenantNo              int32
 	ContextID             int64
 	IdempotencyKey        []byte
@@ -512,15 +518,19 @@ type ListIdempotencyKeysSinceRow struct {
 	RequestedParentTurnID pgtype.Int8
 }
 
-func (q *Queries) ListIdempotencyKeysSince(ctx context.Context, since time.Time) ([]ListIdempotencyKeysSinceRow, error) {
-	rows, err := q.db.Query(ctx, listIdempotencyKeysSince, since)
+// The newest idempotency keys used after since, newest first, at most
+// max_keys of them: what recovery loads into memory (the rest stay in
+// Postgres, as GetIdempotencyKey finds them). Recovery reads the rows as
+// they arrive (ForEachNewestIdempotencyKey, sqlc/db/stream.go).
+func (q *Queries) ListNewestIdempotencyKeys(ctx context.Context, arg ListNewestIdempotencyKeysParams) ([]ListNewestIdempotencyKeysRow, error) {
+	rows, err := q.db.Query(ctx, listNewestIdempotencyKeys, arg.Since, arg.MaxKeys)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ListIdempotencyKeysSinceRow
+	var items []ListNewestIdempotencyKeysRow
 	for rows.Next() {
-		var i ListIdempotencyKeysSinceRow
+		var i ListNewestIdempotencyKeysRow
 		if err := rows.Scan(
 			&i.TenantNo,
 			&i.ContextID,

@@ -25,11 +25,16 @@ SELECT t.tenant_no, tt.type_ref, tt.type_id
 FROM turn_types tt JOIN tenants t USING (tenant_id)
 WHERE t.deleted_at IS NULL;
 
--- name: ListIdempotencyKeysSince :many
+-- The newest idempotency keys used after since, newest first, at most
+-- max_keys of them: what recovery loads into memory (the rest stay in
+-- Postgres, as GetIdempotencyKey finds them). Recovery reads the rows as
+-- they arrive (ForEachNewestIdempotencyKey, sqlc/db/stream.go).
+-- name: ListNewestIdempotencyKeys :many
 SELECT t.tenant_no, k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM idempotency_keys k JOIN tenants t USING (tenant_id)
 WHERE k.created_at > @since AND t.deleted_at IS NULL
-ORDER BY k.created_at;
+ORDER BY k.created_at DESC
+LIMIT @max_keys;
 
 -- name: GetIdempotencyKey :one
 SELECT turn_id, created_at, requested_parent_turn_id
