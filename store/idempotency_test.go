@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -184,7 +185,9 @@ func TestRestartLoadsOnlyTheNewestIdempotencyKeys(t *testing.T) {
 	}
 	var streamed []db.ListNewestIdempotencyKeysRow
 	if err := q.ForEachNewestIdempotencyKey(context.Background(), arg, func(r *db.ListNewestIdempotencyKeysRow) error {
-		streamed = append(streamed, *r)
+		c := *r
+		c.IdempotencyKey = bytes.Clone(r.IdempotencyKey) // the driver's memory
+		streamed = append(streamed, c)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -3,33 +3,35 @@
 
 package db
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
 
 // ForEachNewestIdempotencyKey runs ListNewestIdempotencyKeys and hands fn
-// each row as it arrives, rather than collecting them all first. The row
-// is reused: fn must copy what it keeps (IdempotencyKey included). An
-// error from fn stops the query and is returned.
+// each row as it arrives, rather than collecting them all first, and
+// without allocating per row: the row, and its IdempotencyKey, which is
+// the driver's memory, are valid only until fn returns. An error from fn
+// stops the query and is returned.
 func (q *Queries) ForEachNewestIdempotencyKey(ctx context.Context, arg ListNewestIdempotencyKeysParams, fn func(*ListNewestIdempotencyKeysRow) error) error {
 	rows, err := q.db.Query(ctx, listNewestIdempotencyKeys, arg.Since, arg.MaxKeys)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
 	var i ListNewestIdempotencyKeysRow
-	for rows.Next() {
-		if err := rows.Scan(
-			&i.TenantNo,
-			&i.ContextID,
-			&i.IdempotencyKey,
-			&i.TurnID,
-			&i.CreatedAt,
-			&i.RequestedParentTurnID,
-		); err != nil {
-			return err
-		}
-		if err := fn(&i); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	var key pgtype.DriverBytes
+	_, err = pgx.ForEachRow(rows, []any{
+		&i.TenantNo,
+		&i.ContextID,
+		&key,
+		&i.TurnID,
+		&i.CreatedAt,
+		&i.RequestedParentTurnID,
+	}, func() error {
+		i.IdempotencyKey = key
+		return fn(&i)
+	})
+	return err
 }
