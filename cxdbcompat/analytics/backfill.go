@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -55,7 +57,7 @@ func (p *Projector) Backfill(ctx context.Context, t store.Tenant, progress func(
 		report(progress, pr)
 		return nil
 	}
-	b := &backfill{p: p, t: t, reg: reg, gen: gen, types: typeIDs(reg), after: st.AfterTurnID, pr: pr}
+	b := &backfill{p: p, t: t, reg: reg, gen: gen, types: p.typeIDs(reg), after: st.AfterTurnID, pr: pr}
 	if err := b.run(ctx, progress); err != nil {
 		return fmt.Errorf("backfill tenant %q generation %d: %w", t.ID, gen, err)
 	}
@@ -136,11 +138,20 @@ func (b *backfill) page(ctx context.Context) error {
 }
 
 // typeIDs lists the registry's types.
-func typeIDs(reg *registry.Registry) []string {
+// typeIDs are the registry's type ids that Postgres can store. One it
+// cannot (a NUL, invalid UTF-8: published before the HTTP API refused
+// them) names no stored turn, since the turn store refuses such ids too;
+// sent along, it would fail every run of the backfill. It is left out
+// and counted.
+func (p *Projector) typeIDs(reg *registry.Registry) []string {
 	types := reg.Types()
-	out := make([]string, len(types))
-	for i, t := range types {
-		out[i] = t.TypeID
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		if strings.IndexByte(t.TypeID, 0) >= 0 || !utf8.ValidString(t.TypeID) {
+			p.typeIDsLeftOut.Add(1)
+			continue
+		}
+		out = append(out, t.TypeID)
 	}
 	return out
 }

@@ -45,11 +45,13 @@ var (
 		"Time from a turn's commit to its turn_data row, per turn first written (its p99 is the lag's).", nil, nil)
 	descFailures = prometheus.NewDesc("cardbox_analytics_failures_total",
 		"Projector rounds that failed (Postgres unavailable) and were retried.", nil, nil)
+	descTypeIDsLeftOut = prometheus.NewDesc("cardbox_analytics_type_ids_left_out_total",
+		"Registered type ids a backfill left out because Postgres cannot store them (a NUL, invalid UTF-8).", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (p *Projector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLag, descProjected, descQueue, descDropped, descCaughtUp, descReprojected, descFailures, descDelay} {
+	for _, d := range []*prometheus.Desc{descLag, descProjected, descQueue, descDropped, descCaughtUp, descReprojected, descFailures, descTypeIDsLeftOut, descDelay} {
 		ch <- d
 	}
 }
@@ -66,6 +68,7 @@ func (p *Projector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCaughtUp, prometheus.CounterValue, float64(p.caughtUp.Load()))
 	ch <- prometheus.MustNewConstMetric(descReprojected, prometheus.CounterValue, float64(p.reproj.Load()))
 	ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(p.failures.Load()))
+	ch <- prometheus.MustNewConstMetric(descTypeIDsLeftOut, prometheus.CounterValue, float64(p.typeIDsLeftOut.Load()))
 	ch <- p.delay.metric()
 }
 

@@ -87,6 +87,8 @@ type Projector struct {
 	projected [numOutcomes]atomic.Int64
 	caughtUp  atomic.Int64
 	failures  atomic.Int64
+	// typeIDsLeftOut counts type ids a backfill left out (typeIDs).
+	typeIDsLeftOut atomic.Int64
 	reproj    atomic.Int64
 	delay     histogram
 }
