@@ -403,8 +403,8 @@ func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 	}
 	id, err := s.srv.opts.Authenticate(s.ctx, req)
 	if err != nil {
-		if k := store.KindOf(err); errors.As(err, new(*store.Error)) && (k == store.KindUnavailable || k == store.KindInternal) {
-			return err // the authenticator could not decide: 503 / 500
+		if k := store.KindOf(err); errors.As(err, new(*store.Error)) && (k == store.KindUnavailable || k == store.KindDiskFull || k == store.KindInternal) {
+			return err // the authenticator could not decide: 503 / 507 / 500
 		}
 		s.refused = true
 		if errors.Is(err, auth.ErrForbidden) {
