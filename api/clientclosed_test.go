@@ -158,6 +158,23 @@ func (e *goneEnv) starveConnections(t *testing.T) (release func()) {
 	return release
 }
 
+// readyThenStarve has the health check answer ok once (the server is
+// ready: a 503 from then on is a fault, not start-up), then starves the
+// pool (starveConnections).
+func (e *goneEnv) readyThenStarve(t *testing.T) (release func()) {
+	t.Helper()
+	res, err := http.Get(e.url + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %d", res.StatusCode)
+	}
+	<-e.entered
+	return e.starveConnections(t)
+}
+
 // lockTable holds table in ACCESS EXCLUSIVE mode until release (or the
 // end of the test).
 func (e *goneEnv) lockTable(t *testing.T, table string) (release func()) {
@@ -254,7 +271,7 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 		},
 		{
 			name: "health check past the server's deadline", path: "/healthz", route: "/healthz", leave: false,
-			block:   (*goneEnv).starveConnections,
+			block:   (*goneEnv).readyThenStarve,
 			waiting: healthEntered,
 		},
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/cardboxhq/cardbox/internal/lograte"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -24,6 +25,9 @@ type Error struct {
 	Message string         `json:"message"`
 	Kind    string         `json:"kind"`
 	Details map[string]any `json:"details,omitempty"`
+	// startingUp marks /healthz's 503 before it first answered ok: the
+	// server is not ready yet, which is no fault (logged at info).
+	startingUp bool
 }
 
 // Error implements error.
@@ -115,26 +119,35 @@ type ErrorMapper func(error) *Error
 const retryAfterSeconds = "1"
 
 // errorHandler renders every error the same way; it is the one place where
-// errors become HTTP statuses.
-func errorHandler(log *slog.Logger, mappers []ErrorMapper) echo.HTTPErrorHandler {
+// errors become HTTP statuses. Server errors are logged at ERROR once per
+// status, kind and interval (errLog), whatever their rate: the request
+// metrics count each.
+func errorHandler(log *slog.Logger, errLog *lograte.Limiter, mappers []ErrorMapper) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
 		}
 		apiErr := toAPIError(err, mappers)
+		req := c.Request()
 		switch {
 		case store.KindOf(err) == store.KindQuotaExceeded:
 			// The tenant's condition, not a fault of the server.
-			log.Debug("request over the storage quota", "method", c.Request().Method, "path", c.Path(), "err", err)
-		case apiErr.Status >= 500 && clientClosed(c.Request()):
+			log.Debug("request over the storage quota", "method", req.Method, "path", c.Path(), "err", err)
+		case apiErr.Status >= 500 && clientClosed(req):
 			// It failed because the client left (a cancelled query, a
 			// wait cut short): not a fault of the server, and there is
 			// nobody to tell.
-			log.Info("http client closed request", "method", c.Request().Method, "path", c.Path(),
-				"status", StatusClientClosed, "peer", c.Request().RemoteAddr, "err", err)
+			log.Info("http client closed request", "method", req.Method, "path", c.Path(),
+				"status", StatusClientClosed, "peer", req.RemoteAddr, "err", err)
 			apiErr = NewError(StatusClientClosed, "the client closed the connection before the answer")
+		case apiErr.startingUp:
+			// A probe asking before the server was ever ready: nothing
+			// failed yet.
+			errLog.Log(context.Background(), slog.LevelInfo, lograte.Key{Surface: "http (starting)", Status: apiErr.Status, Kind: apiErr.Kind},
+				"not ready yet", "path", c.Path(), "err", err)
 		case apiErr.Status >= 500:
-			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+			errLog.Log(context.Background(), slog.LevelError, lograte.Key{Surface: "http", Status: apiErr.Status, Kind: apiErr.Kind},
+				"request failed", "method", req.Method, "path", c.Path(), "err", err)
 		}
 		if apiErr.Status == http.StatusServiceUnavailable {
 			c.Response().Header().Set("Retry-After", retryAfterSeconds)

@@ -9,12 +9,15 @@ import (
 	"net/http"
 	_ "net/http/pprof" // registers /debug/pprof on DefaultServeMux, served only with Options.Pprof
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cardboxhq/cardbox/internal/lograte"
 )
 
 // HealthChecker reports whether the server can serve: Postgres answers and
@@ -58,6 +61,10 @@ type Options struct {
 	// exposes internals).
 	Pprof  bool
 	Logger *slog.Logger
+	// ErrorLogInterval is how long server errors of one status and kind
+	// are counted, after one is logged, before their count is logged
+	// (lograte.DefaultInterval, 5 s, when zero).
+	ErrorLogInterval time.Duration
 }
 
 // DefaultBodyLimit is the request body cap when Options.BodyLimit is 0.
@@ -67,7 +74,13 @@ const DefaultBodyLimit = 8 << 20
 type Handler struct {
 	*echo.Echo
 	arriving *bodySet
+	errLog   *lograte.Limiter // server errors, logged once per kind and interval
 }
+
+// FlushErrorLog logs the counts of server errors not logged yet (they are
+// logged once per kind and interval); call it once the server is shut
+// down. Later errors are logged one by one.
+func (h *Handler) FlushErrorLog() { h.errLog.Stop() }
 
 // CutArrivingBodies ends every request whose body is still arriving, and
 // every later one (their clients get 408 or a closed connection): at
@@ -87,7 +100,8 @@ func New(opts Options) *Handler {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(log, errorMappers(opts))
+	errLog := lograte.New(log, lograte.Options{Interval: opts.ErrorLogInterval})
+	e.HTTPErrorHandler = errorHandler(log, errLog, errorMappers(opts))
 	deadlines := opts.Deadlines
 	if deadlines == (Deadlines{}) {
 		deadlines = DefaultDeadlines
@@ -110,7 +124,7 @@ func New(opts Options) *Handler {
 	for _, r := range opts.Routes {
 		r.Register(e)
 	}
-	return &Handler{Echo: e, arriving: arriving}
+	return &Handler{Echo: e, arriving: arriving, errLog: errLog}
 }
 
 // healthTimeout bounds the health check of /healthz: a stalled Postgres is
@@ -123,6 +137,7 @@ const healthTimeout = 1500 * time.Millisecond
 // something, else 503 with the reason, within healthTimeout and some
 // milliseconds.
 func healthz(h HealthChecker) echo.HandlerFunc {
+	var ready atomic.Bool // it answered ok once: a 503 now is a fault
 	return func(c echo.Context) error {
 		if h == nil {
 			return c.String(http.StatusOK, "ok")
@@ -130,8 +145,11 @@ func healthz(h HealthChecker) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), healthTimeout)
 		defer cancel()
 		if err := h.Healthy(ctx); err != nil {
-			return NewError(http.StatusServiceUnavailable, "not ready: %v", err)
+			e := NewError(http.StatusServiceUnavailable, "not ready: %v", err)
+			e.startingUp = !ready.Load()
+			return e
 		}
+		ready.Store(true)
 		if d, ok := h.(interface{ Degraded() string }); ok && d.Degraded() != "" {
 			return c.String(http.StatusOK, "ok (degraded: "+d.Degraded()+")")
 		}

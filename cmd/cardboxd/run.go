@@ -160,6 +160,7 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer cancel()
 	handler.CutArrivingBodies()
 	err = errors.Join(bin.Shutdown(shutdownCtx), web.Shutdown(shutdownCtx))
+	handler.FlushErrorLog() // the counts of HTTP errors not logged yet (the binary port's: its Shutdown)
 	if errors.Is(serveErr, server.ErrServerClosed) || errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}

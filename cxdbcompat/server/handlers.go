@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/internal/lograte"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -36,8 +38,13 @@ func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
 		case store.KindOf(err) == store.KindQuotaExceeded:
 			// The tenant's condition, not a fault of the server.
 			s.srv.log.Debug("binary request over the storage quota", "type", f.Type, "session", s.id, "err", err)
-		case toErrorResponse(err).Code >= 500:
-			s.srv.log.Error("binary request failed", "type", f.Type, "session", s.id, "err", err)
+		default:
+			if r := toErrorResponse(err); r.Code >= 500 {
+				// One line per kind and interval, whatever the rate
+				// (cardbox_binary_requests_total counts each).
+				s.srv.errLog.Log(context.Background(), slog.LevelError, lograte.Key{Surface: "binary", Status: int(r.Code), Kind: r.Kind},
+					"binary request failed", "type", f.Type, "session", s.id, "err", err)
+			}
 		}
 		return errorFrame(f.ReqID, err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/lograte"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -105,6 +106,10 @@ type Options struct {
 	WriteTimeout time.Duration
 	MinWriteRate int64
 	Logger       *slog.Logger
+	// ErrorLogInterval is how long failed requests of one code and kind
+	// are counted, after one is logged, before their count is logged
+	// (lograte.DefaultInterval, 5 s, when zero).
+	ErrorLogInterval time.Duration
 }
 
 // Server accepts binary-protocol connections.
@@ -115,6 +120,8 @@ type Server struct {
 	replies *budget             // bytes of large responses not yet written
 	builds  *semaphore.Weighted // payload-carrying responses being built
 	metrics *metrics
+	// errLog logs failed requests, once per kind and interval.
+	errLog *lograte.Limiter
 
 	unauthenticated atomic.Int64 // sessions yet to authenticate (with Authenticate)
 
@@ -147,6 +154,7 @@ func New(opts Options) *Server {
 		replies: newBudget(opts.MaxReplyBytes, opts.TenantShare, cxdbcompat.MaxPayload+cxdbcompat.HeaderSize+1),
 		builds:  semaphore.NewWeighted(maxBuilds),
 		metrics: newMetrics(),
+		errLog:  lograte.New(opts.Logger, lograte.Options{Interval: opts.ErrorLogInterval}),
 	}
 }
 
@@ -304,6 +312,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
+	defer s.errLog.Stop() // the counts of failures not logged yet
 	select {
 	case <-done:
 		return nil
