@@ -88,5 +88,10 @@ func wrapf(kind Kind, err error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Msg: msg, Err: err}
 }
 
+// Wrap is wrapf for the packages beside the store that query Postgres on
+// a request's path (key and quota lookups): their failures take their
+// kind as the store's do.
+func Wrap(kind Kind, err error, msg string) *Error { return wrapf(kind, err, "%s", msg) }
+
 // ErrClosed is returned by calls made after Close.
 var ErrClosed = errorf(KindUnavailable, "store is shutting down")

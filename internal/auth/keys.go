@@ -85,8 +85,8 @@ func (k *Keys) ValidKey(ctx context.Context, keyID string) (bool, error) {
 	return !row.RevokedAt.Valid && (!row.ExpiresAt.Valid || k.now().Before(row.ExpiresAt.Time)), nil
 }
 
-// unavailable is a failed key lookup: the surfaces answer 503, not 401,
-// since the key may well be valid.
+// unavailable is a failed key lookup: the surfaces answer 503 (507 when
+// Postgres's disk is full), not 401, since the key may well be valid.
 func unavailable(keyID string, err error) error {
-	return &store.Error{Kind: store.KindUnavailable, Msg: "look up API key " + keyID, Err: err}
+	return store.Wrap(store.KindUnavailable, err, "look up API key "+keyID)
 }

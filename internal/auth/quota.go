@@ -54,7 +54,7 @@ func (k *Keys) TenantQuota(ctx context.Context, tenant string) (Quota, error) {
 		return Quota{}, ErrNoTenant
 	}
 	if err != nil {
-		return Quota{}, &store.Error{Kind: store.KindUnavailable, Msg: "look up the quota of tenant " + tenant, Err: err}
+		return Quota{}, store.Wrap(store.KindUnavailable, err, "look up the quota of tenant "+tenant)
 	}
 	return Quota{Bytes: row.QuotaBytes.Int64, CardBoxBytes: row.CardboxBytes}, nil
 }
