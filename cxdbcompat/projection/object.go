@@ -41,6 +41,7 @@ type object struct {
 
 // open starts an object whose members go to list.
 func (p *projector) open(list *[]member) object {
+	p.extra += 2 // its braces
 	return object{list: list, base: len(*list), keys: len(p.keys), start: len(p.buf)}
 }
 
@@ -68,6 +69,7 @@ func (p *projector) tagKey(o *object, n uint64) {
 // member writes the key p.keys[kOff:], which is name if that is not "",
 // and records the member; objects that end before it does are its kids.
 func (p *projector) member(o *object, kOff int, name string) {
+	p.extra++ // a comma, at most
 	start := len(p.buf)
 	if name != "" {
 		p.buf = appendName(p.buf, name)
@@ -76,7 +78,7 @@ func (p *projector) member(o *object, kOff int, name string) {
 	}
 	p.buf = append(p.buf, ':')
 	k := p.keys[kOff:]
-	*o.list = append(*o.list, member{pre: prefix(k), kOff: kOff, kEnd: len(p.keys), start: start, kid: len(p.kidStack)})
+	*o.list = push(*o.list, member{pre: prefix(k), kOff: kOff, kEnd: len(p.keys), start: start, kid: len(p.kidStack)})
 }
 
 // valueEnd ends the member of o just rendered, unless rendering it failed
@@ -90,7 +92,7 @@ func (p *projector) valueEnd(o *object, err error) error {
 	m.end = len(p.buf)
 	mark := m.kid
 	m.kid = len(p.kids)
-	p.kids = append(p.kids, p.kidStack[mark:]...)
+	p.kids = append(more(p.kids, len(p.kidStack)-mark), p.kidStack[mark:]...)
 	m.kids = len(p.kids)
 	p.kidStack = p.kidStack[:mark]
 	return nil
@@ -98,7 +100,7 @@ func (p *projector) valueEnd(o *object, err error) error {
 
 // close ends the nested object o: it becomes a kid of the member it is in.
 func (p *projector) close(o object) {
-	p.kidStack = append(p.kidStack, p.end(o))
+	p.kidStack = push(p.kidStack, p.end(o))
 	p.keys = p.keys[:o.keys]
 }
 
@@ -111,9 +113,9 @@ func (p *projector) end(o object) int {
 		if k+1 < len(order) && p.compare(&ms[i], &ms[order[k+1]]) == 0 {
 			continue // a later one wins
 		}
-		p.done = append(p.done, ms[i])
+		p.done = push(p.done, ms[i])
 	}
-	p.nodes = append(p.nodes, node{start: o.start, end: len(p.buf), first: first, last: len(p.done)})
+	p.nodes = push(p.nodes, node{start: o.start, end: len(p.buf), first: first, last: len(p.done)})
 	*o.list = (*o.list)[:o.base]
 	return len(p.nodes) - 1
 }
@@ -137,10 +139,24 @@ func (p *projector) emit(dst []byte, n int) []byte {
 	return append(dst, '}')
 }
 
+// size is the length of what emit appends for node n.
+func (p *projector) size(n int) int {
+	nd := &p.nodes[n]
+	size := 2 + max(nd.last-nd.first-1, 0)
+	for i := nd.first; i < nd.last; i++ {
+		m := &p.done[i]
+		size += m.end - m.start
+		for _, kid := range p.kids[m.kid:m.kids] {
+			size += p.size(kid) - (p.nodes[kid].end - p.nodes[kid].start)
+		}
+	}
+	return size
+}
+
 // order is the indexes of ms sorted by key, stably: of equal keys, the
 // later stays later. It is p.idx until the next call.
 func (p *projector) order(ms []member) []int32 {
-	idx := p.idx[:0]
+	idx := slices.Grow(p.idx[:0], len(ms))
 	for i := range ms {
 		idx = append(idx, int32(i))
 	}
@@ -180,4 +196,20 @@ func prefix(k []byte) uint64 {
 		n |= uint64(c) << (56 - 8*i)
 	}
 	return n
+}
+
+// push appends v to s, doubling s's capacity when it is full: append grows
+// large slices by a quarter at a time, which allocates five times their
+// final size on the way, and these grow with the payload.
+func push[T any](s []T, v T) []T {
+	return append(more(s, 1), v)
+}
+
+// more makes room in s for n more elements, at least doubling its
+// capacity when it grows.
+func more[T any](s []T, n int) []T {
+	if len(s)+n <= cap(s) {
+		return s
+	}
+	return slices.Grow(s, max(n, len(s), 8))
 }

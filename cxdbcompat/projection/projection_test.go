@@ -242,6 +242,7 @@ func sameAsOracle(t testing.TB, payload []byte, d Descriptor, reg Registry, o Op
 	if !json.Valid(r.Data) || o.IncludeUnknown && !json.Valid(r.Unknown) {
 		t.Fatalf("payload %x: not JSON: %s %s", payload, r.Data, r.Unknown)
 	}
+	sameLen(t, payload, d, reg, o, len(r.Data)+len(r.Unknown))
 	if got, wantJSON := parse(t, r.Data), parse(t, marshal(t, want.Data)); !reflect.DeepEqual(got, wantJSON) {
 		t.Fatalf("payload %x: data\n%s\nmap-based\n%s", payload, r.Data, marshal(t, want.Data))
 	}

@@ -45,7 +45,7 @@ func (p *projector) entry(o, u *object, d *Descriptor, depth int) error {
 	if err != nil {
 		return err
 	}
-	h, err := p.r.Head(depth)
+	h, err := p.head(depth)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (p *projector) entry(o, u *object, d *Descriptor, depth int) error {
 // tag reads a map key at depth: an integer >= 0 or a decimal string is a
 // tag; any other key is none.
 func (p *projector) tag(depth int) (uint64, bool, error) {
-	h, err := p.r.Head(depth)
+	h, err := p.head(depth)
 	if err != nil {
 		return 0, false, err
 	}
@@ -136,7 +136,7 @@ func (p *projector) simple(h msgpackread.Head, t string) (simple, ok bool) {
 		}
 	case "string":
 		if ok = h.Kind == msgpackread.Str; ok {
-			p.buf = appendValue(p.buf, p.r.Bytes(h))
+			p.str(p.r.Bytes(h))
 		}
 	case "bool":
 		if ok = h.Kind == msgpackread.Bool; ok {
@@ -195,7 +195,7 @@ func (p *projector) array(n uint64, items *registry.Items, depth int) error {
 		if i > 0 {
 			p.buf = append(p.buf, ',')
 		}
-		h, err := p.r.Head(depth + 1)
+		h, err := p.head(depth + 1)
 		if err != nil {
 			return err
 		}
@@ -237,8 +237,26 @@ func (p *projector) u64(n uint64) {
 	p.buf = append(p.buf, '"')
 }
 
-// bytes renders msgpack bin as Options.Bytes says.
+// str renders a msgpack str, if it fits the limits.
+func (p *projector) str(s []byte) {
+	if p.roomString(s) {
+		p.buf = appendValue(more(p.buf, len(s)+2), s)
+	}
+}
+
+// bytes renders msgpack bin as Options.Bytes says, if it fits the limits.
 func (p *projector) bytes(b []byte) {
+	n := (len(b)+2)/3*4 + 2 // base64, quoted
+	switch p.o.Bytes {
+	case "hex":
+		n = 2*len(b) + 2
+	case "len_only":
+		n = 20
+	}
+	if !p.room(n) {
+		return
+	}
+	p.buf = more(p.buf, n)
 	switch p.o.Bytes {
 	case "hex":
 		p.buf = append(p.buf, '"')
@@ -288,7 +306,7 @@ func (p *projector) generic(h msgpackread.Head, depth int) error {
 	case msgpackread.Float:
 		p.buf = appendFloat(p.buf, h.Float64())
 	case msgpackread.Str:
-		p.buf = appendValue(p.buf, p.r.Bytes(h))
+		p.str(p.r.Bytes(h))
 	case msgpackread.Bin:
 		p.bytes(p.r.Bytes(h))
 	case msgpackread.Array:
@@ -304,12 +322,15 @@ func (p *projector) generic(h msgpackread.Head, depth int) error {
 func (p *projector) genericMap(n uint64, depth int) error {
 	o := p.open(&p.members)
 	for ; n > 0; n-- {
-		k, err := p.r.Head(depth + 1)
+		k, err := p.head(depth + 1)
 		if err != nil {
 			return err
 		}
 		switch k.Kind {
 		case msgpackread.Str:
+			if !p.roomString(p.r.Bytes(k)) {
+				return p.err
+			}
 			p.rawKey(&o, p.r.Bytes(k))
 		case msgpackread.Uint:
 			p.tagKey(&o, k.N)
@@ -319,7 +340,7 @@ func (p *projector) genericMap(n uint64, depth int) error {
 			}
 			p.rawKey(&o, nil)
 		}
-		h, err := p.r.Head(depth + 1)
+		h, err := p.head(depth + 1)
 		if err == nil {
 			err = p.valueEnd(&o, p.generic(h, depth+1))
 		}
