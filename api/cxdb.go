@@ -17,7 +17,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/cxdbcompat/typedjson"
-	"github.com/cardboxhq/cardbox/internal/rawjson"
+	"github.com/cardboxhq/cardbox/internal/membudget"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -28,6 +28,9 @@ type CXDBRoutes struct {
 	stop      <-chan struct{}
 	heartbeat time.Duration
 	metrics   *cxdbMetrics
+	// answers is what large answers are charged to (see cxdb_answers.go).
+	answers    *membudget.Budget
+	answerWait time.Duration
 }
 
 // CXDBOptions configure the CXDB routes.
@@ -44,6 +47,14 @@ type CXDBOptions struct {
 	// Gatherer is the registry served at /metrics; GET /v1/metrics takes
 	// its request counts and latencies from it. Nil reports zeros.
 	Gatherer prometheus.Gatherer
+	// Answers is the memory budget large answers (turn pages, blobs,
+	// files) are charged to while built and sent: the binary server's
+	// (server.Server.ReplyBudget), so that both surfaces share it. Nil
+	// gives the routes a budget of their own of 64 MiB.
+	Answers *membudget.Budget
+	// AnswerWait is how long a request waits for room in Answers before
+	// it is refused 503 with Retry-After (default 5 s).
+	AnswerWait time.Duration
 }
 
 // CXDB returns the CXDB HTTP routes. Pass it in Options.Routes.
@@ -51,7 +62,16 @@ func CXDB(svc *service.Service, opts CXDBOptions) *CXDBRoutes {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = heartbeatEvery
 	}
-	return &CXDBRoutes{svc: svc, stop: opts.Stop, heartbeat: opts.Heartbeat, metrics: newCXDBMetrics(svc, opts)}
+	if opts.Answers == nil {
+		opts.Answers = membudget.New(defaultAnswerBudget, 0, 0)
+	}
+	if opts.AnswerWait <= 0 {
+		opts.AnswerWait = defaultAnswerWait
+	}
+	return &CXDBRoutes{
+		svc: svc, stop: opts.Stop, heartbeat: opts.Heartbeat, metrics: newCXDBMetrics(svc, opts),
+		answers: opts.Answers, answerWait: opts.AnswerWait,
+	}
 }
 
 // Register adds the /v1 routes.
@@ -339,15 +359,16 @@ func (r *CXDBRoutes) turns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The page's bytes are charged from before they are rendered until
+	// they are sent.
+	charge := r.charge(c, t)
+	defer charge.release()
+	q.Reserve = charge.reserve
 	page, err := r.svc.Turns(c.Request().Context(), t, id, q)
 	if err != nil {
 		return err
 	}
-	body, err := turnsResponse(page)
-	if err != nil {
-		return err
-	}
-	return c.JSONBlob(http.StatusOK, body)
+	return writeTurnsPage(c, page, charge)
 }
 
 // turnQuery reads the turn page's parameters (spec section 4.5 plus
@@ -445,32 +466,6 @@ type turnsMeta struct {
 	HeadTurnID       string  `json:"head_turn_id"`
 	HeadDepth        uint32  `json:"head_depth"`
 	RegistryBundleID *string `json:"registry_bundle_id"`
-}
-
-func turnsResponse(p *service.TurnPage) ([]byte, error) {
-	out := turnsJSON{
-		Meta: turnsMeta{
-			ContextID: idString(p.Context.ContextID), HeadTurnID: idString(p.Context.TurnID), HeadDepth: p.Context.Depth,
-		},
-	}
-	if p.BundleID != "" {
-		out.Meta.RegistryBundleID = &p.BundleID
-	}
-	if len(p.Turns) > 0 {
-		s := idString(p.Oldest)
-		out.NextBeforeTurnID = &s
-		if p.HasOlder {
-			out.NextCursor = encodeTurnCursor('o', p.Oldest)
-		}
-		if p.HasNewer {
-			out.PrevCursor = encodeTurnCursor('n', p.Newest)
-		}
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, err
-	}
-	return rawjson.AppendFields(b, rawjson.Field{Name: "turns", Value: rawjson.AppendArray(nil, p.Turns)}), nil
 }
 
 // streamsStopped reports whether live streams must end.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"path"
@@ -34,24 +35,62 @@ func (r *CXDBRoutes) fsPath(c echo.Context) error {
 	if strings.Trim(p, "/") == "" {
 		return paramError("path", "empty file path")
 	}
-	node, id, err := r.fsNode(c, p)
+	t, id, err := r.tenantAndID(c, "id")
+	if err != nil {
+		return err
+	}
+	node, err := r.svc.FS(c.Request().Context(), t, id, p)
 	if err != nil {
 		return err
 	}
 	if node.Dir != nil {
 		return c.JSON(http.StatusOK, node.Dir)
 	}
+	// A file is charged once read, as a blob is.
 	f := node.File
+	charge := r.charge(c, t)
+	defer charge.release()
 	if c.QueryParam("format") == "json" {
-		return c.JSON(http.StatusOK, map[string]any{
-			"turn_id": idString(id), "path": p, "name": f.Entry.Name, "kind": f.Entry.Kind, "mode": f.Entry.Mode,
-			"size": f.Entry.Size, "hash": f.Entry.Hash, "content_base64": base64.StdEncoding.EncodeToString(f.Content),
-		})
+		return r.fileJSON(c, charge, id, p, f)
+	}
+	if err := charge.reserve(int64(len(f.Content))); err != nil {
+		return err
 	}
 	h := c.Response().Header()
 	h.Set("X-Fs-Hash", f.Entry.Hash)
 	h.Set("X-Fs-Mode", f.Entry.Mode)
 	return c.Blob(http.StatusOK, contentType(f.Entry.Name), f.Content)
+}
+
+// fileJSON answers a file as JSON, its content in base64: at most
+// service.MaxPageBytes of it, as a turn page; a larger file is 422, to be
+// read as bytes. The JSON is written once, in a buffer of its size.
+func (r *CXDBRoutes) fileJSON(c echo.Context, charge *answerCharge, id uint64, p string, f *service.FSFile) error {
+	n := base64.StdEncoding.EncodedLen(len(f.Content))
+	if n > service.MaxPageBytes {
+		e := NewError(http.StatusUnprocessableEntity,
+			"file too large for format=json: %d bytes are %d in base64, over the %d bytes an answer may hold; read it without format=json",
+			len(f.Content), n, service.MaxPageBytes)
+		e.Details = map[string]any{"size": len(f.Content), "limit": service.MaxPageBytes, "hash": f.Entry.Hash}
+		return e
+	}
+	rest, err := json.Marshal(map[string]any{
+		"turn_id": idString(id), "path": p, "name": f.Entry.Name, "kind": f.Entry.Kind, "mode": f.Entry.Mode,
+		"size": f.Entry.Size, "hash": f.Entry.Hash,
+	})
+	if err != nil {
+		return err
+	}
+	// The members in encoding/json's order, content_base64 first.
+	const open = `{"content_base64":"`
+	size := len(open) + n + len(`",`) + len(rest) - 1 + len("\n")
+	if err := charge.reserve(int64(size)); err != nil {
+		return err
+	}
+	b := append(make([]byte, 0, size), open...)
+	b = append(base64.StdEncoding.AppendEncode(b, f.Content), '"', ',')
+	b = append(append(b, rest[1:]...), '\n')
+	return c.JSONBlob(http.StatusOK, b)
 }
 
 func (r *CXDBRoutes) fsNode(c echo.Context, p string) (service.FSNode, uint64, error) {

@@ -38,12 +38,14 @@ type cxdbHarness struct {
 	engine *store.Engine
 	svc    *service.Service
 	keys   *auth.Keys // hosted mode only
+	bin    *server.Server
 }
 
 // harnessOptions vary the harness.
 type harnessOptions struct {
-	hosted    bool          // API keys on both surfaces (h.keys)
-	heartbeat time.Duration // of event streams
+	hosted     bool          // API keys on both surfaces (h.keys)
+	heartbeat  time.Duration // of event streams
+	answerWait time.Duration // for room in the answer budget (api.CXDBOptions.AnswerWait)
 	// dir and pool, when set, are the turn store's data directory and
 	// database (a store a test prepared); else fresh ones.
 	dir  string
@@ -97,12 +99,15 @@ func newCXDBHarnessWith(t testing.TB, o harnessOptions) *cxdbHarness {
 
 	httpMetrics := api.NewHTTPMetrics()
 	metrics := api.NewRegistry(nil, httpMetrics, bin.Collector())
-	routes := api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: metrics, Heartbeat: o.heartbeat})
+	routes := api.CXDB(svc, api.CXDBOptions{
+		Stop: ctx.Done(), Stats: engine, Gatherer: metrics, Heartbeat: o.heartbeat,
+		Answers: bin.ReplyBudget(), AnswerWait: o.answerWait,
+	})
 	h := api.New(api.Options{Routes: []api.Routes{routes}, HTTPMetrics: httpMetrics, Auth: apiAuth})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(cancel) // ends event streams before srv.Close waits for them
-	return &cxdbHarness{t: t, url: srv.URL, binary: ln.Addr().String(), engine: engine, svc: svc, keys: keys}
+	return &cxdbHarness{t: t, url: srv.URL, binary: ln.Addr().String(), engine: engine, svc: svc, keys: keys, bin: bin}
 }
 
 // client dials the binary listener.

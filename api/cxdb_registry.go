@@ -133,5 +133,11 @@ func (r *CXDBRoutes) getBlob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// Charged once read, as GET_BLOB is: its size is known then.
+	charge := r.charge(c, t)
+	defer charge.release()
+	if err := charge.reserve(int64(len(data))); err != nil {
+		return err
+	}
 	return c.Blob(http.StatusOK, echo.MIMEOctetStream, data)
 }

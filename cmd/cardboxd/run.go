@@ -111,7 +111,8 @@ func run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		collectors = append(collectors, c) // the embedded cluster's restarts and free space
 	}
 	metrics := api.NewRegistry(engine, collectors...)
-	routes = append(routes, api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, DataDir: cfg.DataDir, Gatherer: metrics}))
+	// Large HTTP answers share the binary port's answer budget.
+	routes = append(routes, api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, DataDir: cfg.DataDir, Gatherer: metrics, Answers: bin.ReplyBudget()}))
 	if access.keys != nil {
 		routes = append(routes, api.Admin(access.keys).WithUsage(access.usage(engine)))
 	}

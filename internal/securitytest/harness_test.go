@@ -152,7 +152,7 @@ func newHosted(t *testing.T) *hosted {
 	routes := []api.Routes{
 		api.CardBox(cards),
 		// A short heartbeat: streams of revoked keys end at the next one.
-		api.CXDB(svc, api.CXDBOptions{Stop: background.Done(), Stats: engine, DataDir: h.dataDir, Gatherer: metrics, Heartbeat: 50 * time.Millisecond}),
+		api.CXDB(svc, api.CXDBOptions{Stop: background.Done(), Stats: engine, DataDir: h.dataDir, Gatherer: metrics, Heartbeat: 50 * time.Millisecond, Answers: bin.ReplyBudget()}),
 		api.Admin(h.keys).WithUsage(h.usage),
 	}
 	h.handler = api.New(api.Options{
