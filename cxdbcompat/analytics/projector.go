@@ -89,8 +89,8 @@ type Projector struct {
 	failures  atomic.Int64
 	// typeIDsLeftOut counts type ids a backfill left out (typeIDs).
 	typeIDsLeftOut atomic.Int64
-	reproj    atomic.Int64
-	delay     histogram
+	reproj         atomic.Int64
+	delay          histogram
 }
 
 // New returns a projector; start it with Run.
