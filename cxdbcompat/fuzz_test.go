@@ -52,6 +52,13 @@ func FuzzDecodeRequest(f *testing.F) {
 		if req.MsgType() != MsgType(typ) {
 			t.Fatalf("decoded %s from msg_type %d", req.MsgType(), typ)
 		}
+		if a, ok := req.(AppendTurnRequest); ok {
+			// What a server charges for is what the request declares.
+			comp, n, ok := AppendTurnSize(payload)
+			if !ok || comp != a.Compression || n != a.UncompressedLen {
+				t.Fatalf("AppendTurnSize = %d, %d, %v; the request declares %d, %d", comp, n, ok, a.Compression, a.UncompressedLen)
+			}
+		}
 		again, err := DecodeRequest(req.MsgType(), req.Flags(), req.AppendTo(nil))
 		if err != nil || !reflect.DeepEqual(again, req) {
 			t.Fatalf("re-decode mismatch:\n first %#v\nsecond %#v (%v)", req, again, err)

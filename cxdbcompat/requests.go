@@ -203,6 +203,24 @@ func (r AppendTurnRequest) AppendTo(dst []byte) []byte {
 	return dst
 }
 
+// AppendTurnSize reads an APPEND_TURN payload's compression and declared
+// uncompressed length without decoding the rest: what a server charges
+// for before it decompresses. ok is false when p is too short to hold
+// them (DecodeAppendTurnRequest then says why).
+func AppendTurnSize(p []byte) (compression, uncompressedLen uint32, ok bool) {
+	const typeIDLenAt = 16 // after context_id and parent_turn_id
+	if len(p) < typeIDLenAt+4 {
+		return 0, 0, false
+	}
+	// declared_type_version and encoding lie between the type id and
+	// compression.
+	at := uint64(typeIDLenAt+4) + uint64(le.Uint32(p[typeIDLenAt:])) + 8
+	if uint64(len(p)) < at+8 {
+		return 0, 0, false
+	}
+	return le.Uint32(p[at:]), le.Uint32(p[at+4:]), true
+}
+
 // DecodeAppendTurnRequest decodes an APPEND_TURN payload; flags bit 0 says
 // an fs_root_hash follows. Trailing bytes are ignored.
 func DecodeAppendTurnRequest(flags uint16, p []byte) (AppendTurnRequest, error) {

@@ -133,10 +133,26 @@ func (s *session) appendTurn(f cxdbcompat.Frame) ([]byte, error) {
 	}
 	res, err := s.srv.opts.Store.Append(s.ctx, s.tenant, sreq)
 	if err != nil {
+		if req.Compression == cxdbcompat.CompressionZstd {
+			s.compressedRefused(err)
+		}
 		return nil, err
 	}
 	resp := cxdbcompat.AppendTurnResponse{ContextID: res.ContextID, NewTurnID: res.TurnID, NewDepth: res.Depth, ContentHash: res.ContentHash}
 	return frame(f.Type, f.ReqID, resp.AppendTo), nil
+}
+
+// compressedRefused counts and logs (once per interval, with the count)
+// a zstd payload the store refused: undecodable, or inflating past its
+// declared length. Such frames are small and cheap to send; an operator
+// should see someone sending them.
+func (s *session) compressedRefused(err error) {
+	switch store.KindOf(err) {
+	case store.KindConflict, store.KindUnprocessable:
+		s.srv.metrics.compressedRefused.Inc()
+		s.srv.errLog.Log(context.Background(), slog.LevelWarn, lograte.Key{Surface: "binary", Kind: "COMPRESSED_REFUSED"},
+			"binary APPEND_TURN refused for its zstd payload", "session", s.id, "tenant", s.tenant.ID, "err", err)
+	}
 }
 
 func (s *session) getLast(f cxdbcompat.Frame) ([]byte, error) {

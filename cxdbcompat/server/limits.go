@@ -189,6 +189,24 @@ func (c *frameCharge) reserve(n int) error {
 	return nil
 }
 
+// chargeDeclared charges a compressed APPEND_TURN for the bytes it will
+// decompress to, as declared (decompression stops there), on top of its
+// frame: a small frame declaring a large payload costs what it
+// declared, and waits for room as a large frame does.
+func (s *session) chargeDeclared(f cxdbcompat.Frame, charge *frameCharge) error {
+	if f.Type != cxdbcompat.MsgAppendTurn {
+		return nil
+	}
+	comp, n, ok := cxdbcompat.AppendTurnSize(f.Payload)
+	if !ok || comp != cxdbcompat.CompressionZstd || n > cxdbcompat.MaxPayload {
+		return nil // the handler refuses what is malformed or too large
+	}
+	if err := charge.reserve(int(n)); err != nil {
+		return &protocolError{503, "UNAVAILABLE", fmt.Sprintf("no room for the payload's declared %d bytes now; retry", n)}
+	}
+	return nil
+}
+
 // release gives the charged bytes back.
 func (c *frameCharge) release() {
 	if c.charged > 0 {

@@ -16,8 +16,11 @@ type metrics struct {
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	clientClosed prometheus.Counter
-	requestBytes atomic.Int64 // charged to MaxInFlightBytes now
-	replyBytes   atomic.Int64 // charged to MaxReplyBytes now
+	// compressedRefused counts APPEND_TURNs whose zstd payload was
+	// refused (undecodable, or inflating past its declared length).
+	compressedRefused prometheus.Counter
+	requestBytes      atomic.Int64 // charged to MaxInFlightBytes now
+	replyBytes        atomic.Int64 // charged to MaxReplyBytes now
 	// Request handler goroutines: started, and running (busy or idle).
 	handlersStarted, handlersRunning atomic.Int64
 }
@@ -37,6 +40,10 @@ func newMetrics() *metrics {
 		clientClosed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cardbox_binary_client_closed_total",
 			Help: "Binary protocol requests abandoned because the client closed its connection before their answer (not in cardbox_binary_requests_total).",
+		}),
+		compressedRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cardbox_binary_compressed_refused_total",
+			Help: "APPEND_TURNs refused for their zstd payload: undecodable, or inflating past the length they declared (a zstd bomb).",
 		}),
 	}
 }
@@ -93,6 +100,7 @@ func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.s.metrics.requests.Describe(ch)
 	c.s.metrics.duration.Describe(ch)
 	c.s.metrics.clientClosed.Describe(ch)
+	c.s.metrics.compressedRefused.Describe(ch)
 	ch <- requestBytesDesc
 	ch <- replyBytesDesc
 	ch <- sessionsDesc
@@ -106,6 +114,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	m.requests.Collect(ch)
 	m.duration.Collect(ch)
 	m.clientClosed.Collect(ch)
+	m.compressedRefused.Collect(ch)
 	ch <- prometheus.MustNewConstMetric(requestBytesDesc, prometheus.GaugeValue, float64(m.requestBytes.Load()))
 	ch <- prometheus.MustNewConstMetric(replyBytesDesc, prometheus.GaugeValue, float64(m.replyBytes.Load()))
 	ch <- prometheus.MustNewConstMetric(handlersDesc, prometheus.GaugeValue, float64(m.handlersRunning.Load()))

@@ -264,6 +264,10 @@ func (s *session) handleLoop(r request) {
 func (s *session) serveRequest(r request) {
 	defer func() { <-s.inflight; r.charge.release() }()
 	f := r.f
+	if err := s.chargeDeclared(f, r.charge); err != nil {
+		s.answer(f, errorFrame(f.ReqID, err))
+		return
+	}
 	if size, ok := s.turnListSize(f); ok && size > freeFrameBytes {
 		s.serveCharged(f, size)
 		return
