@@ -3,48 +3,23 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testbin"
 )
 
-var (
-	buildOnce  sync.Once
-	serverPath string
-	buildErr   error
-)
-
-// serverBinary builds cardboxd once per test binary.
-func serverBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cardboxd-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		serverPath = filepath.Join(dir, "cardboxd")
-		if out, err := exec.Command("go", "build", "-o", serverPath, "../cardboxd").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return serverPath
-}
+// serverBinary is cardboxd, built once per test binary.
+func serverBinary(t testing.TB) string { return testbin.Command(t, "./cmd/cardboxd") }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cardboxhq/cardbox/internal/testbin"
 )
 
 // healthServer is a real HTTP server whose /healthz answers status.
@@ -153,10 +155,7 @@ func writePEM(t *testing.T, path string, der []byte) {
 // The command's exit status, as a container runtime sees it: 0 and one
 // line on stdout for a 200, 1 and one line on stderr otherwise.
 func TestHealthExitStatus(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "cardbox")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testbin.Command(t, "./cmd/cardbox")
 	for _, tc := range []struct {
 		status int
 		exit   int

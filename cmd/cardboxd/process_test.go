@@ -19,36 +19,13 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testbin"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// serverBinary builds cardboxd once per test binary.
-func serverBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cardboxd-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "cardboxd")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// serverBinary is cardboxd, built once per test binary.
+func serverBinary(t testing.TB) string { return testbin.Command(t, "./cmd/cardboxd") }
 
 // serverProc is a real cardboxd process.
 type serverProc struct {
@@ -57,28 +34,9 @@ type serverProc struct {
 	env      []string
 	binAddr  string
 	httpAddr string
-	log      *syncBuffer
+	log      *testbin.Output
 	// clientTLS, when set, is how clients reach a server started with TLS.
 	clientTLS *tls.Config
-}
-
-// syncBuffer is the server's output: the process writes it while the test
-// may print it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func freePort(t *testing.T) string {
@@ -103,7 +61,7 @@ func startServer(t *testing.T, dataDir, databaseURL string) *serverProc {
 // its environment first.
 func newServer(t *testing.T, dataDir, databaseURL string) *serverProc {
 	t.Helper()
-	p := &serverProc{t: t, binAddr: freePort(t), httpAddr: freePort(t), log: &syncBuffer{}}
+	p := &serverProc{t: t, binAddr: freePort(t), httpAddr: freePort(t), log: &testbin.Output{}}
 	p.env = append(os.Environ(),
 		"CARDBOX_DATA_DIR="+dataDir, "CARDBOX_DATABASE_URL="+databaseURL,
 		"CARDBOX_BINARY_ADDR="+p.binAddr, "CARDBOX_HTTP_ADDR="+p.httpAddr, "CARDBOX_LOG_LEVEL=warn")

@@ -1,7 +1,6 @@
 package deploytest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testbin"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -459,19 +458,9 @@ func loopbackOf(t *testing.T, addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// buildBinaries builds cardboxd and cardbox as the Dockerfile does, into a
-// directory of their own.
-func buildBinaries(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/cardboxd", "./cmd/cardbox")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
-}
+// buildBinaries builds cardboxd and cardbox as the Dockerfile does
+// (CGO off), into a directory of their own.
+func buildBinaries(t *testing.T) string { return testbin.Build(t, "./cmd/cardboxd", "./cmd/cardbox") }
 
 func readFile(t *testing.T, file string) string {
 	t.Helper()
@@ -482,28 +471,10 @@ func readFile(t *testing.T, file string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// syncBuffer is a process's output: it writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // server is a running cardboxd.
 type server struct {
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *testbin.Output
 	exited chan struct{} // closed once the process has exited
 }
 
@@ -511,7 +482,7 @@ type server struct {
 // container's process has exactly its image's and service's variables.
 func start(t *testing.T, bin string, command []string, env [][2]string) *server {
 	t.Helper()
-	s := &server{log: &syncBuffer{}, exited: make(chan struct{})}
+	s := &server{log: &testbin.Output{}, exited: make(chan struct{})}
 	s.cmd = exec.Command(filepath.Join(bin, command[0]), command[1:]...)
 	for _, kv := range env {
 		s.cmd.Env = append(s.cmd.Env, kv[0]+"="+kv[1])
