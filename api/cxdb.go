@@ -203,12 +203,13 @@ func (r *CXDBRoutes) search(c echo.Context) error {
 		return err
 	}
 	start := time.Now()
-	found, total, err := r.svc.Search(c.Request().Context(), t, q, int(limit))
+	found, err := r.svc.Search(c.Request().Context(), t, q, int(limit))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{
-		"contexts": found, "total_count": total, "elapsed_ms": time.Since(start).Milliseconds(), "query": text,
+		"contexts": found.Contexts, "total_count": found.Total, "truncated": found.Truncated,
+		"elapsed_ms": time.Since(start).Milliseconds(), "query": text,
 	})
 }
 

@@ -104,15 +104,23 @@ func (s *Service) ListContexts(ctx context.Context, t store.Tenant, q ContextQue
 	}
 	list := &ContextList{HasMore: len(rows) > q.Limit}
 	rows = rows[:min(len(rows), q.Limit)]
-	if list.HasMore {
-		list.NextCursor = encodeContextCursor(rows[len(rows)-1].info)
-	}
 	if err := s.attachMetadata(ctx, t, rows); err != nil {
 		return nil, err
 	}
-	list.Contexts = make([]ContextEntry, len(rows))
+	// The page stops before the entry that would take its contexts past
+	// MaxPageBytes; its first entry is always answered.
+	list.Contexts = make([]ContextEntry, 0, len(rows))
+	size := 0
 	for i, r := range rows {
-		list.Contexts[i] = s.entry(r, q.IncludeProvenance)
+		e := s.entry(r, q.IncludeProvenance)
+		if size += e.size(); i > 0 && size > MaxPageBytes {
+			rows, list.HasMore = rows[:i], true
+			break
+		}
+		list.Contexts = append(list.Contexts, e)
+	}
+	if list.HasMore {
+		list.NextCursor = encodeContextCursor(rows[len(rows)-1].info)
 	}
 	list.Count = len(list.Contexts)
 	list.ActiveSessions, list.ActiveTags = s.activeSessions(t)

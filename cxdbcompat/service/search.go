@@ -18,18 +18,29 @@ type SearchEntry struct {
 	Title       string `json:"title,omitempty"`
 }
 
+// SearchResult is what GET /v1/contexts/search answers of a search.
+type SearchResult struct {
+	Contexts []SearchEntry
+	Total    int // how many matched, before the limit
+	// Truncated says the answer stopped before its limit (or before
+	// every match, without one) because its contexts would have passed
+	// MaxPageBytes of JSON.
+	Truncated bool
+}
+
 // Search returns the tenant's contexts matching q, newest id first, at
-// most limit (0: all), and how many matched. Every context is searched,
-// forks and contexts without turns included; depth and created are the
-// current head's.
-func (s *Service) Search(ctx context.Context, t store.Tenant, q *cql.Query, limit int) ([]SearchEntry, int, error) {
+// most limit (0: all) and at most MaxPageBytes of them (Truncated then
+// says so; the first is always answered), and how many matched. Every
+// context is searched, forks and contexts without turns included; depth
+// and created are the current head's.
+func (s *Service) Search(ctx context.Context, t store.Tenant, q *cql.Query, limit int) (*SearchResult, error) {
 	rows, err := s.filteredContexts(ctx, t, ContextQuery{})
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	all, err := s.Metadata(ctx, t, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	records := make([]cql.Record, len(rows))
 	byID := make(map[uint64]contextRow, len(rows))
@@ -41,15 +52,21 @@ func (s *Service) Search(ctx context.Context, t store.Tenant, q *cql.Query, limi
 		byID[r.info.ContextID] = r
 	}
 	matches, total := cql.Filter(q, records, s.now(), limit)
-	out := make([]SearchEntry, len(matches))
+	res := &SearchResult{Contexts: make([]SearchEntry, 0, len(matches)), Total: total}
+	size := 0
 	for i, m := range matches {
 		e := s.entry(byID[m.ID], false)
-		out[i] = SearchEntry{
+		se := SearchEntry{
 			ContextID: e.ContextID, HeadTurnID: e.HeadTurnID, HeadDepth: e.HeadDepth,
 			CreatedAtMs: e.CreatedAtMs, IsLive: e.IsLive, ClientTag: m.Tag, Title: e.Title,
 		}
+		if size += se.size(); i > 0 && size > MaxPageBytes {
+			res.Truncated = true
+			break
+		}
+		res.Contexts = append(res.Contexts, se)
 	}
-	return out, total, nil
+	return res, nil
 }
 
 // record is what CQL sees of a context.
