@@ -153,7 +153,7 @@ func settings(c *Config) []setting {
 		{flag: "tenant-max-conns", env: "CARDBOX_TENANT_MAX_CONNS", bind: num(&c.TenantMaxConns, 256), rule: NonNegative,
 			meaning: "hosted mode: most binary sessions one tenant may have open (its share of `--max-conns`); 0: no limit"},
 		{flag: "tenant-memory-share", env: "CARDBOX_TENANT_MEMORY_SHARE", bind: f64(&c.TenantMemoryShare, 0.25), rule: Fraction,
-			meaning: "hosted mode: fraction (above 0, at most 1) of each of the binary port's two memory budgets, for requests and for answers (64 MiB each), one tenant may hold; a budget grows so that a share holds one whole 64 MiB frame (to 256 MiB at 0.25)"},
+			meaning: "hosted mode: fraction (above 0, at most 1) of each of the two memory budgets, for binary requests and for large answers on both surfaces (64 MiB each), one tenant may hold; a budget grows so that a share holds one whole 64 MiB frame (to 256 MiB at 0.25)"},
 		{flag: "tenant-burst", env: "CARDBOX_TENANT_BURST", bind: num(&c.TenantBurst, 4000), rule: Positive,
 			meaning: "hosted mode: requests a tenant may make at once above its rate"},
 		{flag: "tenant-quota-bytes", env: "CARDBOX_TENANT_QUOTA_BYTES", bind: i64(&c.TenantQuotaBytes, 0), rule: NonNegative,
