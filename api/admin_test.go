@@ -198,3 +198,47 @@ func TestEventStreamsOfARevokedKeyEnd(t *testing.T) {
 	h.call(http.MethodPost, "/v1/contexts/create", `{"base_turn_id":"0"}`, "Authorization", "Bearer "+writer).want(t, http.StatusCreated)
 	kept.until("context_created")
 }
+
+// An administration write that Postgres does not answer (here: the
+// tenant's row held by another transaction, as a stalled Postgres would
+// hold it) is 503 once the bound passes, not a request that waits for as
+// long as the stall lasts; a tenant's deletion is not bounded.
+func TestAdminWritesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	const bound = 300 * time.Millisecond
+	keys := auth.NewKeys(pool, nil).Bound(bound)
+	if _, err := keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, op, err := keys.CreateOperatorKey(ctx, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Routes: []api.Routes{api.Admin(keys)}}))
+	t.Cleanup(srv.Close)
+	h := &cxdbHarness{t: t, url: srv.URL}
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback(ctx) })
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM tenants WHERE tenant_id = 'acme' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/admin/keys", `{"tenant_id":"acme","role":"writer"}`},
+		{http.MethodPut, "/admin/tenants/acme/quota", `{"bytes":1000}`},
+		{http.MethodPut, "/admin/tenants/acme/rate", `{"per_sec":5,"burst":10}`},
+	} {
+		res := h.call(c.method, c.path, c.body, "Authorization", "Bearer "+op).want(t, http.StatusServiceUnavailable)
+		if e := res.apiError(t); e.Kind != "UNAVAILABLE" {
+			t.Errorf("%s %s: %+v", c.method, c.path, e)
+		}
+	}
+	// Once the row is free the same writes go through.
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.call(http.MethodPost, "/admin/keys", `{"tenant_id":"acme","role":"writer"}`, "Authorization", "Bearer "+op).want(t, http.StatusCreated)
+}

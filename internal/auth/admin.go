@@ -287,23 +287,26 @@ func (k *Keys) audited(ctx context.Context, change func(q *db.Queries) (audit, e
 // auditedTx is audited for a change of several records, or one that needs
 // the transaction itself (dynamic SQL).
 func (k *Keys) auditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
-	return k.inAuditedTx(ctx, func(tx pgx.Tx) *db.Queries { return db.New(pgrole.As(tx, pgrole.Admin, "")) }, change)
+	return k.inAuditedTx(ctx, k.begin, adminQueries, change)
 }
+
+// adminQueries are a transaction's queries as the administration role.
+func adminQueries(tx pgx.Tx) *db.Queries { return db.New(pgrole.As(tx, pgrole.Admin, "")) }
 
 // ownerAuditedTx is auditedTx as the session's own role, which must be
 // the schema's owner with the right to make roles (a superuser, as in
 // the embedded cluster): for the SQL roles of analysts, whose DDL no path
 // role may run. Keys over a pool of pgrole.Server cannot.
 func (k *Keys) ownerAuditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
-	return k.inAuditedTx(ctx, func(tx pgx.Tx) *db.Queries { return db.New(tx) }, change)
+	return k.inAuditedTx(ctx, k.pool, func(tx pgx.Tx) *db.Queries { return db.New(tx) }, change)
 }
 
 // owner returns the queries of the session's own role (see
 // ownerAuditedTx).
 func (k *Keys) owner() *db.Queries { return db.New(k.pool) }
 
-func (k *Keys) inAuditedTx(ctx context.Context, queries func(pgx.Tx) *db.Queries, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
-	return pgx.BeginFunc(ctx, k.pool, func(tx pgx.Tx) error {
+func (k *Keys) inAuditedTx(ctx context.Context, begin beginner, queries func(pgx.Tx) *db.Queries, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
+	return pgx.BeginFunc(ctx, begin, func(tx pgx.Tx) error {
 		q := queries(tx)
 		records, err := change(tx, q)
 		if err != nil {

@@ -23,8 +23,11 @@ type Keys struct {
 	pool *pgxpool.Pool
 	// lookup finds keys and tenant limits; admin administers (pgrole).
 	lookup, admin *db.Queries
-	log           *slog.Logger
-	now           func() time.Time
+	// begin starts the audited transactions of changes: the pool, or the
+	// pool with each call bounded (Bound).
+	begin beginner
+	log   *slog.Logger
+	now   func() time.Time
 }
 
 // NewKeys returns the keys of the database behind pool; log (nil: none)
@@ -34,20 +37,28 @@ func NewKeys(pool *pgxpool.Pool, log *slog.Logger) *Keys {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Keys{
-		pool: pool, log: log, now: time.Now,
+		pool: pool, log: log, now: time.Now, begin: pool,
 		lookup: db.New(pgrole.As(pool, pgrole.Lookup, "")), admin: db.New(pgrole.As(pool, pgrole.Admin, "")),
 	}
 }
 
 // Bound makes each of k's lookups (keys, tenant rates and quotas: every
-// hosted request asks them) and each administration statement outside a
-// transaction end within d, so that a Postgres that does not answer makes
-// them fail as unavailable rather than wait; Watch and the audited
-// transactions of changes are not bounded. It returns k.
+// hosted request asks them), each administration statement and each call
+// of the audited transactions of changes (tenants and keys made, keys
+// revoked, quotas and rates set) end within d, so that a Postgres that
+// does not answer makes them fail as unavailable rather than wait. Watch,
+// a tenant's deletion (its DELETEs may take longer on a large tenant)
+// and the DDL of analysts' SQL roles are not bounded. It returns k.
 func (k *Keys) Bound(d time.Duration) *Keys {
 	b := pgbound.Batcher{D: k.pool, Timeout: d}
 	k.lookup, k.admin = db.New(pgrole.As(b, pgrole.Lookup, "")), db.New(pgrole.As(b, pgrole.Admin, ""))
+	k.begin = pgbound.DB{Pool: k.pool, Timeout: d}
 	return k
+}
+
+// beginner starts transactions: a pool, or a bounded one.
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Authenticate returns the principal of secret. An unknown, malformed,

@@ -92,32 +92,40 @@ func (k *Keys) DeleteTenant(ctx context.Context, actor, id string) (Deletion, er
 		return Deletion{}, fmt.Errorf("delete tenant %q: %w", id, ErrDefaultTenant)
 	}
 	d := Deletion{TenantID: id}
-	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
-		no, err := q.LockTenantForDelete(ctx, id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return audit{}, ErrNoTenant
-		} else if err != nil {
-			return audit{}, err
-		}
-		if err := q.LockTenantAgainstProjection(ctx, no); err != nil {
-			return audit{}, err
-		}
-		roles, err := q.ListSQLRoles(ctx, pgtype.Text{String: id, Valid: true})
-		if err != nil {
-			return audit{}, err
-		}
-		for _, r := range roles {
-			d.sqlRoles = append(d.sqlRoles, r.RoleName)
-		}
-		tables, err := deleteTenantRows(ctx, q, id)
-		d.Tables = tables
-		return audit{actor: actor, action: "tenant.delete", tenant: id, target: id, detail: d.detail()}, err
+	// Not bounded (Bound): a large tenant's DELETEs may take longer.
+	err := k.inAuditedTx(ctx, k.pool, adminQueries, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
+		a, err := deleteTenant(ctx, q, id, actor, &d)
+		return []audit{a}, err
 	})
 	if err != nil {
 		return Deletion{}, fmt.Errorf("delete tenant %q: %w", id, err)
 	}
 	d.Unremoved = k.dropLoginRoles(ctx, d.sqlRoles)
 	return d, nil
+}
+
+// deleteTenant removes tenant id's rows in q's transaction, recording in d
+// what went, and returns the audit record of it.
+func deleteTenant(ctx context.Context, q *db.Queries, id, actor string, d *Deletion) (audit, error) {
+	no, err := q.LockTenantForDelete(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return audit{}, ErrNoTenant
+	} else if err != nil {
+		return audit{}, err
+	}
+	if err := q.LockTenantAgainstProjection(ctx, no); err != nil {
+		return audit{}, err
+	}
+	roles, err := q.ListSQLRoles(ctx, pgtype.Text{String: id, Valid: true})
+	if err != nil {
+		return audit{}, err
+	}
+	for _, r := range roles {
+		d.sqlRoles = append(d.sqlRoles, r.RoleName)
+	}
+	tables, err := deleteTenantRows(ctx, q, id)
+	d.Tables = tables
+	return audit{actor: actor, action: "tenant.delete", tenant: id, target: id, detail: d.detail()}, err
 }
 
 // dropLoginRoles drops the Postgres login roles of a deleted tenant's
