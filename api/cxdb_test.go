@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -397,7 +398,11 @@ func TestContextListPagesNewestFirstAndSearchFindsForks(t *testing.T) {
 		appendBinary(t, c, head.ContextID, userTurn(t, "x", fmt.Sprint("title ", i), "env=prod"))
 		ctxIDs = append(ctxIDs, head.ContextID)
 	}
-	// Touch the first context last: it lists first.
+	// Touch the first context last: it lists first. The list orders by the
+	// millisecond of the last update, then by id: the touch must fall in a
+	// later millisecond than the appends before it.
+	for last := time.Now(); time.Since(last) < 2*time.Millisecond; {
+	}
 	appendBinary(t, c, ctxIDs[0], userTurn(t, "again", ""))
 	var page1, page2 struct {
 		Contexts   []map[string]any

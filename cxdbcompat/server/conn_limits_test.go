@@ -127,10 +127,16 @@ cardbox_binary_requests_total{code="404",type="GET_HEAD"} 1
 func TestTenantShareOfTheRequestBudget(t *testing.T) {
 	// Not parallel: it moves 136 MiB through loopback, which under the race
 	// detector beside the package's other tests once took over a minute.
+	// Moving 80 MiB and then 56 MiB beside the whole suite can take a
+	// while: the waits below are long, and end as soon as the bytes are
+	// held.
+	const patience = 120 * time.Second
 	e := newEnvWith(t, envConfig{
 		auth: apiKeys(map[string]string{"key-a": "acme", "key-b": "bravo"}),
 		options: func(o *server.Options) {
-			o.FrameTimeout = time.Minute // acme's frames stay stalled throughout
+			// acme's frames stay stalled throughout the waits: a server
+			// that gave up on them sooner would release what they hold.
+			o.FrameTimeout = 3 * patience
 			o.MaxInFlightBytes = 2 * (cxdbcompat.MaxPayload + cxdbcompat.HeaderSize + 1)
 			o.TenantShare = 0.5 // one frame's worth each
 		},
@@ -172,10 +178,6 @@ func TestTenantShareOfTheRequestBudget(t *testing.T) {
 	// of its share.
 	share := float64(cxdbcompat.MaxPayload + cxdbcompat.HeaderSize + 1)
 	full := share - 4<<20
-	// Moving 80 MiB and then 56 MiB through loopback under the race
-	// detector, beside the whole suite, can take a while: the waits are
-	// long, and end as soon as the bytes are held.
-	const patience = 120 * time.Second
 	deadline := time.Now().Add(patience)
 	for held() < full && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond) // polling what the server holds, bounded
