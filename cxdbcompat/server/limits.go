@@ -181,13 +181,25 @@ func (c *frameCharge) reserve(n int) error {
 	if c.charged == 0 {
 		c.tenant = c.s.tenant.ID
 	}
-	if err := c.s.srv.bytes.acquire(ctx, c.tenant, need); err != nil {
-		return fmt.Errorf("no room for %d more bytes of a frame within %v: %w", need, c.s.srv.opts.FrameTimeout, err)
+	// Room is taken in steps: a frame past its first MiB asks for the
+	// rest at once, and two such frames of one tenant, each holding part
+	// of its share and each waiting (first come, first served) for more
+	// than is left, would otherwise hold far less than the share between
+	// them while both wait out the frame timeout.
+	for need > 0 {
+		step := min(need, reserveStep)
+		if err := c.s.srv.bytes.acquire(ctx, c.tenant, step); err != nil {
+			return fmt.Errorf("no room for %d more bytes of a frame within %v: %w", need, c.s.srv.opts.FrameTimeout, err)
+		}
+		c.charged += step
+		c.s.srv.metrics.requestBytes.Add(step)
+		need -= step
 	}
-	c.charged += need
-	c.s.srv.metrics.requestBytes.Add(need)
 	return nil
 }
+
+// reserveStep is the most room a frame waits for at once.
+const reserveStep = 4 << 20
 
 // chargeDeclared charges a compressed APPEND_TURN for the bytes it will
 // decompress to, as declared (decompression stops there), on top of its
