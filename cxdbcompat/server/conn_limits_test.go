@@ -13,6 +13,8 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
+	"github.com/cardboxhq/cardbox/store"
 )
 
 // Limits on what one client can make the server hold: idle and
@@ -198,5 +200,66 @@ func TestTenantShareOfTheRequestBudget(t *testing.T) {
 	}
 	if h := held(); h < want {
 		t.Fatalf("with bravo's frame the server holds %.0f bytes, want acme's share and bravo's 56 MiB (%.0f)", h, want)
+	}
+}
+
+// Large frames that the request budget cannot hold at once are served in
+// turn: a frame waits holding nothing and takes all it needs at once.
+// Here two frames of 63.5 MiB each hold their first MiB when they ask for
+// the rest, while a third holds 40 MiB; had they waited holding their
+// first MiB, neither rest would fit beside the other's MiB, and both
+// would wait for the frame timeout.
+func TestLargeFramesTakeTurnsInTheBudget(t *testing.T) {
+	var g *gate
+	e := newEnvWith(t, envConfig{
+		wrap: func(en *store.Engine) store.TurnStore { g = newGate(en); return g },
+		options: func(o *server.Options) {
+			o.MaxInFlightBytes = 1 // raised to one whole frame
+			o.FrameTimeout = time.Hour
+		},
+	})
+	t.Cleanup(g.release)
+	setup := dialRaw(t, e.addr)
+	h, _ := cxdbcompat.DecodeHeadResponse(setup.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	frame := func(i, size int) []byte {
+		return cxdbcompat.AppendFrame(nil, cxdbcompat.MsgAppendTurn, 0, 1, appendReq(h.ContextID, 0, bytes.Repeat([]byte{byte(i)}, size)).AppendTo(nil))
+	}
+	held := func() float64 { return gaugeValue(t, e.srv, "cardbox_binary_request_bytes_held") }
+
+	first := dialRaw(t, e.addr)
+	go func() { _, _ = first.conn.Write(frame(0, 40<<20)) }() // ends with the connection if the test fails
+	g.waitEntered(t, 1)                                       // its 40 MiB stay charged while the store holds it
+	base := held()
+
+	// Each large frame is read into its first MiB (the server charges it
+	// and waits for more bytes), then sent whole.
+	const head = 700 << 10
+	const headCharge = 1<<20 - 64<<10 // the first MiB, less the free 64 KiB
+	var large []*rawConn
+	var rests [][]byte
+	for i := range 2 {
+		c := dialRaw(t, e.addr)
+		f := frame(i+1, 63<<20+512<<10)
+		c.write(f[:head])
+		want := base + float64((i+1)*headCharge)
+		waitfor.True(t, "the first MiB charged", time.Minute, func() bool { return held() == want })
+		large, rests = append(large, c), append(rests, f[head:])
+	}
+	for i, c := range large {
+		go func() { _, _ = c.conn.Write(rests[i]) }() // ends with the connection if the test fails
+	}
+	waitfor.True(t, "both large frames waiting for room", 2*time.Minute, func() bool {
+		return gaugeValue(t, e.srv, "cardbox_binary_frames_waiting_for_room") == 2
+	})
+	g.release()
+	for i, c := range append([]*rawConn{first}, large...) {
+		_ = c.conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
+		f, err := cxdbcompat.ReadFrame(c.r, nil)
+		if err != nil {
+			t.Fatalf("frame %d: no answer: %v", i, err)
+		}
+		if f.Type != cxdbcompat.MsgAppendTurn {
+			t.Fatalf("frame %d: answered %s %s, want success", i, f.Type, describe(f))
+		}
 	}
 }

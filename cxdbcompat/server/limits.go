@@ -168,38 +168,45 @@ type frameCharge struct {
 
 // reserve is the cxdbcompat.ReadFrameReserving hook: it charges room
 // beyond freeFrameBytes, waiting while the budget is spent, but no longer
-// than a frame may pause: a frame that cannot go on is a stalled frame,
-// and a session blocked here would not see its peer leave.
+// than a frame may pause (a frame that cannot go on is a stalled frame,
+// and a session blocked here would not see its peer leave), and not past
+// the server's shutdown.
+//
+// A frame waits holding nothing and takes all it needs at once: two
+// frames each holding part of the budget and each waiting for more than
+// is left would wait for each other until the frame timeout. While it
+// waits, the bytes it has read go uncharged; they are under a MiB, as a
+// frame past its first MiB asks for the rest at once
+// (cxdbcompat.ReadFrameReserving).
 func (c *frameCharge) reserve(n int) error {
 	c.total += int64(n)
 	need := max(0, c.total-freeFrameBytes) - c.charged
 	if need <= 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.srv.opts.FrameTimeout)
-	defer cancel()
+	b, m := c.s.srv.bytes, c.s.srv.metrics
 	if c.charged == 0 {
 		c.tenant = c.s.tenant.ID
 	}
-	// Room is taken in steps: a frame past its first MiB asks for the
-	// rest at once, and two such frames of one tenant, each holding part
-	// of its share and each waiting (first come, first served) for more
-	// than is left, would otherwise hold far less than the share between
-	// them while both wait out the frame timeout.
-	for need > 0 {
-		step := min(need, reserveStep)
-		if err := c.s.srv.bytes.acquire(ctx, c.tenant, step); err != nil {
-			return fmt.Errorf("no room for %d more bytes of a frame within %v: %w", need, c.s.srv.opts.FrameTimeout, err)
-		}
-		c.charged += step
-		c.s.srv.metrics.requestBytes.Add(step)
-		need -= step
+	if b.TryAcquire(c.tenant, need) {
+		c.charged += need
+		m.requestBytes.Add(need)
+		return nil
 	}
+	all := c.charged + need
+	c.release()
+	ctx, cancel := context.WithTimeout(c.s.reading, c.s.srv.opts.FrameTimeout)
+	defer cancel()
+	m.framesWaiting.Add(1)
+	defer m.framesWaiting.Add(-1)
+	c.tenant = c.s.tenant.ID
+	if err := b.acquire(ctx, c.tenant, all); err != nil {
+		return fmt.Errorf("no room for %d bytes of a frame within %v: %w", all, c.s.srv.opts.FrameTimeout, err)
+	}
+	c.charged = all
+	m.requestBytes.Add(all)
 	return nil
 }
-
-// reserveStep is the most room a frame waits for at once.
-const reserveStep = 4 << 20
 
 // chargeDeclared charges a compressed APPEND_TURN for the bytes it will
 // decompress to, as declared (decompression stops there), on top of its

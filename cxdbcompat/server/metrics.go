@@ -21,6 +21,7 @@ type metrics struct {
 	compressedRefused prometheus.Counter
 	requestBytes      atomic.Int64 // charged to MaxInFlightBytes now
 	replyBytes        atomic.Int64 // charged to MaxReplyBytes now
+	framesWaiting     atomic.Int64 // frames waiting for room in MaxInFlightBytes now
 	// Request handler goroutines: started, and running (busy or idle).
 	handlersStarted, handlersRunning atomic.Int64
 }
@@ -78,6 +79,8 @@ func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
 var (
 	requestBytesDesc = prometheus.NewDesc("cardbox_binary_request_bytes_held",
 		"Bytes of binary frames arriving or in progress charged to the request budget.", nil, nil)
+	framesWaitingDesc = prometheus.NewDesc("cardbox_binary_frames_waiting_for_room",
+		"Binary frames being read that wait for room in the request budget (--max-inflight-bytes or the tenant's share of it).", nil, nil)
 	replyBytesDesc = prometheus.NewDesc("cardbox_binary_reply_bytes_held",
 		"Bytes of large binary answers built and not yet written.", nil, nil)
 	sessionsDesc = prometheus.NewDesc("cardbox_binary_sessions",
@@ -102,6 +105,7 @@ func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.s.metrics.clientClosed.Describe(ch)
 	c.s.metrics.compressedRefused.Describe(ch)
 	ch <- requestBytesDesc
+	ch <- framesWaitingDesc
 	ch <- replyBytesDesc
 	ch <- sessionsDesc
 	ch <- handlersDesc
@@ -116,6 +120,7 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	m.clientClosed.Collect(ch)
 	m.compressedRefused.Collect(ch)
 	ch <- prometheus.MustNewConstMetric(requestBytesDesc, prometheus.GaugeValue, float64(m.requestBytes.Load()))
+	ch <- prometheus.MustNewConstMetric(framesWaitingDesc, prometheus.GaugeValue, float64(m.framesWaiting.Load()))
 	ch <- prometheus.MustNewConstMetric(replyBytesDesc, prometheus.GaugeValue, float64(m.replyBytes.Load()))
 	ch <- prometheus.MustNewConstMetric(handlersDesc, prometheus.GaugeValue, float64(m.handlersRunning.Load()))
 	ch <- prometheus.MustNewConstMetric(handlersStartedDesc, prometheus.CounterValue, float64(m.handlersStarted.Load()))

@@ -44,10 +44,15 @@ type session struct {
 	large    chan struct{} // one payload-carrying request at a time
 	stopping chan struct{} // closed when the server shuts down
 	stopOnce sync.Once
-	handlers sync.WaitGroup
-	work     chan request  // to an idle handler (unbuffered)
-	idle     atomic.Int32  // handlers waiting on work
-	readDone chan struct{} // closed when no more requests will come
+	// reading ends when the session stops reading (shutdown) or the
+	// connection is gone: a frame waiting for room in the request budget
+	// waits no longer, as it is not reading the connection to see either.
+	reading    context.Context
+	endReading context.CancelFunc
+	handlers   sync.WaitGroup
+	work       chan request  // to an idle handler (unbuffered)
+	idle       atomic.Int32  // handlers waiting on work
+	readDone   chan struct{} // closed when no more requests will come
 
 	wmu      sync.Mutex // serializes response writes
 	writeErr bool       // a write failed: the peer is gone; guarded by wmu
@@ -55,7 +60,9 @@ type session struct {
 
 func newSession(srv *Server, conn net.Conn, id uint64) *session {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	reading, endReading := context.WithCancel(ctx)
 	s := &session{
+		reading: reading, endReading: endReading,
 		srv: srv, conn: conn, id: id, ctx: ctx, cancel: cancel,
 		in:       &pacedReader{conn: conn, opts: &srv.opts},
 		inflight: make(chan struct{}, srv.opts.MaxInFlight),
@@ -95,6 +102,7 @@ func (s *session) serve() {
 // requests waiting for a slot are answered 503.
 func (s *session) stopReading() {
 	s.stopOnce.Do(func() { close(s.stopping) })
+	s.endReading()
 	s.in.stop()
 }
 

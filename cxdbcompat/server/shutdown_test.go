@@ -11,6 +11,8 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -370,5 +372,53 @@ func TestShutdownAnswersQueuedRequests503(t *testing.T) {
 	}
 	if stored := e.count(`SELECT count(*) FROM turns`); stored != 4-refused || refused == 0 {
 		t.Fatalf("%d refused, %d stored: every answered append is stored, every refused one is not, and some were refused", refused, stored)
+	}
+}
+
+// A frame waiting for room in the request budget stops waiting when the
+// server shuts down, though the frame holding the room is still being
+// handled; what it held is given back.
+func TestShutdownEndsFramesWaitingForRoom(t *testing.T) {
+	var g *gate
+	e := newEnvWith(t, envConfig{
+		wrap: func(en *store.Engine) store.TurnStore { g = newGate(en); return g },
+		options: func(o *server.Options) {
+			o.MaxInFlightBytes = 1 // raised to one whole frame
+			o.FrameTimeout = time.Hour
+		},
+	})
+	t.Cleanup(g.release)
+	held := dialRaw(t, e.addr)
+	h, _ := cxdbcompat.DecodeHeadResponse(held.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	held.send(cxdbcompat.MsgAppendTurn, 0, 1, appendReq(h.ContextID, 0, make([]byte, 40<<20)).AppendTo(nil))
+	g.waitEntered(t, 1) // its 40 MiB stay charged while the store holds it
+
+	waiting := dialRaw(t, e.addr)
+	frame := cxdbcompat.AppendFrame(nil, cxdbcompat.MsgAppendTurn, 0, 2, appendReq(h.ContextID, 0, make([]byte, 40<<20)).AppendTo(nil))
+	// The write blocks once the server stops reading; closing the
+	// connection (cleanup) ends it.
+	go func() { _, _ = waiting.conn.Write(frame) }()
+	waitfor.True(t, "the second frame waiting for room", 2*time.Minute, func() bool {
+		return gaugeValue(t, e.srv, "cardbox_binary_frames_waiting_for_room") == 1
+	})
+
+	shutdown := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		shutdown <- e.srv.Shutdown(ctx)
+	}()
+	waitfor.True(t, "the wait ended by the shutdown", ioTimeout, func() bool {
+		return gaugeValue(t, e.srv, "cardbox_binary_frames_waiting_for_room") == 0
+	})
+	g.release()
+	if err := <-shutdown; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if f := held.mustRead(); f.Type != cxdbcompat.MsgAppendTurn {
+		t.Errorf("the held append was answered %s %s, want success", f.Type, describe(f))
+	}
+	if v := gaugeValue(t, e.srv, "cardbox_binary_request_bytes_held"); v != 0 {
+		t.Errorf("cardbox_binary_request_bytes_held = %v after Shutdown, want 0", v)
 	}
 }
