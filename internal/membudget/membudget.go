@@ -12,6 +12,7 @@ package membudget
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -22,6 +23,7 @@ type Budget struct {
 	total int64
 	all   *semaphore.Weighted
 	share int64 // what one tenant may hold; 0: no shares
+	held  atomic.Int64
 
 	mu      sync.Mutex
 	tenants map[string]*tenantShare
@@ -48,6 +50,9 @@ func New(total int64, fraction float64, minShare int64) *Budget {
 // Total is the budget's size in bytes.
 func (b *Budget) Total() int64 { return b.total }
 
+// Held is the bytes acquired and not yet released, across tenants.
+func (b *Budget) Held() int64 { return b.held.Load() }
+
 // Share is what one tenant may hold: the whole budget when there are no
 // shares.
 func (b *Budget) Share() int64 {
@@ -62,7 +67,11 @@ func (b *Budget) Share() int64 {
 // holds nothing). n must not exceed Share, or it waits until ctx ends.
 func (b *Budget) Acquire(ctx context.Context, tenant string, n int64) error {
 	if b.tenants == nil {
-		return b.all.Acquire(ctx, n)
+		if err := b.all.Acquire(ctx, n); err != nil {
+			return err
+		}
+		b.held.Add(n)
+		return nil
 	}
 	ts := b.join(tenant)
 	if err := ts.sem.Acquire(ctx, n); err != nil {
@@ -74,6 +83,7 @@ func (b *Budget) Acquire(ctx context.Context, tenant string, n int64) error {
 		b.leave(tenant)
 		return err
 	}
+	b.held.Add(n)
 	return nil
 }
 
@@ -81,7 +91,11 @@ func (b *Budget) Acquire(ctx context.Context, tenant string, n int64) error {
 // room now, without waiting; false (holding nothing) when not.
 func (b *Budget) TryAcquire(tenant string, n int64) bool {
 	if b.tenants == nil {
-		return b.all.TryAcquire(n)
+		if !b.all.TryAcquire(n) {
+			return false
+		}
+		b.held.Add(n)
+		return true
 	}
 	ts := b.join(tenant)
 	if !ts.sem.TryAcquire(n) {
@@ -93,11 +107,13 @@ func (b *Budget) TryAcquire(tenant string, n int64) bool {
 		b.leave(tenant)
 		return false
 	}
+	b.held.Add(n)
 	return true
 }
 
 // Release gives back n bytes tenant acquired.
 func (b *Budget) Release(tenant string, n int64) {
+	b.held.Add(-n)
 	b.all.Release(n)
 	if b.tenants == nil {
 		return

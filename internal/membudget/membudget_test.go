@@ -49,9 +49,16 @@ func TestWholeBudgetBoundsAllTenants(t *testing.T) {
 	if b.TryAcquire("c", 1) {
 		t.Fatal("c took bytes of a spent budget")
 	}
+	if b.Held() != 100 {
+		t.Fatalf("held %d, want 100", b.Held())
+	}
 	b.Release("a", 50)
 	if !b.TryAcquire("c", 50) {
 		t.Fatal("c refused after a released")
+	}
+	b.Release("b", 50)
+	if b.Held() != 50 {
+		t.Fatalf("held %d after releases, want 50", b.Held())
 	}
 }
 
@@ -64,5 +71,11 @@ func TestNoShares(t *testing.T) {
 	if b.TryAcquire("b", 1) {
 		t.Fatal("took bytes of a spent budget")
 	}
+	if b.Held() != 100 {
+		t.Fatalf("held %d, want 100", b.Held())
+	}
 	b.Release("a", 100)
+	if b.Held() != 0 {
+		t.Fatalf("held %d after release, want 0", b.Held())
+	}
 }
