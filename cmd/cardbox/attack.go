@@ -4,13 +4,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"time"
 
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
-	"github.com/cardboxhq/cardbox/internal/hostile"
+	"github.com/cardboxhq/cardbox/cmd/internal/hostile"
 )
 
+// attackCommand is `cardbox attack`: every hostile-client attack at once
+// against a running cardboxd on this machine, then the check that it
+// survived (package hostile).
 func attackCommand() *cli.Command {
 	return &cli.Command{
 		Name: "attack", Settings: []string{"binary-addr", "http-addr"},
@@ -33,25 +35,12 @@ func attackCommand() *cli.Command {
 			return func(ctx context.Context, inv *cli.Invocation) error {
 				t.BinaryAddr, t.HTTPAddr = inv.Config.BinaryAddr, inv.Config.HTTPAddr
 				o.Logf = func(format string, args ...any) { fmt.Fprintf(inv.Stderr, format+"\n", args...) }
-				return attack(ctx, t, o, inv)
+				r, err := hostile.Run(ctx, t, o)
+				if err != nil {
+					return err
+				}
+				return r.Print(inv.Stdout)
 			}
 		},
 	}
-}
-
-// attack runs every hostile-client attack at once against a running
-// cardboxd on this machine, then checks that it survived (see package
-// hostile).
-func attack(ctx context.Context, t hostile.Target, o hostile.Options, inv *cli.Invocation) error {
-	r, err := hostile.Run(ctx, t, o)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(inv.Stdout, "server RSS: %d MiB before, %d MiB peak (+%d MiB)\n", r.BaselineRSS>>20, r.PeakRSS>>20, (r.PeakRSS-r.BaselineRSS)>>20)
-	fmt.Fprintf(inv.Stdout, "good client GET_HEAD: %d requests, p50 %v, p99 %v\n", r.Heads, r.HeadP50.Round(time.Microsecond), r.HeadP99.Round(time.Microsecond))
-	if err := r.Err(); err != nil {
-		return fmt.Errorf("the server did not survive the attacks:\n%w", err)
-	}
-	fmt.Fprintln(inv.Stdout, "survived: every answer, stored turn and card intact, within the bounds")
-	return nil
 }

@@ -1,49 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/vmihailenco/msgpack/v5"
-	"golang.org/x/time/rate"
-
+	"github.com/cardboxhq/cardbox/cmd/internal/bench"
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
+	"github.com/cardboxhq/cardbox/cmd/internal/database"
 )
-
-// benchConfig is what `cardbox bench` drives.
-type benchConfig struct {
-	addr, httpAddr string
-	key            string         // API key of a hosted server
-	server         *config.Config // the server's data directory and database, for the flush probes
-	progress       *cli.Progress
-	rate           float64 // appends per second in all, 0: as fast as they go
-	conns          int
-	contexts       int
-	size           int
-	turns          int
-	duration       time.Duration
-	readDuration   time.Duration
-	latencyTurns   int
-	jsonOut        bool
-	idemKeys       bool // every append of the append phase with its own idempotency key
-}
 
 // benchSettings are the settings `cardbox bench` reads: the server's
 // addresses, and its data directory and database for the flush probes.
 var benchSettings = append([]string{"binary-addr", "http-addr"}, dbSettings...)
 
+// benchCommand is `cardbox bench` (package bench, Run).
 func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name: "bench", Settings: benchSettings,
@@ -54,349 +27,90 @@ func benchCommand() *cli.Command {
 			"turns": config.NonNegative, "read-duration": config.NonNegative, "latency-turns": config.NonNegative, "rate": config.NonNegative,
 		},
 		Setup: func(fs *flag.FlagSet) cli.Action {
-			c := &benchConfig{}
-			fs.IntVar(&c.conns, "conns", 64, "connections appending in parallel (N)")
-			fs.IntVar(&c.contexts, "contexts", 64, "contexts the appends spread over (M)")
-			fs.IntVar(&c.size, "size", 1024, "payload size in bytes (S)")
-			fs.IntVar(&c.turns, "turns", 0, "stop the append phase after this many turns (0: run for --duration)")
-			fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of the append phase when --turns is 0")
-			fs.DurationVar(&c.readDuration, "read-duration", 5*time.Second, "length of the GET_LAST phase")
-			fs.IntVar(&c.latencyTurns, "latency-turns", 2000, "appends on one connection to measure single-writer latency")
-			fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
-			fs.BoolVar(&c.idemKeys, "idempotency-keys", false, "send every append of the append phase with an idempotency key of its own (a random UUID, as clients send), which the server keeps for 24 h")
-			fs.StringVar(&c.key, "key", "", "API key (writer) of a server in hosted mode")
-			fs.Float64Var(&c.rate, "rate", 0, "appends per second over all connections in the append phase (0: as fast as they go), e.g. half the maximum, for the analytics lag")
+			var c bench.Config
+			fs.IntVar(&c.Conns, "conns", 64, "connections appending in parallel (N)")
+			fs.IntVar(&c.Contexts, "contexts", 64, "contexts the appends spread over (M)")
+			fs.IntVar(&c.Size, "size", 1024, "payload size in bytes (S)")
+			fs.IntVar(&c.Turns, "turns", 0, "stop the append phase after this many turns (0: run for --duration)")
+			fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of the append phase when --turns is 0")
+			fs.DurationVar(&c.ReadDuration, "read-duration", 5*time.Second, "length of the GET_LAST phase")
+			fs.IntVar(&c.LatencyTurns, "latency-turns", 2000, "appends on one connection to measure single-writer latency")
+			fs.BoolVar(&c.JSON, "json", false, "print the results as JSON")
+			fs.BoolVar(&c.IdempotencyKeys, "idempotency-keys", false, "send every append of the append phase with an idempotency key of its own (a random UUID, as clients send), which the server keeps for 24 h")
+			fs.StringVar(&c.Key, "key", "", "API key (writer) of a server in hosted mode")
+			fs.Float64Var(&c.Rate, "rate", 0, "appends per second over all connections in the append phase (0: as fast as they go), e.g. half the maximum, for the analytics lag")
 			return func(ctx context.Context, inv *cli.Invocation) error {
-				c.server = inv.Config
-				c.addr, c.httpAddr = inv.Config.BinaryAddr, inv.Config.HTTPAddr
-				c.progress = cli.NewProgress(inv.Stderr)
-				return bench(ctx, c, inv)
+				c.Addr, c.HTTPAddr, c.DataDir = inv.Config.BinaryAddr, inv.Config.HTTPAddr, inv.Config.DataDir
+				c.ServerDB = func(ctx context.Context) (*database.DB, func(), error) { return serverDB(ctx, inv.Config) }
+				return bench.Run(ctx, c, inv.Stdout, inv.Stderr)
 			}
 		},
 	}
 }
 
-// benchResult is what bench reports.
-type benchResult struct {
-	Conns             int     `json:"conns"`
-	Contexts          int     `json:"contexts"`
-	PayloadBytes      int     `json:"payload_bytes"`
-	Appends           int64   `json:"appends"`
-	AppendsPerSec     float64 `json:"appends_per_sec"`
-	AppendP50Ms       float64 `json:"append_p50_ms"`
-	AppendP99Ms       float64 `json:"append_p99_ms"`
-	AppendP999Ms      float64 `json:"append_p999_ms"`
-	SingleConnP50Ms   float64 `json:"single_conn_append_p50_ms"`
-	SingleConnP99Ms   float64 `json:"single_conn_append_p99_ms"`
-	GetLastPerSec     float64 `json:"get_last10_payload_per_sec"`
-	GetLastP50Ms      float64 `json:"get_last10_payload_p50_ms"`
-	GetLastP99Ms      float64 `json:"get_last10_payload_p99_ms"`
-	StoredBytesByTurn float64 `json:"stored_bytes_per_turn"`
-	ServerRSSMB       float64 `json:"server_rss_mb"`
-	ServerTurns       float64 `json:"server_turns"`
-	// AnalyticsDelayP99S is the p99 of the server's delay from a turn's
-	// commit to its analytics row (an upper bucket bound), since start.
-	AnalyticsDelayP99S float64 `json:"analytics_delay_p99_s,omitempty"`
-	// The server's time per group commit during the one-connection phase,
-	// in each step: files durable, statement (in parallel with the files)
-	// and COMMIT (after both).
-	SingleConnFilesMs     float64 `json:"single_conn_group_files_ms,omitempty"`
-	SingleConnStatementMs float64 `json:"single_conn_group_statement_ms,omitempty"`
-	SingleConnCommitMs    float64 `json:"single_conn_group_commit_ms,omitempty"`
-	machineFacts
+// serverDB opens the database of the server the bench drives: the one at
+// --database-url, or the embedded cluster of the server running on the
+// data directory (a bench does not start one of its own).
+func serverDB(ctx context.Context, cfg *config.Config) (*database.DB, func(), error) {
+	if cfg.DatabaseURL == "" && !serverRuns(cfg.DataDir) {
+		return nil, nil, fmt.Errorf("no server runs on %s (and no --database-url)", cfg.DataDir)
+	}
+	return openAdminDB(ctx, cfg, "cardbox bench")
 }
 
-func bench(ctx context.Context, cfg *benchConfig, inv *cli.Invocation) error {
-	r := &benchResult{Conns: cfg.conns, Contexts: cfg.contexts, PayloadBytes: cfg.size}
-	probeMachine(ctx, cfg, inv.Stderr, &r.machineFacts)
-	before, _ := scrapeMetrics(ctx, cfg.httpAddr)
-	cfg.progress.Show("creating %d contexts on %s", cfg.contexts, cfg.addr)
-	contexts, err := createContexts(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	cpu := startCPU(before)
-	if err := appendPhase(ctx, cfg, contexts, r); err != nil {
-		return err
-	}
-	now, err := scrapeMetrics(ctx, cfg.httpAddr)
-	if err == nil {
-		cpu.perAppend(now, r.Appends, &r.machineFacts)
-	}
-	if err := latencyPhase(ctx, cfg, contexts[0], r); err != nil {
-		return err
-	}
-	if err := readPhase(ctx, cfg, contexts, r); err != nil {
-		return err
-	}
-	r.AnalyticsDelayP99S = analyticsDelayP99(ctx, cfg.httpAddr)
-	if after, err := scrapeMetrics(ctx, cfg.httpAddr); err == nil {
-		r.ServerRSSMB = after["process_resident_memory_bytes"] / (1 << 20)
-		r.ServerTurns = after["cardbox_turns"]
-		if turns := after["cardbox_turns"] - before["cardbox_turns"]; turns > 0 {
-			r.StoredBytesByTurn = (after["cardbox_stored_bytes"] - before["cardbox_stored_bytes"]) / turns
-		}
-		r.groupSteps(now, after)
-	} else {
-		cfg.warnf(inv.Stderr, "no server metrics (%v): RSS and stored bytes not reported", err)
-	}
-	cfg.progress.Done("")
-	return report(inv.Stdout, cfg, r)
-}
-
-// warnf writes a warning on w (stderr), below the progress line.
-func (c *benchConfig) warnf(w io.Writer, format string, args ...any) {
-	c.progress.Done("")
-	fmt.Fprintf(w, "cardbox bench: "+format+"\n", args...)
-}
-
-// groupSteps sets the server's time per group commit in each step between
-// two scrapes around the one-connection phase (the read phase commits
-// nothing).
-func (r *benchResult) groupSteps(before, after map[string]float64) {
-	groups := after["cardbox_group_commits_total"] - before["cardbox_group_commits_total"]
-	if before == nil || groups <= 0 {
-		return
-	}
-	ms := func(name string) float64 { return (after[name] - before[name]) / groups * 1000 }
-	r.SingleConnFilesMs = ms("cardbox_group_files_seconds_total")
-	r.SingleConnStatementMs = ms("cardbox_group_statement_seconds_total")
-	r.SingleConnCommitMs = ms("cardbox_group_commit_seconds_total")
-}
-
-func createContexts(ctx context.Context, cfg *benchConfig) ([]uint64, error) {
-	return contextsOf(ctx, cfg.addr, cfg.key, cfg.contexts)
-}
-
-// appendPhase runs cfg.conns writers, each appending to its share of the
-// contexts, one request in flight per connection (as the official clients
-// do).
-func appendPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benchResult) error {
-	var count atomic.Int64
-	lat := make([][]time.Duration, cfg.conns)
-	deadline := time.Now().Add(cfg.duration)
-	pace := rate.NewLimiter(rate.Limit(cfg.rate), max(1, int(cfg.rate/100)))
-	if cfg.rate <= 0 {
-		pace = rate.NewLimiter(rate.Inf, 0)
-	}
-	more := func() bool {
-		if pace.Wait(ctx) != nil {
-			return false
-		}
-		if cfg.turns > 0 {
-			return count.Add(1) <= int64(cfg.turns)
-		}
-		count.Add(1)
-		return time.Now().Before(deadline)
-	}
-	start := time.Now()
-	stop := cfg.progress.Every(250*time.Millisecond, func() string {
-		return appendStatus(cfg, time.Since(start), count.Load())
-	})
-	defer stop()
-	err := forEachConn(ctx, cfg, func(i int, c *benchConn) error {
-		gen := newPayloadGen(cfg.size, uint64(i))
-		var key []byte
-		for n := 0; more(); n++ {
-			contextID, payload := contexts[(i+n*cfg.conns)%len(contexts)], gen.next()
-			if cfg.idemKeys {
-				key = []byte(uuid.NewString())
+// benchHTTPCommand is `cardbox bench-http` (package bench, RunHTTP).
+func benchHTTPCommand() *cli.Command {
+	return &cli.Command{
+		Name: "bench-http", Settings: []string{"binary-addr", "http-addr"},
+		Purpose: "Benchmark a running cardboxd's CXDB HTTP API: typed turn pages per second, and /v1/events latency while connections append; progress on a terminal.",
+		Rules: map[string]config.Rule{
+			"readers": config.Positive, "contexts": config.Positive, "limit": config.Positive, "size": config.Positive,
+			"appenders": config.Positive, "duration": config.Positive, "events-duration": config.NonNegative,
+		},
+		Setup: func(fs *flag.FlagSet) cli.Action {
+			var c bench.HTTPConfig
+			fs.IntVar(&c.Readers, "readers", 8, "HTTP clients reading typed turn pages in parallel")
+			fs.IntVar(&c.Contexts, "contexts", 16, "contexts the readers spread over")
+			fs.IntVar(&c.PageTurns, "limit", 64, "turns per context and per page (?limit=)")
+			fs.IntVar(&c.Size, "size", 1024, "payload size of each turn in bytes")
+			fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of the typed-page phase")
+			fs.IntVar(&c.Appenders, "appenders", 32, "binary connections appending during the events phase")
+			fs.DurationVar(&c.EventsDuration, "events-duration", 10*time.Second, "length of the events phase (0 skips it)")
+			fs.BoolVar(&c.JSON, "json", false, "print the results as JSON")
+			return func(ctx context.Context, inv *cli.Invocation) error {
+				c.Addr, c.HTTPAddr = inv.Config.BinaryAddr, inv.Config.HTTPAddr
+				return bench.RunHTTP(ctx, c, inv.Stdout, inv.Stderr)
 			}
-			t0 := time.Now()
-			if err := c.appendKeyed(contextID, payload, key); err != nil {
-				return fmt.Errorf("append: %w", err)
+		},
+	}
+}
+
+// benchTenantsCommand is `cardbox bench-tenants` (package bench,
+// RunTenants).
+func benchTenantsCommand() *cli.Command {
+	return &cli.Command{
+		Name: "bench-tenants", Settings: []string{"binary-addr"},
+		Purpose: "A/B rounds against a hosted server: one tenant's appends alone, and beside another tenant hammering past its rate limit.",
+		Rules: map[string]config.Rule{
+			"conns": config.Positive, "noisy-conns": config.Positive, "size": config.Positive, "rounds": config.Positive, "duration": config.Positive,
+		},
+		Setup: func(fs *flag.FlagSet) cli.Action {
+			var c bench.TenantsConfig
+			fs.StringVar(&c.VictimKey, "victim-key", "", "writer key of the tenant whose appends are measured (required)")
+			fs.StringVar(&c.NoisyKey, "noisy-key", "", "writer key of the tenant that hammers the server, another tenant (required)")
+			fs.IntVar(&c.Conns, "conns", 16, "victim connections appending in parallel")
+			fs.IntVar(&c.NoisyConns, "noisy-conns", 16, "noisy connections appending in parallel, not waiting after a 429")
+			fs.IntVar(&c.Size, "size", 1024, "payload size in bytes")
+			fs.IntVar(&c.Rounds, "rounds", 5, "A/B rounds (each: the victim alone and beside the noisy tenant, in alternating order)")
+			fs.DurationVar(&c.Duration, "duration", 10*time.Second, "length of each measurement")
+			fs.BoolVar(&c.JSON, "json", false, "print the results as JSON")
+			return func(ctx context.Context, inv *cli.Invocation) error {
+				if c.VictimKey == "" || c.NoisyKey == "" {
+					return inv.Usagef("missing --victim-key or --noisy-key (keys of two tenants of a hosted server)")
+				}
+				c.Addr = inv.Config.BinaryAddr
+				return bench.RunTenants(ctx, c, inv.Stdout, inv.Stderr)
 			}
-			lat[i] = append(lat[i], time.Since(t0))
-		}
-		return nil
-	})
-	elapsed := time.Since(start)
-	all := slices.Concat(lat...)
-	r.Appends = int64(len(all))
-	r.AppendsPerSec = float64(len(all)) / elapsed.Seconds()
-	r.AppendP50Ms, r.AppendP99Ms, r.AppendP999Ms = percentiles(all)
-	return err
-}
-
-// appendStatus is the append phase's progress line.
-func appendStatus(cfg *benchConfig, elapsed time.Duration, appends int64) string {
-	if cfg.turns > 0 {
-		appends = min(appends, int64(cfg.turns))
+		},
 	}
-	rate := float64(appends) / max(elapsed.Seconds(), 0.001)
-	if cfg.turns > 0 {
-		return fmt.Sprintf("append phase (%d connections): %d of %d turns, %.0f/s", cfg.conns, appends, cfg.turns, rate)
-	}
-	return fmt.Sprintf("append phase (%d connections): %.0f s of %.0f s, %d appends, %.0f/s",
-		cfg.conns, min(elapsed, cfg.duration).Seconds(), cfg.duration.Seconds(), appends, rate)
-}
-
-// latencyPhase measures appends with a single connection: no batching
-// partner, so it shows the cost of one durable commit.
-func latencyPhase(ctx context.Context, cfg *benchConfig, contextID uint64, r *benchResult) error {
-	c, err := dialBench(ctx, cfg.addr, cfg.key)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	gen := newPayloadGen(cfg.size, 1<<32)
-	lat := make([]time.Duration, 0, cfg.latencyTurns)
-	var done atomic.Int64
-	stop := cfg.progress.Every(250*time.Millisecond, func() string {
-		return fmt.Sprintf("one-connection latency: %d of %d appends", done.Load(), cfg.latencyTurns)
-	})
-	defer stop()
-	for range cfg.latencyTurns {
-		done.Add(1)
-		payload := gen.next()
-		t0 := time.Now()
-		if err := c.appendTurn(contextID, payload); err != nil {
-			return fmt.Errorf("append: %w", err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	r.SingleConnP50Ms, r.SingleConnP99Ms, _ = percentiles(lat)
-	return nil
-}
-
-// readPhase runs GET_LAST(10, with payload) on cfg.conns connections for
-// cfg.readDuration, one request in flight on each (as the official clients
-// do), and checks every answer (see checkTurnList).
-func readPhase(ctx context.Context, cfg *benchConfig, contexts []uint64, r *benchResult) error {
-	deadline := time.Now().Add(cfg.readDuration)
-	start := time.Now()
-	stop := cfg.progress.Every(250*time.Millisecond, func() string {
-		return fmt.Sprintf("GET_LAST phase (%d connections): %.0f s of %.0f s",
-			cfg.conns, min(time.Since(start), cfg.readDuration).Seconds(), cfg.readDuration.Seconds())
-	})
-	defer stop()
-	lat := make([][]time.Duration, cfg.conns)
-	errs := make([]error, cfg.conns)
-	var wg sync.WaitGroup
-	for i := range cfg.conns {
-		wg.Go(func() { lat[i], errs[i] = readLoop(ctx, cfg.addr, cfg.key, contexts, i, deadline) })
-	}
-	wg.Wait()
-	all := flatten(lat)
-	r.GetLastPerSec = float64(len(all)) / time.Since(start).Seconds()
-	r.GetLastP50Ms, r.GetLastP99Ms, _ = percentiles(all)
-	return firstError(errs)
-}
-
-// readLoop is connection i's share of the read phase: it walks the
-// contexts from the i-th on and returns the latency of each answer it
-// checked.
-func readLoop(ctx context.Context, addr, key string, contexts []uint64, i int, deadline time.Time) ([]time.Duration, error) {
-	c, err := dialBench(ctx, addr, key)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", addr, err)
-	}
-	defer c.Close()
-	var lat []time.Duration
-	for n := 0; time.Now().Before(deadline); n++ {
-		t0 := time.Now()
-		if _, err := c.getLast(contexts[(i+n)%len(contexts)], 10); err != nil {
-			return lat, fmt.Errorf("get last: %w", err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	return lat, nil
-}
-
-// forEachConn dials cfg.conns connections and runs fn on each in parallel.
-func forEachConn(ctx context.Context, cfg *benchConfig, fn func(int, *benchConn) error) error {
-	return onConns(ctx, cfg.addr, cfg.key, cfg.conns, fn)
-}
-
-func firstError(errs []error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func percentiles(d []time.Duration) (p50, p99, p999 float64) {
-	if len(d) == 0 {
-		return 0, 0, 0
-	}
-	slices.Sort(d)
-	at := func(q float64) float64 {
-		return float64(d[min(len(d)-1, int(q*float64(len(d))))].Microseconds()) / 1000
-	}
-	return at(0.50), at(0.99), at(0.999)
-}
-
-// payloadGen makes distinct msgpack payloads of about size bytes that look
-// like conversation items: a map with a text field of random words, so they
-// compress like real text. Each generator builds one template and then
-// only rewrites a 20-digit counter inside it, so that the load generator
-// spends its CPU on the protocol, not on making payloads (it shares the
-// machine with the server). The counter starts at a random value, so that
-// a run never repeats the payloads of an earlier run against the same
-// server: the server would deduplicate them, skipping compression and blob
-// writes, and the run would measure less than an append costs.
-type payloadGen struct {
-	template []byte
-	counter  int // offset of the counter digits in template
-	n        uint64
-}
-
-var words = strings.Fields("the agent reads a file then calls a tool and writes the answer with context " +
-	"tokens model user assistant system result error retry plan step search code test build deploy")
-
-const counterDigits = 20
-
-func newPayloadGen(size int, seed uint64) *payloadGen {
-	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	var text strings.Builder
-	text.WriteString(strings.Repeat("0", counterDigits))
-	for text.Len() < size-40 {
-		text.WriteString(" ")
-		text.WriteString(words[rng.IntN(len(words))])
-	}
-	b, _ := msgpack.Marshal(map[string]any{"1": "user_input", "3": int64(1700000000000), "10": map[string]any{"1": text.String()}})
-	return &payloadGen{template: b, counter: bytes.Index(b, []byte(strings.Repeat("0", counterDigits))), n: rand.Uint64()}
-}
-
-// next returns a fresh payload, valid until the next call; its counter
-// makes it unique.
-func (g *payloadGen) next() []byte {
-	g.n++
-	p := g.template
-	v := g.n
-	for i := g.counter + counterDigits - 1; i >= g.counter; i-- {
-		p[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return p
-}
-
-func report(w io.Writer, cfg *benchConfig, r *benchResult) error {
-	if cfg.jsonOut {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	fmt.Fprintf(w, "connections %d, contexts %d, payload %d B\n", r.Conns, r.Contexts, r.PayloadBytes)
-	fmt.Fprintf(w, "appends                 %d\n", r.Appends)
-	fmt.Fprintf(w, "appends/s               %.0f\n", r.AppendsPerSec)
-	fmt.Fprintf(w, "append latency (N conns) p50 %.3f ms  p99 %.3f ms  p999 %.3f ms\n", r.AppendP50Ms, r.AppendP99Ms, r.AppendP999Ms)
-	fmt.Fprintf(w, "append latency (1 conn)  p50 %.3f ms  p99 %.3f ms\n", r.SingleConnP50Ms, r.SingleConnP99Ms)
-	if r.SingleConnCommitMs > 0 {
-		fmt.Fprintf(w, "1-conn group steps      files %.3f ms, statement %.3f ms (in parallel), then COMMIT %.3f ms (server side, mean per group)\n",
-			r.SingleConnFilesMs, r.SingleConnStatementMs, r.SingleConnCommitMs)
-	}
-	fmt.Fprintf(w, "GET_LAST(10, payload)/s %.0f  p50 %.3f ms  p99 %.3f ms (%d conns)\n", r.GetLastPerSec, r.GetLastP50Ms, r.GetLastP99Ms, r.Conns)
-	fmt.Fprintf(w, "stored bytes per turn   %.0f\n", r.StoredBytesByTurn)
-	fmt.Fprintf(w, "server RSS              %.1f MB (server holds %.0f turns)\n", r.ServerRSSMB, r.ServerTurns)
-	fmt.Fprintf(w, "machine                 fdatasync %.3f ms (two files in parallel %.3f ms), durable-flush floor %.3f ms (fdatasync + a Postgres commit), load %s\n",
-		r.FdatasyncMs, r.FdatasyncPairMs, r.FlushFloorMs, r.LoadAverage)
-	fmt.Fprintf(w, "CPU per append          server %.0f µs, Postgres %.0f µs, this load generator %.0f µs; machine %.0f %% busy (N-conn phase)\n",
-		r.ServerCPUUsPerApp, r.PostgresCPUUsPerApp, r.LoadGenCPUUsPerApp, r.MachineBusyPercent)
-	if r.AnalyticsDelayP99S > 0 {
-		fmt.Fprintf(w, "analytics delay p99     %.3f s (commit to turn_data row, upper bucket bound, since the server started)\n", r.AnalyticsDelayP99S)
-	}
-	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
+	"github.com/cardboxhq/cardbox/cmd/internal/loadgen"
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 )
 
@@ -66,10 +67,10 @@ func sample(ctx context.Context, cfg *sampleConfig, inv *cli.Invocation) error {
 	progress := cli.NewProgress(inv.Stderr)
 	progress.Show("publishing the conversation bundle at %s", cfg.httpAddr)
 	client := &http.Client{Timeout: 30 * time.Second}
-	if err := publishBundle(ctx, client, "http://"+cfg.httpAddr, cfg.key); err != nil {
+	if err := loadgen.PublishBundle(ctx, client, "http://"+cfg.httpAddr, cfg.key); err != nil {
 		return err
 	}
-	c, err := dialBench(ctx, cfg.addr, cfg.key)
+	c, err := loadgen.Dial(ctx, cfg.addr, cfg.key)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", cfg.addr, err)
 	}
@@ -93,7 +94,7 @@ func sample(ctx context.Context, cfg *sampleConfig, inv *cli.Invocation) error {
 
 // sampleWriter writes the sample conversations on one connection.
 type sampleWriter struct {
-	c                     *benchConn
+	c                     *loadgen.Conn
 	rng                   *rand.Rand
 	start                 time.Time
 	turns, replays, forks int
@@ -141,10 +142,10 @@ func (w *sampleWriter) conversation(n int, base uint64, turns int) ([]uint64, er
 
 func (w *sampleWriter) context(base uint64) (uint64, error) {
 	if base == 0 {
-		return w.c.createContext()
+		return w.c.CreateContext()
 	}
 	w.forks++
-	p, err := w.c.call(cxdbcompat.CtxForkRequest{BaseTurnID: base})
+	p, err := w.c.Call(cxdbcompat.CtxForkRequest{BaseTurnID: base})
 	if err != nil {
 		return 0, err
 	}
@@ -159,7 +160,7 @@ func (w *sampleWriter) append(ctxID uint64, item map[string]any, key string) (ui
 	if err != nil {
 		return 0, err
 	}
-	p, err := w.c.call(cxdbcompat.AppendTurnRequest{
+	p, err := w.c.Call(cxdbcompat.AppendTurnRequest{
 		ContextID: ctxID, DeclaredTypeID: "cxdb.ConversationItem", DeclaredTypeVersion: 3,
 		Encoding: cxdbcompat.EncodingMsgpack, UncompressedLen: uint32(len(payload)),
 		ContentHash: blake3.Sum256(payload), Payload: payload, IdempotencyKey: []byte(key),

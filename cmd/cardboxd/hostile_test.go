@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cardboxhq/cardbox/internal/hostile"
+	"github.com/cardboxhq/cardbox/cmd/internal/hostile"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 

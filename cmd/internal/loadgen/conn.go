@@ -1,4 +1,8 @@
-package main
+// Package loadgen is the client side of cardbox's load tools (`cardbox
+// bench`, `bench-http`, `bench-tenants` and `sample`): a lean connection
+// that speaks the CXDB binary protocol and checks every answer, and the
+// publishing of the conversation bundle their payloads declare.
+package loadgen
 
 import (
 	"bufio"
@@ -12,14 +16,15 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 )
 
-// benchConn is the load generator's connection. It drives the protocol as
+// Conn is the load generator's connection. Its calls take no context of
+// their own: it closes when the context it was dialed with ends. It drives the protocol as
 // the official clients do (HELLO, then one request at a time: write it,
 // read its answer, on the caller's goroutine) and skips the per-request
 // machinery of this repository's client (a reader goroutine, a channel and
 // a context timer per call, a fresh buffer per frame): the load generator
 // shares the machine with the server, and every microsecond it spends is
 // one the server does not get. It still checks every answer.
-type benchConn struct {
+type Conn struct {
 	conn  net.Conn
 	stop  func() bool // stops closing conn when the context ends
 	r     *bufio.Reader
@@ -29,29 +34,29 @@ type benchConn struct {
 	calls uint64
 }
 
-// serverError is an ERROR frame the server answered.
-type serverError struct{ cxdbcompat.ErrorResponse }
+// ServerError is an ERROR frame the server answered.
+type ServerError struct{ cxdbcompat.ErrorResponse }
 
-func (e *serverError) Error() string {
+func (e *ServerError) Error() string {
 	return fmt.Sprintf("server error %d %s: %s", e.Code, e.Kind, e.Message)
 }
 
-// dialBench connects and says HELLO, with key (an API key of a hosted
+// Dial connects and says HELLO, with key (an API key of a hosted
 // server) in its client tag if given. The connection is closed when ctx
 // ends.
-func dialBench(ctx context.Context, addr, key string) (*benchConn, error) {
+func Dial(ctx context.Context, addr, key string) (*Conn, error) {
 	conn, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	c := &benchConn{conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}
+	c := &Conn{conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}
 	c.stop = context.AfterFunc(ctx, func() { conn.Close() })
 	tag := "cardbox-bench"
 	if key != "" {
 		tag += ";key=" + key
 	}
 	hello := cxdbcompat.HelloRequest{ProtocolVersion: cxdbcompat.ProtocolVersion, ClientTag: tag}
-	if _, err := c.call(hello); err != nil {
+	if _, err := c.Call(hello); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("hello: %w", err)
 	}
@@ -59,14 +64,14 @@ func dialBench(ctx context.Context, addr, key string) (*benchConn, error) {
 }
 
 // Close closes the connection.
-func (c *benchConn) Close() error {
+func (c *Conn) Close() error {
 	c.stop()
 	return c.conn.Close()
 }
 
-// call sends req and returns the payload of its answer, valid until the
+// Call sends req and returns the payload of its answer, valid until the
 // next call. An ERROR frame becomes an error.
-func (c *benchConn) call(req cxdbcompat.Request) ([]byte, error) {
+func (c *Conn) Call(req cxdbcompat.Request) ([]byte, error) {
 	c.reqID++
 	buf, start := cxdbcompat.StartFrame(c.req[:0], req.MsgType(), req.Flags(), c.reqID)
 	buf, err := cxdbcompat.FinishFrame(req.AppendTo(buf), start)
@@ -90,24 +95,24 @@ func (c *benchConn) call(req cxdbcompat.Request) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("undecodable ERROR frame: %w", err)
 		}
-		return nil, &serverError{e}
+		return nil, &ServerError{e}
 	case f.Type != req.MsgType():
 		return nil, fmt.Errorf("%s answered with %s", req.MsgType(), f.Type)
 	}
 	return f.Payload, nil
 }
 
-// appendTurn appends payload to the context as the official client sends
+// AppendTurn appends payload to the context as the official client sends
 // it (msgpack, uncompressed, with its BLAKE3) and checks that the answer is
 // for that context and payload.
-func (c *benchConn) appendTurn(contextID uint64, payload []byte) error {
-	return c.appendKeyed(contextID, payload, nil)
+func (c *Conn) AppendTurn(contextID uint64, payload []byte) error {
+	return c.AppendKeyed(contextID, payload, nil)
 }
 
-// appendKeyed is appendTurn with an idempotency key (none when empty).
-func (c *benchConn) appendKeyed(contextID uint64, payload, key []byte) error {
+// AppendKeyed is AppendTurn with an idempotency key (none when empty).
+func (c *Conn) AppendKeyed(contextID uint64, payload, key []byte) error {
 	hash := blake3.Sum256(payload)
-	p, err := c.call(cxdbcompat.AppendTurnRequest{
+	p, err := c.Call(cxdbcompat.AppendTurnRequest{
 		ContextID: contextID, DeclaredTypeID: "cxdb.ConversationItem", DeclaredTypeVersion: 3,
 		Encoding: cxdbcompat.EncodingMsgpack, UncompressedLen: uint32(len(payload)),
 		ContentHash: hash, Payload: payload, IdempotencyKey: key,
@@ -125,9 +130,9 @@ func (c *benchConn) appendKeyed(contextID uint64, payload, key []byte) error {
 	return nil
 }
 
-// createContext creates an empty context and returns its id.
-func (c *benchConn) createContext() (uint64, error) {
-	p, err := c.call(cxdbcompat.CtxCreateRequest{})
+// CreateContext creates an empty context and returns its id.
+func (c *Conn) CreateContext() (uint64, error) {
+	p, err := c.Call(cxdbcompat.CtxCreateRequest{})
 	if err != nil {
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cardboxhq/cardbox/cmd/internal/loadgen"
 )
 
 // appendLog records when each append was sent. Each appender owns one
@@ -55,10 +57,10 @@ func (l *appendLog) total() int {
 // to see the last events before the rest count as missed.
 const eventsGrace = 2 * time.Second
 
-// eventsPhase subscribes to /v1/events, has cfg.appenders binary
+// eventsPhase subscribes to /v1/events, has cfg.Appenders binary
 // connections append to their own contexts, and measures from sending
 // each append to the subscriber reading its turn_appended event.
-func eventsPhase(ctx context.Context, cfg *benchHTTPConfig, client *http.Client, base string, r *benchHTTPResult) error {
+func eventsPhase(ctx context.Context, cfg *HTTPConfig, client *http.Client, base string, r *benchHTTPResult) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	body, err := subscribe(ctx, client, base)
@@ -174,38 +176,38 @@ func (s *subscriber) appended(data []byte, now time.Time) error {
 	return nil
 }
 
-// appendLoad has cfg.appenders connections each create a context and
-// append to it for cfg.eventsDuration, logging every send time, and
+// appendLoad has cfg.Appenders connections each create a context and
+// append to it for cfg.EventsDuration, logging every send time, and
 // returns the append latencies.
-func appendLoad(ctx context.Context, cfg *benchHTTPConfig, log *appendLog) ([]time.Duration, error) {
-	lat := make([][]time.Duration, cfg.appenders)
-	errs := make([]error, cfg.appenders)
-	deadline := time.Now().Add(cfg.eventsDuration)
+func appendLoad(ctx context.Context, cfg *HTTPConfig, log *appendLog) ([]time.Duration, error) {
+	lat := make([][]time.Duration, cfg.Appenders)
+	errs := make([]error, cfg.Appenders)
+	deadline := time.Now().Add(cfg.EventsDuration)
 	var wg sync.WaitGroup
-	for w := range cfg.appenders {
+	for w := range cfg.Appenders {
 		wg.Go(func() { lat[w], errs[w] = appendUntil(ctx, cfg, log, uint64(w)+100, deadline) })
 	}
 	wg.Wait()
 	return flatten(lat), firstError(errs)
 }
 
-func appendUntil(ctx context.Context, cfg *benchHTTPConfig, log *appendLog, seed uint64, deadline time.Time) ([]time.Duration, error) {
-	c, err := dialBench(ctx, cfg.addr, "")
+func appendUntil(ctx context.Context, cfg *HTTPConfig, log *appendLog, seed uint64, deadline time.Time) ([]time.Duration, error) {
+	c, err := loadgen.Dial(ctx, cfg.Addr, "")
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	id, err := c.createContext()
+	id, err := c.CreateContext()
 	if err != nil {
 		return nil, err
 	}
-	gen := newPayloadGen(cfg.size, seed)
+	gen := newPayloadGen(cfg.Size, seed)
 	var lat []time.Duration
 	for time.Now().Before(deadline) {
 		p := gen.next()
 		t0 := time.Now()
 		log.record(id, t0)
-		if err := c.appendTurn(id, p); err != nil {
+		if err := c.AppendTurn(id, p); err != nil {
 			return lat, err
 		}
 		lat = append(lat, time.Since(t0))

@@ -1,9 +1,8 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 )
 
@@ -80,13 +78,15 @@ const floorStatement = "SELECT pg_logical_emit_message(true, 'cardbox-bench', ''
 // SELECT txid_current(), writes no WAL before its commit record, and
 // Postgres then commits it without waiting for the flush: that measured
 // 0.13–0.16 ms here against 0.30–0.34 ms for a flushed commit.)
-func flushFloorMs(ctx context.Context, cfg *config.Config) (float64, error) {
-	db, release, err := serverDB(ctx, cfg)
+func flushFloorMs(ctx context.Context, dir string, serverDB func(context.Context) (*database.DB, func(), error)) (float64, error) {
+	if serverDB == nil {
+		return 0, errors.New("no way to open the server's database")
+	}
+	db, release, err := serverDB(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer release()
-	dir := cfg.DataDir
 	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
@@ -109,16 +109,6 @@ func flushFloorMs(ctx context.Context, cfg *config.Config) (float64, error) {
 		_, err := conn.Exec(ctx, floorStatement)
 		return err
 	})
-}
-
-// serverDB opens the database of the server the bench drives: the one at
-// --database-url, or the embedded cluster of the server running on the
-// data directory (a bench does not start one of its own).
-func serverDB(ctx context.Context, cfg *config.Config) (*database.DB, func(), error) {
-	if cfg.DatabaseURL == "" && !serverRuns(cfg.DataDir) {
-		return nil, nil, fmt.Errorf("no server runs on %s (and no --database-url)", cfg.DataDir)
-	}
-	return openAdminDB(ctx, cfg, "cardbox bench")
 }
 
 func medianMs(op func() error) (float64, error) {
@@ -256,9 +246,9 @@ func (t cpuTicks) busyPercentSince(then cpuTicks) float64 {
 // on) what it cannot measure: the data directory must exist, and the
 // flush floor wants the server's database (a running server's embedded
 // cluster, or --database-url).
-func probeMachine(ctx context.Context, cfg *benchConfig, w io.Writer, f *machineFacts) {
+func probeMachine(ctx context.Context, cfg *Config, w io.Writer, f *machineFacts) {
 	f.LoadAverage = loadAverage()
-	dir := cfg.server.DataDir
+	dir := cfg.DataDir
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		cfg.warnf(w, "no data directory %s (--data-dir): fdatasync and the flush floor not measured", dir)
 		return
@@ -272,7 +262,7 @@ func probeMachine(ctx context.Context, cfg *benchConfig, w io.Writer, f *machine
 		cfg.warnf(w, "fdatasync of two files not measured: %v", err)
 	}
 	cfg.progress.Show("probing the machine: the durable-flush floor (fdatasync and a Postgres commit)")
-	if f.FlushFloorMs, err = flushFloorMs(ctx, cfg.server); err != nil {
+	if f.FlushFloorMs, err = flushFloorMs(ctx, dir, cfg.ServerDB); err != nil {
 		cfg.warnf(w, "flush floor not measured: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -130,6 +131,19 @@ func judge(r Report, t Target, opts Options) []string {
 		out = append(out, fmt.Sprintf("GET_HEAD p99 %v over the bound of %v (%d requests, p50 %v)", r.HeadP99, opts.MaxHeadP99, r.Heads, r.HeadP50))
 	}
 	return out
+}
+
+// Print writes on w what the run saw (the server's memory, the good
+// client's GET_HEAD latency) and whether the server survived, and returns
+// what broke as an error, nil when it survived.
+func (r Report) Print(w io.Writer) error {
+	fmt.Fprintf(w, "server RSS: %d MiB before, %d MiB peak (+%d MiB)\n", r.BaselineRSS>>20, r.PeakRSS>>20, (r.PeakRSS-r.BaselineRSS)>>20)
+	fmt.Fprintf(w, "good client GET_HEAD: %d requests, p50 %v, p99 %v\n", r.Heads, r.HeadP50.Round(time.Microsecond), r.HeadP99.Round(time.Microsecond))
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("the server did not survive the attacks:\n%w", err)
+	}
+	fmt.Fprintln(w, "survived: every answer, stored turn and card intact, within the bounds")
+	return nil
 }
 
 // Err returns the failures as one error, nil when there are none.

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"encoding/binary"
@@ -10,14 +10,14 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 )
 
-// hashCheckEvery is how often (in calls per connection) getLast also
+// hashCheckEvery is how often (in calls per connection) GetLast also
 // checks every payload against its BLAKE3 content hash.
 const hashCheckEvery = 64
 
-// getLast runs GET_LAST(limit, with payload) and checks the answer; it
+// GetLast runs GET_LAST(limit, with payload) and checks the answer; it
 // returns the number of turns.
-func (c *benchConn) getLast(contextID uint64, limit uint32) (int, error) {
-	p, err := c.call(cxdbcompat.GetLastRequest{ContextID: contextID, Limit: limit, IncludePayload: true})
+func (c *Conn) GetLast(contextID uint64, limit uint32) (int, error) {
+	p, err := c.Call(cxdbcompat.GetLastRequest{ContextID: contextID, Limit: limit, IncludePayload: true})
 	if err != nil {
 		return 0, err
 	}

@@ -1,10 +1,9 @@
-package main
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -13,49 +12,28 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
-	"github.com/cardboxhq/cardbox/cmd/internal/config"
+	"github.com/cardboxhq/cardbox/cmd/internal/loadgen"
 )
 
-// tenantsConfig is what `cardbox bench-tenants` drives: a victim tenant's
-// appends measured alone and beside a noisy tenant that appends as fast as
-// it can, far over its rate limit, ignoring every 429.
-type tenantsConfig struct {
-	addr                  string
-	victimKey, noisyKey   string
-	conns, noisyConns     int
-	size                  int
-	rounds                int
-	duration              time.Duration
-	jsonOut               bool
-	victimCtxs, noisyCtxs []uint64
-}
+// TenantsConfig is what RunTenants drives: a victim tenant's appends
+// measured alone and beside a noisy tenant that appends as fast as it
+// can, far over its rate limit, ignoring every 429.
+type TenantsConfig struct {
+	// Addr is the server's binary address.
+	Addr string
+	// VictimKey and NoisyKey are writer keys of two tenants of a hosted
+	// server: the one measured and the one hammering.
+	VictimKey, NoisyKey string
+	// Conns victim and NoisyConns noisy connections append in parallel,
+	// payloads of Size bytes.
+	Conns, NoisyConns, Size int
+	// Rounds is how many A/B rounds run, each measurement Duration long.
+	Rounds   int
+	Duration time.Duration
+	// JSON prints the results as JSON.
+	JSON bool
 
-func benchTenantsCommand() *cli.Command {
-	return &cli.Command{
-		Name: "bench-tenants", Settings: []string{"binary-addr"},
-		Purpose: "A/B rounds against a hosted server: one tenant's appends alone, and beside another tenant hammering past its rate limit.",
-		Rules: map[string]config.Rule{
-			"conns": config.Positive, "noisy-conns": config.Positive, "size": config.Positive, "rounds": config.Positive, "duration": config.Positive,
-		},
-		Setup: func(fs *flag.FlagSet) cli.Action {
-			c := &tenantsConfig{}
-			fs.StringVar(&c.victimKey, "victim-key", "", "writer key of the tenant whose appends are measured (required)")
-			fs.StringVar(&c.noisyKey, "noisy-key", "", "writer key of the tenant that hammers the server, another tenant (required)")
-			fs.IntVar(&c.conns, "conns", 16, "victim connections appending in parallel")
-			fs.IntVar(&c.noisyConns, "noisy-conns", 16, "noisy connections appending in parallel, not waiting after a 429")
-			fs.IntVar(&c.size, "size", 1024, "payload size in bytes")
-			fs.IntVar(&c.rounds, "rounds", 5, "A/B rounds (each: the victim alone and beside the noisy tenant, in alternating order)")
-			fs.DurationVar(&c.duration, "duration", 10*time.Second, "length of each measurement")
-			fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
-			return func(ctx context.Context, inv *cli.Invocation) error {
-				if c.victimKey == "" || c.noisyKey == "" {
-					return inv.Usagef("missing --victim-key or --noisy-key (keys of two tenants of a hosted server)")
-				}
-				c.addr = inv.Config.BinaryAddr
-				return benchTenants(ctx, c, inv)
-			}
-		},
-	}
+	victimCtxs, noisyCtxs []uint64
 }
 
 // tenantsRound is one A/B round.
@@ -67,7 +45,7 @@ type tenantsRound struct {
 	NoisyRefusedPerSec  float64 `json:"noisy_refused_429_per_sec"`
 }
 
-// tenantsResult is what bench-tenants reports: every round and the
+// tenantsResult is what RunTenants reports: every round and the
 // medians.
 type tenantsResult struct {
 	Rounds              []tenantsRound `json:"rounds"`
@@ -78,19 +56,27 @@ type tenantsResult struct {
 	MedianNoisyRefused  float64        `json:"median_noisy_refused_429_per_sec"`
 }
 
-func benchTenants(ctx context.Context, cfg *tenantsConfig, inv *cli.Invocation) error {
-	progress := cli.NewProgress(inv.Stderr)
-	progress.Show("creating contexts on %s", cfg.addr)
+// RunTenants runs cfg.Rounds A/B rounds against a hosted server: the
+// victim tenant's appends alone, and beside the noisy tenant. It prints
+// each round's figures and its progress on stderr and the medians on
+// stdout.
+func RunTenants(ctx context.Context, cfg TenantsConfig, stdout, stderr io.Writer) error {
+	return benchTenants(ctx, &cfg, stdout, stderr)
+}
+
+func benchTenants(ctx context.Context, cfg *TenantsConfig, stdout, stderr io.Writer) error {
+	progress := cli.NewProgress(stderr)
+	progress.Show("creating contexts on %s", cfg.Addr)
 	var err error
-	if cfg.victimCtxs, err = contextsOf(ctx, cfg.addr, cfg.victimKey, cfg.conns); err != nil {
+	if cfg.victimCtxs, err = contextsOf(ctx, cfg.Addr, cfg.VictimKey, cfg.Conns); err != nil {
 		return fmt.Errorf("victim: %w", err)
 	}
-	if cfg.noisyCtxs, err = contextsOf(ctx, cfg.addr, cfg.noisyKey, cfg.noisyConns); err != nil {
+	if cfg.noisyCtxs, err = contextsOf(ctx, cfg.Addr, cfg.NoisyKey, cfg.NoisyConns); err != nil {
 		return fmt.Errorf("noisy tenant: %w", err)
 	}
 	res := &tenantsResult{}
-	for i := range cfg.rounds {
-		progress.Show("round %d of %d (%v per measurement, two measurements)", i+1, cfg.rounds, cfg.duration)
+	for i := range cfg.Rounds {
+		progress.Show("round %d of %d (%v per measurement, two measurements)", i+1, cfg.Rounds, cfg.Duration)
 		r, err := tenantsABRound(ctx, cfg, i%2 == 1)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", i+1, err)
@@ -100,13 +86,13 @@ func benchTenants(ctx context.Context, cfg *tenantsConfig, inv *cli.Invocation) 
 			i+1, r.AloneAppendsPerSec, r.BesideAppendsPerSec, r.SlowdownPct, r.NoisyAcceptedPerSec, r.NoisyRefusedPerSec))
 	}
 	res.summarize()
-	return reportTenants(inv.Stdout, cfg, res)
+	return reportTenants(stdout, cfg, res)
 }
 
 // tenantsABRound measures the victim alone and beside the noisy tenant;
 // noisyFirst alternates the order between rounds, so drift in the
 // machine's speed does not favour one side.
-func tenantsABRound(ctx context.Context, cfg *tenantsConfig, noisyFirst bool) (tenantsRound, error) {
+func tenantsABRound(ctx context.Context, cfg *TenantsConfig, noisyFirst bool) (tenantsRound, error) {
 	var r tenantsRound
 	alone := func() (err error) { r.AloneAppendsPerSec, err = victimPhase(ctx, cfg); return err }
 	beside := func() error {
@@ -137,16 +123,16 @@ func tenantsABRound(ctx context.Context, cfg *tenantsConfig, noisyFirst bool) (t
 	return r, nil
 }
 
-// victimPhase appends on cfg.conns connections, each to its own context,
-// for cfg.duration, and returns appends per second.
-func victimPhase(ctx context.Context, cfg *tenantsConfig) (float64, error) {
+// victimPhase appends on cfg.Conns connections, each to its own context,
+// for cfg.Duration, and returns appends per second.
+func victimPhase(ctx context.Context, cfg *TenantsConfig) (float64, error) {
 	var count atomic.Int64
-	deadline := time.Now().Add(cfg.duration)
+	deadline := time.Now().Add(cfg.Duration)
 	start := time.Now()
-	err := onConns(ctx, cfg.addr, cfg.victimKey, cfg.conns, func(i int, c *benchConn) error {
-		gen := newPayloadGen(cfg.size, uint64(i))
+	err := onConns(ctx, cfg.Addr, cfg.VictimKey, cfg.Conns, func(i int, c *loadgen.Conn) error {
+		gen := newPayloadGen(cfg.Size, uint64(i))
 		for time.Now().Before(deadline) {
-			if err := c.appendTurn(cfg.victimCtxs[i], gen.next()); err != nil {
+			if err := c.AppendTurn(cfg.victimCtxs[i], gen.next()); err != nil {
 				return fmt.Errorf("victim append: %w", err)
 			}
 			count.Add(1)
@@ -156,14 +142,14 @@ func victimPhase(ctx context.Context, cfg *tenantsConfig) (float64, error) {
 	return float64(count.Load()) / time.Since(start).Seconds(), err
 }
 
-// hammer appends as fast as it can on cfg.noisyConns connections until
+// hammer appends as fast as it can on cfg.NoisyConns connections until
 // ctx ends, counting appends accepted and refused with 429.
-func hammer(ctx context.Context, cfg *tenantsConfig, accepted, refused *atomic.Int64) error {
-	return onConns(ctx, cfg.addr, cfg.noisyKey, cfg.noisyConns, func(i int, c *benchConn) error {
-		gen := newPayloadGen(cfg.size, uint64(1000+i))
+func hammer(ctx context.Context, cfg *TenantsConfig, accepted, refused *atomic.Int64) error {
+	return onConns(ctx, cfg.Addr, cfg.NoisyKey, cfg.NoisyConns, func(i int, c *loadgen.Conn) error {
+		gen := newPayloadGen(cfg.Size, uint64(1000+i))
 		for ctx.Err() == nil {
-			err := c.appendTurn(cfg.noisyCtxs[i], gen.next())
-			var se *serverError
+			err := c.AppendTurn(cfg.noisyCtxs[i], gen.next())
+			var se *loadgen.ServerError
 			switch {
 			case err == nil:
 				accepted.Add(1)
@@ -180,12 +166,12 @@ func hammer(ctx context.Context, cfg *tenantsConfig, accepted, refused *atomic.I
 }
 
 // onConns dials n connections with key and runs fn on each in parallel.
-func onConns(ctx context.Context, addr, key string, n int, fn func(int, *benchConn) error) error {
+func onConns(ctx context.Context, addr, key string, n int, fn func(int, *loadgen.Conn) error) error {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			c, err := dialBench(ctx, addr, key)
+			c, err := loadgen.Dial(ctx, addr, key)
 			if err != nil {
 				errs[i] = fmt.Errorf("connect to %s: %w", addr, err)
 				return
@@ -200,14 +186,14 @@ func onConns(ctx context.Context, addr, key string, n int, fn func(int, *benchCo
 
 // contextsOf creates n contexts with key.
 func contextsOf(ctx context.Context, addr, key string, n int) ([]uint64, error) {
-	c, err := dialBench(ctx, addr, key)
+	c, err := loadgen.Dial(ctx, addr, key)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	defer c.Close()
 	ids := make([]uint64, n)
 	for i := range ids {
-		if ids[i], err = c.createContext(); err != nil {
+		if ids[i], err = c.CreateContext(); err != nil {
 			return nil, fmt.Errorf("create context: %w", err)
 		}
 	}
@@ -240,8 +226,8 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func reportTenants(w io.Writer, cfg *tenantsConfig, res *tenantsResult) error {
-	if cfg.jsonOut {
+func reportTenants(w io.Writer, cfg *TenantsConfig, res *tenantsResult) error {
+	if cfg.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestFloorStatementWritesWAL checks that the floor's transaction writes
 // WAL before its commit record, which is what makes Postgres wait for the
