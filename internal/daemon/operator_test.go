@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/cardboxhq/cardbox/cmd/internal/config"
 )
 
 func TestReadSecretFileTrimsWhitespace(t *testing.T) {
@@ -54,12 +52,12 @@ func TestReadSecretFileRefusesWhatIsNoSecret(t *testing.T) {
 // Dev mode has no keys: a secret file given to it is a mistake to report,
 // not to ignore.
 func TestOperatorKeyFileInDevModeIsAnError(t *testing.T) {
-	cfg := &config.Config{Mode: config.ModeDev, OperatorKeyFile: filepath.Join(t.TempDir(), "operator_key")}
+	cfg := &Config{Mode: ModeDev, OperatorKeyFile: filepath.Join(t.TempDir(), "operator_key")}
 	err := access{}.ensureOperatorKey(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "hosted mode") {
 		t.Fatalf("--operator-key-file in dev mode: %v, want an error naming hosted mode", err)
 	}
-	if err := (access{}).ensureOperatorKey(context.Background(), &config.Config{Mode: config.ModeDev}, slog.New(slog.DiscardHandler)); err != nil {
+	if err := (access{}).ensureOperatorKey(context.Background(), &Config{Mode: ModeDev}, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("no --operator-key-file: %v", err)
 	}
 }

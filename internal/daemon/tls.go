@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/tls"
@@ -8,14 +8,13 @@ import (
 	"net"
 
 	"github.com/cardboxhq/cardbox/api"
-	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/internal/tlslisten"
 )
 
 // serverTLS loads the certificate the settings name: nil with neither file
 // set (plain TCP), an error with only one, since serving plain TCP when
 // the operator meant TLS would be the worse surprise.
-func serverTLS(cfg *config.Config) (*tls.Config, error) {
+func serverTLS(cfg *Config) (*tls.Config, error) {
 	switch {
 	case cfg.TLSCert == "" && cfg.TLSKey == "":
 		return nil, nil
@@ -39,7 +38,7 @@ func serverTLS(cfg *config.Config) (*tls.Config, error) {
 // HTTP offers only HTTP/1.1: --max-conns and the slow-client deadlines
 // bound connections, and HTTP/2 would carry up to 250 concurrent requests
 // on each.
-func secure(bin, web net.Listener, tlsCfg *tls.Config, cfg *config.Config, log *slog.Logger) (binTLS, webTLS *tlslisten.Listener) {
+func secure(bin, web net.Listener, tlsCfg *tls.Config, cfg *Config, log *slog.Logger) (binTLS, webTLS *tlslisten.Listener) {
 	webCfg := tlsCfg.Clone()
 	webCfg.NextProtos = []string{"http/1.1"}
 	binTLS = tlslisten.New(bin, tlslisten.Options{

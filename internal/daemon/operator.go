@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-
-	"github.com/cardboxhq/cardbox/cmd/internal/config"
 )
 
 // ensureOperatorKey reads --operator-key-file, if set, once, and makes its
@@ -18,7 +16,7 @@ import (
 // its key and does nothing; a key of the same id that was revoked, or has
 // another secret or role, stops the start, saying which. The secret is
 // never logged.
-func (a access) ensureOperatorKey(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+func (a access) ensureOperatorKey(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if cfg.OperatorKeyFile == "" {
 		return nil
 	}

@@ -1,64 +1,19 @@
-package main
+package daemon
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/api"
-	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
 	"github.com/cardboxhq/cardbox/store"
 )
-
-// checkMode refuses an unknown mode, and dev mode (no keys: whoever
-// connects has full access) on an address beyond this machine unless
-// --allow-public-dev says that is meant.
-func checkMode(cfg *config.Config) error {
-	if cfg.TenantQuotaBytes < 0 {
-		return fmt.Errorf("--tenant-quota-bytes %d: want 0 (no quota) or a positive number of bytes", cfg.TenantQuotaBytes)
-	}
-	switch cfg.Mode {
-	case config.ModeHosted:
-		if s := cfg.TenantMemoryShare; s <= 0 || s > 1 {
-			return fmt.Errorf("--tenant-memory-share %v: want a fraction above 0, at most 1", s)
-		}
-		return nil
-	case config.ModeDev:
-	default:
-		return fmt.Errorf("--mode %q: want dev or hosted", cfg.Mode)
-	}
-	if cfg.AllowPublicDev {
-		return nil
-	}
-	for _, addr := range []string{cfg.BinaryAddr, cfg.HTTPAddr} {
-		if !loopback(addr) {
-			return fmt.Errorf("dev mode has no keys, so it listens on loopback addresses only; %s is not one: "+
-				"use --mode hosted (see docs/security.md), or --allow-public-dev if anyone reaching it may do anything", addr)
-		}
-	}
-	return nil
-}
-
-// loopback reports whether a listen address binds to this machine only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
 
 // access is how the surfaces check callers: nothing in dev mode, API keys
 // in hosted mode.
@@ -68,8 +23,8 @@ type access struct {
 	quota   *quota.Checker     // nil in dev mode
 }
 
-func newAccess(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) access {
-	if cfg.Mode != config.ModeHosted {
+func newAccess(cfg *Config, pool *pgxpool.Pool, log *slog.Logger) access {
+	if cfg.Mode != ModeHosted {
 		return access{}
 	}
 	keys := auth.NewKeys(pool, log).Bound(cfg.PGTimeout)
@@ -86,12 +41,12 @@ func newAccess(cfg *config.Config, pool *pgxpool.Pool, log *slog.Logger) access 
 
 // newQuota is hosted mode's storage quota checker: --tenant-quota-bytes
 // unless `cardbox tenant quota` set a tenant's own.
-func newQuota(cfg *config.Config, keys *auth.Keys) *quota.Checker {
+func newQuota(cfg *Config, keys *auth.Keys) *quota.Checker {
 	lookup := func(ctx context.Context, tenant string) (quota.Setting, error) {
 		q, err := keys.TenantQuota(ctx, tenant)
 		return quota.Setting{Quota: q.Bytes, CardBoxBytes: q.CardBoxBytes}, err
 	}
-	return quota.New(quota.Options{Default: cfg.TenantQuotaBytes, Lookup: lookup})
+	return quota.New(quota.Options{Default: cfg.TenantQuotaBytes, Lookup: lookup, RefreshEvery: cfg.Test.QuotaRefresh})
 }
 
 // storeQuota is the turn store's quota check; nil in dev mode.
@@ -142,7 +97,7 @@ func (a access) limit() func(ctx context.Context, tenant string) (bool, time.Dur
 
 // memoryShare is the fraction of the binary port's memory budgets one
 // tenant may hold; 0 (no shares) in dev mode, which has one tenant.
-func (a access) memoryShare(cfg *config.Config) float64 {
+func (a access) memoryShare(cfg *Config) float64 {
 	if a.keys == nil {
 		return 0
 	}

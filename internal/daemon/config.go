@@ -1,0 +1,189 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+)
+
+// Modes of the daemon.
+const (
+	// ModeDev: no keys, the default tenant, loopback listeners only.
+	ModeDev = "dev"
+	// ModeHosted: a key on every surface, requests act for its tenant.
+	ModeHosted = "hosted"
+)
+
+// Config is what the daemon serves and how. Its settings are cardboxd's
+// (the table in cmd/internal/config says what each means and accepts);
+// Defaults holds their defaults.
+type Config struct {
+	DataDir          string
+	BinaryAddr       string
+	HTTPAddr         string
+	Mode             string
+	AllowPublicDev   bool
+	HTTPBodyLimit    int64
+	ShutdownTimeout  time.Duration
+	SweepInterval    time.Duration
+	DeletedRetention time.Duration
+	Pprof            bool
+	AccessLog        bool
+	CardCacheBytes   int64
+	RenderCacheBytes int64
+	// Analytics turns SQL analytics' projector on; AnalyticsMaxPayload is
+	// the largest payload it projects.
+	Analytics           bool
+	AnalyticsMaxPayload int64
+	MaxConns            int
+	IdleTimeout         time.Duration
+	WriteTimeout        time.Duration
+	PGTimeout           time.Duration
+	// The tenants' shares, in hosted mode.
+	TenantRate        float64
+	TenantBurst       int
+	TenantMaxConns    int
+	TenantMemoryShare float64
+	TenantQuotaBytes  int64
+	// TLSCert and TLSKey are PEM files; with both set, both listeners
+	// speak TLS only.
+	TLSCert             string
+	TLSKey              string
+	TLSHandshakeTimeout time.Duration
+	// OperatorKeyFile holds the secret of the first operator key, which
+	// the daemon creates at start-up in hosted mode if it does not exist.
+	OperatorKeyFile string
+
+	// OpenDatabase opens the migrated database the daemon serves from,
+	// once the daemon holds the data directory's lock and its listeners
+	// (cardboxd: the embedded cluster or the URL's server). When nil,
+	// Pool is used.
+	OpenDatabase func(ctx context.Context, log *slog.Logger) (*Database, error)
+	// Pool is a migrated database the caller owns (a test's), used when
+	// OpenDatabase is nil.
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+	// Test varies what tests need to vary; production leaves it zero.
+	Test TestOptions
+}
+
+// TestOptions change one thing each for tests, which production leaves
+// at its default; everything else is wired as in production.
+type TestOptions struct {
+	// QuotaRefresh is how long a tenant's own quota is used before it is
+	// read again (quota.Options.RefreshEvery; negative: at every write).
+	QuotaRefresh time.Duration
+	// Heartbeat and AnswerWait are the CXDB routes' (api.CXDBOptions).
+	Heartbeat  time.Duration
+	AnswerWait time.Duration
+	// WrapStore, if set, wraps the turn store the CXDB service uses (a
+	// test that holds appends at a gate).
+	WrapStore func(service.Store) service.Store
+}
+
+// Database is the Postgres the daemon serves from.
+type Database struct {
+	// Pool serves requests; Background, if set, the background work that
+	// must yield the CPU to them (the analytics projector).
+	Pool       *pgxpool.Pool
+	Background *pgxpool.Pool
+	// Collector, if set, is the database's own metrics.
+	Collector prometheus.Collector
+	// Record, if set, records in the data directory which database holds
+	// its store, once the store opened.
+	Record func(dataDir string) error
+	// Close, if set, closes the database at the end of Shutdown.
+	Close func(ctx context.Context) error
+}
+
+// Defaults is cardboxd's default configuration (cmd/internal/config's
+// defaults; cmd/cardboxd's tests check that they agree).
+func Defaults() Config {
+	return Config{
+		DataDir:             "./data",
+		BinaryAddr:          "127.0.0.1:9009",
+		HTTPAddr:            "127.0.0.1:9010",
+		Mode:                ModeDev,
+		HTTPBodyLimit:       8 << 20,
+		ShutdownTimeout:     30 * time.Second,
+		SweepInterval:       time.Minute,
+		DeletedRetention:    7 * 24 * time.Hour,
+		AccessLog:           true,
+		CardCacheBytes:      64 << 20,
+		RenderCacheBytes:    64 << 20,
+		Analytics:           true,
+		AnalyticsMaxPayload: 256 << 10,
+		MaxConns:            1024,
+		IdleTimeout:         5 * time.Minute,
+		WriteTimeout:        30 * time.Second,
+		PGTimeout:           5 * time.Second,
+		TenantRate:          2000,
+		TenantBurst:         4000,
+		TenantMaxConns:      256,
+		TenantMemoryShare:   0.25,
+		TLSHandshakeTimeout: 10 * time.Second,
+	}
+}
+
+// check refuses an unknown mode, no way to reach Postgres, and dev mode
+// (no keys: whoever connects has full access) on an address beyond this
+// machine unless AllowPublicDev says that is meant.
+func (cfg *Config) check() error {
+	if cfg.OpenDatabase == nil && cfg.Pool == nil {
+		return fmt.Errorf("daemon: no database: set OpenDatabase or Pool")
+	}
+	if cfg.TenantQuotaBytes < 0 {
+		return fmt.Errorf("--tenant-quota-bytes %d: want 0 (no quota) or a positive number of bytes", cfg.TenantQuotaBytes)
+	}
+	switch cfg.Mode {
+	case ModeHosted:
+		if s := cfg.TenantMemoryShare; s <= 0 || s > 1 {
+			return fmt.Errorf("--tenant-memory-share %v: want a fraction above 0, at most 1", s)
+		}
+		return nil
+	case ModeDev:
+	default:
+		return fmt.Errorf("--mode %q: want dev or hosted", cfg.Mode)
+	}
+	if cfg.AllowPublicDev {
+		return nil
+	}
+	for _, addr := range []string{cfg.BinaryAddr, cfg.HTTPAddr} {
+		if !loopback(addr) {
+			return fmt.Errorf("dev mode has no keys, so it listens on loopback addresses only; %s is not one: "+
+				"use --mode hosted (see docs/security.md), or --allow-public-dev if anyone reaching it may do anything", addr)
+		}
+	}
+	return nil
+}
+
+// loopback reports whether a listen address binds to this machine only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// handedPayloads is the largest payload the store hands the analytics
+// projector with its turn, which the projector would otherwise read back
+// from the blob pack and decompress: up to 64 KiB, none with analytics
+// off.
+func (cfg *Config) handedPayloads() int {
+	if !cfg.Analytics {
+		return 0
+	}
+	return int(min(cfg.AnalyticsMaxPayload, 64<<10))
+}
