@@ -9,10 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/pgfreeze"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 func TestAdminAPI(t *testing.T) {
@@ -202,7 +206,7 @@ func TestEventStreamsOfARevokedKeyEnd(t *testing.T) {
 // An administration write that Postgres does not answer (here: the
 // tenant's row held by another transaction, as a stalled Postgres would
 // hold it) is 503 once the bound passes, not a request that waits for as
-// long as the stall lasts; a tenant's deletion is not bounded.
+// long as the stall lasts (a tenant's deletion: TestTenantDeletionIsBounded).
 func TestAdminWritesAreBounded(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
@@ -241,4 +245,149 @@ func TestAdminWritesAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.call(http.MethodPost, "/admin/keys", `{"tenant_id":"acme","role":"writer"}`, "Authorization", "Bearer "+op).want(t, http.StatusCreated)
+}
+
+// operatorOnly lets in one operator key without asking Postgres, so that
+// a frozen Postgres stalls the administration itself, not the key check.
+type operatorOnly string
+
+func (o operatorOnly) Authenticate(_ context.Context, secret string) (auth.Principal, error) {
+	if secret != string(o) {
+		return auth.Principal{}, auth.ErrUnauthenticated
+	}
+	return auth.Principal{KeyID: "op", Role: auth.RoleOperator}, nil
+}
+
+// boundedDelete sends DELETE path as the operator and fails the test
+// unless it is answered within limit; it returns the answer.
+func boundedDelete(t *testing.T, url, path, secret string, limit time.Duration) (status int, retryAfter string, took time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+secret)
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("DELETE %s: no answer within %v: %v", path, limit, err)
+	}
+	defer res.Body.Close()
+	return res.StatusCode, res.Header.Get("Retry-After"), time.Since(start)
+}
+
+// tenantDeletions counts the audit log's records of tenant id's deletion.
+func tenantDeletions(t *testing.T, keys *auth.Keys, id string) int {
+	t.Helper()
+	entries, err := keys.Audit(context.Background(), id, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Action == "tenant.delete" {
+			n++
+		}
+	}
+	return n
+}
+
+// keyRows counts tenant id's rows of api_keys.
+func keyRows(t *testing.T, pool *pgxpool.Pool, id string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM api_keys WHERE tenant_id = $1`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A tenant's deletion is bounded like every administration write: when
+// Postgres stops answering, DELETE answers 503 with Retry-After within
+// the bound, and leaves either nothing changed or a deleted tenant whose
+// rows a retry removes; the audit log records the deletion once.
+func TestTenantDeletionIsBounded(t *testing.T) {
+	ctx := context.Background()
+	cluster := pgfreeze.NewCluster(t)
+	pool, err := pgxpool.New(ctx, cluster.NewDB(t, "tenantdelete"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	const bound = 300 * time.Millisecond
+	const limit = bound + 1500*time.Millisecond
+	keys := auth.NewKeys(pool, nil).Bound(bound)
+	for _, id := range []string{"acme", "bravo"} {
+		if _, err := keys.CreateTenant(ctx, "test", id, ""); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, _, err := keys.CreateKey(ctx, "test", id, auth.RoleWriter, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const op = "operator-secret"
+	srv := httptest.NewServer(api.New(api.Options{Auth: operatorOnly(op), Routes: []api.Routes{api.Admin(keys)}}))
+	t.Cleanup(srv.Close)
+
+	// Postgres stops answering before the deletion commits: 503 in time,
+	// and nothing changed.
+	frozen := pgfreeze.Freeze(t, cluster.PGData())
+	status, retryAfter, took := boundedDelete(t, srv.URL, "/admin/tenants/acme", op, limit)
+	if status != http.StatusServiceUnavailable || retryAfter == "" {
+		t.Fatalf("DELETE with Postgres frozen: %d (Retry-After %q) after %v; want 503 with Retry-After", status, retryAfter, took)
+	}
+	frozen.Thaw()
+	waitfor.True(t, "Postgres answers after the thaw", 10*time.Second, func() bool { return pool.Ping(ctx) == nil })
+	if n := keyRows(t, pool, "acme"); n != 3 || tenantDeletions(t, keys, "acme") != 0 {
+		t.Fatalf("after a deletion cut short before its commit: %d keys of acme, %d deletions audited; want 3 and 0",
+			n, tenantDeletions(t, keys, "acme"))
+	}
+	if status, _, _ := boundedDelete(t, srv.URL, "/admin/tenants/acme", op, limit); status != http.StatusNoContent {
+		t.Fatalf("DELETE again once Postgres answers: %d, want 204", status)
+	}
+	if n := keyRows(t, pool, "acme"); n != 0 || tenantDeletions(t, keys, "acme") != 1 {
+		t.Fatalf("after the deletion: %d keys of acme, %d deletions audited; want 0 and 1", n, tenantDeletions(t, keys, "acme"))
+	}
+
+	// Postgres stops answering the removal of the rows (here: one of
+	// bravo's keys held by another transaction, as a stall holds it),
+	// after the deletion committed: 503 in time; bravo is deleted, and
+	// deleting it again removes the rest.
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback(ctx) })
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM api_keys WHERE tenant_id = 'bravo' LIMIT 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	status, retryAfter, took = boundedDelete(t, srv.URL, "/admin/tenants/bravo", op, limit)
+	if status != http.StatusServiceUnavailable || retryAfter == "" {
+		t.Fatalf("DELETE with a row held: %d (Retry-After %q) after %v; want 503 with Retry-After", status, retryAfter, took)
+	}
+	live, err := keys.ListTenants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range live {
+		if tenant.ID == "bravo" {
+			t.Fatalf("bravo is live after its deletion was cut short: %+v", live)
+		}
+	}
+	if n := keyRows(t, pool, "bravo"); n == 0 || tenantDeletions(t, keys, "bravo") != 1 {
+		t.Fatalf("bravo's deletion cut short: %d keys left, %d deletions audited; want some and 1", n, tenantDeletions(t, keys, "bravo"))
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := boundedDelete(t, srv.URL, "/admin/tenants/bravo", op, limit); status != http.StatusNotFound {
+		t.Fatalf("DELETE of the deleted bravo: %d, want 404", status)
+	}
+	if n := keyRows(t, pool, "bravo"); n != 0 || tenantDeletions(t, keys, "bravo") != 1 {
+		t.Fatalf("after bravo's deletion was finished: %d keys left, %d deletions audited; want 0 and 1", n, tenantDeletions(t, keys, "bravo"))
+	}
 }

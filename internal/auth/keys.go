@@ -26,8 +26,12 @@ type Keys struct {
 	// begin starts the audited transactions of changes: the pool, or the
 	// pool with each call bounded (Bound).
 	begin beginner
-	log   *slog.Logger
-	now   func() time.Time
+	// timeout bounds each call of what runs as the session's own role
+	// (analysts' SQL roles, their DDL included) and of a tenant's
+	// deletion; 0: unbounded (Bound).
+	timeout time.Duration
+	log     *slog.Logger
+	now     func() time.Time
 }
 
 // NewKeys returns the keys of the database behind pool; log (nil: none)
@@ -45,15 +49,24 @@ func NewKeys(pool *pgxpool.Pool, log *slog.Logger) *Keys {
 // Bound makes each of k's lookups (keys, tenant rates and quotas: every
 // hosted request asks them), each administration statement and each call
 // of the audited transactions of changes (tenants and keys made, keys
-// revoked, quotas and rates set) end within d, so that a Postgres that
-// does not answer makes them fail as unavailable rather than wait. Watch,
-// a tenant's deletion (its DELETEs may take longer on a large tenant)
-// and the DDL of analysts' SQL roles are not bounded. It returns k.
+// revoked, quotas and rates set, tenants deleted, analysts' SQL roles
+// made, rotated and dropped, their DDL included) end within d, so that a
+// Postgres that does not answer makes them fail as unavailable rather
+// than wait. A tenant's rows go in batches of their own, each bounded
+// (DeleteTenant). Only Watch and PurgeDeleted are not bounded: no request
+// waits on them. It returns k.
 func (k *Keys) Bound(d time.Duration) *Keys {
 	b := pgbound.Batcher{D: k.pool, Timeout: d}
 	k.lookup, k.admin = db.New(pgrole.As(b, pgrole.Lookup, "")), db.New(pgrole.As(b, pgrole.Admin, ""))
 	k.begin = pgbound.DB{Pool: k.pool, Timeout: d}
+	k.timeout = d
 	return k
+}
+
+// bounded is ctx bounded for one call as the session's own role (see
+// Bound).
+func (k *Keys) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return pgbound.Context(ctx, k.timeout)
 }
 
 // beginner starts transactions: a pool, or a bounded one.

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -36,7 +37,6 @@ type Deletion struct {
 	// Unremoved are the tenant's analysts' Postgres login roles that could
 	// not be dropped (see DeleteTenant); they can read nothing.
 	Unremoved []string `json:"unremoved_sql_roles,omitempty"`
-	sqlRoles  []string
 }
 
 // Total is the number of rows of every table.
@@ -76,37 +76,58 @@ func (k *Keys) TenantRows(ctx context.Context, id string) (Deletion, error) {
 	return d, nil
 }
 
-// DeleteTenant deletes a tenant at once, recording actor in the audit
-// log: in one transaction every row it owns is removed (its keys too, so
-// they stop working from the next request) and every server is told
-// (WatchTenants) to forget it: its contexts, turns and blobs read as if
-// they never existed from then on. Its tenants row stays, marked
+// DeleteTenant deletes a tenant, recording actor in the audit log. One
+// transaction marks it deleted, counts the rows it owns (the audit
+// record's and Deletion's figures), forgets its analysts' SQL roles and
+// drops their Postgres login roles when the session may
+// (Deletion.Unremoved lists those left; they read nothing), and tells
+// every server (WatchTenants) to forget it: from its commit its keys no
+// longer work and its contexts, turns and blobs read as if they never
+// existed. Then its rows are removed in batches, each a statement of its
+// own (purgeBatchRows rows per table). Its tenants row stays, marked
 // deleted: the data directory's files still hold its turn records and
 // blobs, by tenant number, until a compaction rewrites them (see
 // docs/security.md), and the id is never used again. The default tenant
-// is refused. The Postgres login roles of its analysts are dropped after
-// the transaction when the session may (Deletion.Unremoved lists those
-// left).
+// is refused.
+//
+// With Bound each call ends within the bound, the batches each on their
+// own, so a large tenant's deletion may take many bounds while Postgres
+// answers, and fails as unavailable within one when it does not. Then
+// either nothing changed (the marking did not commit) or the tenant is
+// deleted and rows of it are left, unreadable: deleting it again
+// (ErrNoTenant: it is deleted already) removes them, as does any
+// server's purge of deleted tenants (PurgeDeleted, on the notification
+// and at start-up). The audit log holds one record of the deletion
+// either way.
 func (k *Keys) DeleteTenant(ctx context.Context, actor, id string) (Deletion, error) {
 	if id == store.DefaultTenantID {
 		return Deletion{}, fmt.Errorf("delete tenant %q: %w", id, ErrDefaultTenant)
 	}
 	d := Deletion{TenantID: id}
-	// Not bounded (Bound): a large tenant's DELETEs may take longer.
-	err := k.inAuditedTx(ctx, k.pool, adminQueries, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
-		a, err := deleteTenant(ctx, q, id, actor, &d)
+	err := k.inAuditedTx(ctx, k.begin, adminQueries, func(tx pgx.Tx, q *db.Queries) ([]audit, error) {
+		a, err := k.markTenantDeleted(ctx, tx, q, id, actor, &d)
 		return []audit{a}, err
 	})
+	if errors.Is(err, ErrNoTenant) {
+		// Deleted already, perhaps by a deletion that was cut short:
+		// remove what it left, and say it is gone.
+		if perr := k.purgeInBatches(ctx, id); perr != nil {
+			return Deletion{}, fmt.Errorf("delete tenant %q: remove the rows its deletion left: %w", id, perr)
+		}
+	}
 	if err != nil {
 		return Deletion{}, fmt.Errorf("delete tenant %q: %w", id, err)
 	}
-	d.Unremoved = k.dropLoginRoles(ctx, d.sqlRoles)
+	if err := k.purgeInBatches(ctx, id); err != nil {
+		return Deletion{}, fmt.Errorf("delete tenant %q: it is deleted, and rows of it are left "+
+			"(deleting it again removes them): %w", id, err)
+	}
 	return d, nil
 }
 
-// deleteTenant removes tenant id's rows in q's transaction, recording in d
-// what went, and returns the audit record of it.
-func deleteTenant(ctx context.Context, q *db.Queries, id, actor string, d *Deletion) (audit, error) {
+// markTenantDeleted marks live tenant id deleted in tx (q its queries),
+// recording in d what it owns, and returns the audit record of it.
+func (k *Keys) markTenantDeleted(ctx context.Context, tx pgx.Tx, q *db.Queries, id, actor string, d *Deletion) (audit, error) {
 	no, err := q.LockTenantForDelete(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return audit{}, ErrNoTenant
@@ -116,48 +137,72 @@ func deleteTenant(ctx context.Context, q *db.Queries, id, actor string, d *Delet
 	if err := q.LockTenantAgainstProjection(ctx, no); err != nil {
 		return audit{}, err
 	}
-	roles, err := q.ListSQLRoles(ctx, pgtype.Text{String: id, Valid: true})
+	rows, err := q.CountTenantRows(ctx, id)
+	if err != nil {
+		return audit{}, err
+	}
+	d.Tables = make([]TableRows, len(rows))
+	for i, r := range rows {
+		d.Tables[i] = TableRows{Table: r.TableName, Rows: r.RowCount}
+	}
+	// Its analysts read nothing from the commit on, even before the
+	// batches remove its rows.
+	roles, err := q.DeleteSQLRoles(ctx, db.DeleteSQLRolesParams{TenantID: pgtype.Text{String: id, Valid: true}})
 	if err != nil {
 		return audit{}, err
 	}
 	for _, r := range roles {
-		d.sqlRoles = append(d.sqlRoles, r.RoleName)
-	}
-	tables, err := deleteTenantRows(ctx, q, id)
-	d.Tables = tables
-	return audit{actor: actor, action: "tenant.delete", tenant: id, target: id, detail: d.detail()}, err
-}
-
-// dropLoginRoles drops the Postgres login roles of a deleted tenant's
-// analysts (their sql_roles rows went with the tenant, so they read
-// nothing already) and returns those it could not drop: only the schema's
-// owner may (the CLI; not a server over pgrole.Server).
-func (k *Keys) dropLoginRoles(ctx context.Context, roles []string) []string {
-	var left []string
-	for _, r := range roles {
-		if _, err := k.pool.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{r}.Sanitize()); err != nil {
-			k.log.Warn("drop the SQL role of a deleted tenant", "role", r, "err", err)
-			left = append(left, r)
+		if err := k.dropLoginRole(ctx, tx, r.RoleName); pgerr.Unavailable(err) {
+			return audit{}, err
+		} else if err != nil {
+			k.log.Warn("drop the SQL role of a deleted tenant", "role", r.RoleName, "err", err)
+			d.Unremoved = append(d.Unremoved, r.RoleName)
 		}
 	}
-	return left
-}
-
-// deleteTenantRows marks a locked tenant deleted, removes its rows and
-// tells the servers, in the caller's transaction.
-func deleteTenantRows(ctx context.Context, q *db.Queries, id string) ([]TableRows, error) {
 	// Before its keys go: the notifications name them.
 	if err := q.NotifyTenantKeysDeleted(ctx, id); err != nil {
-		return nil, err
+		return audit{}, err
 	}
 	if err := q.MarkTenantDeleted(ctx, id); err != nil {
-		return nil, err
+		return audit{}, err
 	}
-	tables, err := purge(ctx, q, id)
+	if err := q.NotifyTenantDeleted(ctx, id); err != nil {
+		return audit{}, err
+	}
+	return audit{actor: actor, action: "tenant.delete", tenant: id, target: id, detail: d.detail()}, nil
+}
+
+// dropLoginRole drops the Postgres login role of a deleted tenant's
+// analyst in a savepoint of tx: only the schema's owner may (the CLI; not
+// a server over pgrole.Server), and a refusal must not undo the deletion.
+func (k *Keys) dropLoginRole(ctx context.Context, tx pgx.Tx, role string) error {
+	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return tables, q.NotifyTenantDeleted(ctx, id)
+	if _, err := sp.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize()); err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	return sp.Commit(ctx)
+}
+
+// purgeBatchRows is how many rows of each table one batch of a deletion
+// removes: few enough that a batch takes a fraction of --pg-timeout.
+const purgeBatchRows = 5000
+
+// purgeInBatches removes the rows of deleted tenant id batch by batch
+// until none is left, or another purge holds the tenant (it removes the
+// rest). Nothing happens for a live or unknown tenant.
+func (k *Keys) purgeInBatches(ctx context.Context, id string) error {
+	for {
+		n, err := k.admin.PurgeDeletedTenantBatch(ctx, db.PurgeDeletedTenantBatchParams{TenantID: id, Batch: purgeBatchRows})
+		if err != nil || n == 0 {
+			return err
+		}
+	}
 }
 
 // PurgeDeleted removes the rows of deleted tenant id (of every deleted

@@ -122,12 +122,14 @@ const lockTenantForDelete = `-- name: LockTenantForDelete :one
 SELECT tenant_no FROM tenants WHERE tenant_id = $1 AND deleted_at IS NULL FOR UPDATE
 `
 
-// Deleting a tenant: every row it owns goes in one transaction, its
-// tenants row stays as a tombstone (see migrations/00014_tenant_delete.sql).
+// Deleting a tenant: one transaction marks it deleted, then its rows go
+// in batches; its tenants row stays as a tombstone (see
+// migrations/00014_tenant_delete.sql).
 //
-// The tables a tenant owns rows of are listed twice below, in
-// CountTenantRows and PurgeDeletedTenants; a new table with a tenant_id
-// column belongs in both (internal/auth's tests fail until it is).
+// The tables a tenant owns rows of are listed three times below, in
+// CountTenantRows, PurgeDeletedTenants and PurgeDeletedTenantBatch; a new
+// table with a tenant_id column belongs in each (internal/auth's tests
+// fail until it is).
 // Locks a live tenant's row for its deletion: writes in flight that
 // checked it (foreign keys hold a share lock) commit first, and new ones
 // wait for the deletion to end.
@@ -168,6 +170,204 @@ SELECT pg_notify('cardbox_keys', key_id) FROM api_keys WHERE tenant_id = $1::tex
 func (q *Queries) NotifyTenantKeysDeleted(ctx context.Context, tenantID string) error {
 	_, err := q.db.Exec(ctx, notifyTenantKeysDeleted, tenantID)
 	return err
+}
+
+const purgeDeletedTenantBatch = `-- name: PurgeDeletedTenantBatch :one
+WITH gone AS MATERIALIZED (
+    SELECT tenant_id FROM tenants
+    WHERE tenant_id = $1::text AND deleted_at IS NOT NULL
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+del_contexts AS (
+    DELETE FROM contexts WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM contexts p JOIN gone USING (tenant_id)
+        WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.tenant_id = p.tenant_id AND t.context_id = p.context_id)
+          AND NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.tenant_id = p.tenant_id AND k.context_id = p.context_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_turns AS (
+    DELETE FROM turns WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM turns p JOIN gone USING (tenant_id)
+        WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.tenant_id = p.tenant_id AND k.turn_id = p.turn_id)
+          AND NOT EXISTS (SELECT 1 FROM fs_attachments a WHERE a.tenant_id = p.tenant_id AND a.turn_id = p.turn_id)
+          AND NOT EXISTS (SELECT 1 FROM turn_metadata m WHERE m.tenant_id = p.tenant_id AND m.turn_id = p.turn_id)
+          AND NOT EXISTS (SELECT 1 FROM turn_data d WHERE d.tenant_id = p.tenant_id AND d.turn_id = p.turn_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_turn_metadata AS (
+    DELETE FROM turn_metadata WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM turn_metadata p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_fs_attachments AS (
+    DELETE FROM fs_attachments WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM fs_attachments p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_idempotency_keys AS (
+    DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM idempotency_keys p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_turn_types AS (
+    DELETE FROM turn_types WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM turn_types p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_tenant_blobs AS (
+    DELETE FROM tenant_blobs WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM tenant_blobs p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_registry_bundles AS (
+    DELETE FROM registry_bundles WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM registry_bundles p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_cards AS (
+    DELETE FROM cards WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM cards p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_boxes AS (
+    DELETE FROM boxes WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM boxes p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_api_keys AS (
+    DELETE FROM api_keys WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM api_keys p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_sql_roles AS (
+    DELETE FROM sql_roles WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM sql_roles p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_tenant_usage AS (
+    DELETE FROM tenant_usage WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM tenant_usage p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_cardbox_usage_log AS (
+    DELETE FROM cardbox_usage_log WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM cardbox_usage_log p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_turn_data AS (
+    DELETE FROM turn_data WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM turn_data p JOIN gone USING (tenant_id)
+        WHERE NOT EXISTS (SELECT 1 FROM analytics_tool_call_rows r WHERE r.tenant_id = p.tenant_id AND r.turn_id = p.turn_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_analytics_daily AS (
+    DELETE FROM analytics_daily WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM analytics_daily p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_analytics_children AS (
+    DELETE FROM analytics_children WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM analytics_children p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_analytics_usage AS (
+    DELETE FROM analytics_usage WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM analytics_usage p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_analytics_context_turns AS (
+    DELETE FROM analytics_context_turns WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM analytics_context_turns p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_analytics_keyed AS (
+    DELETE FROM analytics_keyed WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM analytics_keyed p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_analytics_tool_call_rows AS (
+    DELETE FROM analytics_tool_call_rows WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM analytics_tool_call_rows p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_analytics_watermarks AS (
+    DELETE FROM analytics_watermarks WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM analytics_watermarks p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_analytics_backfills AS (
+    DELETE FROM analytics_backfills WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM analytics_backfills p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+)
+SELECT (
+    (SELECT count(*) FROM del_contexts)
+    + (SELECT count(*) FROM del_turns)
+    + (SELECT count(*) FROM del_turn_metadata)
+    + (SELECT count(*) FROM del_fs_attachments)
+    + (SELECT count(*) FROM del_idempotency_keys)
+    + (SELECT count(*) FROM del_turn_types)
+    + (SELECT count(*) FROM del_tenant_blobs)
+    + (SELECT count(*) FROM del_registry_bundles)
+    + (SELECT count(*) FROM del_cards)
+    + (SELECT count(*) FROM del_boxes)
+    + (SELECT count(*) FROM del_api_keys)
+    + (SELECT count(*) FROM del_sql_roles)
+    + (SELECT count(*) FROM del_tenant_usage)
+    + (SELECT count(*) FROM del_cardbox_usage_log)
+    + (SELECT count(*) FROM del_turn_data)
+    + (SELECT count(*) FROM del_analytics_daily)
+    + (SELECT count(*) FROM del_analytics_children)
+    + (SELECT count(*) FROM del_analytics_usage)
+    + (SELECT count(*) FROM del_analytics_context_turns)
+    + (SELECT count(*) FROM del_analytics_keyed)
+    + (SELECT count(*) FROM del_analytics_tool_call_rows)
+    + (SELECT count(*) FROM del_analytics_watermarks)
+    + (SELECT count(*) FROM del_analytics_backfills)
+)::bigint AS row_count
+`
+
+type PurgeDeletedTenantBatchParams struct {
+	TenantID string
+	Batch    int32
+}
+
+// Removes at most @batch rows of each table of the deleted tenant
+// @tenant_id and returns how many went in all: 0 when none is left, or
+// when another purge holds the tenant's row (it removes the rest). A
+// parent row (of contexts, turns, turn_data) goes only once no child row
+// of it is left, so that each batch, a statement of its own, satisfies
+// the foreign keys: a deletion's statements are each bounded by
+// --pg-timeout, however large the tenant. The tables are those of
+// PurgeDeletedTenants.
+func (q *Queries) PurgeDeletedTenantBatch(ctx context.Context, arg PurgeDeletedTenantBatchParams) (int64, error) {
+	row := q.db.QueryRow(ctx, purgeDeletedTenantBatch, arg.TenantID, arg.Batch)
+	var row_count int64
+	err := row.Scan(&row_count)
+	return row_count, err
 }
 
 const purgeDeletedTenants = `-- name: PurgeDeletedTenants :many
