@@ -150,6 +150,10 @@ func (r *CXDBRoutes) listContexts(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The entries are charged as they are built, until the page is sent.
+	charge := r.charge(c, t)
+	defer charge.release()
+	q.Reserve = charge.reserveEntry
 	list, err := r.svc.ListContexts(c.Request().Context(), t, q)
 	if err != nil {
 		return err
@@ -203,7 +207,10 @@ func (r *CXDBRoutes) search(c echo.Context) error {
 		return err
 	}
 	start := time.Now()
-	found, err := r.svc.Search(c.Request().Context(), t, q, int(limit))
+	// As a list's: charged as built, until sent.
+	charge := r.charge(c, t)
+	defer charge.release()
+	found, err := r.svc.Search(c.Request().Context(), t, q, int(limit), charge.reserveEntry)
 	if err != nil {
 		return err
 	}

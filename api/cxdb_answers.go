@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,7 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// Large answers (turn pages, blobs, files) are charged to a memory budget
+// Large answers (turn pages, context lists and searches, blobs, files) are charged to a memory budget
 // while they are built and sent: the binary port's answer budget, shared
 // by tenants as --tenant-memory-share says, so that the two surfaces
 // together hold at most it. A request that finds no room within
@@ -64,6 +65,29 @@ func (a *answerCharge) reserve(n int64) error {
 		return answersFull(need, a.budget.Share())
 	}
 	a.held += need
+	return nil
+}
+
+// reserveEntry charges a context list's or search's entry of n bytes.
+// Only an answer that holds nothing of the budget yet waits for room, as
+// a turn page does (then 503 with Retry-After); one that holds some takes
+// more only if there is room now, else it ends before the entry
+// (service.ErrAnswerFull: the answer then says it has more). Lists that
+// each held part of the budget while waiting for the rest would wait for
+// each other. An entry that would take the answer past the tenant's share
+// ends it too; when it is the first, the request is 503 as a turn page
+// over the share is.
+func (a *answerCharge) reserveEntry(n int64) error {
+	need := a.total + n
+	switch {
+	case need > a.budget.Share():
+		return fmt.Errorf("%w: %w", service.ErrAnswerFull, answersFull(need, a.budget.Share()))
+	case a.held == 0:
+		return a.reserve(n)
+	case !a.budget.TryAcquire(a.tenant, n):
+		return fmt.Errorf("%w: %w", service.ErrAnswerFull, answersFull(n, a.budget.Share()))
+	}
+	a.total, a.held = need, a.held+n
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/membudget"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
@@ -46,6 +47,9 @@ type harnessOptions struct {
 	hosted     bool          // API keys on both surfaces (h.keys)
 	heartbeat  time.Duration // of event streams
 	answerWait time.Duration // for room in the answer budget (api.CXDBOptions.AnswerWait)
+	// answers, when set, is the answer budget of the HTTP routes instead
+	// of the binary server's.
+	answers *membudget.Budget
 	// dir and pool, when set, are the turn store's data directory and
 	// database (a store a test prepared); else fresh ones.
 	dir  string
@@ -97,11 +101,15 @@ func newCXDBHarnessWith(t testing.TB, o harnessOptions) *cxdbHarness {
 	go bin.Serve(ln)
 	t.Cleanup(func() { bin.Shutdown(context.Background()) })
 
+	answers := o.answers
+	if answers == nil {
+		answers = bin.ReplyBudget()
+	}
 	httpMetrics := api.NewHTTPMetrics()
 	metrics := api.NewRegistry(nil, httpMetrics, bin.Collector())
 	routes := api.CXDB(svc, api.CXDBOptions{
 		Stop: ctx.Done(), Stats: engine, Gatherer: metrics, Heartbeat: o.heartbeat,
-		Answers: bin.ReplyBudget(), AnswerWait: o.answerWait,
+		Answers: answers, AnswerWait: o.answerWait,
 	})
 	h := api.New(api.Options{Routes: []api.Routes{routes}, HTTPMetrics: httpMetrics, Auth: apiAuth})
 	srv := httptest.NewServer(h)

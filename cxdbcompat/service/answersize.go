@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 )
 
@@ -11,6 +12,38 @@ import (
 // own). Entries are sized as they are built, from the lengths of their
 // strings as encoding/json writes them plus a fixed overhead, never less
 // than their JSON.
+
+// ErrAnswerFull, returned by a list's or search's Reserve, says the answer
+// may not grow by the entry asked for (a memory budget could never hold
+// it): the answer stops before that entry as it does at MaxPageBytes, or,
+// when it is the first, the list or search fails with it.
+var ErrAnswerFull = errors.New("the answer may not grow")
+
+// answerBytes is the size of a list's or search's entries so far.
+type answerBytes struct {
+	size    int
+	reserve func(n int64) error // may be nil
+}
+
+// add reports whether an entry of n bytes joins the answer: not when it
+// would take the answer past MaxPageBytes or reserve refuses it with
+// ErrAnswerFull, unless it is the first entry, which is always answered
+// or fails.
+func (a *answerBytes) add(first bool, n int) (bool, error) {
+	if !first && a.size+n > MaxPageBytes {
+		return false, nil
+	}
+	if a.reserve != nil {
+		if err := a.reserve(int64(n)); err != nil {
+			if !first && errors.Is(err, ErrAnswerFull) {
+				return false, nil
+			}
+			return false, err
+		}
+	}
+	a.size += n
+	return true, nil
+}
 
 // entryOverhead is at least an entry's JSON without its strings of
 // unbounded length: its keys, ids, numbers, booleans and separators.

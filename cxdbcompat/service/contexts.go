@@ -36,6 +36,11 @@ type ContextQuery struct {
 	Title             string
 	Query             *cql.Query
 	IncludeProvenance bool
+	// Reserve, if set, is told each entry's bytes (at least its JSON)
+	// before the entry joins the page, to charge them to a memory budget
+	// until the page is sent; ErrAnswerFull from it ends the page before
+	// the entry, another error fails the listing.
+	Reserve func(n int64) error
 }
 
 // ContextEntry is a context as GET /v1/contexts lists it.
@@ -108,12 +113,17 @@ func (s *Service) ListContexts(ctx context.Context, t store.Tenant, q ContextQue
 		return nil, err
 	}
 	// The page stops before the entry that would take its contexts past
-	// MaxPageBytes; its first entry is always answered.
+	// MaxPageBytes, or that Reserve has no room for; its first entry is
+	// always answered.
 	list.Contexts = make([]ContextEntry, 0, len(rows))
-	size := 0
+	page := answerBytes{reserve: q.Reserve}
 	for i, r := range rows {
 		e := s.entry(r, q.IncludeProvenance)
-		if size += e.size(); i > 0 && size > MaxPageBytes {
+		fits, err := page.add(i == 0, e.size())
+		if err != nil {
+			return nil, err
+		}
+		if !fits {
 			rows, list.HasMore = rows[:i], true
 			break
 		}

@@ -32,8 +32,10 @@ type SearchResult struct {
 // most limit (0: all) and at most MaxPageBytes of them (Truncated then
 // says so; the first is always answered), and how many matched. Every
 // context is searched, forks and contexts without turns included; depth
-// and created are the current head's.
-func (s *Service) Search(ctx context.Context, t store.Tenant, q *cql.Query, limit int) (*SearchResult, error) {
+// and created are the current head's. reserve, if not nil, is told each
+// entry's bytes as ContextQuery.Reserve is, and may end the answer
+// (Truncated) as MaxPageBytes does.
+func (s *Service) Search(ctx context.Context, t store.Tenant, q *cql.Query, limit int, reserve func(n int64) error) (*SearchResult, error) {
 	rows, err := s.filteredContexts(ctx, t, ContextQuery{})
 	if err != nil {
 		return nil, err
@@ -53,14 +55,18 @@ func (s *Service) Search(ctx context.Context, t store.Tenant, q *cql.Query, limi
 	}
 	matches, total := cql.Filter(q, records, s.now(), limit)
 	res := &SearchResult{Contexts: make([]SearchEntry, 0, len(matches)), Total: total}
-	size := 0
+	answer := answerBytes{reserve: reserve}
 	for i, m := range matches {
 		e := s.entry(byID[m.ID], false)
 		se := SearchEntry{
 			ContextID: e.ContextID, HeadTurnID: e.HeadTurnID, HeadDepth: e.HeadDepth,
 			CreatedAtMs: e.CreatedAtMs, IsLive: e.IsLive, ClientTag: m.Tag, Title: e.Title,
 		}
-		if size += se.size(); i > 0 && size > MaxPageBytes {
+		fits, err := answer.add(i == 0, se.size())
+		if err != nil {
+			return nil, err
+		}
+		if !fits {
 			res.Truncated = true
 			break
 		}
