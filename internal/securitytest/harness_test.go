@@ -2,17 +2,14 @@ package securitytest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,16 +17,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/api"
-	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
-	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/auth"
-	"github.com/cardboxhq/cardbox/internal/connlimit"
+	"github.com/cardboxhq/cardbox/internal/daemon"
+	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/logtest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
-	"github.com/cardboxhq/cardbox/internal/ratelimit"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -73,15 +68,13 @@ var refused = []struct {
 	{acmeAnalyst, http.StatusForbidden},
 }
 
-// hosted is cardboxd in hosted mode, wired as cmd/cardboxd (run.go,
-// domain.go, hosted.go) wires it: the turn store on a fresh Postgres
-// database and data directory, the CXDB and CardBox services with their
-// background work, API keys (auth.Keys) checked by the binary listener
-// (server.KeyAuthenticator) and the HTTP API (Options.Auth), both behind
-// the connection limit, and storage quotas (no default quota, as
-// cardboxd's default; a tenant's own quota is read for every write, not
-// every 5 s, so that a test sees a change at once). Pprof is on so that
-// its admin-only route is tried too.
+// hosted is cardboxd in hosted mode: the daemon cardboxd runs, on a
+// fresh Postgres database and data directory, with its defaults (no
+// default quota, cardboxd's rates and connection limits), but that a
+// tenant's own quota is read for every write, not every 5 s, so that a
+// test sees a change at once, and event streams beat every 50 ms, so
+// that streams of revoked keys end quickly. Pprof is on so that its
+// admin-only route is tried too.
 type hosted struct {
 	pool    *pgxpool.Pool
 	dataDir string
@@ -101,87 +94,15 @@ type hosted struct {
 
 func newHosted(t *testing.T) *hosted {
 	t.Helper()
-	ctx := context.Background()
-	h := &hosted{pool: pgtest.NewPool(t), dataDir: t.TempDir(), logs: &logtest.Errors{}, all: &logtest.All{}, secrets: map[cred]string{}}
-	log := slog.New(logtest.Tee{h.logs, h.all})
-
-	h.keys = auth.NewKeys(h.pool, log)
-	h.quota = quota.New(quota.Options{RefreshEvery: -1, Lookup: func(ctx context.Context, tenant string) (quota.Setting, error) {
-		q, err := h.keys.TenantQuota(ctx, tenant)
-		return quota.Setting{Quota: q.Bytes, CardBoxBytes: q.CardBoxBytes}, err
-	}})
-	var svc *service.Service
-	engine, err := store.Open(ctx, store.Options{
-		Dir: h.dataDir, Pool: h.pool, Logger: log, OnAppend: func(a []store.Appended) { svc.Appended(a) }, Quota: h.quota.CheckTurnStore,
-	})
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
+	h := &hosted{pool: pgtest.NewPool(t), logs: &logtest.Errors{}, all: &logtest.All{}, secrets: map[cred]string{}}
+	cfg := daemontest.Config(t)
+	cfg.Mode, cfg.Pprof, cfg.Pool = daemon.ModeHosted, true, h.pool
+	cfg.Logger = slog.New(logtest.Tee{h.logs, h.all})
+	cfg.Test.QuotaRefresh, cfg.Test.Heartbeat = -1, 50*time.Millisecond
+	// Runs once the daemon has shut down (cleanups run last first).
 	t.Cleanup(func() {
-		if err := engine.Close(); err != nil {
+		if err := h.engine.Close(); err != nil {
 			t.Errorf("close store: %v", err)
-		}
-	})
-	svc = service.New(engine, service.Options{Logger: log})
-	h.engine, h.svc = engine, svc
-
-	// The domains' background work, as domainRoutes starts it.
-	background, stop := context.WithCancel(ctx)
-	cards := cardbox.New(h.pool, cardbox.Options{Admit: func(ctx context.Context, project string, adding int64) error {
-		t, err := engine.Tenant(ctx, project)
-		if err != nil {
-			return err
-		}
-		return h.quota.CheckCardBox(ctx, project, engine.Usage(t), adding)
-	}})
-	sweeper := cards.NewSweeper(cardbox.SweeperConfig{Logger: log})
-	var wg sync.WaitGroup
-	bgErrs := make(chan error, 2)
-	wg.Go(func() { bgErrs <- sweeper.Run(background) })
-	wg.Go(func() { bgErrs <- svc.Run(background) })
-
-	limiter := ratelimit.New(ratelimit.Rate{PerSec: 2000, Burst: 4000}, nil) // cardboxd's defaults
-	bin := server.New(server.Options{
-		Store: svc, Live: svc.Hub(), Logger: log, Authenticate: server.KeyAuthenticator(h.keys),
-		Limit: limiter.Allow, MaxSessionsPerTenant: 256,
-	})
-	binLn, httpLn := listen(t, server.RefuseConn), listen(t, api.RefuseConn)
-	h.binAddr = binLn.Addr().String()
-	httpMetrics := api.NewHTTPMetrics()
-	metrics := api.NewRegistry(engine, httpMetrics, connlimit.NewCollector(map[string]*connlimit.Listener{"binary": binLn, "http": httpLn}), bin.Collector())
-	routes := []api.Routes{
-		api.CardBox(cards),
-		// A short heartbeat: streams of revoked keys end at the next one.
-		api.CXDB(svc, api.CXDBOptions{Stop: background.Done(), Stats: engine, DataDir: h.dataDir, Gatherer: metrics, Heartbeat: 50 * time.Millisecond, Answers: bin.ReplyBudget()}),
-		api.Admin(h.keys).WithUsage(h.usage),
-	}
-	h.handler = api.New(api.Options{
-		Health: engine, Routes: routes, Metrics: metrics, HTTPMetrics: httpMetrics, Pprof: true, Logger: log, Auth: h.keys, Limit: limiter.Allow,
-	})
-	web := &http.Server{Handler: h.handler, ReadHeaderTimeout: ioTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	h.url = "http://" + httpLn.Addr().String()
-
-	served := make(chan error, 2)
-	go func() { served <- bin.Serve(binLn) }()
-	go func() { served <- web.Serve(httpLn) }()
-	t.Cleanup(func() {
-		stop() // ends event streams first: they would hold Shutdown
-		sctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-		defer cancel()
-		h.handler.CutArrivingBodies()
-		if err := errors.Join(bin.Shutdown(sctx), web.Shutdown(sctx)); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-		for range 2 {
-			if err := <-served; !errors.Is(err, server.ErrServerClosed) && !errors.Is(err, http.ErrServerClosed) {
-				t.Errorf("serve: %v", err)
-			}
-		}
-		wg.Wait()
-		for range 2 {
-			if err := <-bgErrs; err != nil {
-				t.Errorf("background work: %v", err)
-			}
 		}
 		// No request of the suite may reach a 500 or an internal error.
 		for _, r := range h.logs.Records() {
@@ -189,6 +110,9 @@ func newHosted(t *testing.T) *hosted {
 		}
 		h.requireNoSecretLogged(t)
 	})
+	d := daemontest.Start(t, cfg)
+	h.dataDir, h.engine, h.svc, h.keys, h.quota, h.handler = cfg.DataDir, d.Store(), d.CXDB(), d.Keys(), d.Quota(), d.Handler()
+	h.binAddr, h.url = d.BinaryAddr(), "http://"+d.HTTPAddr()
 	h.makeKeys(t)
 	h.tables = tenantTables(t, h.pool)
 	return h
@@ -216,27 +140,14 @@ func (h *hosted) requireNoSecretLogged(t *testing.T) {
 	}
 }
 
-// usage is what a tenant stores and its quota, as cardboxd's
-// access.usage reports them for GET /admin/tenants.
+// usage is what a tenant stores and its quota, as the daemon reports
+// them for GET /admin/tenants.
 func (h *hosted) usage(ctx context.Context, tenant string) (used, limit int64) {
 	var stored int64
 	if t, err := h.engine.Tenant(ctx, tenant); err == nil {
 		stored = h.engine.Usage(t)
 	}
 	return h.quota.Usage(ctx, tenant, stored)
-}
-
-// listen opens a loopback listener behind the connection limit, as
-// cardboxd's listen does.
-func listen(t *testing.T, refuse func(net.Conn)) *connlimit.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := connlimit.New(ln, connlimit.Options{Max: 1024, Refuse: refuse})
-	t.Cleanup(func() { l.Close() })
-	return l
 }
 
 // makeKeys creates tenants acme and globex and the keys of every
@@ -287,8 +198,10 @@ func (h *hosted) makeKeys(t *testing.T) {
 
 // tenantTables lists the tables with a tenant_id column: every table a
 // tenant owns rows of, but the two that count its card and box bytes,
-// whose rows the sweeper moves from one to the other at any time: the
-// snapshot compares their total instead.
+// whose rows the sweeper moves from one to the other at any time (the
+// snapshot compares their total instead), and SQL analytics' tables,
+// which its projector derives from committed turns off the request path
+// (a turn a refused request committed shows in turns).
 func tenantTables(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
 	rows, err := pool.Query(context.Background(), `
@@ -296,6 +209,7 @@ func tenantTables(t *testing.T, pool *pgxpool.Pool) []string {
 		JOIN information_schema.tables USING (table_schema, table_name)
 		WHERE c.column_name = 'tenant_id' AND c.table_schema = current_schema() AND table_type = 'BASE TABLE'
 		  AND c.table_name NOT IN ('tenant_usage', 'cardbox_usage_log')
+		  AND c.table_name <> 'turn_data' AND c.table_name NOT LIKE 'analytics\_%'
 		ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
