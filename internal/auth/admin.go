@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -296,13 +297,14 @@ func adminQueries(tx pgx.Tx) *db.Queries { return db.New(pgrole.As(tx, pgrole.Ad
 // ownerAuditedTx is auditedTx as the session's own role, which must be
 // the schema's owner with the right to make roles (a superuser, as in
 // the embedded cluster): for the SQL roles of analysts, whose DDL no path
-// role may run. Keys over a pool of pgrole.Server cannot.
+// role may run. Keys over a pool of pgrole.Server cannot. Each call,
+// the DDL included, is bounded as Bound says.
 func (k *Keys) ownerAuditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
-	return k.inAuditedTx(ctx, k.pool, func(tx pgx.Tx) *db.Queries { return db.New(tx) }, change)
+	return k.inAuditedTx(ctx, pgbound.DB{Pool: k.pool, Timeout: k.timeout}, func(tx pgx.Tx) *db.Queries { return db.New(tx) }, change)
 }
 
 // owner returns the queries of the session's own role (see
-// ownerAuditedTx).
+// ownerAuditedTx); callers bound each call (bounded).
 func (k *Keys) owner() *db.Queries { return db.New(k.pool) }
 
 func (k *Keys) inAuditedTx(ctx context.Context, begin beginner, queries func(pgx.Tx) *db.Queries, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {

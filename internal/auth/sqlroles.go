@@ -240,6 +240,8 @@ func privilegeHint(err error) error {
 // ListSQLRoles lists the SQL roles of tenant, or of every tenant when
 // tenant is "".
 func (k *Keys) ListSQLRoles(ctx context.Context, tenant string) ([]SQLRole, error) {
+	ctx, cancel := k.bounded(ctx)
+	defer cancel()
 	rows, err := k.owner().ListSQLRoles(ctx, pgtype.Text{String: tenant, Valid: tenant != ""})
 	if err != nil {
 		return nil, fmt.Errorf("list SQL roles: %w", err)
@@ -293,7 +295,9 @@ func (k *Keys) DropSQLRoles(ctx context.Context, actor, tenant, role string) ([]
 
 // endSessionsOf ends the open sessions of role; see endSessions.
 func (k *Keys) endSessionsOf(ctx context.Context, role string) int {
-	oid, err := k.owner().PGRoleOID(ctx, role)
+	bctx, cancel := k.bounded(ctx)
+	oid, err := k.owner().PGRoleOID(bctx, role)
+	cancel()
 	if err != nil {
 		k.log.Warn("end the sessions of a SQL role", "role", role, "err", err)
 		return -1
@@ -304,8 +308,11 @@ func (k *Keys) endSessionsOf(ctx context.Context, role string) int {
 // endSessions ends the sessions of the role with oid (which may be
 // dropped already) and returns how many did not end, or -1 when they
 // could not be signalled (the role cardbox connects as is not a
-// superuser, nor in pg_signal_backend).
+// superuser, nor in pg_signal_backend) or Postgres did not answer within
+// the bound (Bound).
 func (k *Keys) endSessions(ctx context.Context, oid pgtype.Uint32) int {
+	ctx, cancel := k.bounded(ctx)
+	defer cancel()
 	n, err := k.owner().EndRoleSessions(ctx, oid)
 	if err != nil {
 		k.log.Warn("end the sessions of a SQL role", "oid", oid.Uint32, "err", err)
