@@ -351,11 +351,29 @@ func EncodeTree(entries []Entry) ([]byte, error) {
 // DecodeTree decodes a tree object (nil or an empty array is an empty
 // directory).
 func DecodeTree(b []byte) ([]Entry, error) {
+	// The decoder sizes the slice by the array's announced length; an
+	// entry takes at least one byte, so a longer announcement is a lie.
+	if n, ok := arrayLen(b); ok && n > uint64(len(b)) {
+		return nil, fmt.Errorf("fstree: decode tree: %d entries announced in %d bytes", n, len(b))
+	}
 	var entries []Entry
 	if err := msgpack.Unmarshal(b, &entries); err != nil {
 		return nil, fmt.Errorf("fstree: decode tree: %w", err)
 	}
 	return entries, nil
+}
+
+// arrayLen reads the length of a msgpack array header.
+func arrayLen(b []byte) (uint64, bool) {
+	switch {
+	case len(b) >= 1 && b[0]&0xf0 == 0x90:
+		return uint64(b[0] & 0x0f), true
+	case len(b) >= 3 && b[0] == 0xdc:
+		return uint64(b[1])<<8 | uint64(b[2]), true
+	case len(b) >= 5 && b[0] == 0xdd:
+		return uint64(b[1])<<24 | uint64(b[2])<<16 | uint64(b[3])<<8 | uint64(b[4]), true
+	}
+	return 0, false
 }
 
 func hashHex(h [32]byte) sdk.BlobHash { return sdk.BlobHash(fmt.Sprintf("%x", h[:])) }
