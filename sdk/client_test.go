@@ -1,6 +1,7 @@
 package sdk_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"testing"
@@ -44,5 +45,32 @@ func TestContractFakeAndServerAgree(t *testing.T) {
 	}
 	if a, b := real.String(), faked.String(); a != b {
 		t.Fatalf("the fake and the server differ:\n--- server\n%s\n--- fake\n%s", a, b)
+	}
+	t.Run("redaction and compression", func(t *testing.T) { redactAndCompress(t, srv) })
+}
+
+// redactAndCompress appends through a redacting, compressing client: the
+// server stores the redacted bytes, hashed uncompressed.
+func redactAndCompress(t *testing.T, srv *cardboxd.Server) {
+	ctx := context.Background()
+	c := client(t, srv, sdk.Config{CompressAbove: 8, Redact: func(_ string, _ uint32, p []byte) ([]byte, error) {
+		return bytes.ReplaceAll(p, []byte("hunter2"), []byte("*******")), nil
+	}})
+	h, err := c.CreateContext(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := bytes.Repeat([]byte("password=hunter2;"), 100)
+	want := bytes.ReplaceAll(payload, []byte("hunter2"), []byte("*******"))
+	turn, err := c.AppendTurn(ctx, sdk.AppendRequest{ContextID: h.ContextID, TypeID: "t", Payload: payload, IdempotencyKey: "redact/1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.ContentHash != sdk.HashOf(want) {
+		t.Fatalf("hash %s, want the redacted bytes' %s", turn.ContentHash, sdk.HashOf(want))
+	}
+	got, err := c.Last(ctx, h.ContextID, 1, true)
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0].Payload, want) {
+		t.Fatalf("read back %d turns (%v), want the redacted payload", len(got), err)
 	}
 }
