@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -17,11 +19,16 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/datadir"
+	"github.com/cardboxhq/cardbox/internal/pgerr"
 )
 
 // dbSettings are the settings of a command that opens the server's
 // database.
 var dbSettings = []string{"data-dir", "database-url", "pg-bindir"}
+
+// boundedDBSettings are dbSettings and --pg-timeout, which bounds each
+// Postgres call of the command (withKeys).
+var boundedDBSettings = append(slices.Clone(dbSettings), "pg-timeout")
 
 // admin is what an administration command works with: the keys of the
 // server's database, the operator as the audit log names them, and where
@@ -40,7 +47,17 @@ func withKeys(ctx context.Context, inv *cli.Invocation, fn func(admin) error) er
 		return err
 	}
 	defer release()
-	return fn(admin{keys: auth.NewKeys(db.Pool, nil), actor: actor(), out: inv.Stdout, errs: inv.Stderr})
+	keys := auth.NewKeys(db.Pool, nil)
+	timeout := inv.Config.PGTimeout // 0 unless the command takes --pg-timeout
+	if timeout > 0 {
+		keys.Bound(timeout)
+	}
+	err = fn(admin{keys: keys, actor: actor(), out: inv.Stdout, errs: inv.Stderr})
+	if timeout > 0 && pgerr.Unavailable(err) {
+		return fmt.Errorf("%w\nPostgres did not answer within --pg-timeout %v: run the command again once it answers "+
+			"(a tenant deletion cut short then removes what it left)", err, timeout)
+	}
+	return err
 }
 
 // openAdminDB opens the configured database as its owner (analysts' SQL

@@ -22,7 +22,7 @@ func sqlRoleCommand() *cli.Command {
 
 func sqlRoleCreate() *cli.Command {
 	return &cli.Command{
-		Name: "create", Settings: dbSettings,
+		Name: "create", Settings: boundedDBSettings,
 		Purpose: "Create a tenant's analyst role (or give an existing one a new password) and print its password once.",
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			tenant := fs.String("tenant", "", "tenant whose rows the role reads (required)")
@@ -70,7 +70,7 @@ func warnUnended(w io.Writer, r auth.SQLRole) {
 
 func sqlRoleList() *cli.Command {
 	return &cli.Command{
-		Name: "list", Settings: dbSettings,
+		Name: "list", Settings: boundedDBSettings,
 		Purpose: "List the analysts' roles and whether each still exists in Postgres.",
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			tenant := fs.String("tenant", "", "only this tenant's roles")
@@ -104,7 +104,7 @@ func listSQLRoles(ctx context.Context, a admin, tenant string, asJSON bool) erro
 
 func sqlRoleDrop() *cli.Command {
 	return &cli.Command{
-		Name: "drop", Settings: dbSettings,
+		Name: "drop", Settings: boundedDBSettings,
 		Purpose: "Drop a tenant's analyst roles (--tenant) or one role (--role), ending their sessions.",
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			tenant := fs.String("tenant", "", "drop every SQL role of this tenant")

@@ -27,7 +27,7 @@ func tenantCommand() *cli.Command {
 
 func tenantCreate() *cli.Command {
 	return &cli.Command{
-		Name: "create", Args: "NAME", Settings: dbSettings,
+		Name: "create", Args: "NAME", Settings: boundedDBSettings,
 		Purpose: "Create a tenant; with --sql-role also a Postgres role for its analysts, printing its password once.",
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			name := fs.String("name", "", "display name of the tenant")
@@ -61,7 +61,7 @@ func createTenant(ctx context.Context, a admin, id, name string, sqlRole bool) e
 
 func tenantList() *cli.Command {
 	return &cli.Command{
-		Name: "list", Settings: dbSettings,
+		Name: "list", Settings: boundedDBSettings,
 		Purpose: "List the tenants with their live keys and storage quotas.",
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			return func(ctx context.Context, inv *cli.Invocation) error {
@@ -99,7 +99,7 @@ func listTenants(ctx context.Context, a admin) error {
 
 func tenantQuota() *cli.Command {
 	return &cli.Command{
-		Name: "quota", Args: "NAME", Settings: dbSettings,
+		Name: "quota", Args: "NAME", Settings: boundedDBSettings,
 		Purpose: "Set the bytes a tenant may store; beyond them its writes are refused (507 QUOTA_EXCEEDED).",
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			bytes := fs.Int64("bytes", 0, "bytes the tenant may store (required); 0: back to the server's --tenant-quota-bytes")
@@ -124,7 +124,7 @@ func tenantQuota() *cli.Command {
 
 func tenantRate() *cli.Command {
 	return &cli.Command{
-		Name: "rate", Args: "NAME", Settings: dbSettings,
+		Name: "rate", Args: "NAME", Settings: boundedDBSettings,
 		Purpose: "Set the requests per second a tenant may make on each surface, and its burst.",
 		Rules:   map[string]config.Rule{"rate": config.NonNegative, "burst": config.NonNegative},
 		Setup: func(fs *flag.FlagSet) cli.Action {
@@ -152,7 +152,7 @@ var errNotConfirmed = errors.New("nothing was deleted: run again with --yes to d
 
 func tenantDelete() *cli.Command {
 	return &cli.Command{
-		Name: "delete", Args: "NAME", Settings: dbSettings,
+		Name: "delete", Args: "NAME", Settings: boundedDBSettings,
 		Purpose: "Delete a tenant and every row it owns; without --yes only print what would be deleted (and exit 1).",
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			yes := fs.Bool("yes", false, "delete: without it, print what would be deleted and exit 1")
