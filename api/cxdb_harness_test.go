@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,21 +15,21 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/daemon"
+	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/membudget"
-	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// cxdbHarness is a running cardbox: the turn store on real files and a
-// fresh Postgres database, the CXDB service, the binary listener and the
-// HTTP API, as cardboxd wires them.
+// cxdbHarness is a running cardbox: the daemon cardboxd runs (turn store
+// on real files and a fresh Postgres database, the CXDB and CardBox
+// services, the binary listener and the HTTP API, background work).
 type cxdbHarness struct {
 	t      testing.TB
 	url    string
@@ -60,62 +58,20 @@ func newCXDBHarness(t testing.TB) *cxdbHarness { return newCXDBHarnessWith(t, ha
 
 func newCXDBHarnessWith(t testing.TB, o harnessOptions) *cxdbHarness {
 	t.Helper()
-	pool, dir := o.pool, o.dir
-	if pool == nil {
-		pool = pgtest.NewPool(t)
+	cfg := daemontest.Config(t)
+	if o.dir != "" {
+		cfg.DataDir = o.dir
 	}
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	var keys *auth.Keys
-	var apiAuth api.Authenticator
-	var binAuth server.Authenticator
 	if o.hosted {
-		keys = auth.NewKeys(pool, nil)
-		apiAuth, binAuth = keys, server.KeyAuthenticator(keys)
+		cfg.Mode = daemon.ModeHosted
 	}
-	var svc *service.Service
-	engine, err := store.Open(context.Background(), store.Options{
-		Dir: dir, Pool: pool, OnAppend: func(a []store.Appended) { svc.Appended(a) },
-	})
-	if err != nil {
-		t.Fatal(err)
+	cfg.Pool = o.pool
+	cfg.Test.Heartbeat, cfg.Test.AnswerWait, cfg.Test.Answers = o.heartbeat, o.answerWait, o.answers
+	d := daemontest.Start(t, cfg)
+	return &cxdbHarness{
+		t: t, url: "http://" + d.HTTPAddr(), binary: d.BinaryAddr(),
+		engine: d.Store(), svc: d.CXDB(), keys: d.Keys(), bin: d.Binary(),
 	}
-	t.Cleanup(func() { engine.Close() })
-	svc = service.New(engine, service.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("service: %v", err)
-		}
-	})
-
-	bin := server.New(server.Options{Store: svc, Live: svc.Hub(), Authenticate: binAuth})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go bin.Serve(ln)
-	t.Cleanup(func() { bin.Shutdown(context.Background()) })
-
-	answers := o.answers
-	if answers == nil {
-		answers = bin.ReplyBudget()
-	}
-	httpMetrics := api.NewHTTPMetrics()
-	metrics := api.NewRegistry(nil, httpMetrics, bin.Collector())
-	routes := api.CXDB(svc, api.CXDBOptions{
-		Stop: ctx.Done(), Stats: engine, Gatherer: metrics, Heartbeat: o.heartbeat,
-		Answers: answers, AnswerWait: o.answerWait,
-	})
-	h := api.New(api.Options{Routes: []api.Routes{routes}, HTTPMetrics: httpMetrics, Auth: apiAuth})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	t.Cleanup(cancel) // ends event streams before srv.Close waits for them
-	return &cxdbHarness{t: t, url: srv.URL, binary: ln.Addr().String(), engine: engine, svc: svc, keys: keys, bin: bin}
 }
 
 // client dials the binary listener.

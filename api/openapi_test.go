@@ -22,14 +22,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/api"
-	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
-	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/docs"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/daemon"
+	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // openAPIDoc is docs/openapi.yaml as kin-openapi loads it (references
@@ -68,38 +67,15 @@ func TestOpenAPIIsValid(t *testing.T) {
 	}
 }
 
-// newHostedServer is the HTTP handler as cmd/cardboxd wires it in hosted
-// mode, with everything that registers routes: the CardBox, CXDB and
-// admin route groups, /metrics and the profiler.
+// newHostedServer is the HTTP handler of the daemon cardboxd runs, in
+// hosted mode with everything that registers routes: the CardBox, CXDB
+// and admin route groups, /metrics and the profiler.
 func newHostedServer(t testing.TB) (*api.Handler, string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	pool := pgtest.NewPool(t)
-	keys := auth.NewKeys(pool, nil)
-	var svc *service.Service
-	engine, err := store.Open(ctx, store.Options{
-		Dir: t.TempDir(), Pool: pool, OnAppend: func(a []store.Appended) { svc.Appended(a) },
+	d := daemontest.New(t, func(c *daemon.Config) {
+		c.Mode, c.Pprof, c.HTTPBodyLimit = daemon.ModeHosted, true, testBodyLimit
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { engine.Close() })
-	svc = service.New(engine, service.Options{})
-	httpMetrics := api.NewHTTPMetrics()
-	metrics := api.NewRegistry(engine, httpMetrics)
-	h := api.New(api.Options{
-		Health: engine,
-		Routes: []api.Routes{
-			api.CardBox(cardbox.New(pool, cardbox.Options{})),
-			api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: metrics}),
-			api.Admin(keys),
-		},
-		Metrics: metrics, HTTPMetrics: httpMetrics, Pprof: true, Auth: keys, BodyLimit: testBodyLimit,
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	t.Cleanup(cancel)
-	return h, srv.URL
+	return d.Handler(), "http://" + d.HTTPAddr()
 }
 
 // openAPIMethods are the methods an OpenAPI 3 path item can describe.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 
 // Modes of the daemon.
@@ -83,6 +84,9 @@ type TestOptions struct {
 	// Heartbeat and AnswerWait are the CXDB routes' (api.CXDBOptions).
 	Heartbeat  time.Duration
 	AnswerWait time.Duration
+	// Answers, if set, is the CXDB routes' answer budget instead of the
+	// binary server's, which they share in production.
+	Answers *membudget.Budget
 	// WrapStore, if set, wraps the turn store the CXDB service uses (a
 	// test that holds appends at a gate).
 	WrapStore func(service.Store) service.Store

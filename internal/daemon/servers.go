@@ -33,11 +33,15 @@ func (d *Daemon) buildServers() {
 		collectors = append(collectors, d.db.Collector) // the embedded cluster's restarts and free space
 	}
 	metrics := api.NewRegistry(d.engine, collectors...)
+	// Large HTTP answers share the binary port's answer budget.
+	answers := d.bin.ReplyBudget()
+	if cfg.Test.Answers != nil {
+		answers = cfg.Test.Answers
+	}
 	routes := []api.Routes{
 		api.CardBox(d.cards),
-		// Large HTTP answers share the binary port's answer budget.
 		api.CXDB(d.cxdb, api.CXDBOptions{
-			Stop: d.life.Done(), Stats: d.engine, DataDir: cfg.DataDir, Gatherer: metrics, Answers: d.bin.ReplyBudget(),
+			Stop: d.life.Done(), Stats: d.engine, DataDir: cfg.DataDir, Gatherer: metrics, Answers: answers,
 			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait,
 		}),
 	}
