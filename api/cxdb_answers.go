@@ -16,8 +16,7 @@ import (
 )
 
 // Large answers (turn pages, context lists and searches, blobs, files,
-// directory listings, the type registry, CardBox card reads) are charged
-// to a memory budget
+// directory listings, the type list) are charged to a memory budget
 // while they are built and sent: the binary port's answer budget, shared
 // by tenants as --tenant-memory-share says, so that the two surfaces
 // together hold at most it. A request that finds no room within
