@@ -80,7 +80,7 @@ func (e *Engine) TurnPayload(_ context.Context, t Tenant, id uint64) ([]byte, er
 	}
 	data, err := e.blobs.View(m.hash)
 	if err != nil {
-		return nil, blobReadError(err, m.hash, fmt.Sprintf("payload of turn %d", id))
+		return nil, e.blobReadError(err, m.hash, fmt.Sprintf("payload of turn %d", id))
 	}
 	return data, nil
 }

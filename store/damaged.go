@@ -74,3 +74,68 @@ func (e *Engine) servedDamaged(id uint64, m *turnMeta, err error) {
 			"logged", maxLoggedDamagedTurns, "metric", "cardbox_damaged_turns_served_total", "advice", adviceVerify)
 	}
 }
+
+// lostBlobs are the committed turns' payloads that recovery found missing
+// from the blob pack while the pack has holes whose blobs are unknown (a
+// region found damaged by scanning, when blobs.idx was lost or cut): each
+// presumably lies in one of those holes. They are remembered by the
+// tenant whose turn names them, the one thing that tells such a blob,
+// stored and unreadable, from one never stored when the pack cannot say
+// who stored it first (a tenant that stored it after the first one holds
+// a claim in tenant_blobs, which ownsBlob asks anyway). Written by
+// recovery only, read-only once the store is open.
+type lostBlobs map[lostBlob]struct{}
+
+type lostBlob struct {
+	tenant uint32
+	hash   Hash
+}
+
+func (l *lostBlobs) add(tenant uint32, h Hash) {
+	if *l == nil {
+		*l = lostBlobs{}
+	}
+	(*l)[lostBlob{tenant, h}] = struct{}{}
+}
+
+// of reports whether a committed turn of tenant names blob h, which the
+// pack lost.
+func (l lostBlobs) of(tenant uint32, h Hash) bool {
+	_, ok := l[lostBlob{tenant, h}]
+	return ok
+}
+
+// blobReadError is a stored blob that cannot be read: an internal error
+// naming it and, when its record is damaged, the damaged bytes (also in
+// the error's details). A blob missing from the pack altogether, though
+// stored (a claim or a committed turn names it), lies in a hole whose blob
+// is unknown: the one there is when there is one.
+func (e *Engine) blobReadError(err error, h Hash, what string) error {
+	if !errors.Is(err, blobpack.ErrNotFound) {
+		return blobReadError(err, h, what)
+	}
+	var unknown []blobpack.Hole
+	for _, hole := range e.blobs.Holes() {
+		if !hole.HashKnown {
+			unknown = append(unknown, hole)
+		}
+	}
+	var se *Error
+	switch len(unknown) {
+	case 0:
+		se = wrapf(KindInternal, err, "%s %x was stored but is missing from the blob pack, which has no damaged region to hold it "+
+			"(is %s the pack it was stored in?); %s", what, h, blobDir(e.opts.Dir), adviceVerify)
+		se.Details = map[string]any{"blob": fmt.Sprintf("%x", h)}
+	case 1:
+		hole := unknown[0]
+		se = wrapf(KindInternal, err, "%s %x lies in a damaged region of the blob pack that its index no longer describes "+
+			"(bytes %d..%d of %s: %s); run `cardbox verify`", what, h, hole.Offset, hole.End, blobpack.PackFile, hole.Reason)
+		se.Details = map[string]any{"blob": fmt.Sprintf("%x", h), "damaged_from": hole.Offset, "damaged_to": hole.End}
+	default:
+		se = wrapf(KindInternal, err, "%s %x lies in one of the %d damaged regions of the blob pack that its index no longer describes "+
+			"(the first at bytes %d..%d of %s); run `cardbox verify` to list them", what, h, len(unknown),
+			unknown[0].Offset, unknown[0].End, blobpack.PackFile)
+		se.Details = map[string]any{"blob": fmt.Sprintf("%x", h), "damaged_regions": len(unknown)}
+	}
+	return se
+}

@@ -104,6 +104,11 @@ type Engine struct {
 	// damaged counts and logs the turns served without their damaged
 	// payloads (see Turn.PayloadDamaged).
 	damaged damagedTurns
+	// lost are the committed payloads recovery found missing from the
+	// pack, by tenant (see lostBlobs); holes queues the records found
+	// damaged when read until pack_holes has them (see holeRecorder).
+	lost  lostBlobs
+	holes *holeRecorder
 
 	committer *committer
 
@@ -140,12 +145,14 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
 		types: newTypeTable(), tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: newUsage(),
+		holes: newHoleRecorder(),
 	}
 	if err := e.recover(ctx); err != nil {
 		e.closeFiles()
 		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)
 	}
 	e.startPurge()
+	e.startHoleRecorder()
 	return e, nil
 }
 
@@ -162,6 +169,7 @@ func (e *Engine) Close() error {
 		if e.committer != nil {
 			e.committer.stop()
 		}
+		e.stopHoleRecorder()
 		e.closeErr = e.closeFiles()
 	})
 	return e.closeErr
@@ -209,7 +217,7 @@ func (e *Engine) Degraded() string {
 type Stats struct {
 	Contexts int
 	// PackHoles is how many damaged records of the blob pack recovery
-	// kept (see blobpack.Hole).
+	// kept, and reads found since (see blobpack.Hole).
 	PackHoles int
 	Turns     int64
 	LastTurn  uint64

@@ -67,7 +67,7 @@ func (e *Engine) checkTree(ctx context.Context, t Tenant, h Hash, path string) e
 	}
 	data, err := e.blobs.View(h)
 	if err != nil {
-		return blobReadError(err, h, "fs tree object")
+		return e.blobReadError(err, h, "fs tree object")
 	}
 	entries, err := fstree.Decode(data)
 	if err != nil {

@@ -44,7 +44,7 @@ func checkDirs(dir string, state db.GetTurnLogStateRow) error {
 func (e *Engine) openBlobs(ctx context.Context, state db.GetTurnLogStateRow) error {
 	var err error
 	e.blobs, err = blobpack.Open(blobDir(e.opts.Dir), blobpack.Options{
-		Reserve: e.opts.fileReserve(), MinValidSize: max(state.PackEnd, 0),
+		Reserve: e.opts.fileReserve(), MinValidSize: max(state.PackEnd, 0), OnDamage: e.onPackDamage,
 	})
 	if errors.Is(err, blobpack.ErrCorrupt) {
 		return fmt.Errorf("blob pack: %w: committed blobs are missing; refusing to start; %s, and %s", err, adviceVerify, adviceBackup)
@@ -63,7 +63,7 @@ func (e *Engine) openBlobs(ctx context.Context, state db.GetTurnLogStateRow) err
 	return e.recordHoles(ctx)
 }
 
-// recordHoles logs every damaged region of the pack at ERROR and records
+// recordHoles logs every damaged region Open found at ERROR and records
 // it in Postgres.
 func (e *Engine) recordHoles(ctx context.Context) error {
 	for _, h := range e.blobs.Holes() {
@@ -73,10 +73,7 @@ func (e *Engine) recordHoles(ctx context.Context) error {
 		}
 		e.log.Error("blob pack: damaged record kept as a hole; its blob cannot be read, every other blob can",
 			"offset", h.Offset, "end", h.End, "blob", fmt.Sprintf("%x", hash), "reason", h.Reason, "advice", adviceVerify)
-		err := e.as(pgrole.Recovery, "").RecordPackHole(ctx, db.RecordPackHoleParams{
-			StoreID: e.storeID, StartOffset: h.Offset, EndOffset: h.End, BlobHash: hash, Reason: h.Reason,
-		})
-		if err != nil {
+		if err := e.recordHole(ctx, h, 0); err != nil {
 			return fmt.Errorf("record blob pack hole at %d: %w", h.Offset, err)
 		}
 	}
@@ -99,7 +96,9 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 	var first string
 	// what describes the blob only for the first missing one: formatting
 	// it for each of millions of turns was a noticeable part of a start.
-	note := func(hash Hash, what func() string) {
+	// A turn's missing payload is remembered as its tenant's (see
+	// lostBlobs); an fs root's tenant is not known here.
+	note := func(hash Hash, tenant uint32, what func() string) {
 		err := e.blobs.Has(hash)
 		switch {
 		case err == nil:
@@ -109,11 +108,14 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 			if missing++; missing == 1 {
 				first = fmt.Sprintf("%s, blob %x", what(), hash)
 			}
+			if tenant != 0 {
+				e.lost.add(tenant, hash)
+			}
 		}
 	}
 	for id := uint64(1); id <= maxTurn; id++ {
 		if m, ok := e.table.get(id); ok && m.tenant != 0 {
-			note(m.hash, func() string { return fmt.Sprintf("payload of turn %d", id) })
+			note(m.hash, m.tenant, func() string { return fmt.Sprintf("payload of turn %d", id) })
 		}
 	}
 	roots, err := e.as(pgrole.Recovery, "").ListFSRoots(ctx)
@@ -121,7 +123,7 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 		return fmt.Errorf("list fs roots: %w", err)
 	}
 	for _, r := range roots {
-		note(Hash(r), func() string { return "an attached fs root" })
+		note(Hash(r), 0, func() string { return "an attached fs root" })
 	}
 	return e.judgeCrossCheck(missing, damaged, unidentified, first)
 }

@@ -301,7 +301,7 @@ func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (
 		turn.Compression, turn.UncompressedLen, turn.PayloadDamaged = CompressionNone, 0, true
 		return turn, nil
 	default:
-		return Turn{}, blobReadError(err, m.hash, fmt.Sprintf("payload of turn %d", id))
+		return Turn{}, e.blobReadError(err, m.hash, fmt.Sprintf("payload of turn %d", id))
 	}
 	turn.Payload, turn.Compression, turn.UncompressedLen = data, CompressionNone, uint32(len(data))
 	return turn, nil
@@ -319,7 +319,7 @@ func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) 
 	}
 	data, err := e.blobs.View(h)
 	if err != nil {
-		return nil, blobReadError(err, h, "blob")
+		return nil, e.blobReadError(err, h, "blob")
 	}
 	return data, nil
 }
@@ -328,9 +328,15 @@ func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) 
 // it stored it first (recorded in the pack) or was granted it. A blob in
 // a damaged record of the pack is stored too (its owner as blobs.idx
 // recorded it), so that its owner hears it is damaged, not that it was
-// never stored. Every answer but the first storer's asks Postgres, a blob
-// never stored too: were that one answered from the pack alone, its speed
-// would tell a tenant whether another tenant stored the bytes.
+// never stored; so is one missing from the pack that a committed turn of
+// the tenant names (see lostBlobs: still the tenant's once another tenant
+// stored the bytes again, which made that one their first storer) or the
+// tenant holds a claim to (a row of tenant_blobs is written only for bytes
+// the pack held: the blob lies in a hole whose blob is unknown). Every answer but the first storer's
+// and those lost turns' asks Postgres, a blob never stored too: were that
+// one answered from the pack alone, its speed would tell a tenant whether
+// another tenant stored the bytes. What is asked, and how, depends on
+// nothing but the tenant's own blobs.
 func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
 	if e.gate.Gone(t.No) {
 		return false, nil
@@ -341,14 +347,14 @@ func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
 			entry, stored = blobpack.Entry{Hash: h, Owner: hole.Owner}, true
 		}
 	}
-	if stored && entry.Owner == t.No {
+	if (stored && entry.Owner == t.No) || e.lost.of(t.No, h) {
 		return true, nil
 	}
-	granted, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, db.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
+	claimed, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, db.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
 	if err != nil {
 		return false, wrapf(KindUnavailable, err, "look up blob %x", h)
 	}
-	return stored && granted, nil
+	return claimed, nil
 }
 
 // PutBlob stores data under h after checking that it hashes to h.

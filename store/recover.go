@@ -37,8 +37,11 @@ const storeIDFile = "STORE_ID"
 //     everything from committed_end on (records of groups that never
 //     committed), loading every record left into the turn table but those
 //     of deleted tenants (loaded with the tenants, before);
-//  5. cross-check: every committed payload and fs root is in the pack or
-//     in a hole, else refuse to start;
+//  5. read again the records pack_holes names that the index still lists
+//     (found damaged when read by an earlier process), and cross-check:
+//     every committed payload and fs root is in the pack or in a hole,
+//     else refuse to start (a payload missing while the pack has holes
+//     whose blobs are unknown is remembered as lost, see lostBlobs);
 //  6. load tenants, type refs, heads and recent idempotency keys, and check
 //     that every head names a loaded turn; count what each tenant stores
 //     (see usage.go).
@@ -55,6 +58,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	maxTurn, err := e.openFiles(ctx, state)
 	if err != nil {
+		return err
+	}
+	if err := e.recheckRecordedHoles(ctx); err != nil {
 		return err
 	}
 	if err := e.crossCheck(ctx, maxTurn); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,7 +33,12 @@ type damagedPack struct {
 	entry    blobpack.Entry // of turn k's payload, as written
 }
 
-func newDamagedPack(t *testing.T, n, k int) *damagedPack {
+func newDamagedPack(t *testing.T, n, k int) *damagedPack { return newDamagedPackWith(t, n, k, false) }
+
+// newDamagedPackWith is newDamagedPack; unindexed also deletes blobs.idx,
+// so that the damaged record is a hole found by scanning the pack, which
+// nothing in the pack ties to its blob.
+func newDamagedPackWith(t *testing.T, n, k int, unindexed bool) *damagedPack {
 	t.Helper()
 	ctx := context.Background()
 	pool, dir := pgtest.NewPool(t), t.TempDir()
@@ -74,6 +80,11 @@ func newDamagedPack(t *testing.T, n, k int) *damagedPack {
 	d.entry, _ = p.Lookup(d.turns[k].ContentHash)
 	p.Close()
 	filefault.Flip(t, filepath.Join(store.BlobDir(dir), blobpack.PackFile), d.entry.Offset+12)
+	if unindexed {
+		if err := os.Remove(filepath.Join(store.BlobDir(dir), blobpack.IndexFile)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	damaged, err := store.Open(ctx, store.Options{Dir: dir, Pool: pool})
 	if err != nil {
 		t.Fatalf("open after damage: %v", err)
@@ -83,8 +94,11 @@ func newDamagedPack(t *testing.T, n, k int) *damagedPack {
 		t.Fatalf("%d holes, want the damaged record's", damaged.Stats().PackHoles)
 	}
 	d.env = newEnvWith(t, envConfig{
-		wrap:     func(*store.Engine) store.TurnStore { return damaged },
-		allowLog: func(r string) bool { return strings.Contains(r, "lies in a damaged record of the blob pack") },
+		wrap: func(*store.Engine) store.TurnStore { return damaged },
+		allowLog: func(r string) bool {
+			return strings.Contains(r, "lies in a damaged record of the blob pack") ||
+				strings.Contains(r, "lies in a damaged region of the blob pack")
+		},
 	})
 	return d
 }
@@ -103,6 +117,31 @@ func TestGetBlobOfADamagedBlobIs500NamingItsBytes(t *testing.T) {
 		t.Fatalf("details %v, want the blob and its damaged bytes", resp.Details)
 	}
 	// The connection goes on, and the other blobs read.
+	other := d.turns[d.k+1].ContentHash
+	got, err := cxdbcompat.DecodeGetBlobResponse(c.expectOK(cxdbcompat.MsgGetBlob, 0, other[:]))
+	if err != nil || !bytes.Equal(got.Data, d.payloads[d.k+1]) {
+		t.Fatalf("GET_BLOB of another blob: %q, %v", got.Data, err)
+	}
+}
+
+// A blob whose record lies in a hole the pack's scan found, blobs.idx
+// lost: the committed turn that names it tells the store it was stored,
+// so GET_BLOB is the same ERROR 500, naming the hole, not a 404.
+func TestGetBlobOfABlobTheIndexNoLongerDescribesIs500(t *testing.T) {
+	t.Parallel()
+	d := newDamagedPackWith(t, 12, 5, true)
+	c := dialRaw(t, d.addr)
+	h := d.turns[d.k].ContentHash
+	resp := c.expectError(cxdbcompat.MsgGetBlob, 0, h[:], 500)
+	hash, span := fmt.Sprintf("%x", h), fmt.Sprintf("bytes %d..%d of blobs.pack", d.entry.Offset, d.entry.End())
+	if !strings.Contains(resp.Message, hash) || !strings.Contains(resp.Message, span) {
+		t.Fatalf("ERROR 500 %q, want it to name blob %s and %s", resp.Message, hash, span)
+	}
+	if resp.Details["blob"] != hash || resp.Details["damaged_from"] != float64(d.entry.Offset) || resp.Details["damaged_to"] != float64(d.entry.End()) {
+		t.Fatalf("details %v, want the blob and its damaged bytes", resp.Details)
+	}
+	never := hashOf([]byte("never stored"))
+	c.expectError(cxdbcompat.MsgGetBlob, 0, never[:], 404)
 	other := d.turns[d.k+1].ContentHash
 	got, err := cxdbcompat.DecodeGetBlobResponse(c.expectOK(cxdbcompat.MsgGetBlob, 0, other[:]))
 	if err != nil || !bytes.Equal(got.Data, d.payloads[d.k+1]) {

@@ -549,6 +549,41 @@ func (q *Queries) ListNewestIdempotencyKeys(ctx context.Context, arg ListNewestI
 	return items, nil
 }
 
+const listPackHoles = `-- name: ListPackHoles :many
+SELECT start_offset, end_offset, blob_hash FROM pack_holes
+WHERE store_id = $1 AND blob_hash IS NOT NULL
+ORDER BY start_offset
+`
+
+type ListPackHolesRow struct {
+	StartOffset int64
+	EndOffset   int64
+	BlobHash    []byte
+}
+
+// The damaged records of the blob pack recorded with their blob: at start
+// the store reads again those its index still lists (found when read by
+// an earlier process: Open verifies only the last MiB's records).
+func (q *Queries) ListPackHoles(ctx context.Context, storeID pgtype.UUID) ([]ListPackHolesRow, error) {
+	rows, err := q.db.Query(ctx, listPackHoles, storeID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListPackHolesRow
+	for rows.Next() {
+		var i ListPackHolesRow
+		if err := rows.Scan(&i.StartOffset, &i.EndOffset, &i.BlobHash); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listTurnRecordsAfter = `-- name: ListTurnRecordsAfter :many
 SELECT t.turn_id, t.parent_turn_id, t.context_id, t.depth, tn.tenant_no, tt.type_ref,
        t.type_version, t.encoding, t.compression, t.uncompressed_len,

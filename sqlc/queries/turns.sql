@@ -203,6 +203,14 @@ INSERT INTO pack_holes (store_id, start_offset, end_offset, blob_hash, reason)
 VALUES (@store_id, @start_offset, @end_offset, @blob_hash, @reason)
 ON CONFLICT (store_id, start_offset) DO NOTHING;
 
+-- name: ListPackHoles :many
+-- The damaged records of the blob pack recorded with their blob: at start
+-- the store reads again those its index still lists (found when read by
+-- an earlier process: Open verifies only the last MiB's records).
+SELECT start_offset, end_offset, blob_hash FROM pack_holes
+WHERE store_id = @store_id AND blob_hash IS NOT NULL
+ORDER BY start_offset;
+
 -- name: ListFSRoots :many
 SELECT DISTINCT fs_root_hash FROM fs_attachments;
 

@@ -79,5 +79,9 @@
 //
 // Before the last MiB, Open reads only the headers of indexed records:
 // damaged stored bytes there are found by Read, which checks every
-// record's CRC and returns ErrCorrupt (and by cardbox verify).
+// record's CRC and returns a DamageError wrapping ErrDamaged and
+// ErrCorrupt (and by cardbox verify). The record is a Hole from then on
+// (Options.OnDamage is told): Lookup no longer returns it, so that a Put
+// of the blob writes it again, and the later record of a blob wins when
+// Open loads blobs.idx.
 package blobpack

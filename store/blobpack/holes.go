@@ -12,10 +12,13 @@ import (
 // region of the pack that recovery kept rather than cut.
 var ErrDamaged = errors.New("blob record damaged")
 
-// Hole is a damaged region of blobs.pack that Open found and kept: bytes
-// below the committed end (Options.MinValidSize), and bytes followed by
-// valid records, are never cut, so a bad record there costs only itself.
-// Every later record is indexed and read normally.
+// Hole is a damaged region of blobs.pack that Open found and kept (bytes
+// below the committed end, Options.MinValidSize, and bytes followed by
+// valid records, are never cut, so a bad record there costs only itself;
+// every later record is indexed and read normally), or an indexed record
+// that failed its checks when read (FoundOnRead): from then on its blob
+// reads as damaged without reading the record again, and storing the
+// blob again heals it, as it does a hole Open found.
 type Hole struct {
 	// Offset and End delimit the damaged bytes.
 	Offset, End int64
@@ -29,6 +32,9 @@ type Hole struct {
 	Owner uint32
 	// Reason says what is wrong with the bytes.
 	Reason string
+	// FoundOnRead: the record failed its checks when read (see
+	// Options.OnDamage), not when Open loaded the pack.
+	FoundOnRead bool
 }
 
 // DamageError is the error of reading a blob whose record is damaged:
@@ -63,20 +69,54 @@ func (e *DamageError) Unwrap() []error {
 }
 
 // damagedRecord is the error of an indexed record that failed its checks
-// when read.
-func damagedRecord(e *Entry, reason string, cause error) error {
+// when read. The first time the record the index holds for its blob fails
+// so, it becomes a hole (FoundOnRead), and Options.OnDamage is told.
+func (p *Pack) damagedRecord(e *Entry, reason string, cause error) error {
+	p.foundOnRead(e, reason)
 	return &DamageError{Hash: e.Hash, Offset: e.Offset, End: e.end(), Reason: reason, cause: cause}
 }
 
-// Holes returns the damaged regions Open found, in pack order.
+// foundOnRead makes e's record a hole, unless it is one already or e is
+// not the entry the index holds for its blob (a caller's stale or made-up
+// Entry says nothing about the pack), and tells Options.OnDamage.
+func (p *Pack) foundOnRead(e *Entry, reason string) {
+	p.mu.Lock()
+	cur, indexed := p.index.lookup(&e.Hash)
+	if !indexed || cur != *e || p.hiddenLocked(&cur) {
+		p.mu.Unlock()
+		return
+	}
+	p.addHole(e.Offset, e.end(), e, reason)
+	p.holes[len(p.holes)-1].FoundOnRead = true
+	hole := p.holes[len(p.holes)-1]
+	p.mu.Unlock()
+	if p.opts.OnDamage != nil {
+		p.opts.OnDamage(hole)
+	}
+}
+
+// hiddenLocked reports whether e, an entry of the index, is a record found
+// damaged when read: Lookup does not return it, so that its blob reads as
+// damaged and a Put of the blob writes it again. The caller holds mu.
+func (p *Pack) hiddenLocked(e *Entry) bool {
+	if len(p.holeByHash) == 0 {
+		return false
+	}
+	i, ok := p.holeByHash[e.Hash]
+	return ok && p.holes[i].Offset == e.Offset
+}
+
+// Holes returns the damaged regions Open found and the records found
+// damaged when read, in the order they were found.
 func (p *Pack) Holes() []Hole {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return append([]Hole(nil), p.holes...)
 }
 
-// HoleOf returns the hole holding the blob with hash h, if Open found
-// one that blobs.idx names and the blob was not stored again since.
+// HoleOf returns the hole holding the blob with hash h, if Open found one
+// that blobs.idx names, or its record failed its checks when read, and
+// the blob was not stored again since.
 func (p *Pack) HoleOf(h Hash) (Hole, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()

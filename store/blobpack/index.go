@@ -41,7 +41,7 @@ func (s *slot) entry() Entry {
 // probe touches an entry only when the tags match.
 //
 // It is not safe for concurrent use; Pack guards it with a RWMutex.
-// Entries are never removed.
+// Entries are never removed; a later record of a blob replaces its entry.
 type index struct {
 	seed   maphash.Seed
 	chunks []*[chunkSize]slot
@@ -126,6 +126,17 @@ func (x *index) insert(e *Entry) bool {
 	x.table[pos] = hv>>32<<32 | uint64(i+1)
 	x.n++
 	return true
+}
+
+// replace makes e the entry of its hash, which must be present.
+func (x *index) replace(e *Entry) {
+	pos, found := x.find(&e.Hash, x.hash(&e.Hash))
+	if !found {
+		panic("blobpack: replace of an entry not in the index")
+	}
+	s := x.at(uint32(x.table[pos]) - 1)
+	s.offLo, s.offHi = uint32(e.Offset), uint16(e.Offset>>32)
+	s.codec, s.rawLen, s.storedLen, s.owner = e.Codec, e.RawLen, e.StoredLen, e.Owner
 }
 
 // resize rebuilds the slot table with size positions (a power of two).

@@ -62,6 +62,13 @@ type Options struct {
 	// flushes data only (see syncfile.Reserve). 0 grows the file with
 	// every Put.
 	Reserve int64
+
+	// OnDamage, if set, is told of each record that fails its checks
+	// when read (a flipped byte in stored bytes Open did not verify):
+	// the Hole it now is (FoundOnRead), once, from the reading
+	// goroutine, after the pack's locks are released. It must return
+	// quickly: the read waits for it.
+	OnDamage func(Hole)
 }
 
 func (o Options) cacheBytes() int {
@@ -119,7 +126,7 @@ type Pack struct {
 	rawBytes   int64
 	ownerBytes map[uint32]int64 // rawBytes by the tenant that stored each blob first
 	idxErr     error            // first blobs.idx write error; the index is no longer appended
-	holes      []Hole           // damaged regions found by Open
+	holes      []Hole           // damaged regions found by Open, then records found damaged when read
 	holeByHash map[Hash]int     // holes whose blob is known and not stored again
 
 	wmu      sync.Mutex // serializes Put and Close; guards the fields below
@@ -225,11 +232,22 @@ func (p *Pack) closeFiles() {
 // Recovery reports what Open found and repaired.
 func (p *Pack) Recovery() Recovery { return p.recovery }
 
-// Lookup returns the entry of the blob with hash h.
+// Lookup returns the entry of the blob with hash h: not of a blob whose
+// record is a hole (see HoleOf), not even one the index still lists (a
+// record found damaged when read).
 func (p *Pack) Lookup(h Hash) (Entry, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.index.lookup(&h)
+	return p.lookupLocked(&h)
+}
+
+// lookupLocked is Lookup; the caller holds mu.
+func (p *Pack) lookupLocked(h *Hash) (Entry, bool) {
+	e, ok := p.index.lookup(h)
+	if !ok || p.hiddenLocked(&e) {
+		return Entry{}, false
+	}
+	return e, true
 }
 
 // Stats returns the pack's current counters.
@@ -311,18 +329,18 @@ func (p *Pack) ReadEntry(e Entry) ([]byte, error) {
 	}
 	got, stored, err := decodeRecord(*buf, e.Offset)
 	if err != nil {
-		return nil, damagedRecord(&e, "record fails its checks when read", err)
+		return nil, p.damagedRecord(&e, "record fails its checks when read", err)
 	}
 	if got != e {
-		return nil, damagedRecord(&e, "record header does not match its index entry when read",
+		return nil, p.damagedRecord(&e, "record header does not match its index entry when read",
 			fmt.Errorf("blobpack: read %x at %d: header %+v does not match entry: %w", e.Hash, e.Offset, got, ErrCorrupt))
 	}
 	data, err := p.z.decompressOwned(&e, stored)
 	if err != nil {
-		return nil, damagedRecord(&e, "record does not decompress when read", err)
+		return nil, p.damagedRecord(&e, "record does not decompress when read", err)
 	}
 	if p.opts.VerifyHashes && blake3.Sum256(data) != e.Hash {
-		return nil, damagedRecord(&e, "record does not hash to its blob when read",
+		return nil, p.damagedRecord(&e, "record does not hash to its blob when read",
 			fmt.Errorf("blobpack: read %x at %d: %w", e.Hash, e.Offset, ErrHashMismatch))
 	}
 	return data, nil

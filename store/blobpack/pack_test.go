@@ -213,15 +213,54 @@ func TestReadDetectsCorruption(t *testing.T) {
 	closePack(t, p)
 	flipByte(t, filepath.Join(dir, PackFile), e.Offset+headerSize+10)
 
-	p = openPack(t, dir, Options{})
+	var told []Hole
+	p = openPack(t, dir, Options{OnDamage: func(h Hole) { told = append(told, h) }})
+	if len(p.Holes()) != 0 {
+		t.Fatalf("Open found holes %+v; the damage lies outside what it verifies", p.Holes())
+	}
 	_, err := p.Read(e.Hash)
 	var d *DamageError
 	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrDamaged) || !errors.As(err, &d) || d.Offset != e.Offset || d.End != e.end() {
 		t.Fatalf("Read of damaged record = %v, want ErrCorrupt and a DamageError naming its record %d..%d", err, e.Offset, e.end())
 	}
-	if _, ok := p.HoleOf(e.Hash); ok {
-		t.Fatalf("damage found when read made a hole; only Open finds holes")
+	// The record is a hole now, told once, however often it is read.
+	want := Hole{Offset: e.Offset, End: e.end(), Hash: e.Hash, HashKnown: true, Owner: e.Owner, Reason: d.Reason, FoundOnRead: true}
+	for range 3 {
+		_, err = p.View(e.Hash)
+		if !errors.As(err, &d) || !errors.Is(err, ErrDamaged) || d.Offset != e.Offset || d.End != e.end() {
+			t.Fatalf("a later read = %v, want a DamageError naming the hole %d..%d", err, e.Offset, e.end())
+		}
 	}
+	if h, ok := p.HoleOf(e.Hash); !ok || h != want {
+		t.Fatalf("HoleOf = %+v, %v; want %+v", h, ok, want)
+	}
+	if got := p.Holes(); len(got) != 1 || got[0] != want || len(told) != 1 || told[0] != want {
+		t.Fatalf("holes %+v, OnDamage told %+v; want %+v once", got, told, want)
+	}
+	if _, ok := p.Lookup(e.Hash); ok || !errors.Is(p.Has(e.Hash), ErrDamaged) {
+		t.Fatalf("Lookup found the damaged record, or Has = %v", p.Has(e.Hash))
+	}
+	// An entry the index does not hold (another owner) makes no hole.
+	other := put(t, p, item(textBytes(3000), 2))[0].Entry
+	bad := other
+	bad.Owner++
+	if _, err := p.ReadEntry(bad); !errors.Is(err, ErrCorrupt) || len(p.Holes()) != 1 {
+		t.Fatalf("ReadEntry(wrong owner) = %v, holes %d; want ErrCorrupt and no new hole", err, len(p.Holes()))
+	}
+
+	// Storing the blob again heals it, and the new record wins when the
+	// pack is opened again, though blobs.idx lists the damaged one first.
+	if r := put(t, p, item(data, 4))[0]; !r.New || r.Entry.Offset <= e.Offset {
+		t.Fatalf("Put of the damaged blob = %+v, want a new record", r)
+	}
+	checkBlobs(t, p, data)
+	closePack(t, p)
+	p = openPack(t, dir, Options{OnDamage: func(h Hole) { t.Errorf("told of %+v after the heal", h) }})
+	checkBlobs(t, p, data)
+	if got, _ := p.Lookup(e.Hash); got.Owner != 4 || p.OwnerBytes(1) != 2<<20 || p.OwnerBytes(4) != int64(len(data)) {
+		t.Fatalf("after reopening: entry %+v, owner bytes %d and %d", got, p.OwnerBytes(1), p.OwnerBytes(4))
+	}
+	closePack(t, p)
 }
 
 func TestReopen(t *testing.T) {

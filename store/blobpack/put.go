@@ -169,7 +169,7 @@ func (p *Pack) plan(items []PutItem, results []Result) (todo []int, repeats map[
 	defer p.mu.RUnlock()
 	for i := range items {
 		h := &items[i].Hash
-		if e, ok := p.index.lookup(h); ok {
+		if e, ok := p.lookupLocked(h); ok {
 			results[i] = Result{Entry: e}
 			continue
 		}

@@ -148,12 +148,25 @@ func (p *Pack) verifyRecords(entries []Entry) (int, error) {
 	return len(entries), nil
 }
 
-// insert adds a verified entry to the index and the counters.
+// insert adds an entry to the index and the counters. A later record of
+// a blob already indexed replaces the earlier one: Put writes a blob the
+// index holds only when its record was found damaged (see Lookup), so the
+// later record is the blob stored again, which heals it, at run time and
+// when Open loads both entries from blobs.idx.
 func (p *Pack) insert(e *Entry) {
 	if p.index.insert(e) {
 		p.rawBytes += int64(e.RawLen)
 		p.ownerBytes[e.Owner] += int64(e.RawLen)
+		return
 	}
+	old, _ := p.index.lookup(&e.Hash)
+	if old.Offset >= e.Offset {
+		return
+	}
+	p.index.replace(e)
+	p.rawBytes += int64(e.RawLen) - int64(old.RawLen)
+	p.ownerBytes[old.Owner] -= int64(old.RawLen)
+	p.ownerBytes[e.Owner] += int64(e.RawLen)
 }
 
 // headerReader reads record headers at increasing offsets through a
