@@ -36,7 +36,7 @@ var storeDescs = map[string]*prometheus.Desc{
 	"contexts":      prometheus.NewDesc("cardbox_contexts", "Contexts in the turn store.", nil, nil),
 	"turns":         prometheus.NewDesc("cardbox_turns", "Turns in the turn store.", nil, nil),
 	"blobs":         prometheus.NewDesc("cardbox_blobs", "Blobs in the blob pack.", nil, nil),
-	"holes":         prometheus.NewDesc("cardbox_blob_pack_holes", "Damaged records of the blob pack kept at start; their blobs cannot be read.", nil, nil),
+	"holes":         prometheus.NewDesc("cardbox_blob_pack_holes", "Damaged records of the blob pack, kept at start or found by a read since; their blobs cannot be read.", nil, nil),
 	"pack":          prometheus.NewDesc("cardbox_blob_pack_bytes", "Size of blobs.pack.", nil, nil),
 	"log":           prometheus.NewDesc("cardbox_turn_log_bytes", "Size of turns.log.", nil, nil),
 	"db":            prometheus.NewDesc("cardbox_database_bytes", "Bytes of the turn store's Postgres tables and indexes.", nil, nil),
