@@ -412,24 +412,9 @@ func (s *Service) BoxCardsJSON(ctx context.Context, project, boxID string, limit
 }
 
 func boxCards[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
-	if err := checkProject(project); err != nil {
-		return CardPageOf[C]{}, err
-	}
-	if err := ValidateID("box_id", boxID); err != nil {
-		return CardPageOf[C]{}, err
-	}
-	before, err := parseCursor(cursor)
+	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
 	if err != nil {
 		return CardPageOf[C]{}, err
-	}
-	page, err := s.as(project).GetBoxPage(ctx, db.GetBoxPageParams{
-		TenantID: project, BoxID: boxID, PageLimit: int32(ClampLimit(limit)), Before: before,
-	})
-	if isNoRows(err) {
-		return CardPageOf[C]{}, notFound("box", boxID)
-	}
-	if err != nil {
-		return CardPageOf[C]{}, fmt.Errorf("read box %q: %w", boxID, err)
 	}
 	cards, err := read(ctx, project, dedupe(page.CardIds))
 	if err != nil {
@@ -445,6 +430,30 @@ func boxCards[C any](ctx context.Context, s *Service, project, boxID string, lim
 		out.NextCursor = strconv.Itoa(int(page.PageStart))
 	}
 	return out, nil
+}
+
+// boxPage reads the card ids of one page of a box (see BoxCards).
+func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int, cursor string) (db.GetBoxPageRow, error) {
+	if err := checkProject(project); err != nil {
+		return db.GetBoxPageRow{}, err
+	}
+	if err := ValidateID("box_id", boxID); err != nil {
+		return db.GetBoxPageRow{}, err
+	}
+	before, err := parseCursor(cursor)
+	if err != nil {
+		return db.GetBoxPageRow{}, err
+	}
+	page, err := s.as(project).GetBoxPage(ctx, db.GetBoxPageParams{
+		TenantID: project, BoxID: boxID, PageLimit: int32(ClampLimit(limit)), Before: before,
+	})
+	if isNoRows(err) {
+		return db.GetBoxPageRow{}, notFound("box", boxID)
+	}
+	if err != nil {
+		return db.GetBoxPageRow{}, fmt.Errorf("read box %q: %w", boxID, err)
+	}
+	return page, nil
 }
 
 // parseCursor reads a page cursor: the position in the box where the

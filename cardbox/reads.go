@@ -140,25 +140,9 @@ func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (m
 		return byID, nil
 	}
 	now := s.now()
-	if s.cache == nil {
-		if err := s.renderLive(ctx, project, ids, now, 0, byID); err != nil {
-			return nil, err
-		}
-		return byID, nil
-	}
-	stamp, exists, err := s.cardStamp(ctx, project)
+	misses, stamp, err := s.fromCacheChecked(ctx, project, ids, now, byID)
 	if err != nil {
 		return nil, err
-	}
-	if !exists { // no project, or a deleted one: no live cards
-		s.forgetDead(project, ids, byID)
-		return byID, nil
-	}
-	unchecked, misses := s.fromCache(project, ids, now, stamp, byID)
-	if len(unchecked) > 0 {
-		if misses, err = s.recheck(ctx, project, unchecked, now, stamp, byID, misses); err != nil {
-			return nil, err
-		}
 	}
 	if len(misses) > 0 {
 		// A card deleted since the counter was read is not read: it is
@@ -167,10 +151,35 @@ func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (m
 			return nil, err
 		}
 	}
-	if len(byID) < len(ids) {
+	if s.cache != nil && len(byID) < len(ids) {
 		s.forgetDead(project, ids, byID)
 	}
 	return byID, nil
+}
+
+// fromCacheChecked serves into byID the cached cards among ids that are
+// live at now, checking with Postgres those cached before the project's
+// last change; it returns the ids the cache could not serve (all of them
+// when it is off, none when the project does not exist) and the stamp to
+// cache their rows with.
+func (s *Service) fromCacheChecked(ctx context.Context, project string, ids []string, now time.Time, byID map[string]json.RawMessage) (misses []string, stamp uint64, err error) {
+	if s.cache == nil {
+		return ids, 0, nil
+	}
+	stamp, exists, err := s.cardStamp(ctx, project)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !exists { // no project, or a deleted one: no live cards
+		return nil, stamp, nil
+	}
+	unchecked, misses := s.fromCache(project, ids, now, stamp, byID)
+	if len(unchecked) > 0 {
+		if misses, err = s.recheck(ctx, project, unchecked, now, stamp, byID, misses); err != nil {
+			return nil, 0, err
+		}
+	}
+	return misses, stamp, nil
 }
 
 // cardStamp reads the project's change counter as a cache stamp (the

@@ -227,3 +227,54 @@ locked AS MATERIALIZED (
 DELETE FROM boxes b
 USING d, locked
 WHERE b.tenant_id = d.tenant_id AND b.box_id = d.box_id AND locked.ok;
+
+-- name: LiveCardSizes :one
+-- Measures the live cards among the given ids before a read loads them,
+-- so that the read can charge each to the answer budget first: their
+-- positions in @card_ids (1-based) and, for each, at least the bytes of
+-- its JSON as the API writes it, without its project id. content,
+-- metadata (twice: type, role and author_id repeat its strings) and
+-- tool_calls are measured as jsonb's text, which the API's JSON never
+-- exceeds but for the characters it escapes (<, > and & become six bytes,
+-- U+2028 and U+2029 six instead of three); the ids may be escaped whole.
+-- Each id is looked up by the primary key (see GetLiveCards).
+SELECT coalesce(array_agg(u.n ORDER BY u.n), '{}')::integer[] AS positions,
+       coalesce(array_agg(m.size ORDER BY u.n), '{}')::bigint[] AS sizes
+FROM unnest(@card_ids::text[]) WITH ORDINALITY AS u(id, n)
+CROSS JOIN LATERAL (
+    SELECT c.card_id, c.tool_call_id, c.content, c.metadata, c.tool_calls FROM cards c
+    WHERE c.tenant_id = @tenant_id::text AND c.card_id = u.id
+      AND c.deleted_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > @now::timestamptz)
+    LIMIT 1
+) c
+CROSS JOIN LATERAL (
+    SELECT (512 + 6 * octet_length(c.card_id) + 6 * coalesce(octet_length(c.tool_call_id), 0)
+            + coalesce(sum(octet_length(j.t)
+                           + 5 * (length(j.t) - length(translate(j.t, '<>&', '')))
+                           + 3 * (length(j.t) - length(translate(j.t, E'\u2028\u2029', '')))), 0))::bigint AS size
+    FROM unnest(ARRAY[c.content::text, c.metadata::text, c.metadata::text, c.tool_calls::text]) AS j(t)
+) m;
+
+-- name: LiveBoxSizes :one
+-- Measures the live boxes among the given ids before a read loads them:
+-- their positions in @box_ids (1-based) and, for each, at least the bytes
+-- of its JSON as the API writes it without hydrated cards and project id
+-- (its card and parent ids, each quoted and escaped, and its metadata
+-- measured as LiveCardSizes measures a card's). Each id is looked up by
+-- the primary key (see GetLiveBoxes).
+SELECT coalesce(array_agg(u.n ORDER BY u.n), '{}')::integer[] AS positions,
+       coalesce(array_agg(m.size ORDER BY u.n), '{}')::bigint[] AS sizes
+FROM unnest(@box_ids::text[]) WITH ORDINALITY AS u(id, n)
+CROSS JOIN LATERAL (
+    SELECT b.box_id, b.card_ids, b.parent_ids, b.metadata FROM boxes b
+    WHERE b.tenant_id = @tenant_id::text AND b.box_id = u.id AND b.deleted_at IS NULL
+    LIMIT 1
+) b
+CROSS JOIN LATERAL (
+    SELECT (512 + 6 * octet_length(b.box_id)
+            + 3 * (coalesce(cardinality(b.card_ids), 0) + coalesce(cardinality(b.parent_ids), 0))
+            + coalesce(sum(octet_length(j.t)
+                           + 5 * (length(j.t) - length(translate(j.t, '<>&', '')))
+                           + 3 * (length(j.t) - length(translate(j.t, E'\u2028\u2029', '')))), 0))::bigint AS size
+    FROM unnest(ARRAY[array_to_string(b.card_ids, ''), array_to_string(b.parent_ids, ''), b.metadata::text]) AS j(t)
+) m;

@@ -1,0 +1,438 @@
+package cardbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cardboxhq/cardbox/sqlc/db"
+)
+
+// Bounded reads (GetCardsJSONWithin, BoxCardsJSONWithin,
+// GetBoxesJSONWithin) hold an answer to what a memory budget gives it: a
+// card may be up to a request body, and a batch names up to MaxBatchIDs
+// of them. Each card or box is measured before it is loaded (from the
+// card cache, or by Postgres: LiveCardSizes, LiveBoxSizes) and asked of a
+// Room in answer order; the read loads only what got room, and ends its
+// answer before the first entry that did not.
+
+// ErrAnswerFull, from a Room, says the answer may not grow by the entry
+// asked for: the read ends before it, or fails with the error when the
+// entry is the answer's first.
+var ErrAnswerFull = errors.New("the answer may not grow")
+
+// Room is asked, in answer order and before the entry is loaded, for n
+// more bytes of answer: at least the JSON of the entry (a card, or a box
+// with its hydrated cards) and a separator. An error wrapping
+// ErrAnswerFull ends the answer before the entry; any other error, or
+// any error for the answer's first entry, fails the read.
+type Room func(n int64) error
+
+// BoundedCardsJSON answers GetCardsJSONWithin.
+type BoundedCardsJSON struct {
+	CardsJSON
+	// RemainingIDs are the requested ids from the first live card the
+	// answer had no room for on, in request order without repeats; empty
+	// when the answer holds every live card.
+	RemainingIDs []string
+}
+
+// BoundedBoxesJSON answers GetBoxesJSONWithin.
+type BoundedBoxesJSON struct {
+	BoxesJSON
+	// RemainingBoxIDs are the requested ids from the first live box the
+	// answer had no room for on, in request order without repeats; empty
+	// when the answer holds every live box.
+	RemainingBoxIDs []string
+}
+
+// GetCardsJSONWithin is GetCardsJSON holding its answer to what room
+// gives it: each live card, in request order, is asked of room before it
+// is loaded, and the answer ends before the first that gets none.
+func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardIDs []string, room Room) (BoundedCardsJSON, error) {
+	if err := checkProject(project); err != nil {
+		return BoundedCardsJSON{}, err
+	}
+	ids, err := batchIDs("card_ids", cardIDs)
+	if err != nil {
+		return BoundedCardsJSON{}, err
+	}
+	sized, err := s.sizeLive(ctx, project, ids)
+	if err != nil {
+		return BoundedCardsJSON{}, err
+	}
+	answered, live := len(ids), make([]string, 0, len(ids))
+	for i, id := range ids {
+		n, ok := sized.size(id)
+		if !ok {
+			continue
+		}
+		if err := askRoom(room, n+1, len(live) == 0); err != nil {
+			if errors.Is(err, errStop) {
+				answered = i
+				break
+			}
+			return BoundedCardsJSON{}, err
+		}
+		live = append(live, id)
+	}
+	byID, err := s.loadSized(ctx, sized, live)
+	if err != nil {
+		return BoundedCardsJSON{}, err
+	}
+	res := BoundedCardsJSON{
+		CardsJSON:    CardsJSON{Cards: make([]json.RawMessage, 0, len(live)), MissingIDs: []string{}},
+		RemainingIDs: append([]string{}, ids[answered:]...),
+	}
+	for _, id := range ids[:answered] {
+		if c, ok := byID[id]; ok {
+			res.Cards = append(res.Cards, c)
+		} else {
+			res.MissingIDs = append(res.MissingIDs, id)
+		}
+	}
+	return res, nil
+}
+
+// BoxCardsJSONWithin is BoxCardsJSON holding its page to what room gives
+// it: the page's live cards are asked of room from the newest back, and
+// the page starts after the newest that gets none, its NextCursor there,
+// so that paging on reads the rest.
+func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string, limit int, cursor string, room Room) (CardPageJSON, error) {
+	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
+	if err != nil {
+		return CardPageJSON{}, err
+	}
+	sized, err := s.sizeLive(ctx, project, dedupe(page.CardIds))
+	if err != nil {
+		return CardPageJSON{}, err
+	}
+	start, held := 0, 0
+	for i := len(page.CardIds) - 1; i >= 0; i-- {
+		n, ok := sized.size(page.CardIds[i])
+		if !ok {
+			continue
+		}
+		if err := askRoom(room, n+1, held == 0); err != nil {
+			if errors.Is(err, errStop) {
+				start = i + 1
+				break
+			}
+			return CardPageJSON{}, err
+		}
+		held++
+	}
+	ids := page.CardIds[start:]
+	cards, err := s.loadSized(ctx, sized, dedupe(ids))
+	if err != nil {
+		return CardPageJSON{}, err
+	}
+	out := CardPageJSON{Cards: make([]json.RawMessage, 0, len(ids))}
+	for _, id := range ids {
+		if c, ok := cards[id]; ok {
+			out.Cards = append(out.Cards, c)
+		}
+	}
+	if first := int(page.PageStart) + start; first > 0 {
+		out.NextCursor = strconv.Itoa(first)
+	}
+	return out, nil
+}
+
+// GetBoxesJSONWithin is GetBoxesJSON holding its answer to what room
+// gives it: each live box, in request order, is asked of room before it
+// is loaded, with its card and parent ids, and then again, when
+// hydrating, for its live cards and the ids of its window that are
+// missing; the answer ends before the first box that gets none.
+func (s *Service) GetBoxesJSONWithin(ctx context.Context, project string, query BoxesQuery, room Room) (BoundedBoxesJSON, error) {
+	if err := checkProject(project); err != nil {
+		return BoundedBoxesJSON{}, err
+	}
+	ids, err := batchIDs("box_ids", query.BoxIDs)
+	if err != nil {
+		return BoundedBoxesJSON{}, err
+	}
+	answered, boxes, err := s.loadBoxesWithin(ctx, project, ids, room)
+	if err != nil {
+		return BoundedBoxesJSON{}, err
+	}
+	if query.Hydrate && len(boxes) > 0 {
+		var kept int
+		if kept, err = s.hydrateWithin(ctx, project, ClampLimit(query.Limit), boxes, room); err != nil {
+			return BoundedBoxesJSON{}, err
+		}
+		if kept < len(boxes) {
+			answered, boxes = boxes[kept].position, boxes[:kept]
+		}
+	}
+	res := BoundedBoxesJSON{
+		BoxesJSON: BoxesJSON{
+			Boxes: make([]HydratedBoxOf[json.RawMessage], 0, len(boxes)), MissingBoxIDs: []string{}, MissingCardIDs: []string{},
+		},
+		RemainingBoxIDs: append([]string{}, ids[answered:]...),
+	}
+	next := 0
+	for i, id := range ids[:answered] {
+		if next < len(boxes) && boxes[next].position == i {
+			res.Boxes = append(res.Boxes, boxes[next].HydratedBoxOf)
+			res.MissingCardIDs = append(res.MissingCardIDs, boxes[next].missing...)
+			next++
+		} else {
+			res.MissingBoxIDs = append(res.MissingBoxIDs, id)
+		}
+	}
+	return res, nil
+}
+
+// boundedBox is a box of a bounded batch read.
+type boundedBox struct {
+	HydratedBoxOf[json.RawMessage]
+	position int      // in the request
+	missing  []string // the ids of its window first found missing in it
+}
+
+// loadBoxesWithin measures the live boxes among ids, asks room for each in
+// request order and loads those that got it; answered is how many of ids
+// the answer reached.
+func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []string, room Room) (answered int, boxes []boundedBox, err error) {
+	answered = len(ids)
+	if len(ids) == 0 {
+		return 0, nil, nil
+	}
+	sizes, err := s.as(project).LiveBoxSizes(ctx, db.LiveBoxSizesParams{TenantID: project, BoxIds: ids})
+	if err != nil {
+		return 0, nil, fmt.Errorf("get boxes: %w", err)
+	}
+	byPosition, err := sizesByPosition(sizes.Positions, sizes.Sizes, ids)
+	if err != nil {
+		return 0, nil, fmt.Errorf("get boxes: %w", err)
+	}
+	var wanted []string
+	for i, id := range ids {
+		n, ok := byPosition[i]
+		if !ok {
+			continue
+		}
+		if err := askRoom(room, n+int64(jsonStringBound(project))+1, len(wanted) == 0); err != nil {
+			if errors.Is(err, errStop) {
+				answered = i
+				break
+			}
+			return 0, nil, err
+		}
+		wanted = append(wanted, id)
+	}
+	if len(wanted) == 0 {
+		return answered, nil, nil
+	}
+	rows, err := s.as(project).GetLiveBoxes(ctx, db.GetLiveBoxesParams{TenantID: project, BoxIds: wanted})
+	if err != nil {
+		return 0, nil, fmt.Errorf("get boxes: %w", err)
+	}
+	byID := make(map[string]db.Box, len(rows))
+	for _, r := range rows {
+		byID[r.BoxID] = r
+	}
+	for i, id := range ids[:answered] {
+		if r, ok := byID[id]; ok { // a box deleted since it was measured is missing
+			boxes = append(boxes, boundedBox{HydratedBoxOf: HydratedBoxOf[json.RawMessage]{Box: boxFromRow(r)}, position: i})
+		}
+	}
+	return answered, boxes, nil
+}
+
+// hydrateWithin fills in the live cards among each box's last limit ids,
+// asking room, box by box, for the box's cards and the ids of its window
+// first found missing; it returns how many of the boxes, from the first,
+// the answer keeps: those before the first that got no room. A box is
+// answered whole or not at all, so the first box getting none fails the
+// read.
+func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, boxes []boundedBox, room Room) (kept int, err error) {
+	var window []string
+	for _, b := range boxes {
+		window = append(window, tail(b.CardIDs, limit)...)
+	}
+	sized, err := s.sizeLive(ctx, project, dedupe(window))
+	if err != nil {
+		return 0, err
+	}
+	var load []string
+	charged := make(map[string]struct{}) // missing ids charged
+	for kept = 0; kept < len(boxes); kept++ {
+		var n int64
+		var live []string
+		for _, id := range tail(boxes[kept].CardIDs, limit) {
+			if size, ok := sized.size(id); ok {
+				n += size + 1
+				live = append(live, id)
+			} else if _, dup := charged[id]; !dup {
+				charged[id] = struct{}{}
+				n += int64(jsonStringBound(id)) + 1
+			}
+		}
+		if err := askRoom(room, n, kept == 0); err != nil {
+			if errors.Is(err, errStop) {
+				break
+			}
+			return 0, err
+		}
+		load = append(load, live...)
+	}
+	cards, err := s.loadSized(ctx, sized, dedupe(load))
+	if err != nil {
+		return 0, err
+	}
+	missing := make(map[string]struct{})
+	for i := range boxes[:kept] {
+		b := &boxes[i]
+		b.Cards = []json.RawMessage{}
+		for _, id := range tail(b.CardIDs, limit) {
+			if c, ok := cards[id]; ok {
+				b.Cards = append(b.Cards, c)
+			} else if _, dup := missing[id]; !dup {
+				missing[id] = struct{}{}
+				b.missing = append(b.missing, id)
+			}
+		}
+	}
+	return kept, nil
+}
+
+// errStop is askRoom's: the answer ends before the entry.
+var errStop = errors.New("answer ends here")
+
+// askRoom asks room for an entry of n bytes: errStop when it has none
+// and the entry is not the answer's first.
+func askRoom(room Room, n int64, first bool) error {
+	err := room(n)
+	if err != nil && !first && errors.Is(err, ErrAnswerFull) {
+		return errStop
+	}
+	return err
+}
+
+// sizedCards is what a bounded read knows of the live cards among some
+// ids before it loads them: the JSON of those the card cache holds, and
+// at least the JSON size of the others.
+type sizedCards struct {
+	project string
+	now     time.Time
+	stamp   uint64
+	cached  map[string]json.RawMessage
+	sizes   map[string]int64
+}
+
+// size is at least the JSON size of the card id; false when it is not
+// live.
+func (c *sizedCards) size(id string) (int64, bool) {
+	if js, ok := c.cached[id]; ok {
+		return int64(len(js)), true
+	}
+	n, ok := c.sizes[id]
+	return n, ok
+}
+
+func (c *sizedCards) isLive(id string) bool {
+	_, ok := c.size(id)
+	return ok
+}
+
+// sizeLive measures the live cards among distinct ids: the cache's from
+// the cache (checked as liveJSON checks them), the others by Postgres.
+func (s *Service) sizeLive(ctx context.Context, project string, ids []string) (*sizedCards, error) {
+	c := &sizedCards{project: project, now: s.now(), cached: make(map[string]json.RawMessage), sizes: map[string]int64{}}
+	if len(ids) == 0 {
+		return c, nil
+	}
+	misses, stamp, err := s.fromCacheChecked(ctx, project, ids, c.now, c.cached)
+	if err != nil {
+		return nil, err
+	}
+	c.stamp = stamp
+	if len(misses) > 0 {
+		row, err := s.as(project).LiveCardSizes(ctx, db.LiveCardSizesParams{TenantID: project, CardIds: misses, Now: c.now})
+		if err != nil {
+			return nil, fmt.Errorf("get cards: %w", err)
+		}
+		byPosition, err := sizesByPosition(row.Positions, row.Sizes, misses)
+		if err != nil {
+			return nil, fmt.Errorf("get cards: %w", err)
+		}
+		projectBytes := int64(jsonStringBound(project))
+		for i, n := range byPosition {
+			c.sizes[misses[i]] = n + projectBytes
+		}
+	}
+	if s.cache != nil && len(c.cached)+len(c.sizes) < len(ids) {
+		for _, id := range ids {
+			if !c.isLive(id) {
+				s.cache.Drop(cacheKey{project, id})
+			}
+		}
+	}
+	return c, nil
+}
+
+// loadSized returns the JSON of the live cards among distinct ids, which
+// sized measured: the cached ones as they were, the others read in full
+// (a card deleted since it was measured is left out).
+func (s *Service) loadSized(ctx context.Context, sized *sizedCards, ids []string) (map[string]json.RawMessage, error) {
+	byID := make(map[string]json.RawMessage, len(ids))
+	var uncached []string
+	for _, id := range ids {
+		if js, ok := sized.cached[id]; ok {
+			byID[id] = js
+		} else if _, ok := sized.sizes[id]; ok {
+			uncached = append(uncached, id)
+		}
+	}
+	if len(uncached) == 0 {
+		return byID, nil
+	}
+	if err := s.renderLive(ctx, sized.project, uncached, sized.now, sized.stamp, byID); err != nil {
+		return nil, err
+	}
+	return byID, nil
+}
+
+// sizesByPosition pairs the 1-based positions in ids a size query
+// answered with its sizes, by 0-based position.
+func sizesByPosition(positions []int32, sizes []int64, ids []string) (map[int]int64, error) {
+	if len(positions) != len(sizes) {
+		return nil, fmt.Errorf("%d positions for %d sizes", len(positions), len(sizes))
+	}
+	out := make(map[int]int64, len(positions))
+	for i, pos := range positions {
+		if pos < 1 || int(pos) > len(ids) {
+			return nil, fmt.Errorf("position %d out of 1..%d", pos, len(ids))
+		}
+		out[int(pos)-1] = sizes[i]
+	}
+	return out, nil
+}
+
+// jsonStringBound is at least the length of s as a JSON string: every
+// byte escaped at most to six, and the quotes.
+func jsonStringBound(s string) int { return 6*len(s) + 2 }
+
+// GetCardJSONWithin is GetCardJSON asking room for the card before it
+// loads it.
+func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string, room Room) (json.RawMessage, error) {
+	if err := checkProject(project); err != nil {
+		return nil, err
+	}
+	if err := ValidateID("card_id", cardID); err != nil {
+		return nil, err
+	}
+	res, err := s.GetCardsJSONWithin(ctx, project, []string{cardID}, room)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Cards) == 0 {
+		return nil, notFound("card", cardID)
+	}
+	return res.Cards[0], nil
+}
