@@ -7,12 +7,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/cardbox"
-	"github.com/cardboxhq/cardbox/cardbox/appendjson"
 	"github.com/cardboxhq/cardbox/docs"
+	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 
 // NextCursorHeader carries the cursor of the next (older) page of
@@ -22,13 +23,16 @@ const NextCursorHeader = "X-Next-Cursor"
 
 // CardBoxRoutes serves the CardBox REST API and its OpenAPI document.
 type CardBoxRoutes struct {
-	svc *cardbox.Service
+	svc        *cardbox.Service
+	answers    *membudget.Budget
+	answerWait time.Duration
 }
 
-// CardBox returns the CardBox routes over svc. Pass it in Options.Routes;
-// New also installs its error mapper (MapError).
+// CardBox returns the CardBox routes over svc, with an answer budget of
+// their own (CardBoxWith gives them a shared one). Pass it in
+// Options.Routes; New also installs its error mapper (MapError).
 func CardBox(svc *cardbox.Service) *CardBoxRoutes {
-	return &CardBoxRoutes{svc: svc}
+	return CardBoxWith(svc, CardBoxOptions{})
 }
 
 // Register adds the CardBox routes and GET /openapi.yaml.
@@ -171,11 +175,16 @@ func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	res, err := r.svc.GetCardsJSON(c.Request().Context(), project, req.CardIDs)
+	charge := r.charge(c, project)
+	defer charge.release()
+	if err := charge.reserveFrame(req.CardIDs); err != nil {
+		return err
+	}
+	res, err := r.svc.GetCardsJSONWithin(c.Request().Context(), project, req.CardIDs, charge.room())
 	if err != nil {
 		return err
 	}
-	return sendCards(c, cardsBatchSize(res), func(b []byte) []byte { return cardsBatchBody(b, res) })
+	return writeBoundedCards(c, charge, res)
 }
 
 func (r *CardBoxRoutes) getCard(c echo.Context) error {
@@ -183,11 +192,16 @@ func (r *CardBoxRoutes) getCard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	card, err := r.svc.GetCardJSON(c.Request().Context(), project, id)
+	charge := r.charge(c, project)
+	defer charge.release()
+	if err := charge.reserveFrame(nil); err != nil {
+		return err
+	}
+	card, err := r.svc.GetCardJSONWithin(c.Request().Context(), project, id, charge.room())
 	if err != nil {
 		return err
 	}
-	return sendJSON(c, http.StatusOK, card)
+	return sendChargedCards(c, charge, len(card), func(b []byte) ([]byte, error) { return append(b, card...), nil })
 }
 
 func (r *CardBoxRoutes) deleteCard(c echo.Context) error {
@@ -301,13 +315,18 @@ func (r *CardBoxRoutes) boxesBatch(c echo.Context) error {
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
-	res, err := r.svc.GetBoxesJSON(c.Request().Context(), project, cardbox.BoxesQuery{
+	charge := r.charge(c, project)
+	defer charge.release()
+	if err := charge.reserveFrame(req.BoxIDs); err != nil {
+		return err
+	}
+	res, err := r.svc.GetBoxesJSONWithin(c.Request().Context(), project, cardbox.BoxesQuery{
 		BoxIDs: req.BoxIDs, Hydrate: req.Hydrate, Limit: limit,
-	})
+	}, charge.room())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderBoxes(res, req.Hydrate))
+	return writeBoxesBatch(c, charge, res, req.Hydrate)
 }
 
 func (r *CardBoxRoutes) boxCards(c echo.Context) error {
@@ -321,14 +340,14 @@ func (r *CardBoxRoutes) boxCards(c echo.Context) error {
 			return NewError(http.StatusBadRequest, "query parameter \"limit\": %q is not an integer", s)
 		}
 	}
-	page, err := r.svc.BoxCardsJSON(c.Request().Context(), project, id, limit, c.QueryParam("cursor"))
+	charge := r.charge(c, project)
+	defer charge.release()
+	if err := charge.reserveFrame(nil); err != nil {
+		return err
+	}
+	page, err := r.svc.BoxCardsJSONWithin(c.Request().Context(), project, id, limit, c.QueryParam("cursor"), charge.room())
 	if err != nil {
 		return err
 	}
-	if page.NextCursor != "" {
-		c.Response().Header().Set(NextCursorHeader, page.NextCursor)
-	}
-	return sendCards(c, appendjson.RawListLen(page.Cards), func(b []byte) []byte {
-		return appendjson.RawList(b, page.Cards)
-	})
+	return writeBoxCardsPage(c, charge, page)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/internal/membudget"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -56,10 +57,24 @@ func newHarnessOn(t testing.TB, pool cardbox.DB, bodyLimit int64) *harness {
 // the harness's).
 func newHarnessWith(t testing.TB, pool cardbox.DB, bodyLimit int64, opts cardbox.Options) *harness {
 	t.Helper()
+	return newHarnessRoutes(t, pool, bodyLimit, opts, api.CardBoxOptions{})
+}
+
+// newBudgetHarness is a CardBox server on a fresh database, with the body
+// limit of cardboxd, whose card reads are charged to answers and wait at
+// most wait for room in it.
+func newBudgetHarness(t testing.TB, answers *membudget.Budget, wait time.Duration) *harness {
+	t.Helper()
+	return newHarnessRoutes(t, pgtest.NewPool(t), 8<<20, cardbox.Options{}, api.CardBoxOptions{Answers: answers, AnswerWait: wait})
+}
+
+// newHarnessRoutes is newHarnessWith with the routes' options.
+func newHarnessRoutes(t testing.TB, pool cardbox.DB, bodyLimit int64, opts cardbox.Options, routes api.CardBoxOptions) *harness {
+	t.Helper()
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
 	opts.Now = clk.Now
 	svc := cardbox.New(pool, opts)
-	h := api.New(api.Options{Routes: []api.Routes{api.CardBox(svc)}, BodyLimit: bodyLimit})
+	h := api.New(api.Options{Routes: []api.Routes{api.CardBoxWith(svc, routes)}, BodyLimit: bodyLimit})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &harness{t: t, url: srv.URL, svc: svc, clk: clk, h: h}

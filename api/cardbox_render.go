@@ -8,16 +8,16 @@ import (
 )
 
 // boxJSON is a box as the API renders it: box_id and card_ids are the
-// public service's shape, the rest is added.
+// public service's shape, the rest is added (and, in a hydrating batch
+// read, hydrated_cards: boxesBatchBody).
 type boxJSON struct {
-	BoxID         string          `json:"box_id"`
-	CardIDs       []string        `json:"card_ids"`
-	ProjectID     string          `json:"project_id"`
-	ParentIDs     []string        `json:"parent_ids"`
-	Metadata      json.RawMessage `json:"metadata"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
-	HydratedCards *rawCards       `json:"hydrated_cards,omitempty"`
+	BoxID     string          `json:"box_id"`
+	CardIDs   []string        `json:"card_ids"`
+	ProjectID string          `json:"project_id"`
+	ParentIDs []string        `json:"parent_ids"`
+	Metadata  json.RawMessage `json:"metadata"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
 }
 
 func renderBox(b cardbox.Box) boxJSON {
@@ -63,11 +63,6 @@ type (
 		Hydrate bool     `json:"hydrate"`
 		Limit   *int     `json:"limit"`
 	}
-	boxesBatchResponse struct {
-		Boxes          []boxJSON `json:"boxes"`
-		MissingBoxIDs  []string  `json:"missing_box_ids"`
-		MissingCardIDs []string  `json:"missing_card_ids"`
-	}
 )
 
 func (in cardInput) toNewCard() cardbox.NewCard {
@@ -98,19 +93,4 @@ func renderAppended(a cardbox.Appended) appendedJSON {
 		ProjectID: a.ProjectID, BoxID: a.BoxID, Length: a.Length,
 		Cursor: a.Cursor(), UpdatedAt: a.UpdatedAt.UTC(),
 	}
-}
-
-func renderBoxes(res cardbox.BoxesJSON, hydrate bool) boxesBatchResponse {
-	out := boxesBatchResponse{
-		Boxes:         make([]boxJSON, len(res.Boxes)),
-		MissingBoxIDs: res.MissingBoxIDs, MissingCardIDs: res.MissingCardIDs,
-	}
-	for i, b := range res.Boxes {
-		out.Boxes[i] = renderBox(b.Box)
-		if hydrate {
-			cards := rawCards(b.Cards)
-			out.Boxes[i].HydratedCards = &cards
-		}
-	}
-	return out
 }

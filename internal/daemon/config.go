@@ -81,11 +81,13 @@ type TestOptions struct {
 	// QuotaRefresh is how long a tenant's own quota is used before it is
 	// read again (quota.Options.RefreshEvery; negative: at every write).
 	QuotaRefresh time.Duration
-	// Heartbeat and AnswerWait are the CXDB routes' (api.CXDBOptions).
+	// Heartbeat is the CXDB routes' (api.CXDBOptions); AnswerWait theirs
+	// and the CardBox routes' (api.CardBoxOptions).
 	Heartbeat  time.Duration
 	AnswerWait time.Duration
-	// Answers, if set, is the CXDB routes' answer budget instead of the
-	// binary server's, which they share in production.
+	// Answers, if set, is the HTTP routes' answer budget (the CXDB and
+	// CardBox routes') instead of the binary server's, which they share in
+	// production.
 	Answers *membudget.Budget
 	// WrapStore, if set, wraps the turn store the CXDB service uses (a
 	// test that holds appends at a gate).

@@ -39,7 +39,7 @@ func (d *Daemon) buildServers() {
 		answers = cfg.Test.Answers
 	}
 	routes := []api.Routes{
-		api.CardBox(d.cards),
+		api.CardBoxWith(d.cards, api.CardBoxOptions{Answers: answers, AnswerWait: cfg.Test.AnswerWait}),
 		api.CXDB(d.cxdb, api.CXDBOptions{
 			Stop: d.life.Done(), Stats: d.engine, DataDir: cfg.DataDir, Gatherer: metrics, Answers: answers,
 			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait,
