@@ -68,6 +68,11 @@ func Restore(ctx context.Context, opts RestoreOptions) (*Manifest, error) {
 	if err := checkNewDataDir(dir); err != nil {
 		return nil, err
 	}
+	if opts.DatabaseURL != "" {
+		if err := checkEmptyDatabase(ctx, opts.DatabaseURL); err != nil {
+			return nil, err
+		}
+	}
 	if err := Check(ctx, src, m, opts.Progress); err != nil {
 		return nil, err
 	}
@@ -243,9 +248,6 @@ func restoreDatabase(ctx context.Context, src, dir string, m *Manifest, opts Res
 	if opts.DatabaseURL != "" {
 		where, err := external(opts.DatabaseURL)
 		if err != nil {
-			return where, err
-		}
-		if err := checkEmptyDatabase(ctx, opts.DatabaseURL); err != nil {
 			return where, err
 		}
 		return where, loadDump(ctx, opts.PGBinDir, opts.DatabaseURL, filepath.Join(src, m.Database.Dump.Name))
