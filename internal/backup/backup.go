@@ -101,6 +101,17 @@ func Backup(ctx context.Context, opts Options) (*Manifest, error) {
 	if id == uuid.Nil {
 		return nil, fmt.Errorf("data directory %s holds no cardbox store (no STORE_ID)", dir)
 	}
+	// Before anything starts: without a URL, a store that lives in an
+	// external database must not get an embedded cluster made for it.
+	target := datadir.Database{Embedded: true}
+	if opts.DatabaseURL != "" {
+		if target, err = external(opts.DatabaseURL); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := datadir.CheckDatabase(dir, id.String(), target); err != nil {
+		return nil, err
+	}
 	release, err := useDataDir(dir)
 	if err != nil {
 		return nil, err

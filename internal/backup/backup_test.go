@@ -198,6 +198,10 @@ func TestRefusesBadInput(t *testing.T) {
 			_, err := backup.Backup(ctx, backup.Options{DataDir: s.dir, Dest: t.TempDir(), DatabaseURL: other.url})
 			return err
 		}, "but the database holds store"},
+		{"backup of an external store without its URL", func() error {
+			_, err := backup.Backup(ctx, backup.Options{DataDir: s.dir, Dest: t.TempDir()})
+			return err
+		}, "give the server's database URL"},
 		{"restore from a directory that is no backup", func() error {
 			_, err := backup.Restore(ctx, backup.RestoreOptions{Src: busy, DataDir: filepath.Join(t.TempDir(), "x"), DatabaseURL: s.url})
 			return err
