@@ -41,6 +41,8 @@ func commands() *cli.Command {
 			attackCommand(),
 			verifyCommand(),
 			recoverCommand(),
+			backupCommand(),
+			restoreCommand(),
 			sampleCommand(),
 			analyticsCommand(),
 		},

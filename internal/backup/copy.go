@@ -1,0 +1,120 @@
+package backup
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/zeebo/blake3"
+	"golang.org/x/time/rate"
+)
+
+// chunk is how much one read and one write of a copy move.
+const chunk = 1 << 20
+
+// copier copies byte ranges of the data directory's files into the
+// backup's data/ directory as segment files, at most rate bytes a second
+// (read once, written once), counting what it copied.
+type copier struct {
+	dest    string // the backup directory
+	limit   *rate.Limiter
+	segSize int64
+	copied  atomic.Int64 // bytes written into the backup
+	buf     []byte
+}
+
+func newCopier(dest string, bytesPerSecond, segSize int64) *copier {
+	limit := rate.NewLimiter(rate.Inf, chunk)
+	if bytesPerSecond > 0 {
+		limit = rate.NewLimiter(rate.Limit(bytesPerSecond), chunk)
+	}
+	return &copier{dest: dest, limit: limit, segSize: segSize, buf: make([]byte, chunk)}
+}
+
+// copyFile backs up the first size bytes of the file at src (path inside
+// the data directory: rel), segment by segment, reusing the segments of
+// prev (the same file in the previous backup) that cover the same bytes.
+func (c *copier) copyFile(ctx context.Context, src, rel string, size int64, prev *File) (File, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return File{}, fmt.Errorf("back up %s: %w", rel, err)
+	}
+	defer f.Close()
+	out := File{Path: rel, Size: size}
+	if fi, err := f.Stat(); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			out.Device, out.Inode = uint64(st.Dev), uint64(st.Ino)
+		}
+		if fi.Size() < size {
+			return File{}, fmt.Errorf("back up %s: the file holds %d bytes, fewer than its committed end %d", rel, fi.Size(), size)
+		}
+	}
+	reusable := map[int64]Segment{}
+	if prev != nil && prev.Device == out.Device && prev.Inode == out.Inode {
+		for _, s := range prev.Segments {
+			reusable[s.Offset] = s
+		}
+	}
+	for off, i := int64(0), 0; off < size; off, i = off+c.segSize, i+1 {
+		n := min(c.segSize, size-off)
+		if s, ok := reusable[off]; ok && s.Size == n && c.present(s.Blob) {
+			out.Segments = append(out.Segments, s)
+			continue
+		}
+		s, err := c.copySegment(ctx, f, rel, i, off, n)
+		if err != nil {
+			return File{}, err
+		}
+		out.Segments = append(out.Segments, s)
+	}
+	return out, nil
+}
+
+// present reports whether the backup still holds b at its size (its hash
+// is checked by every restore).
+func (c *copier) present(b Blob) bool {
+	fi, err := os.Stat(filepath.Join(c.dest, b.Name))
+	return err == nil && fi.Size() == b.Size
+}
+
+// copySegment copies [off, off+n) of f into a new segment file, named
+// after its file, index and hash, written under a temporary name,
+// fsynced and renamed: a segment file is whole or absent.
+func (c *copier) copySegment(ctx context.Context, f *os.File, rel string, index int, off, n int64) (Segment, error) {
+	tmp, err := os.CreateTemp(filepath.Join(c.dest, dataDir), "segment-*"+tmpSuffix)
+	if err != nil {
+		return Segment{}, fmt.Errorf("back up %s: %w", rel, err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename: no such file
+	defer tmp.Close()
+	h := blake3.New()
+	w := io.MultiWriter(tmp, h)
+	for done := int64(0); done < n; {
+		m := min(int64(len(c.buf)), n-done)
+		if err := c.limit.WaitN(ctx, int(m)); err != nil {
+			return Segment{}, fmt.Errorf("back up %s: %w", rel, err)
+		}
+		if _, err := f.ReadAt(c.buf[:m], off+done); err != nil {
+			return Segment{}, fmt.Errorf("back up %s: read at %d: %w", rel, off+done, err)
+		}
+		if _, err := w.Write(c.buf[:m]); err != nil {
+			return Segment{}, fmt.Errorf("back up %s: %w", rel, err)
+		}
+		done += m
+		c.copied.Add(m)
+	}
+	if err := tmp.Sync(); err != nil {
+		return Segment{}, fmt.Errorf("back up %s: %w", rel, err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	name := filepath.Join(dataDir, fmt.Sprintf("%s.%06d.%s", filepath.Base(rel), index, sum[:16]))
+	if err := os.Rename(tmp.Name(), filepath.Join(c.dest, name)); err != nil {
+		return Segment{}, fmt.Errorf("back up %s: %w", rel, err)
+	}
+	return Segment{Offset: off, Blob: Blob{Name: name, Size: n, BLAKE3: sum}}, nil
+}
