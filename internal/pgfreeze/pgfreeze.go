@@ -165,16 +165,15 @@ func processExists(pid int) bool {
 }
 
 // waitStopped polls until pid is in the stopped state (SIGSTOP is
-// delivered asynchronously).
+// delivered asynchronously), or has exited: a backend that ended between
+// the listing and the signal runs no more (a zombie, which the frozen
+// postmaster cannot reap, or gone).
 func waitStopped(pid int) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		state, _, ok := stat(pid)
-		if ok && (state == 'T' || state == 't') {
+		if !ok || state == 'T' || state == 't' || state == 'Z' || state == 'X' {
 			return nil
-		}
-		if !ok {
-			return fmt.Errorf("pgfreeze: process %d is gone", pid)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pgfreeze: process %d not stopped after 10s (state %c)", pid, state)
