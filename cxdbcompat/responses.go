@@ -9,21 +9,30 @@ const (
 	putBlobResponseSize  = 33
 )
 
-// HelloResponse is the HELLO response: session_id:u64 | protocol_version:u16.
+// HelloResponse is the HELLO response: session_id:u64 |
+// protocol_version:u16, and cardbox's capabilities:u64 when not 0.
 type HelloResponse struct {
 	SessionID       uint64
 	ProtocolVersion uint16
+	// Capabilities are cardbox's Cap* bits, sent only to a client whose
+	// HELLO metadata asked for them; 0 leaves the answer the reference's
+	// 10 bytes. The official clients read only the session id.
+	Capabilities uint64
 }
 
-// AppendTo appends the 10-byte payload.
+// AppendTo appends the 10-byte payload, 18 with capabilities.
 func (r HelloResponse) AppendTo(dst []byte) []byte {
 	dst = appendU64(dst, r.SessionID)
-	return appendU16(dst, r.ProtocolVersion)
+	dst = appendU16(dst, r.ProtocolVersion)
+	if r.Capabilities != 0 {
+		dst = appendU64(dst, r.Capabilities)
+	}
+	return dst
 }
 
 // DecodeHelloResponse decodes a HELLO response. Like the official clients
 // it requires only the session id (8 bytes); ProtocolVersion is 0 when the
-// payload is shorter than 10 bytes.
+// payload is shorter than 10 bytes, Capabilities when shorter than 18.
 func DecodeHelloResponse(p []byte) (HelloResponse, error) {
 	d := newDecoder("hello response", p)
 	r := HelloResponse{SessionID: d.u64("session_id")}
@@ -32,6 +41,9 @@ func DecodeHelloResponse(p []byte) (HelloResponse, error) {
 	}
 	if len(p) >= helloResponseSize {
 		r.ProtocolVersion = d.u16("protocol_version")
+	}
+	if len(p) >= helloResponseSize+8 {
+		r.Capabilities = d.u64("capabilities")
 	}
 	return r, nil
 }

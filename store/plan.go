@@ -100,6 +100,9 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 			return nil
 		}
 	}
+	if req.IfHead && req.ParentTurnID != state.head {
+		return headMoved(req.ContextID, req.ParentTurnID, state)
+	}
 	parent, depth, err := p.parent(c, t, req.ParentTurnID, state)
 	if err != nil {
 		return err

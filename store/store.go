@@ -56,6 +56,11 @@ type AppendRequest struct {
 	Payload         []byte
 	IdempotencyKey  []byte
 	FSRoot          *Hash // attach this fs tree to the new turn
+	// IfHead makes the append conditional: it commits only while
+	// ParentTurnID is the context's head (0: while the context is empty),
+	// else it fails with KindHeadMoved naming the head. A repeat of a
+	// committed idempotency key is answered before the head is checked.
+	IfHead bool
 }
 
 // AppendResult describes the appended turn, or the original one when the

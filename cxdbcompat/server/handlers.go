@@ -126,6 +126,7 @@ func (s *session) appendTurn(f cxdbcompat.Frame) ([]byte, error) {
 		TypeID: req.DeclaredTypeID, TypeVersion: req.DeclaredTypeVersion,
 		Encoding: req.Encoding, Compression: req.Compression, UncompressedLen: req.UncompressedLen,
 		ContentHash: req.ContentHash, Payload: req.Payload, IdempotencyKey: req.IdempotencyKey,
+		IfHead: req.IfHead,
 	}
 	if req.HasFSRoot {
 		root := store.Hash(req.FSRootHash)

@@ -401,6 +401,9 @@ func (s *session) hello(f cxdbcompat.Frame) []byte {
 		}
 	}
 	resp := cxdbcompat.HelloResponse{SessionID: s.id, ProtocolVersion: 1}
+	if req.WantsCapabilities() {
+		resp.Capabilities = cxdbcompat.CapConditionalAppend
+	}
 	return frame(cxdbcompat.MsgHello, f.ReqID, resp.AppendTo)
 }
 
