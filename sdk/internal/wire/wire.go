@@ -28,8 +28,14 @@ const (
 	MsgError     uint16 = 255
 )
 
-// FlagFSRoot on an APPEND_TURN says an fs root hash ends the payload.
-const FlagFSRoot uint16 = 1
+// Flags of APPEND_TURN.
+const (
+	// FlagFSRoot says an fs root hash ends the payload.
+	FlagFSRoot uint16 = 1
+	// FlagIfHead makes the append conditional on its parent being the
+	// context's head (cardbox; only for servers announcing it).
+	FlagIfHead uint16 = 1 << 1
+)
 
 const (
 	// HeaderSize is the size of a frame header.
@@ -136,6 +142,7 @@ type Append struct {
 	Payload                 []byte
 	IdempotencyKey          string
 	FSRoot                  *Hash
+	IfHead                  bool
 }
 
 // Encode returns the request's payload and frame flags.
@@ -154,10 +161,14 @@ func (a Append) Encode() ([]byte, uint16) {
 	p = append(p, a.Payload...)
 	p = le.AppendUint32(p, uint32(len(a.IdempotencyKey)))
 	p = append(p, a.IdempotencyKey...)
-	if a.FSRoot == nil {
-		return p, 0
+	var flags uint16
+	if a.IfHead {
+		flags |= FlagIfHead
 	}
-	return append(p, a.FSRoot[:]...), FlagFSRoot
+	if a.FSRoot == nil {
+		return p, flags
+	}
+	return append(p, a.FSRoot[:]...), flags | FlagFSRoot
 }
 
 // Turns is a GET_LAST request (or GET_BEFORE when Before is not 0).
