@@ -78,20 +78,30 @@ func DecodeHeadResponse(p []byte) (HeadResponse, error) {
 }
 
 // AppendTurnResponse is the APPEND_TURN response:
-// context_id:u64 | new_turn_id:u64 | new_depth:u32 | content_hash:H32.
+// context_id:u64 | new_turn_id:u64 | new_depth:u32 | content_hash:H32,
+// and cardbox's parent_turn_id:u64 when HasParent.
 type AppendTurnResponse struct {
 	ContextID   uint64
 	NewTurnID   uint64
 	NewDepth    uint32
 	ContentHash Hash
+	// ParentTurnID is the new turn's parent, sent (HasParent) only to a
+	// session that asked for capabilities (CapAppendParent): the official
+	// clients get the reference's 52 bytes.
+	ParentTurnID uint64
+	HasParent    bool
 }
 
-// AppendTo appends the 52-byte payload.
+// AppendTo appends the 52-byte payload, 60 with the parent.
 func (r AppendTurnResponse) AppendTo(dst []byte) []byte {
 	dst = appendU64(dst, r.ContextID)
 	dst = appendU64(dst, r.NewTurnID)
 	dst = appendU32(dst, r.NewDepth)
-	return append(dst, r.ContentHash[:]...)
+	dst = append(dst, r.ContentHash[:]...)
+	if r.HasParent {
+		dst = appendU64(dst, r.ParentTurnID)
+	}
+	return dst
 }
 
 // DecodeAppendTurnResponse decodes an APPEND_TURN response.
@@ -105,6 +115,9 @@ func DecodeAppendTurnResponse(p []byte) (AppendTurnResponse, error) {
 	}
 	if d.err != nil {
 		return AppendTurnResponse{}, d.err
+	}
+	if len(p) >= appendResponseSize+8 {
+		r.ParentTurnID, r.HasParent = d.u64("parent_turn_id"), true
 	}
 	return r, nil
 }

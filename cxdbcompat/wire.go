@@ -47,6 +47,13 @@ const (
 // ({"capabilities": true}).
 const CapConditionalAppend uint64 = 1 << 0
 
+// CapAppendParent is the capability bit saying APPEND_TURN answers carry
+// the new turn's parent_turn_id:u64 after their 52 bytes, so that a client
+// that let the server choose the parent (parent_turn_id 0) learns it
+// without another request. Only a session that asked for capabilities gets
+// the longer answer.
+const CapAppendParent uint64 = 1 << 1
+
 var le = binary.LittleEndian
 
 // decoder is a bounds-checked cursor over a payload with a sticky error:

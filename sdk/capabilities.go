@@ -11,11 +11,17 @@ type Capabilities struct {
 	// (AppendRequest.IfHead) and fail with ErrHeadMoved instead of
 	// branching when another writer moved it.
 	ConditionalAppend bool
+	// AppendParent: APPEND_TURN answers name the parent the server chose,
+	// so an append after the head costs one request, not two.
+	AppendParent bool
 }
 
 // capConditionalAppend is the capability bit of conditional appends in
 // the u64 that follows a cardbox HELLO answer's 10 bytes.
-const capConditionalAppend = 1 << 0
+const (
+	capConditionalAppend = 1 << 0
+	capAppendParent      = 1 << 1
+)
 
 // parseCapabilities reads the capability bits that follow the HELLO
 // answer of protocol version 1; fewer than 8 bytes announce none.
@@ -27,5 +33,5 @@ func parseCapabilities(extra []byte) Capabilities {
 	for i := 7; i >= 0; i-- {
 		bits = bits<<8 | uint64(extra[i])
 	}
-	return Capabilities{ConditionalAppend: bits&capConditionalAppend != 0}
+	return Capabilities{ConditionalAppend: bits&capConditionalAppend != 0, AppendParent: bits&capAppendParent != 0}
 }

@@ -101,7 +101,8 @@ func TestParseCapabilities(t *testing.T) {
 		{nil, Capabilities{}},
 		{[]byte{1, 0, 0}, Capabilities{}},
 		{[]byte{1, 0, 0, 0, 0, 0, 0, 0}, Capabilities{ConditionalAppend: true}},
-		{[]byte{2, 0, 0, 0, 0, 0, 0, 0, 9}, Capabilities{}},
+		{[]byte{2, 0, 0, 0, 0, 0, 0, 0, 9}, Capabilities{AppendParent: true}},
+		{[]byte{3, 0, 0, 0, 0, 0, 0, 0}, Capabilities{ConditionalAppend: true, AppendParent: true}},
 	}
 	for _, tc := range tests {
 		if got := parseCapabilities(tc.extra); got != tc.want {

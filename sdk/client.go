@@ -287,8 +287,11 @@ func (c *Client) AppendTurn(ctx context.Context, req AppendRequest) (StoredTurn,
 		ContextID: req.ContextID, TurnID: TurnID(formatID(a.TurnID)), ParentTurnID: req.ParentTurnID,
 		Depth: a.Depth, TypeID: req.TypeID, TypeVersion: req.TypeVersion, ContentHash: hashHex(a.ContentHash),
 	}
-	if req.ParentTurnID == "" && a.Depth > 1 && !req.IfHead {
-		// The server chose the head; the answer does not say which it was.
+	if a.HasParent {
+		t.ParentTurnID = TurnID(formatID(a.ParentTurnID))
+	} else if req.ParentTurnID == "" && a.Depth > 1 && !req.IfHead {
+		// The server chose the head, and its answer does not say which it
+		// was (it is not cardbox, or an older one).
 		parent, err := c.parentOf(ctx, w.ContextID, a.TurnID)
 		if err != nil {
 			return t, fmt.Errorf("%s: turn %s committed, but its parent could not be read: %w", what, t.TurnID, err)

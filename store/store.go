@@ -68,6 +68,7 @@ type AppendRequest struct {
 type AppendResult struct {
 	ContextID   uint64
 	TurnID      uint64
+	ParentID    uint64 // the turn's parent; 0 for the first of a chain
 	Depth       uint32
 	ContentHash Hash
 	Replayed    bool

@@ -139,7 +139,8 @@ func (s *session) appendTurn(f cxdbcompat.Frame) ([]byte, error) {
 		}
 		return nil, err
 	}
-	resp := cxdbcompat.AppendTurnResponse{ContextID: res.ContextID, NewTurnID: res.TurnID, NewDepth: res.Depth, ContentHash: res.ContentHash}
+	resp := cxdbcompat.AppendTurnResponse{ContextID: res.ContextID, NewTurnID: res.TurnID, NewDepth: res.Depth, ContentHash: res.ContentHash,
+		ParentTurnID: res.ParentID, HasParent: s.extended.Load()}
 	return frame(f.Type, f.ReqID, resp.AppendTo), nil
 }
 

@@ -21,7 +21,7 @@ func TestHelloAnnouncesCapabilitiesWhenAsked(t *testing.T) {
 	}{
 		{"no metadata", "", 10, 0},
 		{"other metadata", `{"tool":"x"}`, 10, 0},
-		{"asked", `{"capabilities":true}`, 18, cxdbcompat.CapConditionalAppend},
+		{"asked", `{"capabilities":true}`, 18, cxdbcompat.CapConditionalAppend | cxdbcompat.CapAppendParent},
 		{"declined", `{"capabilities":false}`, 10, 0},
 		{"not JSON", `{capabilities`, 10, 0},
 	}
@@ -52,6 +52,9 @@ func TestConditionalAppendOverBinary(t *testing.T) {
 	if again.NewTurnID != first.NewTurnID {
 		t.Fatalf("retry made turn %d, want %d", again.NewTurnID, first.NewTurnID)
 	}
+	if first.HasParent {
+		t.Fatal("a session that asked for no capabilities got the parent in the APPEND_TURN answer")
+	}
 	late := appendReq(h.ContextID, 0, []byte("late"))
 	late.IfHead = true
 	before := e.snapshot()
@@ -62,4 +65,31 @@ func TestConditionalAppendOverBinary(t *testing.T) {
 	e.requireUnchanged(before, "a conditional append on a moved head")
 	// Without the flag the same request appends after the head.
 	c.expectOK(cxdbcompat.MsgAppendTurn, 0, late.AppendTo(nil))
+}
+
+// A session that asked for capabilities gets each APPEND_TURN answer with
+// the new turn's parent after the 52 bytes, replays included.
+func TestAppendAnswerCarriesTheParentWhenAsked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := dialRaw(t, e.addr)
+	hello := cxdbcompat.HelloRequest{ProtocolVersion: 1, ClientMetaJSON: []byte(`{"capabilities":true}`)}
+	c.expectOK(cxdbcompat.MsgHello, 0, hello.AppendTo(nil))
+	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	var parent uint64
+	for i, payload := range []string{"a", "b", "b"} {
+		req := appendReq(h.ContextID, 0, []byte(payload))
+		req.IdempotencyKey = []byte(payload)
+		p := c.expectOK(cxdbcompat.MsgAppendTurn, 0, req.AppendTo(nil))
+		r, err := cxdbcompat.DecodeAppendTurnResponse(p)
+		if err != nil || len(p) != 60 || !r.HasParent {
+			t.Fatalf("append %d: %d bytes %+v %v, want 60 with the parent", i, len(p), r, err)
+		}
+		if r.ParentTurnID != parent {
+			t.Fatalf("append %d: parent %d, want %d", i, r.ParentTurnID, parent)
+		}
+		if i == 0 {
+			parent = r.NewTurnID
+		}
+	}
 }

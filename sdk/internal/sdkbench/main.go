@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -63,7 +64,7 @@ func run(addr, key string, conns, inflight, contexts, size int, duration time.Du
 		latencies []time.Duration
 		firstErr  error
 	)
-	start := time.Now()
+	start, cpuStart := time.Now(), cpuTime()
 	for w := range inflight {
 		wg.Add(1)
 		go func() {
@@ -92,7 +93,7 @@ func run(addr, key string, conns, inflight, contexts, size int, duration time.Du
 	time.Sleep(duration) // the phase's length: nothing to wait on
 	done.Store(true)
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpuStart
 	if firstErr != nil {
 		return firstErr
 	}
@@ -102,9 +103,17 @@ func run(addr, key string, conns, inflight, contexts, size int, duration time.Du
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("sdk: %d in flight on %d connection(s), %d contexts, payload %d B\n", inflight, conns, contexts, size)
-	fmt.Printf("appends     %d\nappends/s   %.0f\nlatency     p50 %.3f ms  p99 %.3f ms\nload        %s",
-		appends.Load(), float64(appends.Load())/elapsed.Seconds(), q(0.5), q(0.99), load)
+	fmt.Printf("appends     %d\nappends/s   %.0f\nlatency     p50 %.3f ms  p99 %.3f ms\nCPU/append  %.0f µs (this client)\nload        %s",
+		appends.Load(), float64(appends.Load())/elapsed.Seconds(), q(0.5), q(0.99),
+		float64(cpu.Microseconds())/float64(appends.Load()), load)
 	return nil
+}
+
+// cpuTime is the CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func cmpOr(a, b error) error {

@@ -269,12 +269,20 @@ type Appended struct {
 	ContextID, TurnID uint64
 	Depth             uint32
 	ContentHash       Hash
+	// ParentTurnID is set (HasParent) by a cardbox server that announced
+	// it in HELLO: 8 bytes after the reference's 52.
+	ParentTurnID uint64
+	HasParent    bool
 }
 
-// DecodeAppended decodes a 52-byte APPEND_TURN answer.
+// DecodeAppended decodes an APPEND_TURN answer: 52 bytes, or 60 with the
+// parent.
 func DecodeAppended(p []byte) (Appended, error) {
 	d := decoder{p: p}
 	a := Appended{ContextID: d.u64("context_id"), TurnID: d.u64("turn_id"), Depth: d.u32("depth"), ContentHash: d.hash("content_hash")}
+	if d.err == nil && len(d.p) >= 8 {
+		a.ParentTurnID, a.HasParent = d.u64("parent_turn_id"), true
+	}
 	return a, d.err
 }
 
