@@ -67,3 +67,9 @@ func BenchmarkCaptureUnchanged10000(b *testing.B) {
 		b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/capture")
 	}
 }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cardboxd.RemoveBuild() // the benchmark's cardboxd
+	os.Exit(code)
+}
