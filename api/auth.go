@@ -58,6 +58,7 @@ var publicRoutes = map[string]bool{"/healthz": true, "/openapi.yaml": true}
 var readPosts = map[string]bool{
 	"/projects/:project_id/cards/batch": true,
 	"/projects/:project_id/boxes/batch": true,
+	"/v1/blobs/missing":                 true,
 }
 
 // operatorRoutes are for operators only: they show every tenant.

@@ -91,6 +91,7 @@ func (r *CXDBRoutes) Register(e *echo.Echo) {
 	v.GET("/registry/types/:type_id/versions/:version", r.getTypeVersion)
 	v.GET("/registry/renderers", r.renderers)
 	v.GET("/blobs/:hash", r.getBlob)
+	v.POST("/blobs/missing", r.missingBlobs)
 	v.GET("/turns/:id/fs", r.fsList)
 	v.GET("/turns/:id/fs/*", r.fsPath)
 	v.GET("/events", r.events)
@@ -294,6 +295,10 @@ type turnAppendRequest struct {
 	Data           json.RawMessage `json:"data"`
 	ParentTurnID   flexID          `json:"parent_turn_id"`
 	IdempotencyKey string          `json:"idempotency_key"`
+	// IfHead makes the append conditional: it commits only while this
+	// turn ("0": none) is the context's head, else 409 HEAD_MOVED; the
+	// new turn's parent is this turn.
+	IfHead *flexID `json:"if_head"`
 }
 
 func (r *CXDBRoutes) appendTurn(c echo.Context) error {
@@ -308,10 +313,17 @@ func (r *CXDBRoutes) appendTurn(c echo.Context) error {
 	if req.TypeID == "" {
 		return paramError("type_id", "required")
 	}
-	res, err := r.svc.AppendJSON(c.Request().Context(), t, service.JSONAppend{
+	a := service.JSONAppend{
 		ContextID: id, ParentTurnID: uint64(req.ParentTurnID), TypeID: req.TypeID, TypeVersion: req.TypeVersion,
 		Data: req.Data, IdempotencyKey: req.IdempotencyKey,
-	})
+	}
+	if req.IfHead != nil {
+		if a.ParentTurnID != 0 && a.ParentTurnID != uint64(*req.IfHead) {
+			return paramError("parent_turn_id", "must be if_head's turn when both are given")
+		}
+		a.ParentTurnID, a.IfHead = uint64(*req.IfHead), true
+	}
+	res, err := r.svc.AppendJSON(c.Request().Context(), t, a)
 	if err != nil {
 		return err
 	}

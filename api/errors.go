@@ -80,14 +80,17 @@ var storeStatus = map[store.Kind]int{
 	store.KindUnavailable:   http.StatusServiceUnavailable,
 	store.KindDiskFull:      http.StatusInsufficientStorage,
 	store.KindQuotaExceeded: http.StatusInsufficientStorage,
+	store.KindHeadMoved:     http.StatusConflict,
 	store.KindInternal:      http.StatusInternalServerError,
 }
 
 // storeKinds are the kinds of store errors whose string code is not the
 // one of their status: a tenant over its quota is told so, not that the
-// disk is full.
+// disk is full; a conditional append that lost the head, not merely of a
+// conflict.
 var storeKinds = map[store.Kind]string{
 	store.KindQuotaExceeded: store.KindQuotaExceeded.String(),
+	store.KindHeadMoved:     store.KindHeadMoved.String(),
 }
 
 // StoreErrors maps turn store errors: the kind gives the status, the

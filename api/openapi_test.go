@@ -418,6 +418,8 @@ func TestOpenAPIDescribesCXDBAnswers(t *testing.T) {
 	d.call(http.StatusUnprocessableEntity, http.MethodPost, ctx+"/append",
 		`{"type_id":"cxdb.ConversationItem","type_version":3,"data":{"item_type":7}}`)
 	d.call(http.StatusBadRequest, http.MethodPost, ctx+"/append", `{"type_version":3}`)
+	d.call(http.StatusConflict, http.MethodPost, ctx+"/append",
+		`{"type_id":"cxdb.ConversationItem","type_version":3,"data":{"item_type":"system"},"if_head":"0"}`)
 	d.call(http.StatusNotFound, http.MethodPost, "/v1/contexts/999999/append",
 		`{"type_id":"cxdb.ConversationItem","type_version":3,"data":{}}`)
 	d.call(http.StatusCreated, http.MethodPost, "/v1/contexts/fork", `{"base_turn_id":"`+appended.TurnID+`"}`)
@@ -500,6 +502,8 @@ func TestOpenAPIDescribesCXDBAnswers(t *testing.T) {
 	d.call(http.StatusOK, http.MethodGet, "/v1/blobs/"+hex.EncodeToString(basic[:]), nil)
 	d.call(http.StatusNotFound, http.MethodGet, "/v1/blobs/"+strings.Repeat("0", 64), nil)
 	d.call(http.StatusBadRequest, http.MethodGet, "/v1/blobs/xyz", nil)
+	d.call(http.StatusOK, http.MethodPost, "/v1/blobs/missing", `{"hashes":["`+hex.EncodeToString(basic[:])+`","`+strings.Repeat("0", 64)+`"]}`)
+	d.call(http.StatusBadRequest, http.MethodPost, "/v1/blobs/missing", `{"hashes":["xyz"]}`)
 	d.call(http.StatusOK, http.MethodGet, "/v1/metrics", nil)
 
 	// The event stream: its status and content type.

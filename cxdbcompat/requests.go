@@ -1,6 +1,7 @@
 package cxdbcompat
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"unicode/utf8"
@@ -34,6 +35,19 @@ type HelloRequest struct {
 
 // MsgType returns MsgHello.
 func (HelloRequest) MsgType() MsgType { return MsgHello }
+
+// WantsCapabilities reports whether the client's metadata asks for
+// cardbox's capability bits in the answer ({"capabilities": true}): only
+// such a client gets more than the reference's 10 bytes.
+func (r HelloRequest) WantsCapabilities() bool {
+	if len(r.ClientMetaJSON) == 0 {
+		return false
+	}
+	var meta struct {
+		Capabilities bool `json:"capabilities"`
+	}
+	return json.Unmarshal(r.ClientMetaJSON, &meta) == nil && meta.Capabilities
+}
 
 // Flags returns 0.
 func (HelloRequest) Flags() uint16 { return 0 }
@@ -172,17 +186,25 @@ type AppendTurnRequest struct {
 	// HasFSRoot says FSRootHash is present (frame flags bit 0).
 	HasFSRoot  bool
 	FSRootHash Hash
+	// IfHead makes the append conditional on ParentTurnID being the
+	// context's head (frame flags bit 1, FlagIfHead).
+	IfHead bool
 }
 
 // MsgType returns MsgAppendTurn.
 func (AppendTurnRequest) MsgType() MsgType { return MsgAppendTurn }
 
-// Flags returns FlagFSRoot when HasFSRoot is set, else 0.
+// Flags returns FlagFSRoot when HasFSRoot is set and FlagIfHead when
+// IfHead is.
 func (r AppendTurnRequest) Flags() uint16 {
+	var flags uint16
 	if r.HasFSRoot {
-		return FlagFSRoot
+		flags |= FlagFSRoot
 	}
-	return 0
+	if r.IfHead {
+		flags |= FlagIfHead
+	}
+	return flags
 }
 
 // AppendTo appends the payload; FSRootHash is written only if HasFSRoot.
@@ -222,7 +244,8 @@ func AppendTurnSize(p []byte) (compression, uncompressedLen uint32, ok bool) {
 }
 
 // DecodeAppendTurnRequest decodes an APPEND_TURN payload; flags bit 0 says
-// an fs_root_hash follows. Trailing bytes are ignored.
+// an fs_root_hash follows, bit 1 that the append is conditional (no
+// bytes). Other bits and trailing bytes are ignored.
 func DecodeAppendTurnRequest(flags uint16, p []byte) (AppendTurnRequest, error) {
 	d := newDecoder("append_turn", p)
 	r := AppendTurnRequest{
@@ -237,6 +260,7 @@ func DecodeAppendTurnRequest(flags uint16, p []byte) (AppendTurnRequest, error) 
 		Payload:             d.bin32("payload"),
 		IdempotencyKey:      d.bin32("idempotency_key"),
 		HasFSRoot:           flags&FlagFSRoot != 0,
+		IfHead:              flags&FlagIfHead != 0,
 	}
 	if r.HasFSRoot {
 		r.FSRootHash = d.hash("fs_root_hash")

@@ -9,21 +9,30 @@ const (
 	putBlobResponseSize  = 33
 )
 
-// HelloResponse is the HELLO response: session_id:u64 | protocol_version:u16.
+// HelloResponse is the HELLO response: session_id:u64 |
+// protocol_version:u16, and cardbox's capabilities:u64 when not 0.
 type HelloResponse struct {
 	SessionID       uint64
 	ProtocolVersion uint16
+	// Capabilities are cardbox's Cap* bits, sent only to a client whose
+	// HELLO metadata asked for them; 0 leaves the answer the reference's
+	// 10 bytes. The official clients read only the session id.
+	Capabilities uint64
 }
 
-// AppendTo appends the 10-byte payload.
+// AppendTo appends the 10-byte payload, 18 with capabilities.
 func (r HelloResponse) AppendTo(dst []byte) []byte {
 	dst = appendU64(dst, r.SessionID)
-	return appendU16(dst, r.ProtocolVersion)
+	dst = appendU16(dst, r.ProtocolVersion)
+	if r.Capabilities != 0 {
+		dst = appendU64(dst, r.Capabilities)
+	}
+	return dst
 }
 
 // DecodeHelloResponse decodes a HELLO response. Like the official clients
 // it requires only the session id (8 bytes); ProtocolVersion is 0 when the
-// payload is shorter than 10 bytes.
+// payload is shorter than 10 bytes, Capabilities when shorter than 18.
 func DecodeHelloResponse(p []byte) (HelloResponse, error) {
 	d := newDecoder("hello response", p)
 	r := HelloResponse{SessionID: d.u64("session_id")}
@@ -32,6 +41,9 @@ func DecodeHelloResponse(p []byte) (HelloResponse, error) {
 	}
 	if len(p) >= helloResponseSize {
 		r.ProtocolVersion = d.u16("protocol_version")
+	}
+	if len(p) >= helloResponseSize+8 {
+		r.Capabilities = d.u64("capabilities")
 	}
 	return r, nil
 }
@@ -66,20 +78,30 @@ func DecodeHeadResponse(p []byte) (HeadResponse, error) {
 }
 
 // AppendTurnResponse is the APPEND_TURN response:
-// context_id:u64 | new_turn_id:u64 | new_depth:u32 | content_hash:H32.
+// context_id:u64 | new_turn_id:u64 | new_depth:u32 | content_hash:H32,
+// and cardbox's parent_turn_id:u64 when HasParent.
 type AppendTurnResponse struct {
 	ContextID   uint64
 	NewTurnID   uint64
 	NewDepth    uint32
 	ContentHash Hash
+	// ParentTurnID is the new turn's parent, sent (HasParent) only to a
+	// session that asked for capabilities (CapAppendParent): the official
+	// clients get the reference's 52 bytes.
+	ParentTurnID uint64
+	HasParent    bool
 }
 
-// AppendTo appends the 52-byte payload.
+// AppendTo appends the 52-byte payload, 60 with the parent.
 func (r AppendTurnResponse) AppendTo(dst []byte) []byte {
 	dst = appendU64(dst, r.ContextID)
 	dst = appendU64(dst, r.NewTurnID)
 	dst = appendU32(dst, r.NewDepth)
-	return append(dst, r.ContentHash[:]...)
+	dst = append(dst, r.ContentHash[:]...)
+	if r.HasParent {
+		dst = appendU64(dst, r.ParentTurnID)
+	}
+	return dst
 }
 
 // DecodeAppendTurnResponse decodes an APPEND_TURN response.
@@ -93,6 +115,9 @@ func DecodeAppendTurnResponse(p []byte) (AppendTurnResponse, error) {
 	}
 	if d.err != nil {
 		return AppendTurnResponse{}, d.err
+	}
+	if len(p) >= appendResponseSize+8 {
+		r.ParentTurnID, r.HasParent = d.u64("parent_turn_id"), true
 	}
 	return r, nil
 }

@@ -33,7 +33,26 @@ const (
 	// FlagFSRoot is the APPEND_TURN request flag (bit 0) saying an
 	// fs_root_hash follows the idempotency key.
 	FlagFSRoot uint16 = 1
+	// FlagIfHead is cardbox's APPEND_TURN request flag (bit 1) making the
+	// append conditional: it commits only while parent_turn_id is the
+	// context's head (0: while the context is empty), else ERROR 409
+	// HEAD_MOVED. The official clients never set it; a server that does
+	// not announce CapConditionalAppend ignores it and appends anyway.
+	FlagIfHead uint16 = 1 << 1
 )
+
+// CapConditionalAppend is the capability bit (HelloResponse.Capabilities)
+// saying APPEND_TURN honours FlagIfHead. A cardbox HELLO answer carries
+// its capabilities when the client's HELLO metadata asks for them
+// ({"capabilities": true}).
+const CapConditionalAppend uint64 = 1 << 0
+
+// CapAppendParent is the capability bit saying APPEND_TURN answers carry
+// the new turn's parent_turn_id:u64 after their 52 bytes, so that a client
+// that let the server choose the parent (parent_turn_id 0) learns it
+// without another request. Only a session that asked for capabilities gets
+// the longer answer.
+const CapAppendParent uint64 = 1 << 1
 
 var le = binary.LittleEndian
 

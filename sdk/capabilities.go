@@ -1,25 +1,30 @@
 package sdk
 
-// Capabilities are the protocol extensions a server announced. A server
-// that announces none is served with what every CXDB-compatible server
-// does, so each extension is an optimisation, never a requirement.
+// Capabilities are the protocol extensions a server announced in its
+// HELLO answer. The SDK asks for them in its HELLO metadata
+// ({"capabilities": true}); a server that does not know the request (the
+// CXDB reference, older cardbox) answers the plain 10 bytes and announces
+// none, and each extension it lacks is then refused (ConditionalAppend)
+// or done the long way, never silently dropped.
 type Capabilities struct {
-	// ConditionalAppend: appends may name the head they expect and fail
-	// instead of branching when another writer moved it.
+	// ConditionalAppend: appends may name the head they expect
+	// (AppendRequest.IfHead) and fail with ErrHeadMoved instead of
+	// branching when another writer moved it.
 	ConditionalAppend bool
-	// BlobsMissing: one HTTP request tells which of many blobs the server
-	// lacks (POST /v1/blobs/missing); without it each blob is checked.
-	BlobsMissing bool
+	// AppendParent: APPEND_TURN answers name the parent the server chose,
+	// so an append after the head costs one request, not two.
+	AppendParent bool
 }
 
-// Capability bits a HELLO answer may carry after its 10 bytes, as a u64.
+// capConditionalAppend is the capability bit of conditional appends in
+// the u64 that follows a cardbox HELLO answer's 10 bytes.
 const (
 	capConditionalAppend = 1 << 0
-	capBlobsMissing      = 1 << 1
+	capAppendParent      = 1 << 1
 )
 
 // parseCapabilities reads the capability bits that follow the HELLO
-// answer of protocol version 1. Today's servers send none.
+// answer of protocol version 1; fewer than 8 bytes announce none.
 func parseCapabilities(extra []byte) Capabilities {
 	if len(extra) < 8 {
 		return Capabilities{}
@@ -28,8 +33,5 @@ func parseCapabilities(extra []byte) Capabilities {
 	for i := 7; i >= 0; i-- {
 		bits = bits<<8 | uint64(extra[i])
 	}
-	return Capabilities{
-		ConditionalAppend: bits&capConditionalAppend != 0,
-		BlobsMissing:      bits&capBlobsMissing != 0,
-	}
+	return Capabilities{ConditionalAppend: bits&capConditionalAppend != 0, AppendParent: bits&capAppendParent != 0}
 }

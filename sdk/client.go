@@ -207,6 +207,11 @@ func (c *Client) attempt(ctx context.Context, typ, flags uint16, payload []byte)
 	if err != nil {
 		return wire.Frame{}, err
 	}
+	// Checked on the connection that would carry it: a server restarted
+	// as an older version would ignore the flag and append anyway.
+	if typ == wire.MsgAppend && flags&wire.FlagIfHead != 0 && !conn.caps.ConditionalAppend {
+		return wire.Frame{}, fmt.Errorf("%w: conditional append (the server announced no such capability)", ErrUnsupported)
+	}
 	return conn.roundTrip(ctx, typ, flags, payload)
 }
 
@@ -282,8 +287,11 @@ func (c *Client) AppendTurn(ctx context.Context, req AppendRequest) (StoredTurn,
 		ContextID: req.ContextID, TurnID: TurnID(formatID(a.TurnID)), ParentTurnID: req.ParentTurnID,
 		Depth: a.Depth, TypeID: req.TypeID, TypeVersion: req.TypeVersion, ContentHash: hashHex(a.ContentHash),
 	}
-	if req.ParentTurnID == "" && a.Depth > 1 {
-		// The server chose the head; the answer does not say which it was.
+	if a.HasParent {
+		t.ParentTurnID = TurnID(formatID(a.ParentTurnID))
+	} else if req.ParentTurnID == "" && a.Depth > 1 && !req.IfHead {
+		// The server chose the head, and its answer does not say which it
+		// was (it is not cardbox, or an older one).
 		parent, err := c.parentOf(ctx, w.ContextID, a.TurnID)
 		if err != nil {
 			return t, fmt.Errorf("%s: turn %s committed, but its parent could not be read: %w", what, t.TurnID, err)
@@ -320,7 +328,7 @@ func (c *Client) wireAppend(req AppendRequest) (wire.Append, error) {
 	w := wire.Append{
 		ContextID: ctxID, ParentTurnID: parent, TypeID: req.TypeID, TypeVersion: req.TypeVersion,
 		UncompressedLen: uint32(len(payload)), ContentHash: blake3.Sum256(payload), Payload: payload,
-		IdempotencyKey: key,
+		IdempotencyKey: key, IfHead: req.IfHead,
 	}
 	if req.FSRootHash != "" {
 		root, err := parseHash(req.FSRootHash)

@@ -38,7 +38,13 @@ func client(t *testing.T, srv *cardboxd.Server, cfg sdk.Config) *sdk.Client {
 func TestContractFakeAndServerAgree(t *testing.T) {
 	srv := cardboxd.Start(t)
 	var real, faked *contract.Transcript
-	t.Run("server", func(t *testing.T) { real = contract.Run(t, client(t, srv, sdk.Config{ClientTag: "contract"})) })
+	t.Run("server", func(t *testing.T) {
+		c := client(t, srv, sdk.Config{ClientTag: "contract"})
+		real = contract.Run(t, c)
+		if caps := c.Capabilities(); !caps.ConditionalAppend || !caps.AppendParent {
+			t.Errorf("cardboxd announced %+v, want every capability", caps)
+		}
+	})
 	t.Run("fake", func(t *testing.T) { faked = contract.Run(t, fake.New()) })
 	if t.Failed() {
 		return

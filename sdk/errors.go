@@ -24,7 +24,31 @@ var (
 	ErrUnavailable = errors.New("server unavailable")
 	// ErrClosed: the Store was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrHeadMoved: a conditional append (AppendRequest.IfHead) found
+	// another head than its parent; HeadMovedTo says which. It is an
+	// ErrConflict too.
+	ErrHeadMoved = errors.New("head moved")
+	// ErrUnsupported: the server did not announce the extension a request
+	// needs (a conditional append to a server that would ignore it).
+	ErrUnsupported = errors.New("not supported by the server")
 )
+
+// HeadMovedTo returns the context's head a conditional append found
+// instead of its parent, when err is ErrHeadMoved.
+func HeadMovedTo(err error) (TurnID, bool) {
+	var se *ServerError
+	if !errors.As(err, &se) || se.Kind != kindHeadMoved {
+		return "", false
+	}
+	head, _ := se.Details["head_turn_id"].(string)
+	if head == "0" {
+		head = ""
+	}
+	return TurnID(head), true
+}
+
+// kindHeadMoved is the server's code of ErrHeadMoved.
+const kindHeadMoved = "HEAD_MOVED"
 
 // ServerError is an error the server answered with, on either surface.
 // errors.Is matches it against the sentinel of its status code.
@@ -55,6 +79,8 @@ func (e *ServerError) Is(target error) bool {
 		return e.Code == 404
 	case ErrConflict:
 		return e.Code == 409
+	case ErrHeadMoved:
+		return e.Code == 409 && e.Kind == kindHeadMoved
 	case ErrInvalid:
 		return e.Code == 400 || e.Code == 413 || e.Code == 422
 	case ErrUnauthorized:

@@ -11,14 +11,18 @@ import (
 var eventBundle = sdk.Bundle{ID: "example.agent.v1", JSON: []byte(`{"registry_version":1,"bundle_id":"example.agent.v1",
  "types":{"example.Event":{"versions":{"1":{"fields":{"1":{"name":"kind","type":"string"},"2":{"name":"text","type":"string"}}}}}}}`)}
 
+// exampleStore is the Store the agent loop example runs on: the fake,
+// unless a test points it at a real server (TestAgentLoopExampleOnServer).
+var exampleStore = func() sdk.Store { return fake.New() }
+
 // An agent loop: publish the schema at start-up, make the session's
 // context, and append each event with a key derived from the session and
 // the turn index, so a retry (or a replay of the same run) never writes a
-// turn twice. It runs against the fake; a real runtime passes the Store
-// sdk.Open returns.
+// turn twice. It runs against the fake (and, in the tests, a real
+// server); a real runtime passes the Store sdk.Open returns.
 func Example_agentLoop() {
 	ctx := context.Background()
-	var store sdk.Store = fake.New()
+	store := exampleStore() // fake.New(), or sdk.Open(sdk.Config{...})
 	defer store.Close()
 
 	if err := sdk.PublishBundles(ctx, store, eventBundle); err != nil {

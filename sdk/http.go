@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -240,7 +241,24 @@ func (c *Client) MissingBlobs(ctx context.Context, hashes []BlobHash) ([]BlobHas
 	return c.missingEach(ctx, hashes)
 }
 
+// maxMissingPerRequest is the server's bound on one batch check.
+const maxMissingPerRequest = 10_000
+
+// missingBatch asks POST /v1/blobs/missing, in requests of at most
+// maxMissingPerRequest hashes.
 func (c *Client) missingBatch(ctx context.Context, hashes []BlobHash) ([]BlobHash, error) {
+	var missing []BlobHash
+	for start := 0; start < len(hashes); start += maxMissingPerRequest {
+		part, err := c.missingRequest(ctx, hashes[start:min(start+maxMissingPerRequest, len(hashes))])
+		if err != nil {
+			return nil, err
+		}
+		missing = append(missing, part...)
+	}
+	return missing, nil
+}
+
+func (c *Client) missingRequest(ctx context.Context, hashes []BlobHash) ([]BlobHash, error) {
 	body, _ := json.Marshal(map[string][]BlobHash{"hashes": hashes})
 	_, b, err := c.http.do(ctx, "missing blobs", http.MethodPost, "/v1/blobs/missing", body)
 	if err != nil {
@@ -252,7 +270,20 @@ func (c *Client) missingBatch(ctx context.Context, hashes []BlobHash) ([]BlobHas
 	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, fmt.Errorf("missing blobs: decode answer: %w", err)
 	}
-	return v.Missing, nil
+	// The answer spells hashes in lowercase; the caller gets its own.
+	asked := make(map[BlobHash]BlobHash, len(hashes))
+	for _, h := range hashes {
+		asked[BlobHash(strings.ToLower(string(h)))] = h
+	}
+	missing := make([]BlobHash, 0, len(v.Missing))
+	for _, h := range v.Missing {
+		mine, ok := asked[h]
+		if !ok {
+			return nil, fmt.Errorf("missing blobs: the answer names %s, which was not asked", h)
+		}
+		missing = append(missing, mine)
+	}
+	return missing, nil
 }
 
 // missingEach checks each blob with GET /v1/blobs/{hash}, reading no more

@@ -72,6 +72,14 @@ type AppendRequest struct {
 	// FSRootHash, when set, attaches a snapshot uploaded before (see
 	// package sdk/fstree) to the new turn in the same request.
 	FSRootHash BlobHash
+	// IfHead makes the append conditional: it commits only while
+	// ParentTurnID is the context's head ("" = while the context is
+	// empty); when another writer moved the head first it fails with
+	// ErrHeadMoved, and HeadMovedTo names the head. A retry under the same
+	// IdempotencyKey of an append that committed returns its turn. A
+	// server that does not announce Capabilities.ConditionalAppend is not
+	// sent it: the append fails with ErrUnsupported.
+	IfHead bool
 }
 
 // StoredTurn is a committed turn.

@@ -40,6 +40,12 @@ type conn struct {
 	caps     Capabilities
 }
 
+// helloMeta is the HELLO client metadata the SDK sends.
+type helloMeta struct {
+	APIKey       string `json:"api_key,omitempty"`
+	Capabilities bool   `json:"capabilities"`
+}
+
 // dialConn connects, starts the reader and says HELLO with the API key in
 // the client metadata.
 func dialConn(ctx context.Context, cfg *Config) (*conn, error) {
@@ -56,10 +62,9 @@ func dialConn(ctx context.Context, cfg *Config) (*conn, error) {
 	}
 	c := &conn{nc: nc, pending: map[uint64]chan wire.Frame{}, readDone: make(chan struct{})}
 	go c.readLoop()
-	var meta []byte
-	if cfg.APIKey != "" {
-		meta, _ = json.Marshal(map[string]string{"api_key": cfg.APIKey})
-	}
+	// Capabilities are asked for: a server that knows the member answers
+	// them after HELLO's 10 bytes, others ignore it.
+	meta, _ := json.Marshal(helloMeta{APIKey: cfg.APIKey, Capabilities: true})
 	f, err := c.roundTrip(ctx, wire.MsgHello, 0, wire.Hello(cfg.ClientTag, meta))
 	if err == nil && f.Type == wire.MsgError {
 		err = serverError(f.Payload)

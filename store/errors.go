@@ -21,13 +21,14 @@ const (
 	KindUnavailable               // the database is unreachable or the store is shutting down
 	KindDiskFull                  // the data directory's file system, or Postgres's, is full; writes resume when space is freed
 	KindQuotaExceeded             // the write would take the tenant over its storage quota (not a full disk)
+	KindHeadMoved                 // a conditional append found the context's head elsewhere than the parent it named
 )
 
 // Kinds lists every Kind, for the tests that check each surface maps them
 // all.
-var Kinds = []Kind{KindInternal, KindInvalid, KindNotFound, KindConflict, KindUnprocessable, KindUnavailable, KindDiskFull, KindQuotaExceeded}
+var Kinds = []Kind{KindInternal, KindInvalid, KindNotFound, KindConflict, KindUnprocessable, KindUnavailable, KindDiskFull, KindQuotaExceeded, KindHeadMoved}
 
-var kindNames = [...]string{"INTERNAL", "INVALID", "NOT_FOUND", "CONFLICT", "UNPROCESSABLE", "UNAVAILABLE", "DISK_FULL", "QUOTA_EXCEEDED"}
+var kindNames = [...]string{"INTERNAL", "INVALID", "NOT_FOUND", "CONFLICT", "UNPROCESSABLE", "UNAVAILABLE", "DISK_FULL", "QUOTA_EXCEEDED", "HEAD_MOVED"}
 
 // String returns the kind's protocol name, e.g. "NOT_FOUND".
 func (k Kind) String() string {

@@ -359,7 +359,7 @@ func (e *Engine) replayFromDB(ctx context.Context, t Tenant, req *AppendRequest)
 	if err := checkRepeat(req, orig, turn); err != nil {
 		return AppendResult{}, true, err
 	}
-	return AppendResult{ContextID: req.ContextID, TurnID: turn, Depth: m.depth, ContentHash: m.hash, Replayed: true}, true, nil
+	return AppendResult{ContextID: req.ContextID, TurnID: turn, ParentID: m.parent, Depth: m.depth, ContentHash: m.hash, Replayed: true}, true, nil
 }
 
 // purgeInterval is how often expired idempotency keys are deleted from

@@ -100,6 +100,9 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 			return nil
 		}
 	}
+	if req.IfHead && req.ParentTurnID != state.head {
+		return headMoved(req.ContextID, req.ParentTurnID, state)
+	}
 	parent, depth, err := p.parent(c, t, req.ParentTurnID, state)
 	if err != nil {
 		return err
@@ -153,7 +156,7 @@ func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 		return true
 	}
 	p.outcomes[j] = outcome{res: AppendResult{
-		ContextID: j.app.ContextID, TurnID: e.turn, Depth: m.depth, ContentHash: m.hash, Replayed: true,
+		ContextID: j.app.ContextID, TurnID: e.turn, ParentID: m.parent, Depth: m.depth, ContentHash: m.hash, Replayed: true,
 	}}
 	return true
 }
@@ -363,7 +366,7 @@ func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, e *Engine, t planned
 func (p *plan) answer() {
 	results := make(map[*job]AppendResult, len(p.turns))
 	for _, t := range p.turns {
-		results[t.job] = AppendResult{ContextID: t.contextID, TurnID: t.id, Depth: t.meta.depth, ContentHash: t.meta.hash}
+		results[t.job] = AppendResult{ContextID: t.contextID, TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth, ContentHash: t.meta.hash}
 	}
 	for _, j := range p.jobs {
 		j.done <- p.outcomeOf(j, results)

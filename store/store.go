@@ -56,6 +56,11 @@ type AppendRequest struct {
 	Payload         []byte
 	IdempotencyKey  []byte
 	FSRoot          *Hash // attach this fs tree to the new turn
+	// IfHead makes the append conditional: it commits only while
+	// ParentTurnID is the context's head (0: while the context is empty),
+	// else it fails with KindHeadMoved naming the head. A repeat of a
+	// committed idempotency key is answered before the head is checked.
+	IfHead bool
 }
 
 // AppendResult describes the appended turn, or the original one when the
@@ -63,6 +68,7 @@ type AppendRequest struct {
 type AppendResult struct {
 	ContextID   uint64
 	TurnID      uint64
+	ParentID    uint64 // the turn's parent; 0 for the first of a chain
 	Depth       uint32
 	ContentHash Hash
 	Replayed    bool

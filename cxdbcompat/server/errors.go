@@ -30,6 +30,7 @@ var storeCodes = map[store.Kind]struct {
 	store.KindUnavailable:   {503, "UNAVAILABLE"},
 	store.KindDiskFull:      {507, "DISK_FULL"},
 	store.KindQuotaExceeded: {507, "QUOTA_EXCEEDED"},
+	store.KindHeadMoved:     {409, "HEAD_MOVED"},
 	store.KindInternal:      {500, "INTERNAL"},
 }
 

@@ -11,7 +11,7 @@ import (
 func TestEveryStoreKindMaps(t *testing.T) {
 	want := map[store.Kind]uint32{
 		store.KindInvalid: 400, store.KindNotFound: 404, store.KindConflict: 409, store.KindUnprocessable: 422,
-		store.KindUnavailable: 503, store.KindDiskFull: 507, store.KindQuotaExceeded: 507, store.KindInternal: 500,
+		store.KindUnavailable: 503, store.KindDiskFull: 507, store.KindQuotaExceeded: 507, store.KindHeadMoved: 409, store.KindInternal: 500,
 	}
 	for _, k := range store.Kinds {
 		r := toErrorResponse(&store.Error{Kind: k, Msg: "m"})

@@ -126,6 +126,7 @@ func (s *session) appendTurn(f cxdbcompat.Frame) ([]byte, error) {
 		TypeID: req.DeclaredTypeID, TypeVersion: req.DeclaredTypeVersion,
 		Encoding: req.Encoding, Compression: req.Compression, UncompressedLen: req.UncompressedLen,
 		ContentHash: req.ContentHash, Payload: req.Payload, IdempotencyKey: req.IdempotencyKey,
+		IfHead: req.IfHead,
 	}
 	if req.HasFSRoot {
 		root := store.Hash(req.FSRootHash)
@@ -138,7 +139,8 @@ func (s *session) appendTurn(f cxdbcompat.Frame) ([]byte, error) {
 		}
 		return nil, err
 	}
-	resp := cxdbcompat.AppendTurnResponse{ContextID: res.ContextID, NewTurnID: res.TurnID, NewDepth: res.Depth, ContentHash: res.ContentHash}
+	resp := cxdbcompat.AppendTurnResponse{ContextID: res.ContextID, NewTurnID: res.TurnID, NewDepth: res.Depth, ContentHash: res.ContentHash,
+		ParentTurnID: res.ParentID, HasParent: s.extended.Load()}
 	return frame(f.Type, f.ReqID, resp.AppendTo), nil
 }
 

@@ -38,6 +38,7 @@ type session struct {
 	counted   string                   // the tenant whose share counts this session; "" while unauthenticated
 	live      *live.Session            // announced once the tenant is known; nil without Options.Live
 	clientTag atomic.Pointer[string]   // from HELLO; recorded on the contexts the session creates
+	extended  atomic.Bool              // HELLO asked for capabilities: answers may carry cardbox's extensions
 
 	in       *pacedReader
 	inflight chan struct{} // semaphore of running handlers
@@ -401,6 +402,10 @@ func (s *session) hello(f cxdbcompat.Frame) []byte {
 		}
 	}
 	resp := cxdbcompat.HelloResponse{SessionID: s.id, ProtocolVersion: 1}
+	if req.WantsCapabilities() {
+		resp.Capabilities = cxdbcompat.CapConditionalAppend | cxdbcompat.CapAppendParent
+		s.extended.Store(true)
+	}
 	return frame(cxdbcompat.MsgHello, f.ReqID, resp.AppendTo)
 }
 

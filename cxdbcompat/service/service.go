@@ -29,6 +29,7 @@ type Store interface {
 	Root(t store.Tenant, id uint64) uint64
 	OnChain(t store.Tenant, contextID, id uint64) bool
 	TurnPayload(ctx context.Context, t store.Tenant, id uint64) ([]byte, error)
+	MissingBlobs(ctx context.Context, t store.Tenant, hashes []store.Hash) ([]store.Hash, error)
 	FSRoot(ctx context.Context, t store.Tenant, id uint64) (root store.Hash, from uint64, ok bool, err error)
 	RegistryBundles(ctx context.Context, t store.Tenant) ([]store.Bundle, error)
 	AddRegistryBundle(ctx context.Context, t store.Tenant, b store.Bundle) (bool, error)

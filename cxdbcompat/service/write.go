@@ -17,6 +17,9 @@ type JSONAppend struct {
 	TypeVersion    uint32
 	Data           json.RawMessage
 	IdempotencyKey string
+	// IfHead: commit only while ParentTurnID is the head (see
+	// store.AppendRequest.IfHead).
+	IfHead bool
 }
 
 // AppendJSON encodes the data with the registered type's tags (as the
@@ -42,7 +45,7 @@ func (s *Service) AppendJSON(ctx context.Context, t store.Tenant, a JSONAppend) 
 	return s.Append(ctx, t, &store.AppendRequest{
 		ContextID: a.ContextID, ParentTurnID: a.ParentTurnID, TypeID: a.TypeID, TypeVersion: a.TypeVersion,
 		Encoding: 1, UncompressedLen: uint32(len(payload)), ContentHash: store.HashOf(payload),
-		Payload: payload, IdempotencyKey: []byte(a.IdempotencyKey),
+		Payload: payload, IdempotencyKey: []byte(a.IdempotencyKey), IfHead: a.IfHead,
 	})
 }
 

@@ -245,6 +245,13 @@ var httpRoutes = map[string]route{
 		{"acme's tree", func(p ids) request { return request{"GET", "/v1/blobs/" + p.Tree.String(), ""} }, twin},
 		{"acme's turn payload", func(p ids) request { return request{"GET", "/v1/blobs/" + p.Payload.String(), ""} }, twin},
 	}},
+	// Asked of acme's hashes, another tenant hears them missing, as of
+	// hashes nobody stored.
+	"POST /v1/blobs/missing": {ok: 200, variants: []variant{
+		{"acme's blobs", func(p ids) request {
+			return request{"POST", "/v1/blobs/missing", `{"hashes":["` + p.Blob.String() + `","` + p.Tree.String() + `","` + p.Payload.String() + `"]}`}
+		}, twin},
+	}},
 	"GET /v1/turns/:id/fs": {ok: 200, variants: []variant{
 		{"acme's turn", func(p ids) request { return request{"GET", fmt.Sprintf("/v1/turns/%d/fs", p.Turn), ""} }, twin},
 	}},

@@ -233,6 +233,12 @@ func (s *Store) appendTurn(req sdk.AppendRequest, payload []byte) (sdk.StoredTur
 			return sdk.StoredTurn{}, err
 		}
 	}
+	if req.IfHead && parent != h.turn {
+		return sdk.StoredTurn{}, &sdk.ServerError{Code: 409, Kind: "HEAD_MOVED",
+			Message: fmt.Sprintf("context %d's head is turn %d, not turn %d", c, h.turn, parent),
+			Details: map[string]any{"context_id": format(c), "head_turn_id": strconv.FormatUint(h.turn, 10),
+				"head_depth": float64(h.depth), "expected_head": strconv.FormatUint(parent, 10)}}
+	}
 	var p *turn
 	switch {
 	case parent != 0:

@@ -21,8 +21,9 @@ type UploadStats struct {
 	BytesUploaded uint64
 }
 
-// uploadBatch is how many hashes one MissingBlobs call asks about.
-const uploadBatch = 512
+// uploadBatch is how many hashes one MissingBlobs call asks about (the
+// most one POST /v1/blobs/missing takes).
+const uploadBatch = 10_000
 
 // Upload stores the blobs of s that the server lacks: it asks which are
 // missing (in batches), then puts those, files read from disk again and

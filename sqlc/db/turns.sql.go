@@ -758,6 +758,36 @@ func (q *Queries) SetPackEnd(ctx context.Context, arg SetPackEndParams) error {
 	return err
 }
 
+const tenantBlobsAmong = `-- name: TenantBlobsAmong :many
+SELECT blob_hash FROM tenant_blobs WHERE tenant_id = $1 AND blob_hash = ANY($2::bytea[])
+`
+
+type TenantBlobsAmongParams struct {
+	TenantID   string
+	BlobHashes [][]byte
+}
+
+// Which of the hashes the tenant was granted (stored after another tenant).
+func (q *Queries) TenantBlobsAmong(ctx context.Context, arg TenantBlobsAmongParams) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, tenantBlobsAmong, arg.TenantID, arg.BlobHashes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var blob_hash []byte
+		if err := rows.Scan(&blob_hash); err != nil {
+			return nil, err
+		}
+		items = append(items, blob_hash)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const tenantOwnsBlob = `-- name: TenantOwnsBlob :one
 SELECT EXISTS (SELECT 1 FROM tenant_blobs WHERE tenant_id = $1 AND blob_hash = $2)
 `

@@ -56,6 +56,10 @@ SELECT EXISTS (SELECT 1 FROM turns WHERE tenant_id = @tenant_id AND turn_id = @t
 -- name: TenantOwnsBlob :one
 SELECT EXISTS (SELECT 1 FROM tenant_blobs WHERE tenant_id = @tenant_id AND blob_hash = @blob_hash);
 
+-- name: TenantBlobsAmong :many
+-- Which of the hashes the tenant was granted (stored after another tenant).
+SELECT blob_hash FROM tenant_blobs WHERE tenant_id = @tenant_id AND blob_hash = ANY(@blob_hashes::bytea[]);
+
 -- name: GrantBlob :one
 -- Records that a tenant stored bytes another tenant stored first; reports
 -- whether the grant is new.

@@ -77,7 +77,7 @@ func errKind(err error) string {
 	for _, k := range []struct {
 		err  error
 		name string
-	}{{sdk.ErrNotFound, "NotFound"}, {sdk.ErrConflict, "Conflict"}, {sdk.ErrInvalid, "Invalid"}, {sdk.ErrUnauthorized, "Unauthorized"}} {
+	}{{sdk.ErrNotFound, "NotFound"}, {sdk.ErrHeadMoved, "HeadMoved"}, {sdk.ErrConflict, "Conflict"}, {sdk.ErrInvalid, "Invalid"}, {sdk.ErrUnauthorized, "Unauthorized"}} {
 		if errors.Is(err, k.err) {
 			return k.name
 		}
@@ -103,6 +103,7 @@ func Run(t *testing.T, s sdk.Store) *Transcript {
 		{"fork", c.fork},
 		{"explicit parent", c.explicitParent},
 		{"idempotency", c.idempotency},
+		{"conditional", c.conditional},
 		{"errors", c.errors},
 		{"paging", c.paging},
 		{"bundles", c.bundles},
@@ -261,6 +262,53 @@ func (c *checker) idempotency() {
 	h2 := c.create()
 	req.ContextID = h2.ContextID
 	c.append(req) // keys are per context
+}
+
+// conditional: an append with IfHead commits only on the head it names;
+// a retry of one that committed returns its turn; racing ones on one
+// head give one turn and ErrHeadMoved naming it.
+func (c *checker) conditional() {
+	h := c.create()
+	first := c.append(sdk.AppendRequest{ContextID: h.ContextID, Payload: []byte("c1"), IdempotencyKey: "cond/1", IfHead: true})
+	again := c.append(sdk.AppendRequest{ContextID: h.ContextID, Payload: []byte("c1"), IdempotencyKey: "cond/1", IfHead: true})
+	if first.Depth != 1 || again.TurnID != first.TurnID {
+		c.t.Fatalf("conditional append on an empty context: %+v, its retry %+v", first, again)
+	}
+	_, err := c.s.AppendTurn(c.ctx, sdk.AppendRequest{ContextID: h.ContextID, TypeID: "test.Event", TypeVersion: 1,
+		Payload: []byte("late"), IdempotencyKey: "cond/late", IfHead: true})
+	head, moved := sdk.HeadMovedTo(err)
+	c.tr.add("conditional on the empty context, now taken: %s head=%s", errKind(err), c.tr.id('T', string(head)))
+	if !errors.Is(err, sdk.ErrHeadMoved) || !errors.Is(err, sdk.ErrConflict) || !moved || head != first.TurnID {
+		c.t.Fatalf("conditional append on a moved head: %v (head %q), want ErrHeadMoved naming %s", err, head, first.TurnID)
+	}
+	second := c.append(sdk.AppendRequest{ContextID: h.ContextID, ParentTurnID: first.TurnID, Payload: []byte("c2"), IdempotencyKey: "cond/2", IfHead: true})
+	if second.ParentTurnID != first.TurnID || second.Depth != 2 {
+		c.t.Fatalf("conditional append on the head: %+v", second)
+	}
+	const racers = 4
+	errs := make(chan error, racers)
+	for i := range racers {
+		go func() {
+			_, err := c.s.AppendTurn(c.ctx, sdk.AppendRequest{ContextID: h.ContextID, ParentTurnID: second.TurnID, TypeID: "test.Event",
+				TypeVersion: 1, Payload: fmt.Appendf(nil, "racer %d", i), IdempotencyKey: sdk.Key(uint64(i), "cond-race"), IfHead: true})
+			errs <- err
+		}()
+	}
+	won, lost := 0, 0
+	for range racers {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case errors.Is(err, sdk.ErrHeadMoved):
+			lost++
+		default:
+			c.t.Fatalf("racing conditional append: %v", err)
+		}
+	}
+	c.tr.add("racing conditional appends: %d won, %d lost", won, lost)
+	if won != 1 || lost != racers-1 {
+		c.t.Fatalf("racing conditional appends on one head: %d won, %d lost", won, lost)
+	}
 }
 
 func (c *checker) errors() {

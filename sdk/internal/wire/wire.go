@@ -28,8 +28,14 @@ const (
 	MsgError     uint16 = 255
 )
 
-// FlagFSRoot on an APPEND_TURN says an fs root hash ends the payload.
-const FlagFSRoot uint16 = 1
+// Flags of APPEND_TURN.
+const (
+	// FlagFSRoot says an fs root hash ends the payload.
+	FlagFSRoot uint16 = 1
+	// FlagIfHead makes the append conditional on its parent being the
+	// context's head (cardbox; only for servers announcing it).
+	FlagIfHead uint16 = 1 << 1
+)
 
 const (
 	// HeaderSize is the size of a frame header.
@@ -136,6 +142,7 @@ type Append struct {
 	Payload                 []byte
 	IdempotencyKey          string
 	FSRoot                  *Hash
+	IfHead                  bool
 }
 
 // Encode returns the request's payload and frame flags.
@@ -154,10 +161,14 @@ func (a Append) Encode() ([]byte, uint16) {
 	p = append(p, a.Payload...)
 	p = le.AppendUint32(p, uint32(len(a.IdempotencyKey)))
 	p = append(p, a.IdempotencyKey...)
-	if a.FSRoot == nil {
-		return p, 0
+	var flags uint16
+	if a.IfHead {
+		flags |= FlagIfHead
 	}
-	return append(p, a.FSRoot[:]...), FlagFSRoot
+	if a.FSRoot == nil {
+		return p, flags
+	}
+	return append(p, a.FSRoot[:]...), flags | FlagFSRoot
 }
 
 // Turns is a GET_LAST request (or GET_BEFORE when Before is not 0).
@@ -258,12 +269,20 @@ type Appended struct {
 	ContextID, TurnID uint64
 	Depth             uint32
 	ContentHash       Hash
+	// ParentTurnID is set (HasParent) by a cardbox server that announced
+	// it in HELLO: 8 bytes after the reference's 52.
+	ParentTurnID uint64
+	HasParent    bool
 }
 
-// DecodeAppended decodes a 52-byte APPEND_TURN answer.
+// DecodeAppended decodes an APPEND_TURN answer: 52 bytes, or 60 with the
+// parent.
 func DecodeAppended(p []byte) (Appended, error) {
 	d := decoder{p: p}
 	a := Appended{ContextID: d.u64("context_id"), TurnID: d.u64("turn_id"), Depth: d.u32("depth"), ContentHash: d.hash("content_hash")}
+	if d.err == nil && len(d.p) >= 8 {
+		a.ParentTurnID, a.HasParent = d.u64("parent_turn_id"), true
+	}
 	return a, d.err
 }
 
