@@ -14,6 +14,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/internal/filefault"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -28,7 +29,7 @@ func TestDamagedBlobOverHTTPAndTheMetric(t *testing.T) {
 	const n, k = 8, 3
 	ctx := context.Background()
 	pool, dir := pgtest.NewPool(t), t.TempDir()
-	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, store.DefaultTenantID); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, ident.DefaultTenantID); err != nil {
 		t.Fatal(err)
 	}
 	engine, err := store.Open(ctx, store.Options{Dir: dir, Pool: pool})
@@ -36,7 +37,7 @@ func TestDamagedBlobOverHTTPAndTheMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	ten, err := engine.Tenant(ctx, store.DefaultTenantID)
+	ten, err := engine.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

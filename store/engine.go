@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
@@ -251,12 +252,12 @@ func (e *Engine) DatabaseBytes(ctx context.Context) (int64, error) {
 }
 
 // Tenant resolves a tenant id.
-func (e *Engine) Tenant(ctx context.Context, id string) (Tenant, error) {
+func (e *Engine) Tenant(ctx context.Context, id string) (ident.Tenant, error) {
 	return e.tenants.get(ctx, id)
 }
 
 // CreateContext makes a context whose head is baseTurnID (0 = empty).
-func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64, clientTag string) (Head, error) {
+func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID uint64, clientTag string) (Head, error) {
 	if err := e.admit(t); err != nil {
 		return Head{}, err
 	}
@@ -286,7 +287,7 @@ func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64,
 }
 
 // Head returns a context's head.
-func (e *Engine) Head(_ context.Context, t Tenant, contextID uint64) (Head, error) {
+func (e *Engine) Head(_ context.Context, t ident.Tenant, contextID uint64) (Head, error) {
 	s, err := e.contextOf(t, contextID)
 	if err != nil {
 		return Head{}, err
@@ -297,7 +298,7 @@ func (e *Engine) Head(_ context.Context, t Tenant, contextID uint64) (Head, erro
 // contextOf returns the tenant's context, or NOT_FOUND (also for another
 // tenant's context: its existence is not revealed; and for a deleted
 // tenant's).
-func (e *Engine) contextOf(t Tenant, id uint64) (contextState, error) {
+func (e *Engine) contextOf(t ident.Tenant, id uint64) (contextState, error) {
 	s, ok := e.contexts.get(id)
 	if !ok || s.tenant != t.No || e.gate.Gone(t.No) {
 		return contextState{}, errorf(KindNotFound, "context %d not found", id)
@@ -306,7 +307,7 @@ func (e *Engine) contextOf(t Tenant, id uint64) (contextState, error) {
 }
 
 // turnOf returns the tenant's committed turn.
-func (e *Engine) turnOf(t Tenant, id uint64) (turnMeta, bool) {
+func (e *Engine) turnOf(t ident.Tenant, id uint64) (turnMeta, bool) {
 	m, ok := e.table.get(id)
 	if !ok || m.tenant != t.No || e.gate.Gone(t.No) {
 		return turnMeta{}, false

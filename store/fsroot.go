@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
@@ -22,7 +23,7 @@ const maxWholeTrees = 1 << 18
 
 type treeKey struct {
 	tenant uint32
-	hash   Hash
+	hash   ident.Hash
 }
 
 // wholeTrees is the set of trees found whole, per tenant.
@@ -49,7 +50,7 @@ func (w *wholeTrees) add(k treeKey) {
 
 // checkFSRoot walks the tree at root and fails with KindNotFound naming
 // the first blob that is missing for the tenant.
-func (e *Engine) checkFSRoot(ctx context.Context, t Tenant, root Hash) error {
+func (e *Engine) checkFSRoot(ctx context.Context, t ident.Tenant, root ident.Hash) error {
 	if err := e.checkTree(ctx, t, root, "/"); err != nil {
 		return fmt.Errorf("fs root %x is not whole: %w", root, err)
 	}
@@ -57,7 +58,7 @@ func (e *Engine) checkFSRoot(ctx context.Context, t Tenant, root Hash) error {
 }
 
 // checkTree checks the tree object h at path and everything under it.
-func (e *Engine) checkTree(ctx context.Context, t Tenant, h Hash, path string) error {
+func (e *Engine) checkTree(ctx context.Context, t ident.Tenant, h ident.Hash, path string) error {
 	k := treeKey{t.No, h}
 	if e.trees.has(k) {
 		return nil
@@ -82,21 +83,21 @@ func (e *Engine) checkTree(ctx context.Context, t Tenant, h Hash, path string) e
 	return nil
 }
 
-func (e *Engine) checkEntry(ctx context.Context, t Tenant, en fstree.Entry, path string) error {
+func (e *Engine) checkEntry(ctx context.Context, t ident.Tenant, en fstree.Entry, path string) error {
 	if !en.HashOK {
 		return errorf(KindInvalid, "entry %s has no 32-byte hash", path)
 	}
 	switch en.Kind {
 	case fstree.KindDir:
-		return e.checkTree(ctx, t, Hash(en.Hash), path+"/")
+		return e.checkTree(ctx, t, ident.Hash(en.Hash), path+"/")
 	case fstree.KindSymlink:
-		return e.needBlob(ctx, t, Hash(en.Hash), "symlink target", path)
+		return e.needBlob(ctx, t, ident.Hash(en.Hash), "symlink target", path)
 	}
-	return e.needBlob(ctx, t, Hash(en.Hash), "file", path)
+	return e.needBlob(ctx, t, ident.Hash(en.Hash), "file", path)
 }
 
 // needBlob fails with KindNotFound unless the tenant has blob h.
-func (e *Engine) needBlob(ctx context.Context, t Tenant, h Hash, what, path string) error {
+func (e *Engine) needBlob(ctx context.Context, t ident.Tenant, h ident.Hash, what, path string) error {
 	ok, err := e.ownsBlob(ctx, t, h)
 	if err != nil {
 		return err

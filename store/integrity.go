@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -99,7 +100,7 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 	var first string
 	// what describes the blob only for the first missing one: formatting
 	// it for each of millions of turns was a noticeable part of a start.
-	note := func(hash Hash, what func() string) {
+	note := func(hash ident.Hash, what func() string) {
 		err := e.blobs.Has(hash)
 		switch {
 		case err == nil:
@@ -121,7 +122,7 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 		return fmt.Errorf("list fs roots: %w", err)
 	}
 	for _, r := range roots {
-		note(Hash(r), func() string { return "an attached fs root" })
+		note(ident.Hash(r), func() string { return "an attached fs root" })
 	}
 	return e.judgeCrossCheck(missing, damaged, unidentified, first)
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/zeebo/blake3"
+
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // GET_BLOB of bytes only another tenant stored takes the path of bytes
@@ -17,11 +19,11 @@ func TestBlobExistenceIsNoTimingOracle(t *testing.T) {
 	ctx := context.Background()
 	acme, globex := s.tenant("acme"), s.tenant("globex")
 	secret := []byte("acme's secret content")
-	stored := Hash(blake3.Sum256(secret))
+	stored := ident.Hash(blake3.Sum256(secret))
 	if _, err := s.PutBlob(ctx, acme, stored, secret); err != nil {
 		t.Fatal(err)
 	}
-	never := Hash(blake3.Sum256([]byte("content nobody stored")))
+	never := ident.Hash(blake3.Sum256([]byte("content nobody stored")))
 	// Alternating tries, paired: a slow moment of the machine (the rest
 	// of the suite runs beside this test) falls on both of a pair, and the
 	// median of the pairs' differences leaves it out. The first few warm
@@ -49,7 +51,7 @@ func TestBlobExistenceIsNoTimingOracle(t *testing.T) {
 }
 
 // timeGetBlob times one GetBlob that must answer not found.
-func timeGetBlob(t *testing.T, s *testStore, tenant Tenant, h Hash) time.Duration {
+func timeGetBlob(t *testing.T, s *testStore, tenant ident.Tenant, h ident.Hash) time.Duration {
 	t.Helper()
 	start := time.Now()
 	_, err := s.GetBlob(context.Background(), tenant, h)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/internal/filefault"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -36,7 +37,7 @@ func newDamagedPack(t *testing.T, n, k int) *damagedPack {
 	t.Helper()
 	ctx := context.Background()
 	pool, dir := pgtest.NewPool(t), t.TempDir()
-	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, store.DefaultTenantID); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, ident.DefaultTenantID); err != nil {
 		t.Fatal(err)
 	}
 	engine, err := store.Open(ctx, store.Options{Dir: dir, Pool: pool})
@@ -44,7 +45,7 @@ func newDamagedPack(t *testing.T, n, k int) *damagedPack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	ten, err := engine.Tenant(ctx, store.DefaultTenantID)
+	ten, err := engine.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
 	"github.com/cardboxhq/cardbox/cxdbcompat/ctxmeta"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -87,7 +88,7 @@ type contextRow struct {
 
 // ListContexts returns a page of the tenant's contexts, most recently
 // appended first.
-func (s *Service) ListContexts(ctx context.Context, t store.Tenant, q ContextQuery) (*ContextList, error) {
+func (s *Service) ListContexts(ctx context.Context, t ident.Tenant, q ContextQuery) (*ContextList, error) {
 	if q.Limit == 0 {
 		q.Limit = DefaultContextLimit
 	}
@@ -139,7 +140,7 @@ func (s *Service) ListContexts(ctx context.Context, t store.Tenant, q ContextQue
 
 // filteredContexts returns the tenant's contexts that pass q's filters,
 // with their metadata when a filter needed it.
-func (s *Service) filteredContexts(ctx context.Context, t store.Tenant, q ContextQuery) ([]contextRow, error) {
+func (s *Service) filteredContexts(ctx context.Context, t ident.Tenant, q ContextQuery) ([]contextRow, error) {
 	infos := s.Contexts(t)
 	rows := make([]contextRow, len(infos))
 	for i, info := range infos {
@@ -186,7 +187,7 @@ func (s *Service) matches(r contextRow, q ContextQuery, now time.Time) bool {
 }
 
 // attachMetadata loads the metadata of rows that do not have it yet.
-func (s *Service) attachMetadata(ctx context.Context, t store.Tenant, rows []contextRow) error {
+func (s *Service) attachMetadata(ctx context.Context, t ident.Tenant, rows []contextRow) error {
 	var ids []uint64
 	for _, r := range rows {
 		if r.meta == nil {
@@ -251,7 +252,7 @@ func (s *Service) provenance(r contextRow) *ctxmeta.Provenance {
 	return &p
 }
 
-func (s *Service) activeSessions(t store.Tenant) ([]SessionEntry, []string) {
+func (s *Service) activeSessions(t ident.Tenant) ([]SessionEntry, []string) {
 	sessions := s.hub.Sessions(t.ID)
 	out := make([]SessionEntry, len(sessions))
 	tags := []string{}
@@ -268,7 +269,7 @@ func (s *Service) activeSessions(t store.Tenant) ([]SessionEntry, []string) {
 }
 
 // Context returns one context as listings show it, with provenance.
-func (s *Service) ContextEntry(ctx context.Context, t store.Tenant, id uint64) (ContextEntry, error) {
+func (s *Service) ContextEntry(ctx context.Context, t ident.Tenant, id uint64) (ContextEntry, error) {
 	info, err := s.Context(t, id)
 	if err != nil {
 		return ContextEntry{}, err
@@ -281,7 +282,7 @@ func (s *Service) ContextEntry(ctx context.Context, t store.Tenant, id uint64) (
 }
 
 // Provenance returns a context's provenance, nil when it has none.
-func (s *Service) Provenance(ctx context.Context, t store.Tenant, id uint64) (*ctxmeta.Provenance, error) {
+func (s *Service) Provenance(ctx context.Context, t ident.Tenant, id uint64) (*ctxmeta.Provenance, error) {
 	e, err := s.ContextEntry(ctx, t, id)
 	return e.Provenance, err
 }

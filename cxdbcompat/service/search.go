@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // SearchEntry is a context as GET /v1/contexts/search lists it.
@@ -35,7 +35,7 @@ type SearchResult struct {
 // and created are the current head's. reserve, if not nil, is told each
 // entry's bytes as ContextQuery.Reserve is, and may end the answer
 // (Truncated) as MaxPageBytes does.
-func (s *Service) Search(ctx context.Context, t store.Tenant, q *cql.Query, limit int, reserve func(n int64) error) (*SearchResult, error) {
+func (s *Service) Search(ctx context.Context, t ident.Tenant, q *cql.Query, limit int, reserve func(n int64) error) (*SearchResult, error) {
 	rows, err := s.filteredContexts(ctx, t, ContextQuery{})
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // Role is what a key may do.
@@ -64,7 +64,7 @@ func (r Role) CanAdminister() bool { return r == RoleOperator || r == RoleAdmin 
 // operator's Tenant is the zero Tenant.
 type Principal struct {
 	KeyID  string
-	Tenant store.Tenant
+	Tenant ident.Tenant
 	Role   Role
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -93,7 +94,7 @@ func (k *Keys) Authenticate(ctx context.Context, secret string) (Principal, erro
 	if !matches(secret, row.SecretHash) || row.RevokedAt.Valid || (row.ExpiresAt.Valid && !k.now().Before(row.ExpiresAt.Time)) {
 		return Principal{}, ErrUnauthenticated
 	}
-	return Principal{KeyID: row.KeyID, Tenant: store.Tenant{ID: row.TenantID.String, No: uint32(row.TenantNo.Int32)}, Role: Role(row.Role)}, nil
+	return Principal{KeyID: row.KeyID, Tenant: ident.Tenant{ID: row.TenantID.String, No: uint32(row.TenantNo.Int32)}, Role: Role(row.Role)}, nil
 }
 
 // ValidKey reports whether a key is still valid (it exists, is not

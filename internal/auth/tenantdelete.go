@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/sqlc/db"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Errors of tenant deletion.
@@ -100,7 +100,7 @@ func (k *Keys) TenantRows(ctx context.Context, id string) (Deletion, error) {
 // and at start-up). The audit log holds one record of the deletion
 // either way.
 func (k *Keys) DeleteTenant(ctx context.Context, actor, id string) (Deletion, error) {
-	if id == store.DefaultTenantID {
+	if id == ident.DefaultTenantID {
 		return Deletion{}, fmt.Errorf("delete tenant %q: %w", id, ErrDefaultTenant)
 	}
 	d := Deletion{TenantID: id}
@@ -230,14 +230,14 @@ func purge(ctx context.Context, q *db.Queries, id string) ([]TableRows, error) {
 }
 
 // DeletedTenants returns every deleted tenant.
-func (k *Keys) DeletedTenants(ctx context.Context) ([]store.Tenant, error) {
+func (k *Keys) DeletedTenants(ctx context.Context) ([]ident.Tenant, error) {
 	rows, err := k.admin.ListDeletedTenants(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list deleted tenants: %w", err)
 	}
-	out := make([]store.Tenant, len(rows))
+	out := make([]ident.Tenant, len(rows))
 	for i, r := range rows {
-		out[i] = store.Tenant{ID: r.TenantID, No: uint32(r.TenantNo)}
+		out[i] = ident.Tenant{ID: r.TenantID, No: uint32(r.TenantNo)}
 	}
 	return out, nil
 }

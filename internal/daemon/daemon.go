@@ -27,6 +27,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/connlimit"
 	"github.com/cardboxhq/cardbox/internal/datadir"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -45,7 +46,7 @@ type Daemon struct {
 	// commits and publishes tell the CXDB service and the projector of
 	// committed turns and published bundles; New subscribes them.
 	commits   feed[[]store.Appended]
-	publishes feed[store.Tenant]
+	publishes feed[ident.Tenant]
 	cxdb      *service.Service
 	proj      *analytics.Projector // nil with analytics off
 	cards     *cardbox.Service

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -80,7 +81,7 @@ func New(opts Options) *Checker {
 
 // CheckTurnStore checks a write to the turn store; it is the store's
 // store.QuotaFunc. stored is what the turn store holds for the tenant.
-func (c *Checker) CheckTurnStore(ctx context.Context, t store.Tenant, stored, adding int64) error {
+func (c *Checker) CheckTurnStore(ctx context.Context, t ident.Tenant, stored, adding int64) error {
 	s := c.setting(ctx, t.ID)
 	return check(t.ID, c.limit(s), stored+s.CardBoxBytes, adding)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/store"
@@ -66,11 +67,11 @@ func TestStoreChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, unlimited, _ := setup(t, 0)
-	acme, globex := store.Tenant{ID: "acme", No: 2}, store.Tenant{ID: "globex", No: 3}
+	acme, globex := ident.Tenant{ID: "acme", No: 2}, ident.Tenant{ID: "globex", No: 3}
 	for _, tt := range []struct {
 		name           string
 		c              *quota.Checker
-		t              store.Tenant
+		t              ident.Tenant
 		stored, adding int64
 		refused        bool
 	}{
@@ -100,7 +101,7 @@ func TestStoreChecks(t *testing.T) {
 func TestCardBoxBytesCount(t *testing.T) {
 	ctx := context.Background()
 	pool, _, c, clk := setup(t, 1000)
-	acme := store.Tenant{ID: "acme", No: 2}
+	acme := ident.Tenant{ID: "acme", No: 2}
 	if err := c.CheckCardBox(ctx, "acme", 0, 600); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestCardBoxBytesCount(t *testing.T) {
 func TestQuotaChangesApplyAfterRefresh(t *testing.T) {
 	ctx := context.Background()
 	pool, keys, c, clk := setup(t, 1000)
-	acme := store.Tenant{ID: "acme", No: 2}
+	acme := ident.Tenant{ID: "acme", No: 2}
 	if err := c.CheckTurnStore(ctx, acme, 1000, 1); !refused(err) {
 		t.Fatalf("over the default: %v", err)
 	}
