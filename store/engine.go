@@ -54,6 +54,10 @@ type Options struct {
 	// storage (appends, blob puts, fs attachments, contexts, registry
 	// bundles) and may refuse it; nil: no quotas.
 	Quota QuotaFunc
+	// FSTree decodes the fs tree objects of the roots attached to turns,
+	// which must be whole (see checkFSRoot); nil: attaching an fs root is
+	// refused as unprocessable.
+	FSTree FSTreeDecoder
 	// PGTimeout bounds how long a request waits for Postgres (default
 	// DefaultPGTimeout): each statement a request sends, and an append's
 	// group from when the append was queued to its COMMIT's answer. An

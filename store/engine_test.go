@@ -44,7 +44,7 @@ func newTestStore(t *testing.T) *testStore {
 
 func (s *testStore) open(h *hooks) {
 	s.t.Helper()
-	opts := Options{Dir: s.dir, Pool: s.pool, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota}
+	opts := Options{Dir: s.dir, Pool: s.pool, FSTree: decodeFSTree, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota}
 	if s.appended != nil {
 		opts.OnAppend, opts.OnAppendPayloads = func(a []Appended) { s.appended <- a }, s.onAppendPayloads
 	}

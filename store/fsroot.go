@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -16,6 +15,31 @@ import (
 // stored for the tenant. A tree found whole is remembered, so that a
 // snapshot re-attached turn after turn is walked once (and a new snapshot
 // walks only its changed directories).
+
+// FSEntryKind says what an entry of an fs tree object names.
+type FSEntryKind int
+
+// Kinds of fs tree entries.
+const (
+	FSFile    FSEntryKind = iota // a file's blob
+	FSDir                        // a tree object
+	FSSymlink                    // a symlink target's blob
+)
+
+// FSTreeEntry is one entry of an fs tree object, as far as the check that
+// a tree is whole reads it.
+type FSTreeEntry struct {
+	Name   string
+	Kind   FSEntryKind
+	Hash   ident.Hash
+	HashOK bool // the entry carries a 32-byte hash
+}
+
+// FSTreeDecoder decodes an fs tree object into its entries (none: an empty
+// directory). The object format is the CXDB protocol's
+// (cxdbcompat/fstree); the daemon passes its decoder in Options.FSTree,
+// so that the engine does not depend on the protocol's codecs.
+type FSTreeDecoder func(obj []byte) ([]FSTreeEntry, error)
 
 // maxWholeTrees bounds the memory of whole trees; the set starts over when
 // full.
@@ -70,7 +94,10 @@ func (e *Engine) checkTree(ctx context.Context, t ident.Tenant, h ident.Hash, pa
 	if err != nil {
 		return blobReadError(err, h, "fs tree object")
 	}
-	entries, err := fstree.Decode(data)
+	if e.opts.FSTree == nil {
+		return errorf(KindUnprocessable, "fs roots are not supported: the store was opened without an fs tree decoder")
+	}
+	entries, err := e.opts.FSTree(data)
 	if err != nil {
 		return wrapf(KindInvalid, err, "tree object %x at %s", h, path)
 	}
@@ -83,14 +110,14 @@ func (e *Engine) checkTree(ctx context.Context, t ident.Tenant, h ident.Hash, pa
 	return nil
 }
 
-func (e *Engine) checkEntry(ctx context.Context, t ident.Tenant, en fstree.Entry, path string) error {
+func (e *Engine) checkEntry(ctx context.Context, t ident.Tenant, en FSTreeEntry, path string) error {
 	if !en.HashOK {
 		return errorf(KindInvalid, "entry %s has no 32-byte hash", path)
 	}
 	switch en.Kind {
-	case fstree.KindDir:
+	case FSDir:
 		return e.checkTree(ctx, t, ident.Hash(en.Hash), path+"/")
-	case fstree.KindSymlink:
+	case FSSymlink:
 		return e.needBlob(ctx, t, ident.Hash(en.Hash), "symlink target", path)
 	}
 	return e.needBlob(ctx, t, ident.Hash(en.Hash), "file", path)

@@ -23,6 +23,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/daemon"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/logtest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
@@ -74,7 +75,7 @@ func newEnv(t testing.TB) *env { return newEnvWith(t, envConfig{}) }
 func newEnvWith(t testing.TB, cfg envConfig) *env {
 	t.Helper()
 	e := &env{t: t, pool: pgtest.NewPool(t), logs: &logtest.Errors{}, served: make(chan error, 1)}
-	engine, err := store.Open(context.Background(), store.Options{Dir: t.TempDir(), Pool: e.pool})
+	engine, err := store.Open(context.Background(), store.Options{Dir: t.TempDir(), Pool: e.pool, FSTree: daemon.DecodeFSTree})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -145,7 +145,7 @@ func (d *Daemon) openDatabase(ctx context.Context) (*Database, error) {
 func (d *Daemon) openStore(ctx context.Context) error {
 	engine, err := store.Open(ctx, store.Options{
 		Dir: d.cfg.DataDir, Pool: d.db.Pool, Logger: d.log, OnAppend: d.commits.publish,
-		Quota: d.access.storeQuota(), OnAppendPayloads: d.cfg.handedPayloads(), PGTimeout: d.cfg.PGTimeout,
+		Quota: d.access.storeQuota(), FSTree: DecodeFSTree, OnAppendPayloads: d.cfg.handedPayloads(), PGTimeout: d.cfg.PGTimeout,
 	})
 	if err != nil {
 		return err
