@@ -145,7 +145,7 @@ func (q *quotas) check(_ context.Context, t ident.Tenant, stored, adding int64) 
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if n, ok := q.limit[t.ID]; ok && stored+adding > n {
-		return QuotaExceeded(t.ID, stored, n, adding)
+		return &Error{Kind: KindQuotaExceeded, Msg: "storage quota exceeded", Details: map[string]any{"used_bytes": stored, "quota_bytes": n, "adding_bytes": adding}}
 	}
 	return nil
 }
