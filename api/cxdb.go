@@ -153,7 +153,7 @@ func (r *CXDBRoutes) listContexts(c echo.Context) error {
 	// The entries are charged as they are built, until the page is sent.
 	charge := r.charge(c, t)
 	defer charge.release()
-	q.Reserve = charge.reserveEntry
+	q.Reserve, q.Borrow = charge.reserveEntry, charge.borrow
 	list, err := r.svc.ListContexts(c.Request().Context(), t, q)
 	if err != nil {
 		return err
@@ -210,7 +210,7 @@ func (r *CXDBRoutes) search(c echo.Context) error {
 	// As a list's: charged as built, until sent.
 	charge := r.charge(c, t)
 	defer charge.release()
-	found, err := r.svc.Search(c.Request().Context(), t, q, int(limit), charge.reserveEntry)
+	found, err := r.svc.Search(c.Request().Context(), t, q, int(limit), service.Charge{Reserve: charge.reserveEntry, Borrow: charge.borrow})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,8 @@ import (
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 
-// Large answers (turn pages, context lists and searches, blobs, files) are charged to a memory budget
+// Large answers (turn pages, context lists and searches, blobs, files,
+// directory listings, the type list) are charged to a memory budget
 // while they are built and sent: the binary port's answer budget, shared
 // by tenants as --tenant-memory-share says, so that the two surfaces
 // together hold at most it. A request that finds no room within
@@ -89,6 +90,28 @@ func (a *answerCharge) reserveEntry(n int64) error {
 	}
 	a.total, a.held = need, a.held+n
 	return nil
+}
+
+// borrow charges n bytes of working memory, the metadata a list's or
+// search's filter looks at, until release: it waits for room as reserve
+// does, and is 503 past the tenant's share. Batches of at most
+// freeAnswerBytes are not charged, as small answers are not.
+func (a *answerCharge) borrow(n int64) (release func(), err error) {
+	if n <= freeAnswerBytes {
+		return func() {}, nil
+	}
+	if n > a.budget.Share() {
+		return nil, answersFull(n, a.budget.Share())
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, a.wait)
+	defer cancel()
+	if err := a.budget.Acquire(ctx, a.tenant, n); err != nil {
+		if a.ctx.Err() != nil {
+			return nil, a.ctx.Err() // the client left: 499
+		}
+		return nil, answersFull(n, a.budget.Share())
+	}
+	return func() { a.budget.Release(a.tenant, n) }, nil
 }
 
 // settle makes the charge the answer's real size, once built: estimates

@@ -15,14 +15,20 @@ import (
 
 // fsList serves GET /v1/turns/{id}/fs?path=: a directory listing.
 func (r *CXDBRoutes) fsList(c echo.Context) error {
-	node, id, err := r.fsNode(c, c.QueryParam("path"))
+	t, id, err := r.tenantAndID(c, "id")
+	if err != nil {
+		return err
+	}
+	node, err := r.svc.FS(c.Request().Context(), t, id, c.QueryParam("path"))
 	if err != nil {
 		return err
 	}
 	if node.Dir == nil {
 		return NewError(http.StatusUnprocessableEntity, "path is not a directory: %s", c.QueryParam("path")).with("turn_id", idString(id))
 	}
-	return c.JSON(http.StatusOK, node.Dir)
+	charge := r.charge(c, t)
+	defer charge.release()
+	return r.writeFSListing(c, charge, node.Dir)
 }
 
 // fsPath serves GET /v1/turns/{id}/fs/{path...}: a file's bytes (or JSON
@@ -43,13 +49,14 @@ func (r *CXDBRoutes) fsPath(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if node.Dir != nil {
-		return c.JSON(http.StatusOK, node.Dir)
-	}
-	// A file is charged once read, as a blob is.
-	f := node.File
+	// A listing is charged before its JSON is built, a file once read, as
+	// a blob is.
 	charge := r.charge(c, t)
 	defer charge.release()
+	if node.Dir != nil {
+		return r.writeFSListing(c, charge, node.Dir)
+	}
+	f := node.File
 	if c.QueryParam("format") == "json" {
 		return r.fileJSON(c, charge, id, p, f)
 	}
@@ -91,15 +98,6 @@ func (r *CXDBRoutes) fileJSON(c echo.Context, charge *answerCharge, id uint64, p
 	b = append(base64.StdEncoding.AppendEncode(b, f.Content), '"', ',')
 	b = append(append(b, rest[1:]...), '\n')
 	return c.JSONBlob(http.StatusOK, b)
-}
-
-func (r *CXDBRoutes) fsNode(c echo.Context, p string) (service.FSNode, uint64, error) {
-	t, id, err := r.tenantAndID(c, "id")
-	if err != nil {
-		return service.FSNode{}, 0, err
-	}
-	node, err := r.svc.FS(c.Request().Context(), t, id, p)
-	return node, id, err
 }
 
 // contentTypes are the reference server's types by file extension.

@@ -195,7 +195,8 @@ func TestContextListsAndSearchesAreChargedToTheAnswerBudget(t *testing.T) {
 
 // TestSpentAnswerBudgetRefusesLargeListsAndSearches: with the budget spent
 // (by binary answers, say), a large list or search is 503 with Retry-After
-// as a turn page is; a small one is not charged and answers.
+// as a turn page is, and so is a filtered one that must read a large
+// context's metadata to filter; a small one is not charged and answers.
 func TestSpentAnswerBudgetRefusesLargeListsAndSearches(t *testing.T) {
 	budget := membudget.New(1<<20, 0, 0)
 	h := newCXDBHarnessWith(t, harnessOptions{answers: budget, answerWait: 50 * time.Millisecond})
@@ -207,13 +208,18 @@ func TestSpentAnswerBudgetRefusesLargeListsAndSearches(t *testing.T) {
 	}
 	t.Cleanup(func() { budget.Release("default", budget.Total()) })
 	d := newDocCheck(t, h.url)
-	for _, path := range []string{"/v1/contexts", "/v1/contexts/search?q=" + urlQuery(`label = "big"`)} {
+	for _, path := range []string{
+		"/v1/contexts", "/v1/contexts/search?q=" + urlQuery(`label = "big"`),
+		"/v1/contexts?label=small", "/v1/contexts/search?q=" + urlQuery(`label = "small"`),
+	} {
 		r := d.call(http.StatusServiceUnavailable, http.MethodGet, path, nil)
 		if e := r.apiError(t); r.Header.Get("Retry-After") != "1" || e.Kind != "UNAVAILABLE" || e.Details["needed_bytes"] == nil {
 			t.Errorf("%s with the budget spent: %+v, Retry-After %q", path, e, r.Header.Get("Retry-After"))
 		}
 	}
-	for _, path := range []string{"/v1/contexts?label=small", "/v1/contexts/search?q=" + urlQuery(`label = "small"`)} {
-		d.call(http.StatusOK, http.MethodGet, path, nil)
+	var p budgetListPage
+	d.call(http.StatusOK, http.MethodGet, "/v1/contexts?limit=1", nil).JSON(t, &p)
+	if len(p.Contexts) != 1 || p.Contexts[0]["labels"].([]any)[0] != "small" {
+		t.Errorf("the newest context's page with the budget spent: %v", p.Contexts)
 	}
 }

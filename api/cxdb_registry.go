@@ -59,12 +59,21 @@ func (r *CXDBRoutes) getBundle(c echo.Context) error {
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, raw)
 }
 
+// listTypes answers every type of the tenant's registry, charged to the
+// answer budget before its JSON is built.
 func (r *CXDBRoutes) listTypes(c echo.Context) error {
-	reg, err := r.registry(c)
+	t, err := r.tenant(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"types": reg.Types()})
+	reg, err := r.svc.Registry(c.Request().Context(), t)
+	if err != nil {
+		return err
+	}
+	types := reg.Types()
+	charge := r.charge(c, t)
+	defer charge.release()
+	return writeChargedJSON(c, charge, typesSize(types), map[string]any{"types": types})
 }
 
 func (r *CXDBRoutes) getTypeVersion(c echo.Context) error {

@@ -125,14 +125,7 @@ func (e *Engine) Metadata(ctx context.Context, t ident.Tenant, ids []uint64) (ma
 	if e.gate.Gone(t.No) {
 		return map[uint64]ContextMeta{}, nil
 	}
-	var want []int64 // nil: all
-	if ids != nil {
-		want = make([]int64, len(ids))
-		for i, id := range ids {
-			want[i] = int64(id)
-		}
-	}
-	rows, err := e.as(pgrole.Tenant, t.ID).ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: want})
+	rows, err := e.as(pgrole.Tenant, t.ID).ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
 	if err != nil {
 		return nil, wrapf(KindUnavailable, err, "load context metadata")
 	}
@@ -141,4 +134,35 @@ func (e *Engine) Metadata(ctx context.Context, t ident.Tenant, ids []uint64) (ma
 		out[uint64(r.ContextID)] = ContextMeta{ClientTag: textPtr(r.ClientTag), Title: textPtr(r.Title), Labels: r.Labels, Provenance: r.Provenance}
 	}
 	return out, nil
+}
+
+// MetadataSizes returns the bytes of the metadata of the given contexts
+// of the tenant (all of them when ids is nil), as Postgres measures them
+// without sending them; contexts without metadata are absent. Lists and
+// searches load metadata in batches these sizes bound.
+func (e *Engine) MetadataSizes(ctx context.Context, t ident.Tenant, ids []uint64) (map[uint64]int64, error) {
+	if e.gate.Gone(t.No) {
+		return map[uint64]int64{}, nil
+	}
+	rows, err := e.as(pgrole.Tenant, t.ID).ContextMetadataSizes(ctx, db.ContextMetadataSizesParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
+	if err != nil {
+		return nil, wrapf(KindUnavailable, err, "measure context metadata")
+	}
+	out := make(map[uint64]int64, len(rows))
+	for _, r := range rows {
+		out[uint64(r.ContextID)] = r.Size
+	}
+	return out, nil
+}
+
+// contextIDs is ids as Postgres bigints; nil stays nil (all contexts).
+func contextIDs(ids []uint64) []int64 {
+	if ids == nil {
+		return nil
+	}
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		out[i] = int64(id)
+	}
+	return out
 }

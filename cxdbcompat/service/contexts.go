@@ -37,11 +37,9 @@ type ContextQuery struct {
 	Title             string
 	Query             *cql.Query
 	IncludeProvenance bool
-	// Reserve, if set, is told each entry's bytes (at least its JSON)
-	// before the entry joins the page, to charge them to a memory budget
-	// until the page is sent; ErrAnswerFull from it ends the page before
-	// the entry, another error fails the listing.
-	Reserve func(n int64) error
+	// Charge accounts for the page's entries and for the metadata a
+	// filter looks at.
+	Charge
 }
 
 // ContextEntry is a context as GET /v1/contexts lists it.
@@ -110,25 +108,23 @@ func (s *Service) ListContexts(ctx context.Context, t ident.Tenant, q ContextQue
 	}
 	list := &ContextList{HasMore: len(rows) > q.Limit}
 	rows = rows[:min(len(rows), q.Limit)]
-	if err := s.attachMetadata(ctx, t, rows); err != nil {
+	// The page stops before the entry that would take its contexts past
+	// MaxPageBytes, or that Reserve has no room for, before its metadata
+	// is loaded; its first entry is always answered.
+	page := answerBytes{reserve: q.Reserve}
+	n, err := s.loadPage(ctx, t, rows, &page, func(r contextRow) int {
+		e := s.entry(r, q.IncludeProvenance)
+		return e.size()
+	})
+	if err != nil {
 		return nil, err
 	}
-	// The page stops before the entry that would take its contexts past
-	// MaxPageBytes, or that Reserve has no room for; its first entry is
-	// always answered.
-	list.Contexts = make([]ContextEntry, 0, len(rows))
-	page := answerBytes{reserve: q.Reserve}
+	if n < len(rows) {
+		rows, list.HasMore = rows[:n], true
+	}
+	list.Contexts = make([]ContextEntry, len(rows))
 	for i, r := range rows {
-		e := s.entry(r, q.IncludeProvenance)
-		fits, err := page.add(i == 0, e.size())
-		if err != nil {
-			return nil, err
-		}
-		if !fits {
-			rows, list.HasMore = rows[:i], true
-			break
-		}
-		list.Contexts = append(list.Contexts, e)
+		list.Contexts[i] = s.entry(r, q.IncludeProvenance)
 	}
 	if list.HasMore {
 		list.NextCursor = encodeContextCursor(rows[len(rows)-1].info)
@@ -139,7 +135,8 @@ func (s *Service) ListContexts(ctx context.Context, t ident.Tenant, q ContextQue
 }
 
 // filteredContexts returns the tenant's contexts that pass q's filters,
-// with their metadata when a filter needed it.
+// without their metadata: a filter looks at it in batches
+// (scanMetadata), and the page loads its own entries' again.
 func (s *Service) filteredContexts(ctx context.Context, t ident.Tenant, q ContextQuery) ([]contextRow, error) {
 	infos := s.Contexts(t)
 	rows := make([]contextRow, len(infos))
@@ -149,21 +146,16 @@ func (s *Service) filteredContexts(ctx context.Context, t ident.Tenant, q Contex
 	if !q.HasTag && len(q.Labels) == 0 && q.Title == "" && q.Query == nil {
 		return rows, nil
 	}
-	all, err := s.Metadata(ctx, t, nil)
-	if err != nil {
-		return nil, err
-	}
 	now := s.now()
-	kept := rows[:0]
-	for _, r := range rows {
-		if m, ok := all[r.info.ContextID]; ok {
-			r.meta = &m
+	var kept []contextRow
+	err := s.scanMetadata(ctx, t, rows, q.Charge, func(batch []contextRow) {
+		for _, r := range batch {
+			if s.matches(r, q, now) {
+				kept = append(kept, contextRow{info: r.info})
+			}
 		}
-		if s.matches(r, q, now) {
-			kept = append(kept, r)
-		}
-	}
-	return kept, nil
+	})
+	return kept, err
 }
 
 func (s *Service) matches(r contextRow, q ContextQuery, now time.Time) bool {
@@ -184,29 +176,6 @@ func (s *Service) matches(r contextRow, q ContextQuery, now time.Time) bool {
 		return q.Query.Match(&rec, now)
 	}
 	return true
-}
-
-// attachMetadata loads the metadata of rows that do not have it yet.
-func (s *Service) attachMetadata(ctx context.Context, t ident.Tenant, rows []contextRow) error {
-	var ids []uint64
-	for _, r := range rows {
-		if r.meta == nil {
-			ids = append(ids, r.info.ContextID)
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	found, err := s.Metadata(ctx, t, ids)
-	if err != nil {
-		return err
-	}
-	for i := range rows {
-		if m, ok := found[rows[i].info.ContextID]; ok && rows[i].meta == nil {
-			rows[i].meta = &m
-		}
-	}
-	return nil
 }
 
 // entry renders a context: metadata first, then the creating session
@@ -274,11 +243,15 @@ func (s *Service) ContextEntry(ctx context.Context, t ident.Tenant, id uint64) (
 	if err != nil {
 		return ContextEntry{}, err
 	}
-	rows := []contextRow{{info: info}}
-	if err := s.attachMetadata(ctx, t, rows); err != nil {
+	found, err := s.Metadata(ctx, t, []uint64{id})
+	if err != nil {
 		return ContextEntry{}, err
 	}
-	return s.entry(rows[0], true), nil
+	row := contextRow{info: info}
+	if m, ok := found[id]; ok {
+		row.meta = &m
+	}
+	return s.entry(row, true), nil
 }
 
 // Provenance returns a context's provenance, nil when it has none.

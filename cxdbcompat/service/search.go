@@ -1,7 +1,9 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"slices"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
 	"github.com/cardboxhq/cardbox/internal/ident"
@@ -32,47 +34,61 @@ type SearchResult struct {
 // most limit (0: all) and at most MaxPageBytes of them (Truncated then
 // says so; the first is always answered), and how many matched. Every
 // context is searched, forks and contexts without turns included; depth
-// and created are the current head's. reserve, if not nil, is told each
-// entry's bytes as ContextQuery.Reserve is, and may end the answer
-// (Truncated) as MaxPageBytes does.
-func (s *Service) Search(ctx context.Context, t ident.Tenant, q *cql.Query, limit int, reserve func(n int64) error) (*SearchResult, error) {
+// and created are the current head's. charge accounts for the metadata
+// looked at (in batches) and the entries, as a list's; its Reserve may
+// end the answer (Truncated) as MaxPageBytes does.
+func (s *Service) Search(ctx context.Context, t ident.Tenant, q *cql.Query, limit int, charge Charge) (*SearchResult, error) {
 	rows, err := s.filteredContexts(ctx, t, ContextQuery{})
 	if err != nil {
 		return nil, err
 	}
-	all, err := s.Metadata(ctx, t, nil)
+	// Each batch is matched and forgotten; what matched is found again by
+	// id, newest first, and only the answer's entries load their metadata.
+	now := s.now()
+	var matched []contextRow
+	err = s.scanMetadata(ctx, t, rows, charge, func(batch []contextRow) {
+		for _, r := range batch {
+			if rec := s.record(r); q.Match(&rec, now) {
+				matched = append(matched, contextRow{info: r.info})
+			}
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	records := make([]cql.Record, len(rows))
-	byID := make(map[uint64]contextRow, len(rows))
-	for i, r := range rows {
-		if m, ok := all[r.info.ContextID]; ok {
-			r.meta = &m
-		}
-		records[i] = s.record(r)
-		byID[r.info.ContextID] = r
+	slices.SortStableFunc(matched, func(a, b contextRow) int { return cmp.Compare(b.info.ContextID, a.info.ContextID) })
+	res := &SearchResult{Total: len(matched)}
+	if limit > 0 && limit < len(matched) {
+		matched = matched[:limit]
 	}
-	matches, total := cql.Filter(q, records, s.now(), limit)
-	res := &SearchResult{Contexts: make([]SearchEntry, 0, len(matches)), Total: total}
-	answer := answerBytes{reserve: reserve}
-	for i, m := range matches {
-		e := s.entry(byID[m.ID], false)
-		se := SearchEntry{
-			ContextID: e.ContextID, HeadTurnID: e.HeadTurnID, HeadDepth: e.HeadDepth,
-			CreatedAtMs: e.CreatedAtMs, IsLive: e.IsLive, ClientTag: m.Tag, Title: e.Title,
-		}
-		fits, err := answer.add(i == 0, se.size())
-		if err != nil {
-			return nil, err
-		}
-		if !fits {
-			res.Truncated = true
-			break
-		}
-		res.Contexts = append(res.Contexts, se)
+	answer := answerBytes{reserve: charge.Reserve}
+	n, err := s.loadPage(ctx, t, matched, &answer, func(r contextRow) int {
+		e := s.searchEntry(r)
+		return e.size()
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Truncated = n < len(matched)
+	res.Contexts = make([]SearchEntry, n)
+	for i, r := range matched[:n] {
+		res.Contexts[i] = s.searchEntry(r)
 	}
 	return res, nil
+}
+
+// searchEntry renders a context as a search answers it: its tag is its
+// metadata's only, as CQL's.
+func (s *Service) searchEntry(r contextRow) SearchEntry {
+	e := s.entry(r, false)
+	se := SearchEntry{
+		ContextID: e.ContextID, HeadTurnID: e.HeadTurnID, HeadDepth: e.HeadDepth,
+		CreatedAtMs: e.CreatedAtMs, IsLive: e.IsLive, Title: e.Title,
+	}
+	if r.meta != nil {
+		se.ClientTag = deref(r.meta.ClientTag)
+	}
+	return se
 }
 
 // record is what CQL sees of a context.

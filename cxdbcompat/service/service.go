@@ -36,6 +36,7 @@ type Store interface {
 	SaveRootMetadata(ctx context.Context, t ident.Tenant, root uint64, contexts []uint64, m *store.ContextMeta) error
 	ContextsWithoutMetadata(ctx context.Context, max int) ([]store.PendingMetadata, error)
 	Metadata(ctx context.Context, t ident.Tenant, ids []uint64) (map[uint64]store.ContextMeta, error)
+	MetadataSizes(ctx context.Context, t ident.Tenant, ids []uint64) (map[uint64]int64, error)
 }
 
 // Options configure a Service.

@@ -59,6 +59,49 @@ func (q *Queries) ContextMetadata(ctx context.Context, arg ContextMetadataParams
 	return items, nil
 }
 
+const contextMetadataSizes = `-- name: ContextMetadataSizes :many
+SELECT c.context_id,
+       (coalesce(octet_length(m.client_tag), 0) + coalesce(octet_length(m.title), 0)
+        + coalesce(octet_length(array_to_string(m.labels, '')) + 8 * cardinality(m.labels), 0)
+        + coalesce(octet_length(m.provenance::text), 0))::bigint AS size
+FROM contexts c JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
+WHERE c.tenant_id = $1
+  AND ($2::bigint[] IS NULL OR c.context_id = ANY($2::bigint[]))
+`
+
+type ContextMetadataSizesParams struct {
+	TenantID   string
+	ContextIds []int64
+}
+
+type ContextMetadataSizesRow struct {
+	ContextID int64
+	Size      int64
+}
+
+// The bytes of the metadata of the tenant's contexts that have some (the
+// given ones, or all of them when context_ids is NULL), without loading
+// it: lists and searches load metadata in batches of bounded bytes.
+func (q *Queries) ContextMetadataSizes(ctx context.Context, arg ContextMetadataSizesParams) ([]ContextMetadataSizesRow, error) {
+	rows, err := q.db.Query(ctx, contextMetadataSizes, arg.TenantID, arg.ContextIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ContextMetadataSizesRow
+	for rows.Next() {
+		var i ContextMetadataSizesRow
+		if err := rows.Scan(&i.ContextID, &i.Size); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const fSAttachments = `-- name: FSAttachments :many
 SELECT turn_id, fs_root_hash FROM fs_attachments
 WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])

@@ -38,6 +38,18 @@ FROM contexts c JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id 
 WHERE c.tenant_id = @tenant_id
   AND (sqlc.narg(context_ids)::bigint[] IS NULL OR c.context_id = ANY(sqlc.narg(context_ids)::bigint[]));
 
+-- name: ContextMetadataSizes :many
+-- The bytes of the metadata of the tenant's contexts that have some (the
+-- given ones, or all of them when context_ids is NULL), without loading
+-- it: lists and searches load metadata in batches of bounded bytes.
+SELECT c.context_id,
+       (coalesce(octet_length(m.client_tag), 0) + coalesce(octet_length(m.title), 0)
+        + coalesce(octet_length(array_to_string(m.labels, '')) + 8 * cardinality(m.labels), 0)
+        + coalesce(octet_length(m.provenance::text), 0))::bigint AS size
+FROM contexts c JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
+WHERE c.tenant_id = @tenant_id
+  AND (sqlc.narg(context_ids)::bigint[] IS NULL OR c.context_id = ANY(sqlc.narg(context_ids)::bigint[]));
+
 -- name: FSAttachments :many
 -- The fs roots attached to any of the given turns.
 SELECT turn_id, fs_root_hash FROM fs_attachments
