@@ -7,7 +7,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 )
 
-// A deleted tenant (auth.Keys.DeleteTenant, from any process) has no rows
+// A deleted tenant (tenancy.Admin.DeleteTenant, from any process) has no rows
 // left in Postgres, but a running store still knows it: its contexts,
 // turns and types in memory, writes in flight. ForgetTenant closes its
 // gate and drops what memory holds of it; recovery skips its records.
@@ -49,7 +49,7 @@ func (e *Engine) submit(ctx context.Context, j *job) (o outcome, handedOff bool)
 // existed. The entries of its turns in the turn table stay, unreachable,
 // until the next start, whose recovery skips its records. Rows the last
 // writes added after the deletion are the caller's to purge once this
-// returns (auth.Keys.PurgeDeleted). A live tenant is refused (KindInvalid);
+// returns (tenancy.Admin.PurgeDeleted). A live tenant is refused (KindInvalid);
 // forgetting a tenant twice does nothing.
 func (e *Engine) ForgetTenant(ctx context.Context, id string) (ident.Tenant, error) {
 	no, err := e.as(pgrole.Lookup, "").DeletedTenant(ctx, id)

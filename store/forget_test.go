@@ -59,7 +59,7 @@ func (s *testStore) fill(id string, shared []byte) *tenantData {
 	return d
 }
 
-// deleteInDB deletes tenant id in Postgres as auth.Keys.DeleteTenant
+// deleteInDB deletes tenant id in Postgres as tenancy.Admin.DeleteTenant
 // does (the same queries, without the audit record).
 func (s *testStore) deleteInDB(id string) {
 	s.t.Helper()

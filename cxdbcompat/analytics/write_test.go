@@ -125,7 +125,7 @@ func writeBesideDeletion(t *testing.T, again bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deletion.Rollback(context.Background()) })
-	q := db.New(deletion) // as internal/auth's DeleteTenant begins
+	q := db.New(deletion) // as internal/tenancy's DeleteTenant begins
 	acme, err := q.LockTenantForDelete(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)

@@ -76,6 +76,9 @@ var (
 	ErrUnauthenticated = errors.New("a valid API key is required")
 	// ErrForbidden: the key's role may not do this.
 	ErrForbidden = errors.New("the API key's role does not allow this")
+	// ErrNoTenant: the tenant named does not exist, or is not the key's
+	// to name.
+	ErrNoTenant = errors.New("no such tenant")
 )
 
 // Forbidden returns ErrForbidden with what was refused.

@@ -39,7 +39,7 @@ type Setting struct {
 	CardBoxBytes int64
 }
 
-// Lookup reads a tenant's Setting (auth.Keys.TenantQuota).
+// Lookup reads a tenant's Setting (tenancy.Admin.TenantQuota).
 type Lookup func(ctx context.Context, tenant string) (Setting, error)
 
 // Options configure a Checker.

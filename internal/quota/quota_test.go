@@ -9,10 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -33,10 +33,10 @@ func (c *clock) add(d time.Duration) {
 
 // setup makes tenants acme and globex, and a checker reading their
 // settings through auth.Keys as cardboxd's does, with default quota def.
-func setup(t *testing.T, def int64) (*pgxpool.Pool, *auth.Keys, *quota.Checker, *clock) {
+func setup(t *testing.T, def int64) (*pgxpool.Pool, *tenancy.Admin, *quota.Checker, *clock) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	keys := auth.NewKeys(pool, nil)
+	keys := tenancy.New(pool, nil)
 	for _, id := range []string{"acme", "globex"} {
 		if _, err := keys.CreateTenant(context.Background(), "test", id, ""); err != nil {
 			t.Fatal(err)
@@ -48,7 +48,7 @@ func setup(t *testing.T, def int64) (*pgxpool.Pool, *auth.Keys, *quota.Checker, 
 }
 
 // lookup is cardboxd's quota.Lookup.
-func lookup(keys *auth.Keys) quota.Lookup {
+func lookup(keys *tenancy.Admin) quota.Lookup {
 	return func(ctx context.Context, tenant string) (quota.Setting, error) {
 		q, err := keys.TenantQuota(ctx, tenant)
 		return quota.Setting{Quota: q.Bytes, CardBoxBytes: q.CardBoxBytes}, err
