@@ -99,9 +99,13 @@ func TestExpiry(t *testing.T) {
 	if _, err := keysOf(adm).Authenticate(ctx, secret); err != nil {
 		t.Fatalf("before expiry: %v", err)
 	}
-	adm.now = func() time.Time { return at }
-	if _, err := keysOf(adm).Authenticate(ctx, secret); !errors.Is(err, auth.ErrUnauthenticated) {
-		t.Errorf("at expiry: err = %v", err)
+	// A key past its expiry: made by a clock two hours behind, to expire
+	// an hour ago.
+	adm.now = func() time.Time { return time.Now().Add(-2 * time.Hour) }
+	past := time.Now().Add(-time.Hour)
+	_, expired := mustKey(t, adm, "acme", auth.RoleReader, &past)
+	if _, err := keysOf(adm).Authenticate(ctx, expired); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Errorf("after expiry: err = %v", err)
 	}
 }
 
