@@ -12,21 +12,22 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
-// Administration is what the admin routes do (auth.Keys).
+// Administration is what the admin routes do (tenancy.Admin).
 type Administration interface {
-	CreateTenant(ctx context.Context, actor, id, name string) (auth.Tenant, error)
-	ListTenants(ctx context.Context) ([]auth.Tenant, error)
-	DeleteTenant(ctx context.Context, actor, id string) (auth.Deletion, error)
-	CreateKey(ctx context.Context, actor, tenant string, role auth.Role, expires *time.Time) (auth.Key, string, error)
-	CreateOperatorKey(ctx context.Context, actor string, expires *time.Time) (auth.Key, string, error)
-	ListKeys(ctx context.Context, tenant string) ([]auth.Key, error)
-	RevokeKeyOf(ctx context.Context, actor, tenant, keyID string) (auth.Key, error)
-	Audit(ctx context.Context, tenant string, max int) ([]auth.AuditEntry, error)
+	CreateTenant(ctx context.Context, actor, id, name string) (tenancy.Tenant, error)
+	ListTenants(ctx context.Context) ([]tenancy.Tenant, error)
+	DeleteTenant(ctx context.Context, actor, id string) (tenancy.Deletion, error)
+	CreateKey(ctx context.Context, actor, tenant string, role auth.Role, expires *time.Time) (tenancy.Key, string, error)
+	CreateOperatorKey(ctx context.Context, actor string, expires *time.Time) (tenancy.Key, string, error)
+	ListKeys(ctx context.Context, tenant string) ([]tenancy.Key, error)
+	RevokeKeyOf(ctx context.Context, actor, tenant, keyID string) (tenancy.Key, error)
+	Audit(ctx context.Context, tenant string, max int) ([]tenancy.AuditEntry, error)
 	SetQuota(ctx context.Context, actor, tenant string, bytes int64) error
-	SetRate(ctx context.Context, actor, tenant string, r auth.Rate) error
-	TenantRate(ctx context.Context, tenant string) (auth.Rate, error)
+	SetRate(ctx context.Context, actor, tenant string, r tenancy.Rate) error
+	TenantRate(ctx context.Context, tenant string) (tenancy.Rate, error)
 }
 
 // AdminRoutes are hosted mode's administration over HTTP, audited with
@@ -54,7 +55,7 @@ func (r *AdminRoutes) WithUsage(u UsageFunc) *AdminRoutes {
 
 // tenantEntry is a tenant as GET /admin/tenants lists it.
 type tenantEntry struct {
-	auth.Tenant
+	tenancy.Tenant
 	// UsedBytes and QuotaBytes are what the tenant stores and may store
 	// (0: no quota); absent without a UsageFunc.
 	UsedBytes  *int64 `json:"used_bytes,omitempty"`
@@ -93,12 +94,12 @@ func (r *AdminRoutes) MapError(err error) *Error {
 	switch {
 	case errors.Is(err, auth.ErrForbidden):
 		return NewError(http.StatusForbidden, "%s", err)
-	case errors.Is(err, auth.ErrTenantExists), errors.Is(err, auth.ErrDefaultTenant):
+	case errors.Is(err, tenancy.ErrTenantExists), errors.Is(err, tenancy.ErrDefaultTenant):
 		return NewError(http.StatusConflict, "%s", err)
-	case errors.Is(err, auth.ErrNoTenant), errors.Is(err, auth.ErrNoKey):
+	case errors.Is(err, auth.ErrNoTenant), errors.Is(err, tenancy.ErrNoKey):
 		return NewError(http.StatusNotFound, "%s", err)
-	case errors.Is(err, auth.ErrBadTenantName), errors.Is(err, auth.ErrBadRole), errors.Is(err, auth.ErrBadExpiry),
-		errors.Is(err, auth.ErrBadRate), errors.Is(err, auth.ErrBadQuota), errors.Is(err, auth.ErrOperatorTenant):
+	case errors.Is(err, tenancy.ErrBadTenantName), errors.Is(err, auth.ErrBadRole), errors.Is(err, tenancy.ErrBadExpiry),
+		errors.Is(err, tenancy.ErrBadRate), errors.Is(err, tenancy.ErrBadQuota), errors.Is(err, tenancy.ErrOperatorTenant):
 		return NewError(http.StatusBadRequest, "%s", err)
 	}
 	return nil
@@ -173,12 +174,12 @@ func (r *AdminRoutes) listTenants(c echo.Context) error {
 }
 
 // visibleTenants are the live tenants scope reaches.
-func (r *AdminRoutes) visibleTenants(ctx context.Context, scope auth.Scope) ([]auth.Tenant, error) {
+func (r *AdminRoutes) visibleTenants(ctx context.Context, scope auth.Scope) ([]tenancy.Tenant, error) {
 	ts, err := r.admin.ListTenants(ctx)
 	if err != nil || scope.Operator() {
 		return ts, err
 	}
-	return slices.DeleteFunc(ts, func(t auth.Tenant) bool { return t.ID != scope.Own() }), nil
+	return slices.DeleteFunc(ts, func(t tenancy.Tenant) bool { return t.ID != scope.Own() }), nil
 }
 
 // deleteTenant deletes a tenant and everything it owns at once (204; 404
@@ -228,7 +229,7 @@ func (r *AdminRoutes) setRate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req auth.Rate
+	var req tenancy.Rate
 	if err := decodeStrict(c, &req, false); err != nil {
 		return err
 	}
@@ -301,12 +302,12 @@ func (r *AdminRoutes) createKey(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	var (
-		key    auth.Key
+		key    tenancy.Key
 		secret string
 	)
 	if req.Role == auth.RoleOperator {
 		if req.TenantID != "" {
-			return auth.ErrOperatorTenant
+			return tenancy.ErrOperatorTenant
 		}
 		key, secret, err = r.admin.CreateOperatorKey(ctx, actor, req.ExpiresAt)
 	} else {

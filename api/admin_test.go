@@ -16,12 +16,14 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgfreeze"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 func TestAdminAPI(t *testing.T) {
 	ctx := context.Background()
-	keys := auth.NewKeys(pgtest.NewPool(t), nil)
+	pool := pgtest.NewPool(t)
+	keys, checker := tenancy.New(pool, nil), auth.NewKeys(pool, nil)
 	if _, err := keys.CreateTenant(ctx, "test", "ops", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func TestAdminAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, writerKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleWriter, nil)
-	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Routes: []api.Routes{api.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{api.Admin(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &cxdbHarness{t: t, url: srv.URL}
 	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
@@ -44,32 +46,32 @@ func TestAdminAPI(t *testing.T) {
 	h.call(http.MethodPost, "/admin/keys", `{"tenant_id":"nobody","role":"reader"}`, as(adminKey)...).want(t, http.StatusNotFound)
 
 	var created struct {
-		Key    auth.Key `json:"key"`
-		Secret string   `json:"secret"`
+		Key    tenancy.Key `json:"key"`
+		Secret string      `json:"secret"`
 	}
 	h.call(http.MethodPost, "/admin/keys", `{"tenant_id":"acme","role":"reader"}`, as(adminKey)...).want(t, http.StatusCreated).JSON(t, &created)
-	if p, err := keys.Authenticate(ctx, created.Secret); err != nil || p.Tenant.ID != "acme" || p.Role != auth.RoleReader {
+	if p, err := checker.Authenticate(ctx, created.Secret); err != nil || p.Tenant.ID != "acme" || p.Role != auth.RoleReader {
 		t.Fatalf("the created key: %+v, %v", p, err)
 	}
 	var listed struct {
-		Keys []auth.Key `json:"keys"`
+		Keys []tenancy.Key `json:"keys"`
 	}
 	body := h.get("/admin/keys?tenant_id=acme", as(adminKey)...).want(t, http.StatusOK)
 	body.JSON(t, &listed)
 	if len(listed.Keys) != 1 || listed.Keys[0].ID != created.Key.ID || strings.Contains(string(body.Body), created.Secret) {
 		t.Fatalf("keys = %s", body.Body)
 	}
-	var revoked auth.Key
+	var revoked tenancy.Key
 	h.call(http.MethodDelete, "/admin/keys/"+created.Key.ID, nil, as(adminKey)...).want(t, http.StatusOK).JSON(t, &revoked)
 	if revoked.ID != created.Key.ID || revoked.Role != auth.RoleReader || revoked.TenantID != "acme" || revoked.CreatedAt.IsZero() || revoked.RevokedAt == nil {
 		t.Errorf("the revoked key answered as %+v", revoked)
 	}
 	h.call(http.MethodDelete, "/admin/keys/"+created.Key.ID, nil, as(adminKey)...).want(t, http.StatusNotFound)
-	if _, err := keys.Authenticate(ctx, created.Secret); err == nil {
+	if _, err := checker.Authenticate(ctx, created.Secret); err == nil {
 		t.Fatal("revoked over HTTP, still valid")
 	}
 	var audit struct {
-		Entries []auth.AuditEntry `json:"entries"`
+		Entries []tenancy.AuditEntry `json:"entries"`
 	}
 	h.get("/admin/audit?tenant_id=acme", as(adminKey)...).want(t, http.StatusOK).JSON(t, &audit)
 	var actions []string
@@ -86,7 +88,8 @@ func TestAdminAPI(t *testing.T) {
 // deleted tenant's keys stop working, and its id cannot be created again.
 func TestAdminDeletesTenants(t *testing.T) {
 	ctx := context.Background()
-	keys := auth.NewKeys(pgtest.NewPool(t), nil)
+	pool := pgtest.NewPool(t)
+	keys, checker := tenancy.New(pool, nil), auth.NewKeys(pool, nil)
 	for _, id := range []string{"ops", "acme"} {
 		if _, err := keys.CreateTenant(ctx, "test", id, ""); err != nil {
 			t.Fatal(err)
@@ -96,7 +99,7 @@ func TestAdminDeletesTenants(t *testing.T) {
 	_, opsAdminKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleAdmin, nil)
 	_, writerKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleWriter, nil)
 	_, acmeKey, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
-	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Routes: []api.Routes{api.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{api.Admin(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &cxdbHarness{t: t, url: srv.URL}
 	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
@@ -124,7 +127,7 @@ func TestAdminDeletesTenants(t *testing.T) {
 	}
 	h.call(http.MethodPost, "/admin/tenants", `{"tenant_id":"acme"}`, as(adminKey)...).want(t, http.StatusConflict)
 	var audit struct {
-		Entries []auth.AuditEntry `json:"entries"`
+		Entries []tenancy.AuditEntry `json:"entries"`
 	}
 	h.get("/admin/audit?tenant_id=acme&limit=1", as(adminKey)...).want(t, http.StatusOK).JSON(t, &audit)
 	var detail struct {
@@ -140,7 +143,8 @@ func TestAdminDeletesTenants(t *testing.T) {
 
 func TestRateLimitedRequestsGet429WithRetryAfter(t *testing.T) {
 	ctx := context.Background()
-	keys := auth.NewKeys(pgtest.NewPool(t), nil)
+	pool := pgtest.NewPool(t)
+	keys, checker := tenancy.New(pool, nil), auth.NewKeys(pool, nil)
 	for _, tenant := range []string{"acme", "globex"} {
 		if _, err := keys.CreateTenant(ctx, "test", tenant, ""); err != nil {
 			t.Fatal(err)
@@ -148,14 +152,14 @@ func TestRateLimitedRequestsGet429WithRetryAfter(t *testing.T) {
 	}
 	_, acme, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleAdmin, nil)
 	_, globex, _ := keys.CreateKey(ctx, "test", "globex", auth.RoleAdmin, nil)
-	if err := keys.SetRate(ctx, "test", "acme", auth.Rate{PerSec: 0.001, Burst: 2}); err != nil {
+	if err := keys.SetRate(ctx, "test", "acme", tenancy.Rate{PerSec: 0.001, Burst: 2}); err != nil {
 		t.Fatal(err)
 	}
 	limiter := ratelimit.New(ratelimit.Rate{PerSec: 1000, Burst: 1000}, func(ctx context.Context, tenant string) (ratelimit.Rate, error) {
 		r, err := keys.TenantRate(ctx, tenant)
 		return ratelimit.Rate{PerSec: r.PerSec, Burst: r.Burst}, err
 	})
-	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Limit: limiter.Allow, Routes: []api.Routes{api.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Limit: limiter.Allow, Routes: []api.Routes{api.Admin(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &cxdbHarness{t: t, url: srv.URL}
 	for range 2 {
@@ -211,7 +215,7 @@ func TestAdminWritesAreBounded(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	const bound = 300 * time.Millisecond
-	keys := auth.NewKeys(pool, nil).Bound(bound)
+	keys, checker := tenancy.New(pool, nil).Bound(bound), auth.NewKeys(pool, nil).Bound(bound)
 	if _, err := keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +223,7 @@ func TestAdminWritesAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Routes: []api.Routes{api.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{api.Admin(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &cxdbHarness{t: t, url: srv.URL}
 	hold, err := pool.Begin(ctx)
@@ -279,7 +283,7 @@ func boundedDelete(t *testing.T, url, path, secret string, limit time.Duration) 
 }
 
 // tenantDeletions counts the audit log's records of tenant id's deletion.
-func tenantDeletions(t *testing.T, keys *auth.Keys, id string) int {
+func tenantDeletions(t *testing.T, keys *tenancy.Admin, id string) int {
 	t.Helper()
 	entries, err := keys.Audit(context.Background(), id, 100)
 	if err != nil {
@@ -318,7 +322,7 @@ func TestTenantDeletionIsBounded(t *testing.T) {
 	t.Cleanup(pool.Close)
 	const bound = 300 * time.Millisecond
 	const limit = bound + 1500*time.Millisecond
-	keys := auth.NewKeys(pool, nil).Bound(bound)
+	keys := tenancy.New(pool, nil).Bound(bound)
 	for _, id := range []string{"acme", "bravo"} {
 		if _, err := keys.CreateTenant(ctx, "test", id, ""); err != nil {
 			t.Fatal(err)

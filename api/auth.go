@@ -11,8 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Authenticator checks the bearer keys of hosted mode (auth.Keys).
@@ -167,8 +167,8 @@ func forbidden(role auth.Role, what string) *Error {
 
 // requestTenant is the tenant a request acts for, as the store knows it:
 // its key's in hosted mode, else the default tenant.
-func requestTenant(c echo.Context, lookup func(context.Context, string) (store.Tenant, error)) (store.Tenant, error) {
-	id := store.DefaultTenantID
+func requestTenant(c echo.Context, lookup func(context.Context, string) (ident.Tenant, error)) (ident.Tenant, error) {
+	id := ident.DefaultTenantID
 	if p, ok := PrincipalFrom(c.Request().Context()); ok {
 		id = p.Tenant.ID
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
@@ -258,7 +259,7 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 		{
 			name: "CXDB context list, table locked", path: "/v1/contexts", route: "/v1/contexts", leave: true,
 			block: func(e *goneEnv, t *testing.T) func() {
-				tenant, err := e.engine.Tenant(context.Background(), store.DefaultTenantID)
+				tenant, err := e.engine.Tenant(context.Background(), ident.DefaultTenantID)
 				if err != nil {
 					t.Fatal(err)
 				}

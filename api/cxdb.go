@@ -17,8 +17,8 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/cxdbcompat/typedjson"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/membudget"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // CXDBRoutes serve the CXDB HTTP API (/v1) over the CXDB service.
@@ -138,7 +138,7 @@ var serviceStatus = map[service.Kind]int{
 }
 
 // tenant is the tenant a request acts for.
-func (r *CXDBRoutes) tenant(c echo.Context) (store.Tenant, error) {
+func (r *CXDBRoutes) tenant(c echo.Context) (ident.Tenant, error) {
 	return requestTenant(c, r.svc.Tenant)
 }
 
@@ -245,10 +245,10 @@ func (r *CXDBRoutes) provenance(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"context_id": idString(id), "provenance": p})
 }
 
-func (r *CXDBRoutes) tenantAndID(c echo.Context, param string) (store.Tenant, uint64, error) {
+func (r *CXDBRoutes) tenantAndID(c echo.Context, param string) (ident.Tenant, uint64, error) {
 	id, err := idParam(c, param)
 	if err != nil {
-		return store.Tenant{}, 0, err
+		return ident.Tenant{}, 0, err
 	}
 	t, err := r.tenant(c)
 	return t, id, err

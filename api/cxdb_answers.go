@@ -11,8 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/membudget"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Large answers (turn pages, context lists and searches, blobs, files,
@@ -41,7 +41,7 @@ type answerCharge struct {
 	held   int64 // of which charged
 }
 
-func (r *CXDBRoutes) charge(c echo.Context, t store.Tenant) *answerCharge {
+func (r *CXDBRoutes) charge(c echo.Context, t ident.Tenant) *answerCharge {
 	return &answerCharge{ctx: c.Request().Context(), budget: r.answers, wait: r.answerWait, tenant: t.ID}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -35,13 +36,13 @@ func (r *CXDBRoutes) missingBlobs(c echo.Context) error {
 	if len(req.Hashes) > store.MaxMissingBlobs {
 		return paramError("hashes", "%d hashes: at most %d per request", len(req.Hashes), store.MaxMissingBlobs)
 	}
-	hashes := make([]store.Hash, len(req.Hashes))
+	hashes := make([]ident.Hash, len(req.Hashes))
 	for i, s := range req.Hashes {
 		raw, err := hex.DecodeString(strings.ToLower(s))
-		if err != nil || len(raw) != len(store.Hash{}) {
+		if err != nil || len(raw) != len(ident.Hash{}) {
 			return paramError(fmt.Sprintf("hashes[%d]", i), "must be 64 hex digits")
 		}
-		hashes[i] = store.Hash(raw)
+		hashes[i] = ident.Hash(raw)
 	}
 	missing, err := r.svc.MissingBlobs(c.Request().Context(), t, hashes)
 	if err != nil {

@@ -19,10 +19,10 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
-	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/daemon"
 	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -36,7 +36,7 @@ type cxdbHarness struct {
 	binary string
 	engine *store.Engine
 	svc    *service.Service
-	keys   *auth.Keys // hosted mode only
+	keys   *tenancy.Admin // hosted mode only
 	bin    *server.Server
 }
 
@@ -70,7 +70,7 @@ func newCXDBHarnessWith(t testing.TB, o harnessOptions) *cxdbHarness {
 	d := daemontest.Start(t, cfg)
 	return &cxdbHarness{
 		t: t, url: "http://" + d.HTTPAddr(), binary: d.BinaryAddr(),
-		engine: d.Store(), svc: d.CXDB(), keys: d.Keys(), bin: d.Binary(),
+		engine: d.Store(), svc: d.CXDB(), keys: d.Tenancy(), bin: d.Binary(),
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // Context lists and searches are bounded in bytes as turn pages are
@@ -25,7 +25,7 @@ func TestContextListsAndSearchesStopAtTheAnswerBound(t *testing.T) {
 		appendBinary(t, c, id, userTurn(t, "hi", title, "big"))
 		want[fmt.Sprint(id)] = true
 	}
-	tenant, err := h.engine.Tenant(context.Background(), store.DefaultTenantID)
+	tenant, err := h.engine.Tenant(context.Background(), ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

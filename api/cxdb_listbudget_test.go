@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/membudget"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Context lists and searches are charged to the answer budget as turn
@@ -27,7 +27,7 @@ func titledContexts(t *testing.T, h *cxdbHarness, n, titleBytes int) {
 		id := newContext(t, c)
 		appendBinary(t, c, id, userTurn(t, "hi", fmt.Sprintf("title %02d ", i)+strings.Repeat("x", titleBytes), "big"))
 	}
-	tenant, err := h.engine.Tenant(context.Background(), store.DefaultTenantID)
+	tenant, err := h.engine.Tenant(context.Background(), ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

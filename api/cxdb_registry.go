@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 func (r *CXDBRoutes) putBundle(c echo.Context) error {
@@ -131,14 +131,14 @@ func idParam32(c echo.Context, name string) (uint32, error) {
 // getBlob serves a blob's bytes by its BLAKE3-256 hex hash.
 func (r *CXDBRoutes) getBlob(c echo.Context) error {
 	raw, err := hex.DecodeString(strings.ToLower(c.Param("hash")))
-	if err != nil || len(raw) != len(store.Hash{}) {
+	if err != nil || len(raw) != len(ident.Hash{}) {
 		return paramError("hash", "must be 64 hex digits")
 	}
 	t, err := r.tenant(c)
 	if err != nil {
 		return err
 	}
-	data, err := r.svc.GetBlob(c.Request().Context(), t, store.Hash(raw))
+	data, err := r.svc.GetBlob(c.Request().Context(), t, ident.Hash(raw))
 	if err != nil {
 		return err
 	}

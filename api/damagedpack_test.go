@@ -16,6 +16,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/internal/filefault"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -103,7 +104,7 @@ func newTurnsStore(t *testing.T, n int) *turnsStore {
 	t.Helper()
 	ctx := context.Background()
 	d := &turnsStore{pool: pgtest.NewPool(t), dir: t.TempDir()}
-	if _, err := d.pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, store.DefaultTenantID); err != nil {
+	if _, err := d.pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, ident.DefaultTenantID); err != nil {
 		t.Fatal(err)
 	}
 	engine, err := store.Open(ctx, store.Options{Dir: d.dir, Pool: d.pool})
@@ -111,7 +112,7 @@ func newTurnsStore(t *testing.T, n int) *turnsStore {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	ten, err := engine.Tenant(ctx, store.DefaultTenantID)
+	ten, err := engine.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

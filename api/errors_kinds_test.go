@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -35,7 +36,7 @@ func TestEveryErrorKindMaps(t *testing.T) {
 		{&cardbox.ConflictError{CardIDs: []string{"a"}}, 409},
 		{&cardbox.UnknownCardsError{CardIDs: []string{"a"}}, 422},
 		{fmt.Errorf("query: %w", &store.Error{Kind: store.KindUnavailable}), 503},
-		{fmt.Errorf("add cards: %w", store.QuotaExceeded("acme", 10, 10, 1)), 507},
+		{fmt.Errorf("add cards: %w", quota.Exceeded("acme", 10, 10, 1)), 507},
 	} {
 		got := CardBoxErrors(tt.err)
 		if got == nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/daemon"
 	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // openAPIDoc is docs/openapi.yaml as kin-openapi loads it (references
@@ -571,9 +572,10 @@ func TestOpenAPIDescribesOperationsAnswers(t *testing.T) {
 // hosted mode, as an operator and as a tenant's admin.
 func TestOpenAPIDescribesAdminAnswers(t *testing.T) {
 	ctx := context.Background()
-	keys := auth.NewKeys(pgtest.NewPool(t), nil)
+	pool := pgtest.NewPool(t)
+	keys := tenancy.New(pool, nil)
 	usage := func(context.Context, string) (int64, int64) { return 4096, 0 }
-	srv := httptest.NewServer(api.New(api.Options{Auth: keys, Routes: []api.Routes{api.Admin(keys).WithUsage(usage)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: auth.NewKeys(pool, nil), Routes: []api.Routes{api.Admin(keys).WithUsage(usage)}}))
 	t.Cleanup(srv.Close)
 	d := newDocCheck(t, srv.URL)
 	_, operator, err := keys.CreateOperatorKey(ctx, "test", nil)

@@ -14,7 +14,7 @@ import (
 // A write that changes existing cards or boxes (a soft delete, a box
 // append, the sweeper's purges) racing its project's deletion queues behind
 // it and finds its rows gone. The deletion locks the tenant's row, then
-// deletes the cards and boxes (internal/auth's DeleteTenant); a write that
+// deletes the cards and boxes (internal/tenancy's DeleteTenant); a write that
 // locked a card or box first and its tenant's row second (the card change
 // counter's update, the usage log's foreign key) deadlocked with it, and
 // Postgres failed one of the two.
@@ -55,7 +55,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 			}
 			// Admitted before the deletion, it is a write in flight: it
 			// commits after it, and its row is one the purge of late rows
-			// removes (internal/auth's PurgeDeleted).
+			// removes (internal/tenancy's PurgeDeleted).
 			return func() error {
 				if _, err := s.SaveBox(ctx, "p1", "x", cardbox.BoxInput{CardIDs: []string{"b"}}); err != nil {
 					return fmt.Errorf("replace: %w", err)

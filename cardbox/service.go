@@ -206,10 +206,10 @@ func (s *Service) ensureProject(ctx context.Context, project string) error {
 }
 
 // ForgetProject makes the service forget a project deleted in Postgres
-// (auth.Keys.DeleteTenant, from any process): it waits for the writes in
+// (tenancy.Admin.DeleteTenant, from any process): it waits for the writes in
 // flight that add rows to it, refuses them from then on, and drops its
 // cached cards. Rows the last writes added after the deletion are the
-// caller's to purge once this returns (auth.Keys.PurgeDeleted).
+// caller's to purge once this returns (tenancy.Admin.PurgeDeleted).
 func (s *Service) ForgetProject(project string) {
 	s.gate.Close(project)
 	s.projects.Delete(project)

@@ -8,16 +8,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/syncfile"
 )
 
 // job is one append or one blob put waiting for the committer.
 type job struct {
-	tenant Tenant
+	tenant ident.Tenant
 	app    *AppendRequest // nil for a blob put
 	raw    []byte         // uncompressed payload, or the blob to put
-	hash   Hash           // BLAKE3 of raw
+	hash   ident.Hash     // BLAKE3 of raw
 	stored []byte         // raw as the pack stores it (see blobpack.Encode); nil if the pack has it
 	codec  blobpack.Codec // how stored is encoded
 	handed []byte         // a copy of raw for Options.OnAppend; nil if none

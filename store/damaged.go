@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
@@ -88,10 +89,10 @@ type lostBlobs map[lostBlob]struct{}
 
 type lostBlob struct {
 	tenant uint32
-	hash   Hash
+	hash   ident.Hash
 }
 
-func (l *lostBlobs) add(tenant uint32, h Hash) {
+func (l *lostBlobs) add(tenant uint32, h ident.Hash) {
 	if *l == nil {
 		*l = lostBlobs{}
 	}
@@ -100,7 +101,7 @@ func (l *lostBlobs) add(tenant uint32, h Hash) {
 
 // of reports whether a committed turn of tenant names blob h, which the
 // pack lost.
-func (l lostBlobs) of(tenant uint32, h Hash) bool {
+func (l lostBlobs) of(tenant uint32, h ident.Hash) bool {
 	_, ok := l[lostBlob{tenant, h}]
 	return ok
 }
@@ -110,7 +111,7 @@ func (l lostBlobs) of(tenant uint32, h Hash) bool {
 // the error's details). A blob missing from the pack altogether, though
 // stored (a claim or a committed turn names it), lies in a hole whose blob
 // is unknown: the one there is when there is one.
-func (e *Engine) blobReadError(err error, h Hash, what string) error {
+func (e *Engine) blobReadError(err error, h ident.Hash, what string) error {
 	if !errors.Is(err, blobpack.ErrNotFound) {
 		return blobReadError(err, h, what)
 	}

@@ -9,7 +9,7 @@ import (
 
 // An append racing its tenant's deletion must not deadlock with it. The
 // deletion locks the tenant's row, then deletes the tenant's contexts
-// (internal/auth's DeleteTenant); a group's statement updates the heads of
+// (internal/tenancy's DeleteTenant); a group's statement updates the heads of
 // its contexts and, for a blob another tenant stored first or a type new
 // to the tenant, inserts a row that named the tenant's row by a foreign
 // key, checked (FOR KEY SHARE) after the heads were locked. Postgres then

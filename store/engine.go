@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
@@ -53,6 +54,10 @@ type Options struct {
 	// storage (appends, blob puts, fs attachments, contexts, registry
 	// bundles) and may refuse it; nil: no quotas.
 	Quota QuotaFunc
+	// FSTree decodes the fs tree objects of the roots attached to turns,
+	// which must be whole (see checkFSRoot); nil: attaching an fs root is
+	// refused as unprocessable.
+	FSTree FSTreeDecoder
 	// PGTimeout bounds how long a request waits for Postgres (default
 	// DefaultPGTimeout): each statement a request sends, and an append's
 	// group from when the append was queued to its COMMIT's answer. An
@@ -259,12 +264,12 @@ func (e *Engine) DatabaseBytes(ctx context.Context) (int64, error) {
 }
 
 // Tenant resolves a tenant id.
-func (e *Engine) Tenant(ctx context.Context, id string) (Tenant, error) {
+func (e *Engine) Tenant(ctx context.Context, id string) (ident.Tenant, error) {
 	return e.tenants.get(ctx, id)
 }
 
 // CreateContext makes a context whose head is baseTurnID (0 = empty).
-func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64, clientTag string) (Head, error) {
+func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID uint64, clientTag string) (Head, error) {
 	if err := e.admit(t); err != nil {
 		return Head{}, err
 	}
@@ -294,7 +299,7 @@ func (e *Engine) CreateContext(ctx context.Context, t Tenant, baseTurnID uint64,
 }
 
 // Head returns a context's head.
-func (e *Engine) Head(_ context.Context, t Tenant, contextID uint64) (Head, error) {
+func (e *Engine) Head(_ context.Context, t ident.Tenant, contextID uint64) (Head, error) {
 	s, err := e.contextOf(t, contextID)
 	if err != nil {
 		return Head{}, err
@@ -305,7 +310,7 @@ func (e *Engine) Head(_ context.Context, t Tenant, contextID uint64) (Head, erro
 // contextOf returns the tenant's context, or NOT_FOUND (also for another
 // tenant's context: its existence is not revealed; and for a deleted
 // tenant's).
-func (e *Engine) contextOf(t Tenant, id uint64) (contextState, error) {
+func (e *Engine) contextOf(t ident.Tenant, id uint64) (contextState, error) {
 	s, ok := e.contexts.get(id)
 	if !ok || s.tenant != t.No || e.gate.Gone(t.No) {
 		return contextState{}, errorf(KindNotFound, "context %d not found", id)
@@ -314,7 +319,7 @@ func (e *Engine) contextOf(t Tenant, id uint64) (contextState, error) {
 }
 
 // turnOf returns the tenant's committed turn.
-func (e *Engine) turnOf(t Tenant, id uint64) (turnMeta, bool) {
+func (e *Engine) turnOf(t ident.Tenant, id uint64) (turnMeta, bool) {
 	m, ok := e.table.get(id)
 	if !ok || m.tenant != t.No || e.gate.Gone(t.No) {
 		return turnMeta{}, false

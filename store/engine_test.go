@@ -14,6 +14,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -43,7 +44,7 @@ func newTestStore(t *testing.T) *testStore {
 
 func (s *testStore) open(h *hooks) {
 	s.t.Helper()
-	opts := Options{Dir: s.dir, Pool: s.pool, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota}
+	opts := Options{Dir: s.dir, Pool: s.pool, FSTree: decodeFSTree, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota}
 	if s.appended != nil {
 		opts.OnAppend, opts.OnAppendPayloads = func(a []Appended) { s.appended <- a }, s.onAppendPayloads
 	}
@@ -85,7 +86,7 @@ func (s *testStore) nextAppended() []Appended {
 	}
 }
 
-func (s *testStore) tenant(id string) Tenant {
+func (s *testStore) tenant(id string) ident.Tenant {
 	s.t.Helper()
 	if _, err := s.pool.Exec(context.Background(), `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, id); err != nil {
 		s.t.Fatal(err)
@@ -97,9 +98,9 @@ func (s *testStore) tenant(id string) Tenant {
 	return t
 }
 
-func (s *testStore) defaultTenant() Tenant { return s.tenant(DefaultTenantID) }
+func (s *testStore) defaultTenant() ident.Tenant { return s.tenant(ident.DefaultTenantID) }
 
-func (s *testStore) create(t Tenant, base uint64) Head {
+func (s *testStore) create(t ident.Tenant, base uint64) Head {
 	s.t.Helper()
 	h, err := s.CreateContext(context.Background(), t, base, "")
 	if err != nil {
@@ -108,7 +109,7 @@ func (s *testStore) create(t Tenant, base uint64) Head {
 	return h
 }
 
-func (s *testStore) append(t Tenant, req *AppendRequest) AppendResult {
+func (s *testStore) append(t ident.Tenant, req *AppendRequest) AppendResult {
 	s.t.Helper()
 	r, err := s.Append(context.Background(), t, req)
 	if err != nil {
@@ -117,7 +118,7 @@ func (s *testStore) append(t Tenant, req *AppendRequest) AppendResult {
 	return r
 }
 
-func (s *testStore) last(t Tenant, ctx uint64, n uint32, payload bool) []Turn {
+func (s *testStore) last(t ident.Tenant, ctx uint64, n uint32, payload bool) []Turn {
 	s.t.Helper()
 	turns, err := s.Last(context.Background(), t, ctx, n, payload)
 	if err != nil {
@@ -229,7 +230,7 @@ func TestAppendRejectsBadInputAndStoresNothing(t *testing.T) {
 	ten := s.defaultTenant()
 	h := s.create(ten, 0)
 	good := func() *AppendRequest { return turnReq(h.ContextID, 0, []byte("hello")) }
-	missing := Hash{0xBB}
+	missing := ident.Hash{0xBB}
 	tests := []struct {
 		name   string
 		mutate func(*AppendRequest)
@@ -380,7 +381,7 @@ func TestTenantsResolvedElsewhereCanWrite(t *testing.T) {
 	if err := s.pool.QueryRow(ctx, `INSERT INTO tenants (tenant_id) VALUES ('late') RETURNING tenant_no`).Scan(&no); err != nil {
 		t.Fatal(err)
 	}
-	late := Tenant{ID: "late", No: uint32(no)}
+	late := ident.Tenant{ID: "late", No: uint32(no)}
 	h := s.create(late, 0)
 	r := s.append(late, turnReq(h.ContextID, 0, []byte("late turn")))
 	if _, err := s.PutBlob(ctx, late, blake3.Sum256([]byte("late blob")), []byte("late blob")); err != nil {
@@ -407,9 +408,9 @@ func TestBlobsAndFSAttachments(t *testing.T) {
 	if isNew, err := s.PutBlob(ctx, ten, h, data); err != nil || isNew {
 		t.Fatalf("second put: %v %v", isNew, err)
 	}
-	_, err := s.PutBlob(ctx, ten, Hash{1}, data)
+	_, err := s.PutBlob(ctx, ten, ident.Hash{1}, data)
 	wantKind(t, err, KindConflict)
-	_, err = s.GetBlob(ctx, ten, Hash{2})
+	_, err = s.GetBlob(ctx, ten, ident.Hash{2})
 	wantKind(t, err, KindNotFound)
 
 	tree := fstree.Encode([]fstree.Entry{{Name: "hello.txt", Size: uint64(len(data)), Hash: h, HashOK: true}})
@@ -425,7 +426,7 @@ func TestBlobsAndFSAttachments(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantKind(t, s.AttachFS(ctx, ten, 999, root), KindNotFound)
-	wantKind(t, s.AttachFS(ctx, ten, r.TurnID, Hash{3}), KindNotFound)
+	wantKind(t, s.AttachFS(ctx, ten, r.TurnID, ident.Hash{3}), KindNotFound)
 	if n := s.countRows("fs_attachments"); n != 1 {
 		t.Fatalf("fs attachments = %d", n)
 	}
@@ -442,7 +443,7 @@ func TestFSRootsMustBeWhole(t *testing.T) {
 	s := newTestStore(t)
 	ten := s.defaultTenant()
 	ctx := context.Background()
-	put := func(b []byte) Hash {
+	put := func(b []byte) ident.Hash {
 		h := blake3.Sum256(b)
 		if _, err := s.PutBlob(ctx, ten, h, b); err != nil {
 			t.Fatal(err)
@@ -451,7 +452,7 @@ func TestFSRootsMustBeWhole(t *testing.T) {
 	}
 	file := put([]byte("package main\n"))
 	missing := blake3.Sum256([]byte("never stored"))
-	entry := func(name string, kind int, h Hash) fstree.Entry {
+	entry := func(name string, kind int, h ident.Hash) fstree.Entry {
 		return fstree.Entry{Name: name, Kind: kind, Hash: h, HashOK: true}
 	}
 	whole := put(fstree.Encode([]fstree.Entry{entry("main.go", fstree.KindFile, file), entry("src", fstree.KindDir, put(fstree.Encode(nil)))}))
@@ -466,7 +467,7 @@ func TestFSRootsMustBeWhole(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		root Hash
+		root ident.Hash
 		path string
 	}{
 		{"missing file", missingFile, "/gone.go"},

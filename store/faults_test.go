@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -39,7 +40,7 @@ func TestPostgresOutageIsUnavailableWritesNoBlobsAndHeals(t *testing.T) {
 	t.Parallel()
 	proxy, url := pgtest.NewProxy(t, pgtest.NewDB(t))
 	e := openOn(t, t.TempDir(), url)
-	ten, err := e.Tenant(context.Background(), DefaultTenantID)
+	ten, err := e.Tenant(context.Background(), ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestFullDiskFailsOnlyWhatDidNotFitAndHeals(t *testing.T) {
 	t.Parallel()
 	dir := mountTmpfs(t, 24<<20)
 	e := openOn(t, dir, pgtest.NewDB(t))
-	ten, err := e.Tenant(context.Background(), DefaultTenantID)
+	ten, err := e.Tenant(context.Background(), ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

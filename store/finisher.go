@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -285,7 +286,7 @@ func (c *committer) appended(p *plan) []Appended {
 	out := make([]Appended, len(p.turns))
 	for i, t := range p.turns {
 		out[i] = Appended{
-			Tenant: Tenant{ID: t.tenantID(c.e), No: t.meta.tenant}, ContextID: t.contextID,
+			Tenant: ident.Tenant{ID: t.tenantID(c.e), No: t.meta.tenant}, ContextID: t.contextID,
 			TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth,
 			TypeID: t.job.app.TypeID, TypeVersion: t.meta.typeVersion, UncompressedLen: t.meta.uncompressedLen,
 			CreatedAt: p.now, Keyed: len(t.job.app.IdempotencyKey) > 0, Payload: t.job.handed,

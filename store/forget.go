@@ -3,10 +3,11 @@ package store
 import (
 	"context"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 )
 
-// A deleted tenant (auth.Keys.DeleteTenant, from any process) has no rows
+// A deleted tenant (tenancy.Admin.DeleteTenant, from any process) has no rows
 // left in Postgres, but a running store still knows it: its contexts,
 // turns and types in memory, writes in flight. ForgetTenant closes its
 // gate and drops what memory holds of it; recovery skips its records.
@@ -14,7 +15,7 @@ import (
 // admit lets a write of tenant t in; the caller calls e.gate.Leave when
 // done (or hands that to a job in flight, see submit). A deleted tenant is
 // answered as one that does not exist.
-func (e *Engine) admit(t Tenant) error {
+func (e *Engine) admit(t ident.Tenant) error {
 	if !e.gate.Enter(t.No) {
 		return errorf(KindNotFound, "tenant %q not found", t.ID)
 	}
@@ -48,17 +49,17 @@ func (e *Engine) submit(ctx context.Context, j *job) (o outcome, handedOff bool)
 // existed. The entries of its turns in the turn table stay, unreachable,
 // until the next start, whose recovery skips its records. Rows the last
 // writes added after the deletion are the caller's to purge once this
-// returns (auth.Keys.PurgeDeleted). A live tenant is refused (KindInvalid);
+// returns (tenancy.Admin.PurgeDeleted). A live tenant is refused (KindInvalid);
 // forgetting a tenant twice does nothing.
-func (e *Engine) ForgetTenant(ctx context.Context, id string) (Tenant, error) {
+func (e *Engine) ForgetTenant(ctx context.Context, id string) (ident.Tenant, error) {
 	no, err := e.as(pgrole.Lookup, "").DeletedTenant(ctx, id)
 	if isNoRows(err) {
-		return Tenant{}, errorf(KindInvalid, "tenant %q is not a deleted tenant", id)
+		return ident.Tenant{}, errorf(KindInvalid, "tenant %q is not a deleted tenant", id)
 	}
 	if err != nil {
-		return Tenant{}, wrapf(KindUnavailable, err, "look up deleted tenant %q", id)
+		return ident.Tenant{}, wrapf(KindUnavailable, err, "look up deleted tenant %q", id)
 	}
-	t := Tenant{ID: id, No: uint32(no)}
+	t := ident.Tenant{ID: id, No: uint32(no)}
 	if !e.gate.Close(t.No) {
 		return t, nil
 	}
@@ -72,9 +73,9 @@ func (e *Engine) ForgetTenant(ctx context.Context, id string) (Tenant, error) {
 }
 
 // Forgotten reports whether the store forgot tenant t (see ForgetTenant).
-func (e *Engine) Forgotten(t Tenant) bool { return e.gate.Gone(t.No) }
+func (e *Engine) Forgotten(t ident.Tenant) bool { return e.gate.Gone(t.No) }
 
-func (c *tenantCache) forget(t Tenant) {
+func (c *tenantCache) forget(t ident.Tenant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, t.ID)

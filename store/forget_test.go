@@ -12,18 +12,19 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // tenantData is what a test tenant wrote: a context with turns, a fork,
 // a blob it put, an fs root attached to its last turn.
 type tenantData struct {
-	t        Tenant
+	t        ident.Tenant
 	main     Head
 	fork     Head
 	turns    []AppendResult
-	blob     Hash
-	fsRoot   Hash
+	blob     ident.Hash
+	fsRoot   ident.Hash
 	payloads map[uint64][]byte
 }
 
@@ -58,7 +59,7 @@ func (s *testStore) fill(id string, shared []byte) *tenantData {
 	return d
 }
 
-// deleteInDB deletes tenant id in Postgres as auth.Keys.DeleteTenant
+// deleteInDB deletes tenant id in Postgres as tenancy.Admin.DeleteTenant
 // does (the same queries, without the audit record).
 func (s *testStore) deleteInDB(id string) {
 	s.t.Helper()
@@ -88,7 +89,7 @@ func (s *testStore) checkIntact(d *tenantData) {
 	if h, err := s.Head(ctx, d.t, d.fork.ContextID); err != nil || h != d.fork {
 		s.t.Fatalf("%s: fork head %+v, %v", d.t.ID, h, err)
 	}
-	for _, h := range []Hash{d.blob, d.fsRoot} {
+	for _, h := range []ident.Hash{d.blob, d.fsRoot} {
 		if _, err := s.GetBlob(ctx, d.t, h); err != nil {
 			s.t.Fatalf("%s: blob %x: %v", d.t.ID, h, err)
 		}
@@ -105,7 +106,7 @@ const never = 1 << 40
 // readErrors are the answers of every read of the store API for the
 // given ids, with the ids written as ID, so that the answers for a
 // deleted tenant's ids and for ids that never existed compare equal.
-func (s *testStore) readErrors(t Tenant, contextID, turnID uint64, blob Hash) map[string]string {
+func (s *testStore) readErrors(t ident.Tenant, contextID, turnID uint64, blob ident.Hash) map[string]string {
 	ctx := context.Background()
 	norm := func(err error) string {
 		if err == nil {
@@ -181,14 +182,14 @@ func checkForgotten(t *testing.T, s *testStore, a *tenantData) {
 	t.Helper()
 	ctx := context.Background()
 	other := s.tenant("charlie")
-	for _, who := range []Tenant{a.t, other} {
+	for _, who := range []ident.Tenant{a.t, other} {
 		for _, ids := range []struct {
 			name          string
 			context, turn uint64
-			blob          Hash
+			blob          ident.Hash
 		}{{"main", a.main.ContextID, a.turns[4].TurnID, a.fsRoot}, {"fork", a.fork.ContextID, a.turns[2].TurnID, a.blob}} {
 			got := s.readErrors(who, ids.context, ids.turn, ids.blob)
-			want := s.readErrors(who, never, never+1, Hash{0xEE})
+			want := s.readErrors(who, never, never+1, ident.Hash{0xEE})
 			for op, w := range want {
 				if got[op] != w {
 					t.Errorf("as %s, %s %s: %s; for ids that never existed: %s", who.ID, ids.name, op, got[op], w)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgfreeze"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
@@ -72,7 +73,7 @@ func TestFrozenPostgresAnswersInTimeAndLosesNothing(t *testing.T) {
 	t.Cleanup(func() { frozen.Load().Thaw() })
 
 	ctx := context.Background()
-	ten, err := e.Tenant(ctx, DefaultTenantID)
+	ten, err := e.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestFrozenPostgresAnswersInTimeAndLosesNothing(t *testing.T) {
 }
 
 // lastTurns reads a context's whole chain with payloads.
-func lastTurns(t *testing.T, e *Engine, ten Tenant, contextID uint64) []Turn {
+func lastTurns(t *testing.T, e *Engine, ten ident.Tenant, contextID uint64) []Turn {
 	t.Helper()
 	turns, err := e.Last(context.Background(), ten, contextID, 1000, true)
 	if err != nil {

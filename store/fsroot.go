@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
@@ -16,13 +16,38 @@ import (
 // snapshot re-attached turn after turn is walked once (and a new snapshot
 // walks only its changed directories).
 
+// FSEntryKind says what an entry of an fs tree object names.
+type FSEntryKind int
+
+// Kinds of fs tree entries.
+const (
+	FSFile    FSEntryKind = iota // a file's blob
+	FSDir                        // a tree object
+	FSSymlink                    // a symlink target's blob
+)
+
+// FSTreeEntry is one entry of an fs tree object, as far as the check that
+// a tree is whole reads it.
+type FSTreeEntry struct {
+	Name   string
+	Kind   FSEntryKind
+	Hash   ident.Hash
+	HashOK bool // the entry carries a 32-byte hash
+}
+
+// FSTreeDecoder decodes an fs tree object into its entries (none: an empty
+// directory). The object format is the CXDB protocol's
+// (cxdbcompat/fstree); the daemon passes its decoder in Options.FSTree,
+// so that the engine does not depend on the protocol's codecs.
+type FSTreeDecoder func(obj []byte) ([]FSTreeEntry, error)
+
 // maxWholeTrees bounds the memory of whole trees; the set starts over when
 // full.
 const maxWholeTrees = 1 << 18
 
 type treeKey struct {
 	tenant uint32
-	hash   Hash
+	hash   ident.Hash
 }
 
 // wholeTrees is the set of trees found whole, per tenant.
@@ -49,7 +74,7 @@ func (w *wholeTrees) add(k treeKey) {
 
 // checkFSRoot walks the tree at root and fails with KindNotFound naming
 // the first blob that is missing for the tenant.
-func (e *Engine) checkFSRoot(ctx context.Context, t Tenant, root Hash) error {
+func (e *Engine) checkFSRoot(ctx context.Context, t ident.Tenant, root ident.Hash) error {
 	if err := e.checkTree(ctx, t, root, "/"); err != nil {
 		return fmt.Errorf("fs root %x is not whole: %w", root, err)
 	}
@@ -57,7 +82,7 @@ func (e *Engine) checkFSRoot(ctx context.Context, t Tenant, root Hash) error {
 }
 
 // checkTree checks the tree object h at path and everything under it.
-func (e *Engine) checkTree(ctx context.Context, t Tenant, h Hash, path string) error {
+func (e *Engine) checkTree(ctx context.Context, t ident.Tenant, h ident.Hash, path string) error {
 	k := treeKey{t.No, h}
 	if e.trees.has(k) {
 		return nil
@@ -69,7 +94,10 @@ func (e *Engine) checkTree(ctx context.Context, t Tenant, h Hash, path string) e
 	if err != nil {
 		return e.blobReadError(err, h, "fs tree object")
 	}
-	entries, err := fstree.Decode(data)
+	if e.opts.FSTree == nil {
+		return errorf(KindUnprocessable, "fs roots are not supported: the store was opened without an fs tree decoder")
+	}
+	entries, err := e.opts.FSTree(data)
 	if err != nil {
 		return wrapf(KindInvalid, err, "tree object %x at %s", h, path)
 	}
@@ -82,21 +110,21 @@ func (e *Engine) checkTree(ctx context.Context, t Tenant, h Hash, path string) e
 	return nil
 }
 
-func (e *Engine) checkEntry(ctx context.Context, t Tenant, en fstree.Entry, path string) error {
+func (e *Engine) checkEntry(ctx context.Context, t ident.Tenant, en FSTreeEntry, path string) error {
 	if !en.HashOK {
 		return errorf(KindInvalid, "entry %s has no 32-byte hash", path)
 	}
 	switch en.Kind {
-	case fstree.KindDir:
-		return e.checkTree(ctx, t, Hash(en.Hash), path+"/")
-	case fstree.KindSymlink:
-		return e.needBlob(ctx, t, Hash(en.Hash), "symlink target", path)
+	case FSDir:
+		return e.checkTree(ctx, t, ident.Hash(en.Hash), path+"/")
+	case FSSymlink:
+		return e.needBlob(ctx, t, ident.Hash(en.Hash), "symlink target", path)
 	}
-	return e.needBlob(ctx, t, Hash(en.Hash), "file", path)
+	return e.needBlob(ctx, t, ident.Hash(en.Hash), "file", path)
 }
 
 // needBlob fails with KindNotFound unless the tenant has blob h.
-func (e *Engine) needBlob(ctx context.Context, t Tenant, h Hash, what, path string) error {
+func (e *Engine) needBlob(ctx context.Context, t ident.Tenant, h ident.Hash, what, path string) error {
 	ok, err := e.ownsBlob(ctx, t, h)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/internal/filefault"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -58,7 +59,7 @@ func (s *testStore) packHoleRows() []packHoleRow {
 
 // wantNamesHole fails unless err is the internal error naming blob h and
 // the bytes entry's record spans.
-func wantNamesHole(t *testing.T, what string, err error, h Hash, entry blobpack.Entry) {
+func wantNamesHole(t *testing.T, what string, err error, h ident.Hash, entry blobpack.Entry) {
 	t.Helper()
 	hash, span := fmt.Sprintf("%x", h), fmt.Sprintf("bytes %d..%d of blobs.pack", entry.Offset, entry.End())
 	var se *Error
@@ -166,7 +167,7 @@ func TestDamageFoundWhenReadIsRecordedAndNamedFromThenOn(t *testing.T) {
 // whose blobs.idx is gone: the pack's scan keeps a hole that nothing in the
 // pack ties to the blob. Tenant globex stored the same bytes after the
 // default tenant did (a claim in tenant_blobs), and tenant other did not.
-func newLostStore(t *testing.T, k int) (s *damagedStore, entry blobpack.Entry, globex, other Tenant) {
+func newLostStore(t *testing.T, k int) (s *damagedStore, entry blobpack.Entry, globex, other ident.Tenant) {
 	t.Helper()
 	s = newDamagedStore(t)
 	if err := s.tryOpen(); err != nil {
@@ -205,14 +206,16 @@ func TestLostBlobIsAnInternalErrorToThoseWhoStoredIt(t *testing.T) {
 	wantNamesHole(t, "GetBlob by a tenant that stored it too", err, h, entry)
 
 	// Another tenant's blob and one never stored answer alike.
-	never := Hash(blake3.Sum256([]byte("content nobody stored")))
+	never := ident.Hash(blake3.Sum256([]byte("content nobody stored")))
 	_, errOther := s.GetBlob(ctx, other, h)
 	_, errNever := s.GetBlob(ctx, other, never)
 	_, errOwnNever := s.GetBlob(ctx, s.ten, never)
 	for _, err := range []error{errOther, errNever, errOwnNever} {
 		wantKind(t, err, KindNotFound)
 	}
-	strip := func(err error, h Hash) string { return strings.ReplaceAll(err.Error(), fmt.Sprintf("%x", h), "<hash>") }
+	strip := func(err error, h ident.Hash) string {
+		return strings.ReplaceAll(err.Error(), fmt.Sprintf("%x", h), "<hash>")
+	}
 	if strip(errOther, h) != strip(errNever, never) || strip(errNever, never) != strip(errOwnNever, never) {
 		t.Fatalf("not found answers differ: %q, %q, %q", errOther, errNever, errOwnNever)
 	}
@@ -221,7 +224,7 @@ func TestLostBlobIsAnInternalErrorToThoseWhoStoredIt(t *testing.T) {
 	if _, err := s.PutBlob(ctx, globex, h, s.payloads[k]); err != nil {
 		t.Fatal(err)
 	}
-	for _, ten := range []Tenant{s.ten, globex} {
+	for _, ten := range []ident.Tenant{s.ten, globex} {
 		if data, err := s.GetBlob(ctx, ten, h); err != nil || !bytes.Equal(data, s.payloads[k]) {
 			t.Fatalf("GetBlob by %s after the heal: %q, %v", ten.ID, data, err)
 		}

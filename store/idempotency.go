@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/zeebo/blake3"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -22,7 +23,7 @@ import (
 // these is a retry and gets the original turn; anything else under the
 // same key is a mistake the client must hear about.
 type keyedRequest struct {
-	hash        Hash // of the uncompressed payload
+	hash        ident.Hash // of the uncompressed payload
 	typeID      string
 	typeVersion uint32
 	parent      uint64 // as sent: 0 means after the head
@@ -336,7 +337,7 @@ func (t *idemTable) expire(now time.Time) {
 // key was used in the window (then the answer is the original turn or a
 // conflict). Recent keys are always in memory, so a key committed while
 // this runs is caught by the planner.
-func (e *Engine) replayFromDB(ctx context.Context, t Tenant, req *AppendRequest) (res AppendResult, found bool, err error) {
+func (e *Engine) replayFromDB(ctx context.Context, t ident.Tenant, req *AppendRequest) (res AppendResult, found bool, err error) {
 	row, err := e.as(pgrole.Tenant, t.ID).GetIdempotencyKey(ctx, db.GetIdempotencyKeyParams{
 		TenantID: t.ID, ContextID: int64(req.ContextID), IdempotencyKey: req.IdempotencyKey,
 		Since: e.now().Add(-IdempotencyWindow),

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -225,7 +226,7 @@ func TestIdempotencyKeysExpireAndArePurged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	ten, err := e.Tenant(context.Background(), DefaultTenantID)
+	ten, err := e.Tenant(context.Background(), ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -98,7 +99,7 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 	// it for each of millions of turns was a noticeable part of a start.
 	// A turn's missing payload is remembered as its tenant's (see
 	// lostBlobs); an fs root's tenant is not known here.
-	note := func(hash Hash, tenant uint32, what func() string) {
+	note := func(hash ident.Hash, tenant uint32, what func() string) {
 		err := e.blobs.Has(hash)
 		switch {
 		case err == nil:
@@ -123,7 +124,7 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 		return fmt.Errorf("list fs roots: %w", err)
 	}
 	for _, r := range roots {
-		note(Hash(r), 0, func() string { return "an attached fs root" })
+		note(ident.Hash(r), 0, func() string { return "an attached fs root" })
 	}
 	return e.judgeCrossCheck(missing, damaged, unidentified, first)
 }

@@ -4,13 +4,15 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // turnMeta is what reads need of a turn, kept in memory for every committed
 // turn (72 bytes each).
 type turnMeta struct {
 	parent          uint64
-	hash            Hash
+	hash            ident.Hash
 	depth           uint32
 	tenant          uint32 // 0 = no such turn (an id burned by a failed group)
 	typeRef         uint32

@@ -3,13 +3,15 @@ package store
 import (
 	"runtime"
 	"testing"
+
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 func TestTurnTableAcrossChunks(t *testing.T) {
 	tab := newTurnTable()
 	ids := []uint64{1, 2, chunkSize - 1, chunkSize, chunkSize + 1, 3*chunkSize + 5}
 	for _, id := range ids {
-		tab.set(id, turnMeta{parent: id - 1, depth: uint32(id), tenant: 7, hash: Hash{byte(id)}})
+		tab.set(id, turnMeta{parent: id - 1, depth: uint32(id), tenant: 7, hash: ident.Hash{byte(id)}})
 	}
 	if _, ok := tab.get(ids[0]); ok {
 		t.Fatal("a turn is visible before publish")
@@ -17,7 +19,7 @@ func TestTurnTableAcrossChunks(t *testing.T) {
 	tab.publish(ids[len(ids)-1])
 	for _, id := range ids {
 		m, ok := tab.get(id)
-		if !ok || m.parent != id-1 || m.depth != uint32(id) || m.hash != (Hash{byte(id)}) {
+		if !ok || m.parent != id-1 || m.depth != uint32(id) || m.hash != (ident.Hash{byte(id)}) {
 			t.Fatalf("get(%d) = %+v, %v", id, m, ok)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -16,7 +17,7 @@ type Bundle struct {
 }
 
 // RegistryBundles returns the tenant's bundles in publish order.
-func (e *Engine) RegistryBundles(ctx context.Context, t Tenant) ([]Bundle, error) {
+func (e *Engine) RegistryBundles(ctx context.Context, t ident.Tenant) ([]Bundle, error) {
 	if e.gate.Gone(t.No) {
 		return nil, nil
 	}
@@ -33,7 +34,7 @@ func (e *Engine) RegistryBundles(ctx context.Context, t Tenant) ([]Bundle, error
 
 // AddRegistryBundle stores a bundle; stored is false when a bundle with
 // that id exists already.
-func (e *Engine) AddRegistryBundle(ctx context.Context, t Tenant, b Bundle) (stored bool, err error) {
+func (e *Engine) AddRegistryBundle(ctx context.Context, t ident.Tenant, b Bundle) (stored bool, err error) {
 	if err := e.admit(t); err != nil {
 		return false, err
 	}
@@ -63,7 +64,7 @@ type ContextMeta struct {
 // SaveRootMetadata records the metadata of root turn (nil: it has none) and
 // makes root the chain root of contexts; a root's metadata, once recorded,
 // is not replaced.
-func (e *Engine) SaveRootMetadata(ctx context.Context, t Tenant, root uint64, contexts []uint64, m *ContextMeta) error {
+func (e *Engine) SaveRootMetadata(ctx context.Context, t ident.Tenant, root uint64, contexts []uint64, m *ContextMeta) error {
 	if err := e.admit(t); err != nil {
 		return err
 	}
@@ -100,7 +101,7 @@ func textPtr(t pgtype.Text) *string {
 // PendingMetadata is a context whose chain root's metadata was never
 // looked for.
 type PendingMetadata struct {
-	Tenant    Tenant
+	Tenant    ident.Tenant
 	ContextID uint64
 }
 
@@ -113,14 +114,14 @@ func (e *Engine) ContextsWithoutMetadata(ctx context.Context, max int) ([]Pendin
 	}
 	out := make([]PendingMetadata, len(rows))
 	for i, r := range rows {
-		out[i] = PendingMetadata{Tenant: Tenant{ID: r.TenantID, No: uint32(r.TenantNo)}, ContextID: uint64(r.ContextID)}
+		out[i] = PendingMetadata{Tenant: ident.Tenant{ID: r.TenantID, No: uint32(r.TenantNo)}, ContextID: uint64(r.ContextID)}
 	}
 	return out, nil
 }
 
 // Metadata returns the metadata of the given contexts of the tenant (all
 // of them when ids is nil); contexts without any are absent.
-func (e *Engine) Metadata(ctx context.Context, t Tenant, ids []uint64) (map[uint64]ContextMeta, error) {
+func (e *Engine) Metadata(ctx context.Context, t ident.Tenant, ids []uint64) (map[uint64]ContextMeta, error) {
 	if e.gate.Gone(t.No) {
 		return map[uint64]ContextMeta{}, nil
 	}
@@ -139,7 +140,7 @@ func (e *Engine) Metadata(ctx context.Context, t Tenant, ids []uint64) (map[uint
 // of the tenant (all of them when ids is nil), as Postgres measures them
 // without sending them; contexts without metadata are absent. Lists and
 // searches load metadata in batches these sizes bound.
-func (e *Engine) MetadataSizes(ctx context.Context, t Tenant, ids []uint64) (map[uint64]int64, error) {
+func (e *Engine) MetadataSizes(ctx context.Context, t ident.Tenant, ids []uint64) (map[uint64]int64, error) {
 	if e.gate.Gone(t.No) {
 		return map[uint64]int64{}, nil
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -17,7 +18,7 @@ const MaxMissingBlobs = 10_000
 // query, whether or not anyone stored it: bytes only another tenant
 // stored are missing for this one, and take the same path as bytes
 // nobody stored, so neither the answer nor its time tells them apart.
-func (e *Engine) MissingBlobs(ctx context.Context, t Tenant, hashes []Hash) ([]Hash, error) {
+func (e *Engine) MissingBlobs(ctx context.Context, t ident.Tenant, hashes []ident.Hash) ([]ident.Hash, error) {
 	if len(hashes) > MaxMissingBlobs {
 		return nil, errorf(KindInvalid, "%d hashes: at most %d per request", len(hashes), MaxMissingBlobs)
 	}
@@ -46,17 +47,17 @@ func (e *Engine) MissingBlobs(ctx context.Context, t Tenant, hashes []Hash) ([]H
 		if err != nil {
 			return nil, wrapf(KindUnavailable, err, "look up %d blobs", len(ask))
 		}
-		granted := make(map[Hash]bool, len(rows))
+		granted := make(map[ident.Hash]bool, len(rows))
 		for _, r := range rows {
-			if len(r) == len(Hash{}) {
-				granted[Hash(r)] = true
+			if len(r) == len(ident.Hash{}) {
+				granted[ident.Hash(r)] = true
 			}
 		}
 		for i, h := range hashes {
 			present[i] = present[i] || (stored[i] && granted[h])
 		}
 	}
-	var missing []Hash
+	var missing []ident.Hash
 	for i, h := range hashes {
 		if !present[i] {
 			missing = append(missing, h)

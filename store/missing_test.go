@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/zeebo/blake3"
 )
 
@@ -13,9 +14,9 @@ func TestMissingBlobsAreThoseTheTenantCannotRead(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
 	acme, globex := s.tenant("acme"), s.tenant("globex")
-	put := func(ten Tenant, data string) Hash {
+	put := func(ten ident.Tenant, data string) ident.Hash {
 		t.Helper()
-		h := Hash(blake3.Sum256([]byte(data)))
+		h := ident.Hash(blake3.Sum256([]byte(data)))
 		if _, err := s.PutBlob(ctx, ten, h, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
@@ -25,18 +26,18 @@ func TestMissingBlobsAreThoseTheTenantCannotRead(t *testing.T) {
 	shared := put(globex, "both store it")
 	put(acme, "both store it") // a grant: acme reads it too
 	globexOnly := put(globex, "globex's secret")
-	never := Hash(blake3.Sum256([]byte("nobody")))
+	never := ident.Hash(blake3.Sum256([]byte("nobody")))
 
 	tests := []struct {
 		name   string
-		ten    Tenant
-		hashes []Hash
-		want   []Hash
+		ten    ident.Tenant
+		hashes []ident.Hash
+		want   []ident.Hash
 	}{
 		{"none asked", acme, nil, nil},
-		{"own, granted, another's, never", acme, []Hash{own, shared, globexOnly, never}, []Hash{globexOnly, never}},
-		{"order kept, repeats kept", acme, []Hash{never, own, never}, []Hash{never, never}},
-		{"the other tenant", globex, []Hash{own, shared, globexOnly}, []Hash{own}},
+		{"own, granted, another's, never", acme, []ident.Hash{own, shared, globexOnly, never}, []ident.Hash{globexOnly, never}},
+		{"order kept, repeats kept", acme, []ident.Hash{never, own, never}, []ident.Hash{never, never}},
+		{"the other tenant", globex, []ident.Hash{own, shared, globexOnly}, []ident.Hash{own}},
 	}
 	for _, tc := range tests {
 		got, err := s.MissingBlobs(ctx, tc.ten, tc.hashes)
@@ -47,7 +48,7 @@ func TestMissingBlobsAreThoseTheTenantCannotRead(t *testing.T) {
 			t.Errorf("%s: missing %x, want %x", tc.name, got, tc.want)
 		}
 	}
-	_, err := s.MissingBlobs(ctx, acme, make([]Hash, MaxMissingBlobs+1))
+	_, err := s.MissingBlobs(ctx, acme, make([]ident.Hash, MaxMissingBlobs+1))
 	wantKind(t, err, KindInvalid)
 }
 
@@ -59,14 +60,14 @@ func TestMissingBlobsIsNoTimingOracle(t *testing.T) {
 	ctx := context.Background()
 	acme, globex := s.tenant("acme"), s.tenant("globex")
 	secret := []byte("acme's secret content")
-	stored := Hash(blake3.Sum256(secret))
+	stored := ident.Hash(blake3.Sum256(secret))
 	if _, err := s.PutBlob(ctx, acme, stored, secret); err != nil {
 		t.Fatal(err)
 	}
-	never := Hash(blake3.Sum256([]byte("content nobody stored")))
-	ask := func(h Hash) time.Duration {
+	never := ident.Hash(blake3.Sum256([]byte("content nobody stored")))
+	ask := func(h ident.Hash) time.Duration {
 		start := time.Now()
-		got, err := s.MissingBlobs(ctx, globex, []Hash{h})
+		got, err := s.MissingBlobs(ctx, globex, []ident.Hash{h})
 		took := time.Since(start)
 		if err != nil || len(got) != 1 {
 			t.Fatalf("MissingBlobs(%x) = %x, %v; want it missing", h, got, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -55,7 +56,7 @@ var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxPayload), 
 // Append verifies the payload (length, decompression, BLAKE3) in the
 // caller's goroutine, so appends verify in parallel, then hands the turn to
 // the committer and waits until it is durable.
-func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (AppendResult, error) {
+func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest) (AppendResult, error) {
 	if err := e.admit(t); err != nil {
 		return AppendResult{}, err
 	}
@@ -75,7 +76,7 @@ func (e *Engine) Append(ctx context.Context, t Tenant, req *AppendRequest) (Appe
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if hashOf(raw) != req.ContentHash {
+	if ident.HashOf(raw) != req.ContentHash {
 		return AppendResult{}, errorf(KindConflict, "content hash mismatch: payload does not hash to %x", req.ContentHash)
 	}
 	if req.FSRoot != nil {
@@ -181,7 +182,7 @@ func uncompressed(req *AppendRequest) ([]byte, error) {
 // blobReadError is a stored blob that cannot be read: an internal error
 // whose message names the blob and, when its record is damaged, the
 // damaged bytes of the pack (also in its details, with the blob).
-func blobReadError(err error, h Hash, what string) error {
+func blobReadError(err error, h ident.Hash, what string) error {
 	var d *blobpack.DamageError
 	if errors.As(err, &d) {
 		e := wrapf(KindInternal, err, "%s %x lies in a damaged record of the blob pack (bytes %d..%d of %s: %s); run `cardbox verify`",
@@ -193,7 +194,7 @@ func blobReadError(err error, h Hash, what string) error {
 }
 
 // Last returns up to limit turns ending at the context's head, oldest first.
-func (e *Engine) Last(ctx context.Context, t Tenant, contextID uint64, limit uint32, withPayload bool) ([]Turn, error) {
+func (e *Engine) Last(ctx context.Context, t ident.Tenant, contextID uint64, limit uint32, withPayload bool) ([]Turn, error) {
 	s, err := e.contextOf(t, contextID)
 	if err != nil {
 		return nil, err
@@ -204,7 +205,7 @@ func (e *Engine) Last(ctx context.Context, t Tenant, contextID uint64, limit uin
 // Before returns up to limit turns older than beforeTurnID, oldest first.
 // The cursor must lie on the context's chain (it may be a turn the context
 // shares with the context it was forked from).
-func (e *Engine) Before(ctx context.Context, t Tenant, contextID, beforeTurnID uint64, limit uint32, withPayload bool) ([]Turn, error) {
+func (e *Engine) Before(ctx context.Context, t ident.Tenant, contextID, beforeTurnID uint64, limit uint32, withPayload bool) ([]Turn, error) {
 	if beforeTurnID == 0 {
 		return e.Last(ctx, t, contextID, limit, withPayload)
 	}
@@ -237,7 +238,7 @@ func (e *Engine) onChain(head, id uint64, depth uint32) bool {
 
 // walk collects up to limit turns from `from` towards the root and returns
 // them oldest first.
-func (e *Engine) walk(t Tenant, from uint64, limit uint32, withPayload bool) ([]Turn, error) {
+func (e *Engine) walk(t ident.Tenant, from uint64, limit uint32, withPayload bool) ([]Turn, error) {
 	n := min(int(limit), maxListTurns)
 	out := make([]Turn, 0, min(n, 1024))
 	budget := maxListBytes
@@ -309,7 +310,7 @@ func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (
 
 // GetBlob returns a blob the tenant owns. The bytes are read-only: they
 // may be shared with the blob pack's cache.
-func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) {
+func (e *Engine) GetBlob(ctx context.Context, t ident.Tenant, h ident.Hash) ([]byte, error) {
 	ok, err := e.ownsBlob(ctx, t, h)
 	if err != nil {
 		return nil, err
@@ -337,7 +338,7 @@ func (e *Engine) GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error) 
 // one answered from the pack alone, its speed would tell a tenant whether
 // another tenant stored the bytes. What is asked, and how, depends on
 // nothing but the tenant's own blobs.
-func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
+func (e *Engine) ownsBlob(ctx context.Context, t ident.Tenant, h ident.Hash) (bool, error) {
 	if e.gate.Gone(t.No) {
 		return false, nil
 	}
@@ -358,7 +359,7 @@ func (e *Engine) ownsBlob(ctx context.Context, t Tenant, h Hash) (bool, error) {
 }
 
 // PutBlob stores data under h after checking that it hashes to h.
-func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bool, error) {
+func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data []byte) (bool, error) {
 	if err := e.admit(t); err != nil {
 		return false, err
 	}
@@ -371,7 +372,7 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 	if len(data) > MaxPayload {
 		return false, errorf(KindUnprocessable, "blob of %d bytes exceeds the %d-byte limit", len(data), MaxPayload)
 	}
-	if hashOf(data) != h {
+	if ident.HashOf(data) != h {
 		return false, errorf(KindConflict, "blob hash mismatch: data does not hash to %x", h)
 	}
 	if err := e.admitBlob(ctx, t, h, len(data), 0); err != nil {
@@ -404,7 +405,7 @@ func (e *Engine) PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (bo
 }
 
 // AttachFS records root as turnID's fs tree; the last attach wins.
-func (e *Engine) AttachFS(ctx context.Context, t Tenant, turnID uint64, root Hash) error {
+func (e *Engine) AttachFS(ctx context.Context, t ident.Tenant, turnID uint64, root ident.Hash) error {
 	if err := e.admit(t); err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/zeebo/blake3"
+
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // GET_BLOB of bytes only another tenant stored takes the path of bytes
@@ -17,11 +19,11 @@ func TestBlobExistenceIsNoTimingOracle(t *testing.T) {
 	ctx := context.Background()
 	acme, globex := s.tenant("acme"), s.tenant("globex")
 	secret := []byte("acme's secret content")
-	stored := Hash(blake3.Sum256(secret))
+	stored := ident.Hash(blake3.Sum256(secret))
 	if _, err := s.PutBlob(ctx, acme, stored, secret); err != nil {
 		t.Fatal(err)
 	}
-	never := Hash(blake3.Sum256([]byte("content nobody stored")))
+	never := ident.Hash(blake3.Sum256([]byte("content nobody stored")))
 	checkNoTimingOracle(t, s.Engine, globex, stored, never, "another tenant's blob")
 }
 
@@ -31,14 +33,14 @@ func TestBlobExistenceIsNoTimingOracle(t *testing.T) {
 func TestLostBlobExistenceIsNoTimingOracle(t *testing.T) {
 	const k = 100
 	s, _, _, other := newLostStore(t, k)
-	never := Hash(blake3.Sum256([]byte("content nobody stored")))
+	never := ident.Hash(blake3.Sum256([]byte("content nobody stored")))
 	checkNoTimingOracle(t, s.Engine, other, s.turns[k].ContentHash, never, "another tenant's lost blob")
 }
 
 // checkNoTimingOracle fails unless GET_BLOB by tenant of blob a, which the
 // tenant does not have, takes as long as of blob never, which nobody
 // stored: both are not found.
-func checkNoTimingOracle(t *testing.T, s *Engine, tenant Tenant, a, never Hash, what string) {
+func checkNoTimingOracle(t *testing.T, s *Engine, tenant ident.Tenant, a, never ident.Hash, what string) {
 	t.Helper()
 	// Alternating tries, paired: a slow moment of the machine (the rest
 	// of the suite runs beside this test) falls on both of a pair, and the
@@ -67,7 +69,7 @@ func checkNoTimingOracle(t *testing.T, s *Engine, tenant Tenant, a, never Hash, 
 }
 
 // timeGetBlob times one GetBlob that must answer not found.
-func timeGetBlob(t *testing.T, s *Engine, tenant Tenant, h Hash) time.Duration {
+func timeGetBlob(t *testing.T, s *Engine, tenant ident.Tenant, h ident.Hash) time.Duration {
 	t.Helper()
 	start := time.Now()
 	_, err := s.GetBlob(context.Background(), tenant, h)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/internal/filefault"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
@@ -20,7 +21,7 @@ import (
 // damagedStore is a store of 300 turns, closed, ready to be damaged.
 type damagedStore struct {
 	*testStore
-	ten      Tenant
+	ten      ident.Tenant
 	ctxID    uint64
 	turns    []AppendResult
 	payloads [][]byte     // of turns

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -171,10 +172,10 @@ func (e *Engine) recheckRecordedHoles(ctx context.Context) error {
 		return fmt.Errorf("list blob pack holes: %w", err)
 	}
 	for _, r := range rows {
-		if len(r.BlobHash) != len(Hash{}) {
+		if len(r.BlobHash) != len(ident.Hash{}) {
 			continue
 		}
-		entry, ok := e.blobs.Lookup(Hash(r.BlobHash))
+		entry, ok := e.blobs.Lookup(ident.Hash(r.BlobHash))
 		if !ok || entry.Offset != r.StartOffset || entry.End() != r.EndOffset {
 			continue
 		}

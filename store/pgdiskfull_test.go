@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -69,7 +70,7 @@ func TestPostgresFullDiskIsDiskFullAndHeals(t *testing.T) {
 	dir := pgtest.SmallDisk(t, pgtest.DBName(url), 4<<20, "turns")
 	e := openOn(t, t.TempDir(), url)
 	ctx := context.Background()
-	ten, err := e.Tenant(ctx, DefaultTenantID)
+	ten, err := e.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

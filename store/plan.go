@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -29,7 +30,7 @@ type newType struct {
 // grant records that a tenant stores bytes another tenant stored first.
 type grant struct {
 	tenant uint32
-	hash   Hash
+	hash   ident.Hash
 }
 
 // plan is one group resolved against memory: ids and depths assigned, the
@@ -41,8 +42,8 @@ type plan struct {
 	follows  map[*job]int     // replays of a key first used in this group: index into turns
 
 	puts       []blobpack.PutItem
-	putOwners  map[Hash]uint32 // first owner of each blob put by this group
-	putJobs    map[*job]int    // blob puts: index into puts
+	putOwners  map[ident.Hash]uint32 // first owner of each blob put by this group
+	putJobs    map[*job]int          // blob puts: index into puts
 	putResults []blobpack.Result
 
 	turns    []plannedTurn
@@ -72,7 +73,7 @@ func (c *committer) plan(batch []*job, now time.Time) *plan {
 	p := &plan{
 		now: now, jobs: batch, outcomes: map[*job]outcome{}, follows: map[*job]int{}, putJobs: map[*job]int{},
 		heads: make(map[uint64]contextState, n), pending: make(map[uint64]turnMeta, n), typeRefs: map[typeKey]uint32{},
-		keys: map[idemKey]int{}, grants: map[grant]struct{}{}, putOwners: make(map[Hash]uint32, n),
+		keys: map[idemKey]int{}, grants: map[grant]struct{}{}, putOwners: make(map[ident.Hash]uint32, n),
 		puts: make([]blobpack.PutItem, 0, n), turns: make([]plannedTurn, 0, n), records: make([]turnlog.Record, 0, n),
 	}
 	for _, j := range batch {
@@ -163,7 +164,7 @@ func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 
 // context returns the tenant's context as this group, or a group in
 // flight, has left it.
-func (p *plan) context(c *committer, t Tenant, id uint64) (contextState, error) {
+func (p *plan) context(c *committer, t ident.Tenant, id uint64) (contextState, error) {
 	if s, ok := p.heads[id]; ok && s.tenant == t.No {
 		return s, nil
 	}
@@ -175,7 +176,7 @@ func (p *plan) context(c *committer, t Tenant, id uint64) (contextState, error) 
 
 // parent resolves the parent turn and the new depth: an explicit parent
 // (committed or earlier in the group) or the context's head.
-func (p *plan) parent(c *committer, t Tenant, parentID uint64, state contextState) (uint64, uint32, error) {
+func (p *plan) parent(c *committer, t ident.Tenant, parentID uint64, state contextState) (uint64, uint32, error) {
 	if parentID == 0 {
 		parentID = state.head
 		if parentID == 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -23,7 +24,7 @@ const (
 // readBench is an engine filled for the read benchmarks.
 type readBench struct {
 	e        *Engine
-	tenant   Tenant
+	tenant   ident.Tenant
 	contexts []uint64
 }
 
@@ -36,10 +37,10 @@ func newReadBench(b *testing.B) *readBench {
 		b.Fatalf("open store: %v", err)
 	}
 	b.Cleanup(func() { e.Close() })
-	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, DefaultTenantID); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, ident.DefaultTenantID); err != nil {
 		b.Fatal(err)
 	}
-	t, err := e.Tenant(ctx, DefaultTenantID)
+	t, err := e.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		b.Fatal(err)
 	}

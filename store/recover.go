@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cardboxhq/cardbox/store/syncfile"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/cardboxhq/cardbox/store/syncfile"
 
 	"github.com/google/uuid"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -280,7 +282,7 @@ func (e *Engine) loadTenants(ctx context.Context) error {
 			deleted = append(deleted, uint32(r.TenantNo))
 			continue
 		}
-		e.tenants.add(Tenant{ID: r.TenantID, No: uint32(r.TenantNo)})
+		e.tenants.add(ident.Tenant{ID: r.TenantID, No: uint32(r.TenantNo)})
 	}
 	e.gate.CloseAll(deleted)
 	return nil

@@ -17,23 +17,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
-
-// Hash is a BLAKE3-256 digest.
-type Hash = blobpack.Hash
-
-// DefaultTenantID is the tenant sessions use when no authentication is
-// configured.
-const DefaultTenantID = "default"
-
-// Tenant owns contexts, turns and blobs. No is the compact number the local
-// files record. Pass the store only tenants it returned (TurnStore.Tenant):
-// its writers map numbers back to ids through the tenants it resolved.
-type Tenant struct {
-	ID string
-	No uint32
-}
 
 // Head is a context's current head turn (0 for an empty context).
 type Head struct {
@@ -52,10 +37,10 @@ type AppendRequest struct {
 	Encoding        uint32
 	Compression     uint32
 	UncompressedLen uint32
-	ContentHash     Hash // BLAKE3-256 of the uncompressed payload
+	ContentHash     ident.Hash // BLAKE3-256 of the uncompressed payload
 	Payload         []byte
 	IdempotencyKey  []byte
-	FSRoot          *Hash // attach this fs tree to the new turn
+	FSRoot          *ident.Hash // attach this fs tree to the new turn
 	// IfHead makes the append conditional: it commits only while
 	// ParentTurnID is the context's head (0: while the context is empty),
 	// else it fails with KindHeadMoved naming the head. A repeat of a
@@ -70,13 +55,13 @@ type AppendResult struct {
 	TurnID      uint64
 	ParentID    uint64 // the turn's parent; 0 for the first of a chain
 	Depth       uint32
-	ContentHash Hash
+	ContentHash ident.Hash
 	Replayed    bool
 }
 
 // Appended is a committed turn, as Options.OnAppend is told of it.
 type Appended struct {
-	Tenant      Tenant
+	Tenant      ident.Tenant
 	ContextID   uint64
 	TurnID      uint64
 	ParentID    uint64
@@ -104,7 +89,7 @@ type Turn struct {
 	Encoding        uint32
 	Compression     uint32 // as the writer sent it
 	UncompressedLen uint32
-	Hash            Hash
+	Hash            ident.Hash
 	// Payload is nil unless requested. It is read-only: the store may
 	// share it with its cache and other readers.
 	Payload []byte
@@ -121,26 +106,26 @@ type Turn struct {
 // exist for it.
 type TurnStore interface {
 	// Tenant resolves a tenant id.
-	Tenant(ctx context.Context, id string) (Tenant, error)
+	Tenant(ctx context.Context, id string) (ident.Tenant, error)
 	// CreateContext makes a context whose head is baseTurnID (0 = empty).
 	// Forking is the same call with an existing turn.
-	CreateContext(ctx context.Context, t Tenant, baseTurnID uint64, clientTag string) (Head, error)
+	CreateContext(ctx context.Context, t ident.Tenant, baseTurnID uint64, clientTag string) (Head, error)
 	// Head returns a context's head.
-	Head(ctx context.Context, t Tenant, contextID uint64) (Head, error)
+	Head(ctx context.Context, t ident.Tenant, contextID uint64) (Head, error)
 	// Append appends a turn once it is durable in the files and Postgres.
-	Append(ctx context.Context, t Tenant, req *AppendRequest) (AppendResult, error)
+	Append(ctx context.Context, t ident.Tenant, req *AppendRequest) (AppendResult, error)
 	// Last returns up to limit turns ending at the head, oldest first.
-	Last(ctx context.Context, t Tenant, contextID uint64, limit uint32, withPayload bool) ([]Turn, error)
+	Last(ctx context.Context, t ident.Tenant, contextID uint64, limit uint32, withPayload bool) ([]Turn, error)
 	// Before returns up to limit turns older than beforeTurnID, oldest
 	// first; beforeTurnID must be on the context's chain (0 = the head's
 	// chain from the head, like Last).
-	Before(ctx context.Context, t Tenant, contextID, beforeTurnID uint64, limit uint32, withPayload bool) ([]Turn, error)
+	Before(ctx context.Context, t ident.Tenant, contextID, beforeTurnID uint64, limit uint32, withPayload bool) ([]Turn, error)
 	// GetBlob returns a blob's uncompressed bytes, read-only (they may be
 	// shared like Turn.Payload).
-	GetBlob(ctx context.Context, t Tenant, h Hash) ([]byte, error)
+	GetBlob(ctx context.Context, t ident.Tenant, h ident.Hash) ([]byte, error)
 	// PutBlob stores data under its hash; wasNew reports whether the tenant
 	// did not have it before.
-	PutBlob(ctx context.Context, t Tenant, h Hash, data []byte) (wasNew bool, err error)
+	PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data []byte) (wasNew bool, err error)
 	// AttachFS records the fs tree root of a turn (the last attach wins).
-	AttachFS(ctx context.Context, t Tenant, turnID uint64, root Hash) error
+	AttachFS(ctx context.Context, t ident.Tenant, turnID uint64, root ident.Hash) error
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -12,16 +13,16 @@ import (
 type tenantCache struct {
 	q  *db.Queries
 	mu sync.RWMutex
-	m  map[string]Tenant
+	m  map[string]ident.Tenant
 	// ids maps tenant numbers back to ids for the batch statement.
 	ids map[uint32]string
 }
 
 func newTenantCache(q *db.Queries) *tenantCache {
-	return &tenantCache{q: q, m: map[string]Tenant{}, ids: map[uint32]string{}}
+	return &tenantCache{q: q, m: map[string]ident.Tenant{}, ids: map[uint32]string{}}
 }
 
-func (c *tenantCache) get(ctx context.Context, id string) (Tenant, error) {
+func (c *tenantCache) get(ctx context.Context, id string) (ident.Tenant, error) {
 	c.mu.RLock()
 	t, ok := c.m[id]
 	c.mu.RUnlock()
@@ -30,17 +31,17 @@ func (c *tenantCache) get(ctx context.Context, id string) (Tenant, error) {
 	}
 	row, err := c.q.GetTenant(ctx, id)
 	if isNoRows(err) {
-		return Tenant{}, errorf(KindNotFound, "tenant %q not found", id)
+		return ident.Tenant{}, errorf(KindNotFound, "tenant %q not found", id)
 	}
 	if err != nil {
-		return Tenant{}, wrapf(KindUnavailable, err, "look up tenant %q", id)
+		return ident.Tenant{}, wrapf(KindUnavailable, err, "look up tenant %q", id)
 	}
-	t = Tenant{ID: row.TenantID, No: uint32(row.TenantNo)}
+	t = ident.Tenant{ID: row.TenantID, No: uint32(row.TenantNo)}
 	c.add(t)
 	return t, nil
 }
 
-func (c *tenantCache) add(t Tenant) {
+func (c *tenantCache) add(t ident.Tenant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m[t.ID] = t
@@ -51,7 +52,7 @@ func (c *tenantCache) add(t Tenant) {
 // their tenant (id and number) from their own lookup, so a tenant created
 // while the server runs reaches Append without passing through get. The
 // committer names every tenant it writes by idOf.
-func (c *tenantCache) learn(t Tenant) {
+func (c *tenantCache) learn(t ident.Tenant) {
 	c.mu.RLock()
 	_, known := c.ids[t.No]
 	c.mu.RUnlock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
@@ -40,21 +41,11 @@ const ContextCharge = 128
 
 // QuotaFunc decides whether tenant t may store adding more bytes; stored
 // is what the turn store holds for it (Engine.Usage). It returns nil to let
-// the write through, else the error that refuses it (QuotaExceeded).
+// the write through, else the error that refuses it, of kind
+// KindQuotaExceeded (internal/quota's Exceeded).
 // Writes that add nothing (adding 0) are asked too: a tenant already over
 // its quota writes nothing.
-type QuotaFunc func(ctx context.Context, t Tenant, stored, adding int64) error
-
-// QuotaExceeded is the error of a write refused because it would take
-// the tenant over its storage quota: used bytes stored of quota, adding
-// more. It is distinct from a full disk (KindDiskFull).
-func QuotaExceeded(tenant string, used, quota, adding int64) *Error {
-	err := errorf(KindQuotaExceeded, "storage quota exceeded: tenant %q stores %d bytes of its %d-byte quota and this write would add %d; "+
-		"nothing was written (this is the tenant's quota, not a full disk: the operator can raise it with `cardbox tenant quota`)",
-		tenant, used, quota, adding)
-	err.Details = map[string]any{"used_bytes": used, "quota_bytes": quota, "adding_bytes": adding}
-	return err
-}
+type QuotaFunc func(ctx context.Context, t ident.Tenant, stored, adding int64) error
 
 // usage holds the charges the blob pack does not count itself.
 type usage struct {
@@ -104,12 +95,12 @@ func (u *usage) grantLocked(g grant, size int64) {
 // Usage returns the bytes tenant t stores in the turn store (see the
 // accounting above): exact for what is durable, not counting writes in
 // flight.
-func (e *Engine) Usage(t Tenant) int64 {
+func (e *Engine) Usage(t ident.Tenant) int64 {
 	return e.blobs.OwnerBytes(t.No) + e.usage.of(t.No)
 }
 
 // checkQuota asks Options.Quota whether t may store adding more bytes.
-func (e *Engine) checkQuota(ctx context.Context, t Tenant, adding int64) error {
+func (e *Engine) checkQuota(ctx context.Context, t ident.Tenant, adding int64) error {
 	if e.opts.Quota == nil {
 		return nil
 	}
@@ -119,7 +110,7 @@ func (e *Engine) checkQuota(ctx context.Context, t Tenant, adding int64) error {
 // admitBlob asks Options.Quota whether t may store blob h of size bytes
 // and extra bytes more; the blob adds nothing when t owns it already.
 // Without quotas it looks nothing up.
-func (e *Engine) admitBlob(ctx context.Context, t Tenant, h Hash, size int, extra int64) error {
+func (e *Engine) admitBlob(ctx context.Context, t ident.Tenant, h ident.Hash, size int, extra int64) error {
 	if e.opts.Quota == nil {
 		return nil
 	}
@@ -163,10 +154,10 @@ func (e *Engine) loadUsage(ctx context.Context) error {
 		return fmt.Errorf("load blob grants: %w", err)
 	}
 	for _, r := range grants {
-		if len(r.BlobHash) != len(Hash{}) {
+		if len(r.BlobHash) != len(ident.Hash{}) {
 			continue
 		}
-		g := grant{tenant: uint32(r.TenantNo), hash: Hash(r.BlobHash)}
+		g := grant{tenant: uint32(r.TenantNo), hash: ident.Hash(r.BlobHash)}
 		// A blob missing from the pack lies in a damaged record: nothing
 		// to charge; one the tenant stored first, the pack counts.
 		if entry, ok := e.blobs.Lookup(g.hash); ok && entry.Owner != g.tenant {

@@ -11,6 +11,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -28,8 +29,8 @@ func TestUsageChargesEachTenantAsIfAlone(t *testing.T) {
 	blob := []byte("a blob both tenants store")
 	tree := fstree.Encode([]fstree.Entry{{Name: "blob.txt", Size: uint64(len(blob)), Hash: blake3.Sum256(blob), HashOK: true}})
 	var acmeTurn uint64
-	appendTo := func(c Head) func(Tenant) error {
-		return func(t Tenant) error {
+	appendTo := func(c Head) func(ident.Tenant) error {
+		return func(t ident.Tenant) error {
 			r, err := s.Append(ctx, t, turnReq(c.ContextID, 0, payload))
 			if t == a {
 				acmeTurn = r.TurnID
@@ -37,8 +38,8 @@ func TestUsageChargesEachTenantAsIfAlone(t *testing.T) {
 			return err
 		}
 	}
-	put := func(data []byte) func(Tenant) error {
-		return func(t Tenant) error {
+	put := func(data []byte) func(ident.Tenant) error {
+		return func(t ident.Tenant) error {
 			_, err := s.PutBlob(ctx, t, blake3.Sum256(data), data)
 			return err
 		}
@@ -46,8 +47,8 @@ func TestUsageChargesEachTenantAsIfAlone(t *testing.T) {
 	bundle := Bundle{ID: "b1", Body: []byte(`{"registry_version":1,"bundle_id":"b1","types":{}}`)}
 	for _, step := range []struct {
 		name   string
-		tenant Tenant
-		do     func(Tenant) error
+		tenant ident.Tenant
+		do     func(ident.Tenant) error
 		want   int64 // added to the tenant's usage
 	}{
 		{"acme appends a new payload", a, appendTo(ca), int64(len(payload)) + TurnCharge},
@@ -59,11 +60,11 @@ func TestUsageChargesEachTenantAsIfAlone(t *testing.T) {
 		{"globex puts the blob acme stored", b, put(blob), int64(len(blob))},
 		{"globex puts it again", b, put(blob), 0},
 		{"acme puts an fs tree", a, put(tree), int64(len(tree))},
-		{"acme attaches it", a, func(t Tenant) error { return s.AttachFS(ctx, t, acmeTurn, blake3.Sum256(tree)) }, 0},
-		{"acme creates a context", a, func(t Tenant) error { _, err := s.CreateContext(ctx, t, 0, ""); return err }, ContextCharge},
-		{"acme forks", a, func(t Tenant) error { _, err := s.CreateContext(ctx, t, acmeTurn, ""); return err }, ContextCharge},
-		{"acme publishes a bundle", a, func(t Tenant) error { _, err := s.AddRegistryBundle(ctx, t, bundle); return err }, int64(len(bundle.Body))},
-		{"acme publishes it again", a, func(t Tenant) error { _, err := s.AddRegistryBundle(ctx, t, bundle); return err }, 0},
+		{"acme attaches it", a, func(t ident.Tenant) error { return s.AttachFS(ctx, t, acmeTurn, blake3.Sum256(tree)) }, 0},
+		{"acme creates a context", a, func(t ident.Tenant) error { _, err := s.CreateContext(ctx, t, 0, ""); return err }, ContextCharge},
+		{"acme forks", a, func(t ident.Tenant) error { _, err := s.CreateContext(ctx, t, acmeTurn, ""); return err }, ContextCharge},
+		{"acme publishes a bundle", a, func(t ident.Tenant) error { _, err := s.AddRegistryBundle(ctx, t, bundle); return err }, int64(len(bundle.Body))},
+		{"acme publishes it again", a, func(t ident.Tenant) error { _, err := s.AddRegistryBundle(ctx, t, bundle); return err }, 0},
 	} {
 		other := b
 		if step.tenant == b {
@@ -80,7 +81,7 @@ func TestUsageChargesEachTenantAsIfAlone(t *testing.T) {
 			t.Errorf("%s: the other tenant's usage moved from %d to %d", step.name, otherBefore, got)
 		}
 	}
-	want := map[Tenant]int64{a: s.Usage(a), b: s.Usage(b)}
+	want := map[ident.Tenant]int64{a: s.Usage(a), b: s.Usage(b)}
 	s.reopen()
 	for ten, n := range want {
 		if got := s.Usage(ten); got != n {
@@ -96,7 +97,7 @@ func TestUsageOfConcurrentDuplicates(t *testing.T) {
 	ctx := context.Background()
 	payload := bytes.Repeat([]byte("same bytes "), 500)
 	const perTenant = 20
-	tenants := []Tenant{s.tenant("acme"), s.tenant("globex"), s.tenant("initech")}
+	tenants := []ident.Tenant{s.tenant("acme"), s.tenant("globex"), s.tenant("initech")}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(tenants)*perTenant)
 	for _, ten := range tenants {
@@ -140,11 +141,11 @@ func (q *quotas) set(tenant string, n int64) {
 	q.limit[tenant] = n
 }
 
-func (q *quotas) check(_ context.Context, t Tenant, stored, adding int64) error {
+func (q *quotas) check(_ context.Context, t ident.Tenant, stored, adding int64) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if n, ok := q.limit[t.ID]; ok && stored+adding > n {
-		return QuotaExceeded(t.ID, stored, n, adding)
+		return &Error{Kind: KindQuotaExceeded, Msg: "storage quota exceeded", Details: map[string]any{"used_bytes": stored, "quota_bytes": n, "adding_bytes": adding}}
 	}
 	return nil
 }
@@ -158,7 +159,7 @@ type snapshot struct {
 	packBytes, logBytes    int64
 }
 
-func (s *testStore) snapshot(t Tenant, contextID uint64) snapshot {
+func (s *testStore) snapshot(t ident.Tenant, contextID uint64) snapshot {
 	s.t.Helper()
 	h, err := s.Head(context.Background(), t, contextID)
 	if err != nil {
@@ -211,7 +212,7 @@ func TestQuotaRefusesWritesAndLeavesNothing(t *testing.T) {
 	for _, w := range []struct {
 		name string
 		do   func() error
-		gone Hash // a blob that must not be in the pack afterwards
+		gone ident.Hash // a blob that must not be in the pack afterwards
 	}{
 		{"append of new bytes", func() error {
 			_, err := s.Append(ctx, a, turnReq(ca.ContextID, 0, newBytes))
@@ -220,11 +221,11 @@ func TestQuotaRefusesWritesAndLeavesNothing(t *testing.T) {
 		{"append of another tenant's bytes", func() error {
 			_, err := s.Append(ctx, a, turnReq(ca.ContextID, 0, othersBytes))
 			return err
-		}, Hash{}},
+		}, ident.Hash{}},
 		{"append of its own bytes (a turn more)", func() error {
 			_, err := s.Append(ctx, a, turnReq(ca.ContextID, 0, []byte("first turn")))
 			return err
-		}, Hash{}},
+		}, ident.Hash{}},
 		{"put of a new blob", func() error {
 			_, err := s.PutBlob(ctx, a, blake3.Sum256(tree), tree)
 			return err
@@ -232,13 +233,13 @@ func TestQuotaRefusesWritesAndLeavesNothing(t *testing.T) {
 		{"put of another tenant's blob", func() error {
 			_, err := s.PutBlob(ctx, a, blake3.Sum256(othersBytes), othersBytes)
 			return err
-		}, Hash{}},
-		{"context", func() error { _, err := s.CreateContext(ctx, a, 0, ""); return err }, Hash{}},
-		{"fork", func() error { _, err := s.CreateContext(ctx, a, first.TurnID, ""); return err }, Hash{}},
+		}, ident.Hash{}},
+		{"context", func() error { _, err := s.CreateContext(ctx, a, 0, ""); return err }, ident.Hash{}},
+		{"fork", func() error { _, err := s.CreateContext(ctx, a, first.TurnID, ""); return err }, ident.Hash{}},
 		{"bundle", func() error {
 			_, err := s.AddRegistryBundle(ctx, a, Bundle{ID: "b", Body: bytes.Repeat([]byte("x"), 700)})
 			return err
-		}, Hash{}},
+		}, ident.Hash{}},
 	} {
 		err := w.do()
 		if KindOf(err) != KindQuotaExceeded {
@@ -247,7 +248,7 @@ func TestQuotaRefusesWritesAndLeavesNothing(t *testing.T) {
 		if after := s.snapshot(a, ca.ContextID); after != before {
 			t.Errorf("%s: refused, but %+v became %+v", w.name, before, after)
 		}
-		if _, ok := s.blobs.Lookup(w.gone); ok && w.gone != (Hash{}) {
+		if _, ok := s.blobs.Lookup(w.gone); ok && w.gone != (ident.Hash{}) {
 			t.Errorf("%s: refused, but its blob is in the pack", w.name)
 		}
 	}

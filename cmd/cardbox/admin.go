@@ -17,9 +17,9 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
-	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // dbSettings are the settings of a command that opens the server's
@@ -30,11 +30,11 @@ var dbSettings = []string{"data-dir", "database-url", "pg-bindir"}
 // Postgres call of the command (withKeys).
 var boundedDBSettings = append(slices.Clone(dbSettings), "pg-timeout")
 
-// admin is what an administration command works with: the keys of the
-// server's database, the operator as the audit log names them, and where
-// its output and warnings go.
+// admin is what an administration command works with: the
+// administration of the server's tenants, the operator as the audit log
+// names them, and where its output and warnings go.
 type admin struct {
-	keys      *auth.Keys
+	admin     *tenancy.Admin
 	actor     string
 	out, errs io.Writer
 }
@@ -47,12 +47,12 @@ func withKeys(ctx context.Context, inv *cli.Invocation, fn func(admin) error) er
 		return err
 	}
 	defer release()
-	keys := auth.NewKeys(db.Pool, nil)
+	adm := tenancy.New(db.Pool, nil)
 	timeout := inv.Config.PGTimeout // 0 unless the command takes --pg-timeout
 	if timeout > 0 {
-		keys.Bound(timeout)
+		adm.Bound(timeout)
 	}
-	err = fn(admin{keys: keys, actor: actor(), out: inv.Stdout, errs: inv.Stderr})
+	err = fn(admin{admin: adm, actor: actor(), out: inv.Stdout, errs: inv.Stderr})
 	if timeout > 0 && pgerr.Unavailable(err) {
 		return fmt.Errorf("%w\nPostgres did not answer within --pg-timeout %v: run the command again once it answers "+
 			"(a tenant deletion cut short then removes what it left)", err, timeout)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func TestTenantQuotaCommand(t *testing.T) {
 	ctx := context.Background()
 	pool, url := pgtest.NewPoolAndURL(t)
-	keys := auth.NewKeys(pool, nil)
+	keys := tenancy.New(pool, nil)
 	if _, err := keys.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,6 @@ func TestAdminUsageErrors(t *testing.T) {
 func TestOperatorKeys(t *testing.T) {
 	ctx := context.Background()
 	pool, url := pgtest.NewPoolAndURL(t)
-	keys := auth.NewKeys(pool, nil)
 	key := func(args ...string) (string, error) {
 		return cardbox(ctx, append(append([]string{"key"}, args...), "--database-url", url)...)
 	}
@@ -118,7 +118,7 @@ func TestOperatorKeys(t *testing.T) {
 	if err != nil || len(lines) != 3 || !strings.HasPrefix(lines[0], "created operator key key_") {
 		t.Fatalf("key create --operator: %q, %v", out, err)
 	}
-	p, err := keys.Authenticate(ctx, lines[2])
+	p, err := auth.NewKeys(pool, nil).Authenticate(ctx, lines[2])
 	if err != nil || p.Role != auth.RoleOperator || p.Tenant.ID != "" {
 		t.Fatalf("the printed secret authenticates as %+v (%v), want an operator", p, err)
 	}

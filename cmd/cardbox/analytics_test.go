@@ -12,6 +12,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	sqlcdb "github.com/cardboxhq/cardbox/sqlc/db"
@@ -46,7 +47,7 @@ func writeUnknownTurns(t *testing.T, pool *pgxpool.Pool, dir string, n int) {
 	}
 	defer engine.Close()
 	svc := service.New(engine, service.Options{})
-	tenant, err := engine.Tenant(ctx, store.DefaultTenantID)
+	tenant, err := engine.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func writeUnknownTurns(t *testing.T, pool *pgxpool.Pool, dir string, n int) {
 			t.Fatal(err)
 		}
 		_, err = svc.Append(ctx, tenant, &store.AppendRequest{ContextID: head.ContextID, TypeID: "cxdb.ConversationItem", TypeVersion: 3,
-			Encoding: 1, UncompressedLen: uint32(len(payload)), ContentHash: store.HashOf(payload), Payload: payload})
+			Encoding: 1, UncompressedLen: uint32(len(payload)), ContentHash: ident.HashOf(payload), Payload: payload})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // keyCommand is `cardbox key`.
@@ -76,13 +77,13 @@ func parseKeyRequest(operator bool, tenant, project, role, expires string, now t
 }
 
 func createKey(ctx context.Context, a admin, req keyRequest) error {
-	var key auth.Key
+	var key tenancy.Key
 	var secret string
 	var err error
 	if req.operator {
-		key, secret, err = a.keys.CreateOperatorKey(ctx, a.actor, req.expires)
+		key, secret, err = a.admin.CreateOperatorKey(ctx, a.actor, req.expires)
 	} else {
-		key, secret, err = a.keys.CreateKey(ctx, a.actor, req.tenant, req.role, req.expires)
+		key, secret, err = a.admin.CreateKey(ctx, a.actor, req.tenant, req.role, req.expires)
 	}
 	if err != nil {
 		return err
@@ -142,7 +143,7 @@ func keyList() *cli.Command {
 }
 
 func listKeys(ctx context.Context, a admin, tenant string, asJSON bool) error {
-	keys, err := a.keys.ListKeys(ctx, tenant)
+	keys, err := a.admin.ListKeys(ctx, tenant)
 	if err != nil {
 		return err
 	}
@@ -169,7 +170,7 @@ func keyRevoke() *cli.Command {
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			return func(ctx context.Context, inv *cli.Invocation) error {
 				return withKeys(ctx, inv, func(a admin) error {
-					key, err := a.keys.RevokeKey(ctx, a.actor, inv.Args[0])
+					key, err := a.admin.RevokeKey(ctx, a.actor, inv.Args[0])
 					if err != nil {
 						return err
 					}

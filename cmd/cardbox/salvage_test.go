@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/internal/datadir"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -74,7 +75,7 @@ func writeTurns(t *testing.T, pool *pgxpool.Pool, dir string, tenants ...string)
 		}
 		payload := []byte("a turn of " + id)
 		_, err = engine.Append(ctx, tenant, &store.AppendRequest{ContextID: head.ContextID, TypeID: "app.Note", TypeVersion: 1,
-			Encoding: 1, UncompressedLen: uint32(len(payload)), ContentHash: store.HashOf(payload), Payload: payload})
+			Encoding: 1, UncompressedLen: uint32(len(payload)), ContentHash: ident.HashOf(payload), Payload: payload})
 		if err != nil {
 			t.Fatal(err)
 		}

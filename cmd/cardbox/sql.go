@@ -13,7 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
-	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // sqlCommand is `cardbox sql`: psql as a tenant's analyst role over the
@@ -102,7 +102,7 @@ func analystConn(ctx context.Context, cfg *config.Config, tenant, role string) (
 // analystRole returns the name of tenant's SQL role (role, if given, must
 // be one of them).
 func analystRole(ctx context.Context, db *database.DB, tenant, role string) (string, error) {
-	roles, err := auth.NewKeys(db.Pool, nil).ListSQLRoles(ctx, tenant)
+	roles, err := tenancy.New(db.Pool, nil).ListSQLRoles(ctx, tenant)
 	if err != nil {
 		return "", err
 	}

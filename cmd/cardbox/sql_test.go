@@ -12,8 +12,8 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
-	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/datadir"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 func TestPsqlArgv(t *testing.T) {
@@ -59,7 +59,7 @@ func runningServer(t *testing.T, listen bool) (dir, sqlAddr, password string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close(context.Background()) })
-	_, _, password, err = auth.NewKeys(db.Pool, nil).CreateTenantWithSQLRole(ctx, "test", "acme", "")
+	_, _, password, err = tenancy.New(db.Pool, nil).CreateTenantWithSQLRole(ctx, "test", "acme", "")
 	if err != nil {
 		t.Fatal(err)
 	}

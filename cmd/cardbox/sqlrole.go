@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
-	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // sqlRoleCommand is `cardbox sql-role`.
@@ -32,7 +32,7 @@ func sqlRoleCreate() *cli.Command {
 					return inv.Usagef("missing --tenant")
 				}
 				return withKeys(ctx, inv, func(a admin) error {
-					r, password, err := a.keys.CreateSQLRole(ctx, a.actor, *tenant, *role)
+					r, password, err := a.admin.CreateSQLRole(ctx, a.actor, *tenant, *role)
 					if err != nil {
 						return err
 					}
@@ -46,12 +46,12 @@ func sqlRoleCreate() *cli.Command {
 
 // printSQLRole reports a created or rotated SQL role, its password alone
 // on the last line of the output.
-func printSQLRole(a admin, r auth.SQLRole, password string) {
+func printSQLRole(a admin, r tenancy.SQLRole, password string) {
 	w := a.out
 	if r.RotatedAt != nil {
 		fmt.Fprintf(w, "new password for SQL role %s (tenant %s); the old one no longer logs in\n", r.Name, r.TenantID)
 	} else {
-		fmt.Fprintf(w, "created SQL role %s (tenant %s), connection limit %d\n", r.Name, r.TenantID, auth.SQLRoleConnLimit)
+		fmt.Fprintf(w, "created SQL role %s (tenant %s), connection limit %d\n", r.Name, r.TenantID, tenancy.SQLRoleConnLimit)
 	}
 	warnUnended(a.errs, r)
 	fmt.Fprintln(w, "the password follows; it is shown only this once:")
@@ -59,7 +59,7 @@ func printSQLRole(a admin, r auth.SQLRole, password string) {
 }
 
 // warnUnended says on w (standard error) that sessions of r outlive it.
-func warnUnended(w io.Writer, r auth.SQLRole) {
+func warnUnended(w io.Writer, r tenancy.SQLRole) {
 	switch {
 	case r.Unended < 0:
 		fmt.Fprintf(w, "warning: could not end the open sessions of %s (not a superuser?); they go on until they disconnect\n", r.Name)
@@ -83,7 +83,7 @@ func sqlRoleList() *cli.Command {
 }
 
 func listSQLRoles(ctx context.Context, a admin, tenant string, asJSON bool) error {
-	roles, err := a.keys.ListSQLRoles(ctx, tenant)
+	roles, err := a.admin.ListSQLRoles(ctx, tenant)
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func sqlRoleDrop() *cli.Command {
 					return inv.Usagef("missing --tenant or --role")
 				}
 				return withKeys(ctx, inv, func(a admin) error {
-					dropped, err := a.keys.DropSQLRoles(ctx, a.actor, *tenant, *role)
+					dropped, err := a.admin.DropSQLRoles(ctx, a.actor, *tenant, *role)
 					if err != nil {
 						return err
 					}

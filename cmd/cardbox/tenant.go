@@ -11,9 +11,9 @@ import (
 
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
-	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // tenantCommand is `cardbox tenant`.
@@ -43,14 +43,14 @@ func tenantCreate() *cli.Command {
 
 func createTenant(ctx context.Context, a admin, id, name string, sqlRole bool) error {
 	if !sqlRole {
-		t, err := a.keys.CreateTenant(ctx, a.actor, id, name)
+		t, err := a.admin.CreateTenant(ctx, a.actor, id, name)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(a.out, "created tenant %s\n", t.ID)
 		return nil
 	}
-	t, r, password, err := a.keys.CreateTenantWithSQLRole(ctx, a.actor, id, name)
+	t, r, password, err := a.admin.CreateTenantWithSQLRole(ctx, a.actor, id, name)
 	if err != nil {
 		return err
 	}
@@ -76,11 +76,11 @@ func tenantList() *cli.Command {
 // all is known to the server only (GET /admin/tenants); the list shows its
 // cards' and boxes' part, which Postgres counts.
 func listTenants(ctx context.Context, a admin) error {
-	tenants, err := a.keys.ListTenants(ctx)
+	tenants, err := a.admin.ListTenants(ctx)
 	if err != nil {
 		return err
 	}
-	quotas, err := a.keys.TenantQuotas(ctx)
+	quotas, err := a.admin.TenantQuotas(ctx)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func tenantQuota() *cli.Command {
 					return inv.Usagef("%v", err)
 				}
 				return withKeys(ctx, inv, func(a admin) error {
-					if err := a.keys.SetQuota(ctx, a.actor, inv.Args[0], *bytes); err != nil {
+					if err := a.admin.SetQuota(ctx, a.actor, inv.Args[0], *bytes); err != nil {
 						return err
 					}
 					fmt.Fprintf(a.out, "tenant %s: storage quota %d bytes (0: the server's default); servers apply it within %v\n", inv.Args[0], *bytes, quota.RefreshEvery)
@@ -135,7 +135,7 @@ func tenantRate() *cli.Command {
 					return inv.Usagef("--rate %g --burst %d: give both above 0, or both 0 for the server's default", *perSec, *burst)
 				}
 				return withKeys(ctx, inv, func(a admin) error {
-					if err := a.keys.SetRate(ctx, a.actor, inv.Args[0], auth.Rate{PerSec: *perSec, Burst: *burst}); err != nil {
+					if err := a.admin.SetRate(ctx, a.actor, inv.Args[0], tenancy.Rate{PerSec: *perSec, Burst: *burst}); err != nil {
 						return err
 					}
 					fmt.Fprintf(a.out, "tenant %s: rate %g/s, burst %d (0: the server's default); servers apply it within %v\n", inv.Args[0], *perSec, *burst, ratelimit.RefreshEvery)
@@ -167,14 +167,14 @@ func tenantDelete() *cli.Command {
 // prints what would go and fails.
 func deleteTenant(ctx context.Context, a admin, id string, yes bool) error {
 	if !yes {
-		d, err := a.keys.TenantRows(ctx, id)
+		d, err := a.admin.TenantRows(ctx, id)
 		if err != nil {
 			return err
 		}
 		printDeletion(a.out, "would delete", d)
 		return errNotConfirmed
 	}
-	d, err := a.keys.DeleteTenant(ctx, a.actor, id)
+	d, err := a.admin.DeleteTenant(ctx, a.actor, id)
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func deleteTenant(ctx context.Context, a admin, id string, yes bool) error {
 
 // printDeletion prints the rows of each table a deletion removed (or
 // would remove).
-func printDeletion(w io.Writer, what string, d auth.Deletion) {
+func printDeletion(w io.Writer, what string, d tenancy.Deletion) {
 	fmt.Fprintf(w, "%s tenant %s (rows: %d)\n", what, d.TenantID, d.Total())
 	tw := table(w)
 	for _, t := range d.Tables {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // runDelete runs `cardbox tenant delete` with args on the database at url.
@@ -21,7 +22,7 @@ func runDelete(url string, args ...string) (string, error) {
 func TestTenantDeleteWantsYes(t *testing.T) {
 	ctx := context.Background()
 	pool, url := pgtest.NewPoolAndURL(t)
-	k := auth.NewKeys(pool, nil)
+	k := tenancy.New(pool, nil)
 	if _, err := k.CreateTenant(ctx, "test", "acme", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestTenantDeleteWantsYes(t *testing.T) {
 		{[]string{"acme"}, "would delete tenant acme (rows: 1)", errNotConfirmed},
 		{[]string{"--yes", "acme"}, "deleted tenant acme (rows: 1)", nil},
 		{[]string{"--yes", "acme"}, "", auth.ErrNoTenant},
-		{[]string{"--yes", "default"}, "", auth.ErrDefaultTenant},
+		{[]string{"--yes", "default"}, "", tenancy.ErrDefaultTenant},
 	}
 	for _, tt := range tests {
 		out, err := runDelete(url, tt.args...)

@@ -17,6 +17,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // TestHostedRevocationEndsSessions: in hosted mode, revoking a key (as
@@ -37,7 +38,7 @@ func TestHostedRevocationEndsSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	keys := auth.NewKeys(pool, nil)
+	keys := tenancy.New(pool, nil)
 	if _, err := keys.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func call(t *testing.T, conn net.Conn, r cxdbcompat.Request) cxdbcompat.Frame {
 // (its environment variable) refuses the write that would take a tenant
 // over it, with binary ERROR 507 and HTTP 507 QUOTA_EXCEEDED, and after a
 // kill -9 and a restart the tenant's usage is what it was: the next write
-// is still refused. `cardbox tenant quota` (auth.Keys.SetQuota) raising
+// is still refused. `cardbox tenant quota` (tenancy.Admin.SetQuota) raising
 // the quota lets it through.
 func TestHostedStorageQuota(t *testing.T) {
 	db := pgtest.NewDB(t)
@@ -133,7 +134,7 @@ func TestHostedStorageQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	keys := auth.NewKeys(pool, nil)
+	keys := tenancy.New(pool, nil)
 	if _, err := keys.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
 		t.Fatal(err)
 	}

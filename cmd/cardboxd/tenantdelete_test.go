@@ -20,6 +20,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store/salvage"
 )
@@ -143,7 +144,7 @@ func TestHostedTenantDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	keys := auth.NewKeys(pool, nil)
+	keys := tenancy.New(pool, nil)
 	sides := map[string]*tenantSide{}
 	for _, id := range []string{"acme", "bravo"} {
 		if _, err := keys.CreateTenant(ctx, "test", id, ""); err != nil {

@@ -11,8 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/sqlc/db"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Progress is how far a backfill went, as Backfill reports it after each
@@ -35,7 +35,7 @@ type Progress struct {
 // Its cursor is stored per tenant and generation after every page, so a
 // run that a crash stopped resumes where it was; a finished one is not
 // run again. progress, when not nil, is called after each page.
-func (p *Projector) Backfill(ctx context.Context, t store.Tenant, progress func(Progress)) error {
+func (p *Projector) Backfill(ctx context.Context, t ident.Tenant, progress func(Progress)) error {
 	reg, err := p.src.Registry(ctx, t)
 	if err != nil {
 		return fmt.Errorf("backfill tenant %q: registry: %w", t.ID, err)
@@ -73,7 +73,7 @@ func report(progress func(Progress), pr Progress) {
 // backfill is one run of Backfill.
 type backfill struct {
 	p     *Projector
-	t     store.Tenant
+	t     ident.Tenant
 	reg   *registry.Registry
 	gen   int64
 	types []string
@@ -179,15 +179,15 @@ func decode(data []byte, v *any) error {
 // before it runs runs it once.
 type backfillSet struct {
 	mu      sync.Mutex
-	tenants map[string]store.Tenant
+	tenants map[string]ident.Tenant
 	wake    chan struct{}
 }
 
 func newBackfillSet() *backfillSet {
-	return &backfillSet{tenants: map[string]store.Tenant{}, wake: make(chan struct{}, 1)}
+	return &backfillSet{tenants: map[string]ident.Tenant{}, wake: make(chan struct{}, 1)}
 }
 
-func (s *backfillSet) add(t store.Tenant) {
+func (s *backfillSet) add(t ident.Tenant) {
 	s.mu.Lock()
 	s.tenants[t.ID] = t
 	s.mu.Unlock()
@@ -197,10 +197,10 @@ func (s *backfillSet) add(t store.Tenant) {
 	}
 }
 
-func (s *backfillSet) takeAll() []store.Tenant {
+func (s *backfillSet) takeAll() []ident.Tenant {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]store.Tenant, 0, len(s.tenants))
+	out := make([]ident.Tenant, 0, len(s.tenants))
 	for _, t := range s.tenants {
 		out = append(out, t)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/sqlc/db"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // runCatchUp projects every committed turn without a turn_data row, tenant
@@ -79,7 +79,7 @@ func (p *Projector) catchUpTenant(ctx context.Context, tr db.ProjectorTenantsRow
 }
 
 // catchUpPage projects the turns of page that have no row yet.
-func (p *Projector) catchUpPage(ctx context.Context, t store.Tenant, page []db.ScanTurnsAfterRow) error {
+func (p *Projector) catchUpPage(ctx context.Context, t ident.Tenant, page []db.ScanTurnsAfterRow) error {
 	var jobs []job
 	for _, r := range page {
 		if !r.Projected {

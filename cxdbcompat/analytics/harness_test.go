@@ -13,6 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
@@ -30,7 +31,7 @@ type harness struct {
 	engine *store.Engine
 	svc    *service.Service
 	proj   *analytics.Projector
-	tenant store.Tenant
+	tenant ident.Tenant
 	stop   func()
 }
 
@@ -69,14 +70,14 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	h.engine = engine
 	mu.Lock()
-	h.svc = service.New(engine, service.Options{OnPublish: func(t store.Tenant) { h.proj.Published(t) }})
+	h.svc = service.New(engine, service.Options{OnPublish: func(t ident.Tenant) { h.proj.Published(t) }})
 	o.opts.Source, o.opts.Pool = h.svc, h.pool
 	if o.wrap != nil {
 		o.opts.Source = o.wrap(h.svc)
 	}
 	h.proj = analytics.New(o.opts)
 	mu.Unlock()
-	if h.tenant, err = engine.Tenant(h.ctx, store.DefaultTenantID); err != nil {
+	if h.tenant, err = engine.Tenant(h.ctx, ident.DefaultTenantID); err != nil {
 		t.Fatal(err)
 	}
 	h.stop = func() { engine.Close() }
@@ -98,14 +99,14 @@ func (h *harness) run() {
 	h.stop = func() { cancel(); wg.Wait(); closeStore() }
 }
 
-func (h *harness) publish(t store.Tenant) {
+func (h *harness) publish(t ident.Tenant) {
 	h.t.Helper()
 	if _, err := h.svc.PublishBundle(h.ctx, t, "", registry.ConversationBundle); err != nil {
 		h.t.Fatal(err)
 	}
 }
 
-func (h *harness) newContext(t store.Tenant, base uint64) uint64 {
+func (h *harness) newContext(t ident.Tenant, base uint64) uint64 {
 	h.t.Helper()
 	head, err := h.svc.CreateContext(h.ctx, t, base, "")
 	if err != nil {
@@ -116,7 +117,7 @@ func (h *harness) newContext(t store.Tenant, base uint64) uint64 {
 
 // appendJSON appends a conversation item given as JSON (the type must be
 // published).
-func (h *harness) appendJSON(t store.Tenant, contextID, parent uint64, key, data string) uint64 {
+func (h *harness) appendJSON(t ident.Tenant, contextID, parent uint64, key, data string) uint64 {
 	h.t.Helper()
 	res, err := h.svc.AppendJSON(h.ctx, t, service.JSONAppend{
 		ContextID: contextID, ParentTurnID: parent, TypeID: "cxdb.ConversationItem", TypeVersion: 3,
@@ -129,11 +130,11 @@ func (h *harness) appendJSON(t store.Tenant, contextID, parent uint64, key, data
 }
 
 // appendRaw appends payload bytes as they are.
-func (h *harness) appendRaw(t store.Tenant, contextID uint64, typeID string, version uint32, payload []byte) uint64 {
+func (h *harness) appendRaw(t ident.Tenant, contextID uint64, typeID string, version uint32, payload []byte) uint64 {
 	h.t.Helper()
 	res, err := h.svc.Append(h.ctx, t, &store.AppendRequest{
 		ContextID: contextID, TypeID: typeID, TypeVersion: version, Encoding: 1,
-		UncompressedLen: uint32(len(payload)), ContentHash: store.HashOf(payload), Payload: payload,
+		UncompressedLen: uint32(len(payload)), ContentHash: ident.HashOf(payload), Payload: payload,
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -174,7 +175,7 @@ func (h *harness) waitProjected(n int64) {
 }
 
 // data returns a turn's stored data (nil for NULL) and skipped reason.
-func (h *harness) data(t store.Tenant, turn uint64) (data []byte, skipped string) {
+func (h *harness) data(t ident.Tenant, turn uint64) (data []byte, skipped string) {
 	h.t.Helper()
 	var s *string
 	if err := h.pool.QueryRow(h.ctx, "SELECT data, skipped FROM turn_data WHERE tenant_id = $1 AND turn_id = $2",
@@ -189,7 +190,7 @@ func (h *harness) data(t store.Tenant, turn uint64) (data []byte, skipped string
 
 // typedView returns the data the HTTP typed view shows for each turn of a
 // context, by turn id.
-func (h *harness) typedView(t store.Tenant, contextID uint64) map[string]json.RawMessage {
+func (h *harness) typedView(t ident.Tenant, contextID uint64) map[string]json.RawMessage {
 	h.t.Helper()
 	page, err := h.svc.Turns(h.ctx, t, contextID, service.TurnQuery{Limit: 1000})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
@@ -19,9 +20,9 @@ import (
 // Source is what the projector reads turns and registries from: the CXDB
 // service (*service.Service) over the store.
 type Source interface {
-	Tenant(ctx context.Context, id string) (store.Tenant, error)
-	TurnPayload(ctx context.Context, t store.Tenant, id uint64) ([]byte, error)
-	Registry(ctx context.Context, t store.Tenant) (*registry.Registry, error)
+	Tenant(ctx context.Context, id string) (ident.Tenant, error)
+	TurnPayload(ctx context.Context, t ident.Tenant, id uint64) ([]byte, error)
+	Registry(ctx context.Context, t ident.Tenant) (*registry.Registry, error)
 }
 
 // Options configure a Projector.
@@ -142,7 +143,7 @@ func (p *Projector) Appended(turns []store.Appended) {
 
 // Published asks for the re-projection of the tenant's turns after a
 // bundle was published. It never blocks.
-func (p *Projector) Published(t store.Tenant) {
+func (p *Projector) Published(t ident.Tenant) {
 	p.backfills.add(t)
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // canonicalItems is one conversation item of every canonical type (spec
@@ -72,7 +72,7 @@ type countingSource struct {
 	reads *atomic.Int64
 }
 
-func (s countingSource) TurnPayload(ctx context.Context, t store.Tenant, id uint64) ([]byte, error) {
+func (s countingSource) TurnPayload(ctx context.Context, t ident.Tenant, id uint64) ([]byte, error) {
 	s.reads.Add(1)
 	return s.Source.TurnPayload(ctx, t, id)
 }

@@ -4,12 +4,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // job is one turn to project.
 type job struct {
-	tenant      store.Tenant
+	tenant      ident.Tenant
 	turnID      uint64
 	typeID      string
 	typeVersion uint32

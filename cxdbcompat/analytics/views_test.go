@@ -7,16 +7,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // viewData is what the view tests write: a conversation with tool calls,
 // a fork, an idempotent replay, and another tenant's turn.
 type viewData struct {
 	h                      *harness
-	other                  store.Tenant
+	other                  ident.Tenant
 	ctxA, ctxB, ctxO       uint64
 	a1, a2, a3, a4, a5, b1 uint64
 	o1                     uint64

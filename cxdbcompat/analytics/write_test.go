@@ -8,10 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/sqlc/db"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // seedTurns writes turns 1..n of the default tenant's context 1, as the
@@ -37,7 +37,7 @@ func TestRewrittenToolCalls(t *testing.T) {
 	ctx := context.Background()
 	seedTurns(t, pool, 1)
 	p := New(Options{Pool: pool})
-	tenant := store.Tenant{ID: "default", No: 1}
+	tenant := ident.Tenant{ID: "default", No: 1}
 	turn := func(gen uint64, data string, again bool) []row {
 		return []row{{job: job{tenant: tenant, turnID: 1, typeID: "t", typeVersion: 1, turn: turnFields{contextID: 1}},
 			Projected: Projected{Data: []byte(data)}, generation: gen, reprojection: again}}
@@ -80,7 +80,7 @@ func TestRefusedRowKeepsMetadataOnly(t *testing.T) {
 	ctx := context.Background()
 	seedTurns(t, pool, 2)
 	p := New(Options{Pool: pool})
-	tenant := store.Tenant{ID: "default", No: 1}
+	tenant := ident.Tenant{ID: "default", No: 1}
 	rows := []row{
 		{job: job{tenant: tenant, turnID: 1, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{"a":1}`)}},
 		{job: job{tenant: tenant, turnID: 2, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{"a":`)}},
@@ -125,7 +125,7 @@ func writeBesideDeletion(t *testing.T, again bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deletion.Rollback(context.Background()) })
-	q := db.New(deletion) // as internal/auth's DeleteTenant begins
+	q := db.New(deletion) // as internal/tenancy's DeleteTenant begins
 	acme, err := q.LockTenantForDelete(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
@@ -136,8 +136,8 @@ func writeBesideDeletion(t *testing.T, again bool) {
 
 	p := New(Options{Pool: pool})
 	rows := []row{
-		{job: job{tenant: store.Tenant{ID: "default", No: 1}, turnID: 1, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}, reprojection: again},
-		{job: job{tenant: store.Tenant{ID: "acme", No: uint32(acme)}, turnID: 2, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}, reprojection: again},
+		{job: job{tenant: ident.Tenant{ID: "default", No: 1}, turnID: 1, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}, reprojection: again},
+		{job: job{tenant: ident.Tenant{ID: "acme", No: uint32(acme)}, turnID: 2, typeID: "t", typeVersion: 1}, Projected: Projected{Data: []byte(`{}`)}, reprojection: again},
 	}
 	written := make(chan error, 1)
 	go func() { written <- p.write(ctx, rows) }()
@@ -203,7 +203,7 @@ func TestChildrenCountedFromTheSecond(t *testing.T) {
 	} {
 		var rows []row
 		for _, id := range step.turns {
-			j := job{tenant: store.Tenant{ID: "default", No: 1}, turnID: id, typeID: "t", typeVersion: 1, turn: turnFields{contextID: 1, parentID: parents[id]}}
+			j := job{tenant: ident.Tenant{ID: "default", No: 1}, turnID: id, typeID: "t", typeVersion: 1, turn: turnFields{contextID: 1, parentID: parents[id]}}
 			rows = append(rows, row{job: j, Projected: Projected{Data: []byte(`{}`)}})
 		}
 		if err := p.write(ctx, rows); err != nil {

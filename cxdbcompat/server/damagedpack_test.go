@@ -11,6 +11,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/internal/filefault"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -42,7 +43,7 @@ func newDamagedPackWith(t *testing.T, n, k int, unindexed bool) *damagedPack {
 	t.Helper()
 	ctx := context.Background()
 	pool, dir := pgtest.NewPool(t), t.TempDir()
-	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, store.DefaultTenantID); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, ident.DefaultTenantID); err != nil {
 		t.Fatal(err)
 	}
 	engine, err := store.Open(ctx, store.Options{Dir: dir, Pool: pool})
@@ -50,7 +51,7 @@ func newDamagedPackWith(t *testing.T, n, k int, unindexed bool) *damagedPack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	ten, err := engine.Tenant(ctx, store.DefaultTenantID)
+	ten, err := engine.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"testing"
 
+	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -21,8 +22,8 @@ func TestEveryStoreKindMaps(t *testing.T) {
 	}
 	// Both are 507; the detail's code tells a full disk from a quota.
 	disk := toErrorResponse(&store.Error{Kind: store.KindDiskFull, Msg: "m"})
-	quota := toErrorResponse(store.QuotaExceeded("acme", 10, 10, 1))
-	if disk.Kind != "DISK_FULL" || quota.Kind != "QUOTA_EXCEEDED" || quota.Details["quota_bytes"] != int64(10) {
-		t.Errorf("full disk: %+v; quota: %+v", disk, quota)
+	refused := toErrorResponse(quota.Exceeded("acme", 10, 10, 1))
+	if disk.Kind != "DISK_FULL" || refused.Kind != "QUOTA_EXCEEDED" || refused.Details["quota_bytes"] != int64(10) {
+		t.Errorf("full disk: %+v; quota: %+v", disk, refused)
 	}
 }

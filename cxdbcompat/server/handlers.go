@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/lograte"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -129,7 +130,7 @@ func (s *session) appendTurn(f cxdbcompat.Frame) ([]byte, error) {
 		IfHead: req.IfHead,
 	}
 	if req.HasFSRoot {
-		root := store.Hash(req.FSRootHash)
+		root := ident.Hash(req.FSRootHash)
 		sreq.FSRoot = &root
 	}
 	res, err := s.srv.opts.Store.Append(s.ctx, s.tenant, sreq)
@@ -224,7 +225,7 @@ func (s *session) getBlob(f cxdbcompat.Frame) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := s.srv.opts.Store.GetBlob(s.ctx, s.tenant, store.Hash(req.Hash))
+	data, err := s.srv.opts.Store.GetBlob(s.ctx, s.tenant, ident.Hash(req.Hash))
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +237,7 @@ func (s *session) putBlob(f cxdbcompat.Frame) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	isNew, err := s.srv.opts.Store.PutBlob(s.ctx, s.tenant, store.Hash(req.Hash), req.Data)
+	isNew, err := s.srv.opts.Store.PutBlob(s.ctx, s.tenant, ident.Hash(req.Hash), req.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +249,7 @@ func (s *session) attachFS(f cxdbcompat.Frame) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.srv.opts.Store.AttachFS(s.ctx, s.tenant, req.TurnID, store.Hash(req.FSRootHash)); err != nil {
+	if err := s.srv.opts.Store.AttachFS(s.ctx, s.tenant, req.TurnID, ident.Hash(req.FSRootHash)); err != nil {
 		return nil, err
 	}
 	resp := cxdbcompat.AttachFSResponse{TurnID: req.TurnID, FSRootHash: req.FSRootHash}

@@ -23,6 +23,8 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/daemon"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/logtest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
@@ -73,7 +75,7 @@ func newEnv(t testing.TB) *env { return newEnvWith(t, envConfig{}) }
 func newEnvWith(t testing.TB, cfg envConfig) *env {
 	t.Helper()
 	e := &env{t: t, pool: pgtest.NewPool(t), logs: &logtest.Errors{}, served: make(chan error, 1)}
-	engine, err := store.Open(context.Background(), store.Options{Dir: t.TempDir(), Pool: e.pool})
+	engine, err := store.Open(context.Background(), store.Options{Dir: t.TempDir(), Pool: e.pool, FSTree: daemon.DecodeFSTree})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -146,7 +148,7 @@ func (e *env) dial(opts ...client.Option) *client.Client {
 }
 
 // tenant creates (if needed) and resolves a tenant in the test database.
-func (e *env) tenant(id string) store.Tenant {
+func (e *env) tenant(id string) ident.Tenant {
 	e.t.Helper()
 	ctx := context.Background()
 	if _, err := e.pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, id); err != nil {
@@ -418,7 +420,7 @@ func newGate(e *store.Engine) *gate {
 
 func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 
-func (g *gate) Append(ctx context.Context, t store.Tenant, req *store.AppendRequest) (store.AppendResult, error) {
+func (g *gate) Append(ctx context.Context, t ident.Tenant, req *store.AppendRequest) (store.AppendResult, error) {
 	g.entered <- struct{}{}
 	select {
 	case <-g.open:

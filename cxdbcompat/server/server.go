@@ -24,13 +24,14 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/lograte"
 	"github.com/cardboxhq/cardbox/store"
 )
 
 // Identity is who a session acts as, decided at HELLO.
 type Identity struct {
-	Tenant store.Tenant
+	Tenant ident.Tenant
 	// ClientTag is the tag to record and publish for the session: the
 	// authenticator strips any secret the HELLO's tag carried.
 	ClientTag string

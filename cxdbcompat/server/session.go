@@ -17,6 +17,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -31,7 +32,7 @@ type session struct {
 	ctx    context.Context // cancelled when the connection is gone (cause errClientClosed: the peer left)
 	cancel context.CancelCauseFunc
 
-	tenant    store.Tenant // set at HELLO or at the first request
+	tenant    ident.Tenant // set at HELLO or at the first request
 	hasTenant bool
 	ident     atomic.Pointer[Identity] // set with tenant; read by CloseSessions
 	refused   bool                     // authentication failed: end the session after answering
@@ -445,7 +446,7 @@ func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 }
 
 func (s *session) useDefaultTenant() error {
-	t, err := s.srv.opts.Store.Tenant(s.ctx, store.DefaultTenantID)
+	t, err := s.srv.opts.Store.Tenant(s.ctx, ident.DefaultTenantID)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -20,7 +21,7 @@ func TestSessionsWithoutAuthUseTheDefaultTenant(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := testCtx(t)
-	def, err := e.engine.Tenant(ctx, store.DefaultTenantID)
+	def, err := e.engine.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestSessionsWithoutAuthUseTheDefaultTenant(t *testing.T) {
 	h2, _ := cxdbcompat.DecodeHeadResponse(raw.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(r1.NewTurnID)))
 
 	for _, id := range []uint64{h1.ContextID, h2.ContextID} {
-		if n := e.count(`SELECT count(*) FROM contexts WHERE context_id = $1 AND tenant_id = $2`, int64(id), store.DefaultTenantID); n != 1 {
+		if n := e.count(`SELECT count(*) FROM contexts WHERE context_id = $1 AND tenant_id = $2`, int64(id), ident.DefaultTenantID); n != 1 {
 			t.Fatalf("context %d is not the default tenant's", id)
 		}
 		if _, err := e.engine.Head(ctx, def, id); err != nil {

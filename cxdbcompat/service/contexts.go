@@ -13,6 +13,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
 	"github.com/cardboxhq/cardbox/cxdbcompat/ctxmeta"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -85,7 +86,7 @@ type contextRow struct {
 
 // ListContexts returns a page of the tenant's contexts, most recently
 // appended first.
-func (s *Service) ListContexts(ctx context.Context, t store.Tenant, q ContextQuery) (*ContextList, error) {
+func (s *Service) ListContexts(ctx context.Context, t ident.Tenant, q ContextQuery) (*ContextList, error) {
 	if q.Limit == 0 {
 		q.Limit = DefaultContextLimit
 	}
@@ -136,7 +137,7 @@ func (s *Service) ListContexts(ctx context.Context, t store.Tenant, q ContextQue
 // filteredContexts returns the tenant's contexts that pass q's filters,
 // without their metadata: a filter looks at it in batches
 // (scanMetadata), and the page loads its own entries' again.
-func (s *Service) filteredContexts(ctx context.Context, t store.Tenant, q ContextQuery) ([]contextRow, error) {
+func (s *Service) filteredContexts(ctx context.Context, t ident.Tenant, q ContextQuery) ([]contextRow, error) {
 	infos := s.Contexts(t)
 	rows := make([]contextRow, len(infos))
 	for i, info := range infos {
@@ -220,7 +221,7 @@ func (s *Service) provenance(r contextRow) *ctxmeta.Provenance {
 	return &p
 }
 
-func (s *Service) activeSessions(t store.Tenant) ([]SessionEntry, []string) {
+func (s *Service) activeSessions(t ident.Tenant) ([]SessionEntry, []string) {
 	sessions := s.hub.Sessions(t.ID)
 	out := make([]SessionEntry, len(sessions))
 	tags := []string{}
@@ -237,7 +238,7 @@ func (s *Service) activeSessions(t store.Tenant) ([]SessionEntry, []string) {
 }
 
 // Context returns one context as listings show it, with provenance.
-func (s *Service) ContextEntry(ctx context.Context, t store.Tenant, id uint64) (ContextEntry, error) {
+func (s *Service) ContextEntry(ctx context.Context, t ident.Tenant, id uint64) (ContextEntry, error) {
 	info, err := s.Context(t, id)
 	if err != nil {
 		return ContextEntry{}, err
@@ -254,7 +255,7 @@ func (s *Service) ContextEntry(ctx context.Context, t store.Tenant, id uint64) (
 }
 
 // Provenance returns a context's provenance, nil when it has none.
-func (s *Service) Provenance(ctx context.Context, t store.Tenant, id uint64) (*ctxmeta.Provenance, error) {
+func (s *Service) Provenance(ctx context.Context, t ident.Tenant, id uint64) (*ctxmeta.Provenance, error) {
 	e, err := s.ContextEntry(ctx, t, id)
 	return e.Provenance, err
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -43,7 +44,7 @@ type FSNode struct {
 // FS resolves path in the fs snapshot of turn id (its own or its nearest
 // ancestor's), as spec section 7.4 describes but with every component
 // taken literally and directories that are nil or empty both empty.
-func (s *Service) FS(ctx context.Context, t store.Tenant, id uint64, path string) (FSNode, error) {
+func (s *Service) FS(ctx context.Context, t ident.Tenant, id uint64, path string) (FSNode, error) {
 	root, _, ok, err := s.FSRoot(ctx, t, id)
 	if err != nil {
 		return FSNode{}, err
@@ -68,7 +69,7 @@ func (s *Service) FS(ctx context.Context, t store.Tenant, id uint64, path string
 		if !e.HashOK {
 			return FSNode{}, unprocessable(map[string]any{"path": path}, "entry %s has no valid hash", name)
 		}
-		tree, entry = store.Hash(e.Hash), &e
+		tree, entry = ident.Hash(e.Hash), &e
 	}
 	if entry != nil && entry.Kind != fstree.KindDir {
 		content, err := s.readBlob(ctx, t, tree, path)
@@ -108,7 +109,7 @@ func find(entries []fstree.Entry, name string) (fstree.Entry, bool) {
 	return fstree.Entry{}, false
 }
 
-func (s *Service) readTree(ctx context.Context, t store.Tenant, h store.Hash) ([]fstree.Entry, error) {
+func (s *Service) readTree(ctx context.Context, t ident.Tenant, h ident.Hash) ([]fstree.Entry, error) {
 	b, err := s.readBlob(ctx, t, h, "")
 	if err != nil {
 		return nil, err
@@ -120,7 +121,7 @@ func (s *Service) readTree(ctx context.Context, t store.Tenant, h store.Hash) ([
 	return entries, nil
 }
 
-func (s *Service) readBlob(ctx context.Context, t store.Tenant, h store.Hash, path string) ([]byte, error) {
+func (s *Service) readBlob(ctx context.Context, t ident.Tenant, h ident.Hash, path string) ([]byte, error) {
 	b, err := s.GetBlob(ctx, t, h)
 	if store.KindOf(err) == store.KindNotFound {
 		details := map[string]any{"blob": hex.EncodeToString(h[:])}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/ctxmeta"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -90,7 +91,7 @@ func (w *metadataWorker) catchUp(ctx context.Context) {
 
 // extract reads root's payload, saves what metadata it has and links the
 // context to it; it publishes context_metadata_updated when there is some.
-func (w *metadataWorker) extract(ctx context.Context, t store.Tenant, root, contextID uint64) error {
+func (w *metadataWorker) extract(ctx context.Context, t ident.Tenant, root, contextID uint64) error {
 	var found *ctxmeta.Metadata
 	if payload, err := w.s.TurnPayload(ctx, t, root); err == nil {
 		if m, ok := ctxmeta.Extract(payload); ok {

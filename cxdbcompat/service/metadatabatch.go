@@ -3,7 +3,7 @@ package service
 import (
 	"context"
 
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // Lists and searches read contexts' metadata, whose titles, labels and
@@ -42,7 +42,7 @@ func (c Charge) borrow(n int64) (release func(), err error) {
 // scanMetadata calls fn with rows in batches, their metadata attached,
 // each batch borrowed from charge while fn looks at it. The metadata is
 // detached again once fn returns: fn keeps what it needs of it.
-func (s *Service) scanMetadata(ctx context.Context, t store.Tenant, rows []contextRow, charge Charge, fn func(batch []contextRow)) error {
+func (s *Service) scanMetadata(ctx context.Context, t ident.Tenant, rows []contextRow, charge Charge, fn func(batch []contextRow)) error {
 	sizes, err := s.MetadataSizes(ctx, t, nil)
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func (s *Service) scanMetadata(ctx context.Context, t store.Tenant, rows []conte
 
 // withMetadata borrows bytes, attaches the metadata of batch, calls fn
 // with it and detaches it.
-func (s *Service) withMetadata(ctx context.Context, t store.Tenant, batch []contextRow, sizes map[uint64]int64, bytes int64, charge Charge, fn func([]contextRow)) error {
+func (s *Service) withMetadata(ctx context.Context, t ident.Tenant, batch []contextRow, sizes map[uint64]int64, bytes int64, charge Charge, fn func([]contextRow)) error {
 	release, err := charge.borrow(bytes)
 	if err != nil {
 		return err
@@ -93,7 +93,7 @@ func metadataCost(sizes map[uint64]int64, r contextRow) int64 {
 // entry without metadata, plus the metadata's size, and then what the
 // built entry (entrySize) needs beyond that. It returns how many rows
 // join the page: fewer than len(rows) when page refused the next.
-func (s *Service) loadPage(ctx context.Context, t store.Tenant, rows []contextRow, page *answerBytes, entrySize func(contextRow) int) (int, error) {
+func (s *Service) loadPage(ctx context.Context, t ident.Tenant, rows []contextRow, page *answerBytes, entrySize func(contextRow) int) (int, error) {
 	ids := make([]uint64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.info.ContextID
@@ -143,7 +143,7 @@ func (s *Service) loadPage(ctx context.Context, t store.Tenant, rows []contextRo
 }
 
 // attachMetadata loads the metadata of the rows sizes says have some.
-func (s *Service) attachMetadata(ctx context.Context, t store.Tenant, rows []contextRow, sizes map[uint64]int64) error {
+func (s *Service) attachMetadata(ctx context.Context, t ident.Tenant, rows []contextRow, sizes map[uint64]int64) error {
 	var ids []uint64
 	for _, r := range rows {
 		if _, ok := sizes[r.info.ContextID]; ok && r.meta == nil {

@@ -5,12 +5,13 @@ import (
 	"fmt"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
 // Registry returns the tenant's type registry, loading it from the store
 // the first time.
-func (s *Service) Registry(ctx context.Context, t store.Tenant) (*registry.Registry, error) {
+func (s *Service) Registry(ctx context.Context, t ident.Tenant) (*registry.Registry, error) {
 	tr := s.tenantRegistry(t.ID)
 	tr.mu.RLock()
 	reg, loaded := tr.reg, tr.loaded
@@ -36,7 +37,7 @@ func (s *Service) tenantRegistry(id string) *tenantRegistry {
 
 // loadRegistry rebuilds the registry from the stored bundles, in publish
 // order; the caller holds tr.publish.
-func (s *Service) loadRegistry(ctx context.Context, t store.Tenant, tr *tenantRegistry) (*registry.Registry, error) {
+func (s *Service) loadRegistry(ctx context.Context, t ident.Tenant, tr *tenantRegistry) (*registry.Registry, error) {
 	tr.mu.RLock()
 	reg, loaded := tr.reg, tr.loaded
 	tr.mu.RUnlock()
@@ -67,7 +68,7 @@ func (s *Service) loadRegistry(ctx context.Context, t store.Tenant, tr *tenantRe
 // PublishBundle applies and stores a bundle. pathID, when not empty, must
 // be the body's bundle_id. created is false when the same bundle was
 // published before (nothing is written).
-func (s *Service) PublishBundle(ctx context.Context, t store.Tenant, pathID string, body []byte) (created bool, err error) {
+func (s *Service) PublishBundle(ctx context.Context, t ident.Tenant, pathID string, body []byte) (created bool, err error) {
 	b, err := registry.Parse(body)
 	if err != nil {
 		return false, err

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // SearchEntry is a context as GET /v1/contexts/search lists it.
@@ -37,7 +37,7 @@ type SearchResult struct {
 // and created are the current head's. charge accounts for the metadata
 // looked at (in batches) and the entries, as a list's; its Reserve may
 // end the answer (Truncated) as MaxPageBytes does.
-func (s *Service) Search(ctx context.Context, t store.Tenant, q *cql.Query, limit int, charge Charge) (*SearchResult, error) {
+func (s *Service) Search(ctx context.Context, t ident.Tenant, q *cql.Query, limit int, charge Charge) (*SearchResult, error) {
 	rows, err := s.filteredContexts(ctx, t, ContextQuery{})
 	if err != nil {
 		return nil, err

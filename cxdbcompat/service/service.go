@@ -17,26 +17,27 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/internal/bytecache"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
 // Store is what the service needs of the turn store (*store.Engine).
 type Store interface {
 	store.TurnStore
-	Contexts(t store.Tenant) []store.ContextInfo
-	Context(t store.Tenant, id uint64) (store.ContextInfo, error)
-	TurnInfo(t store.Tenant, id uint64) (store.Turn, bool)
-	Root(t store.Tenant, id uint64) uint64
-	OnChain(t store.Tenant, contextID, id uint64) bool
-	TurnPayload(ctx context.Context, t store.Tenant, id uint64) ([]byte, error)
-	MissingBlobs(ctx context.Context, t store.Tenant, hashes []store.Hash) ([]store.Hash, error)
-	FSRoot(ctx context.Context, t store.Tenant, id uint64) (root store.Hash, from uint64, ok bool, err error)
-	RegistryBundles(ctx context.Context, t store.Tenant) ([]store.Bundle, error)
-	AddRegistryBundle(ctx context.Context, t store.Tenant, b store.Bundle) (bool, error)
-	SaveRootMetadata(ctx context.Context, t store.Tenant, root uint64, contexts []uint64, m *store.ContextMeta) error
+	Contexts(t ident.Tenant) []store.ContextInfo
+	Context(t ident.Tenant, id uint64) (store.ContextInfo, error)
+	TurnInfo(t ident.Tenant, id uint64) (store.Turn, bool)
+	Root(t ident.Tenant, id uint64) uint64
+	OnChain(t ident.Tenant, contextID, id uint64) bool
+	TurnPayload(ctx context.Context, t ident.Tenant, id uint64) ([]byte, error)
+	MissingBlobs(ctx context.Context, t ident.Tenant, hashes []ident.Hash) ([]ident.Hash, error)
+	FSRoot(ctx context.Context, t ident.Tenant, id uint64) (root ident.Hash, from uint64, ok bool, err error)
+	RegistryBundles(ctx context.Context, t ident.Tenant) ([]store.Bundle, error)
+	AddRegistryBundle(ctx context.Context, t ident.Tenant, b store.Bundle) (bool, error)
+	SaveRootMetadata(ctx context.Context, t ident.Tenant, root uint64, contexts []uint64, m *store.ContextMeta) error
 	ContextsWithoutMetadata(ctx context.Context, max int) ([]store.PendingMetadata, error)
-	Metadata(ctx context.Context, t store.Tenant, ids []uint64) (map[uint64]store.ContextMeta, error)
-	MetadataSizes(ctx context.Context, t store.Tenant, ids []uint64) (map[uint64]int64, error)
+	Metadata(ctx context.Context, t ident.Tenant, ids []uint64) (map[uint64]store.ContextMeta, error)
+	MetadataSizes(ctx context.Context, t ident.Tenant, ids []uint64) (map[uint64]int64, error)
 }
 
 // Options configure a Service.
@@ -53,7 +54,7 @@ type Options struct {
 	// OnPublish, if set, is told of every bundle a tenant published that
 	// changed its registry, once the registry serves it. It must not
 	// block (SQL analytics queues a re-projection).
-	OnPublish func(store.Tenant)
+	OnPublish func(ident.Tenant)
 }
 
 // DefaultRenderCacheBytes is the rendered-turn cache's budget when
@@ -69,7 +70,7 @@ type Service struct {
 	log *slog.Logger
 	now func() time.Time
 
-	onPublish func(store.Tenant)
+	onPublish func(ident.Tenant)
 
 	regMu      sync.Mutex
 	registries map[string]*tenantRegistry
@@ -114,7 +115,7 @@ func New(st Store, opts Options) *Service {
 // ForgetTenant drops what the service keeps of a deleted tenant: its type
 // registry, its rendered turns and its buffered events. The store forgets
 // the rest (store.Engine.ForgetTenant).
-func (s *Service) ForgetTenant(t store.Tenant) {
+func (s *Service) ForgetTenant(t ident.Tenant) {
 	s.regMu.Lock()
 	delete(s.registries, t.ID)
 	s.regMu.Unlock()
@@ -132,7 +133,7 @@ func (s *Service) Run(ctx context.Context) error { return s.meta.run(ctx) }
 
 // CreateContext creates (or, with a base turn, forks) a context, makes its
 // chain's metadata its own, and publishes context_created.
-func (s *Service) CreateContext(ctx context.Context, t store.Tenant, baseTurnID uint64, clientTag string) (store.Head, error) {
+func (s *Service) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID uint64, clientTag string) (store.Head, error) {
 	h, err := s.Store.CreateContext(ctx, t, baseTurnID, clientTag)
 	if err != nil {
 		return h, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -80,7 +81,7 @@ type TurnPage struct {
 }
 
 // Turns returns a page of a context's chain.
-func (s *Service) Turns(ctx context.Context, t store.Tenant, contextID uint64, q TurnQuery) (*TurnPage, error) {
+func (s *Service) Turns(ctx context.Context, t ident.Tenant, contextID uint64, q TurnQuery) (*TurnPage, error) {
 	info, err := s.Context(t, contextID)
 	if err != nil {
 		return nil, err
@@ -116,7 +117,7 @@ func (s *Service) Turns(ctx context.Context, t store.Tenant, contextID uint64, q
 	return page, nil
 }
 
-func (s *Service) checkTurnQuery(t store.Tenant, contextID uint64, q *TurnQuery) error {
+func (s *Service) checkTurnQuery(t ident.Tenant, contextID uint64, q *TurnQuery) error {
 	if q.Limit == 0 {
 		q.Limit = DefaultTurnLimit
 	}
@@ -139,7 +140,7 @@ func (s *Service) checkTurnQuery(t store.Tenant, contextID uint64, q *TurnQuery)
 
 // selectTurns walks the chain ending at head and returns the page's turn
 // ids, oldest first.
-func (s *Service) selectTurns(t store.Tenant, head uint64, q TurnQuery) (ids []uint64, hasOlder, hasNewer bool) {
+func (s *Service) selectTurns(t ident.Tenant, head uint64, q TurnQuery) (ids []uint64, hasOlder, hasNewer bool) {
 	keep := func(turn store.Turn) bool {
 		return q.TypeID == "" || (turn.TypeID == q.TypeID && (q.TypeVersion == 0 || turn.TypeVersion == q.TypeVersion))
 	}
@@ -175,7 +176,7 @@ func (s *Service) selectTurns(t store.Tenant, head uint64, q TurnQuery) (ids []u
 }
 
 // anyOlder reports whether the chain from id down holds a turn keep keeps.
-func (s *Service) anyOlder(t store.Tenant, id uint64, keep func(store.Turn) bool) bool {
+func (s *Service) anyOlder(t ident.Tenant, id uint64, keep func(store.Turn) bool) bool {
 	for id != 0 {
 		turn, _ := s.TurnInfo(t, id)
 		if keep(turn) {
@@ -236,7 +237,7 @@ type turnJSON struct {
 // renderer renders the turns of one page.
 type renderer struct {
 	s   *Service
-	t   store.Tenant
+	t   ident.Tenant
 	reg *registry.Registry
 	q   *TurnQuery
 	// last is the payload read last: turns that share a payload (stored
@@ -245,7 +246,7 @@ type renderer struct {
 }
 
 type lastPayload struct {
-	hash    store.Hash
+	hash    ident.Hash
 	payload []byte
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/typedjson"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -25,7 +26,7 @@ type JSONAppend struct {
 // AppendJSON encodes the data with the registered type's tags (as the
 // official Go client writes them, so it reads back like a turn it wrote)
 // and appends it like the binary protocol's APPEND_TURN.
-func (s *Service) AppendJSON(ctx context.Context, t store.Tenant, a JSONAppend) (store.AppendResult, error) {
+func (s *Service) AppendJSON(ctx context.Context, t ident.Tenant, a JSONAppend) (store.AppendResult, error) {
 	if _, err := s.Context(t, a.ContextID); err != nil {
 		return store.AppendResult{}, err
 	}
@@ -44,7 +45,7 @@ func (s *Service) AppendJSON(ctx context.Context, t store.Tenant, a JSONAppend) 
 	}
 	return s.Append(ctx, t, &store.AppendRequest{
 		ContextID: a.ContextID, ParentTurnID: a.ParentTurnID, TypeID: a.TypeID, TypeVersion: a.TypeVersion,
-		Encoding: 1, UncompressedLen: uint32(len(payload)), ContentHash: store.HashOf(payload),
+		Encoding: 1, UncompressedLen: uint32(len(payload)), ContentHash: ident.HashOf(payload),
 		Payload: payload, IdempotencyKey: []byte(a.IdempotencyKey), IfHead: a.IfHead,
 	})
 }

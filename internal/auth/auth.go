@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // Role is what a key may do.
@@ -64,7 +64,7 @@ func (r Role) CanAdminister() bool { return r == RoleOperator || r == RoleAdmin 
 // operator's Tenant is the zero Tenant.
 type Principal struct {
 	KeyID  string
-	Tenant store.Tenant
+	Tenant ident.Tenant
 	Role   Role
 }
 
@@ -76,6 +76,9 @@ var (
 	ErrUnauthenticated = errors.New("a valid API key is required")
 	// ErrForbidden: the key's role may not do this.
 	ErrForbidden = errors.New("the API key's role does not allow this")
+	// ErrNoTenant: the tenant named does not exist, or is not the key's
+	// to name.
+	ErrNoTenant = errors.New("no such tenant")
 )
 
 // Forbidden returns ErrForbidden with what was refused.

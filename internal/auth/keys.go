@@ -9,29 +9,23 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// Keys checks API keys against Postgres and administers tenants and keys.
-// Every check reads the key's row, so a revocation takes effect on the
-// next request whichever process made it; binary sessions, checked once
-// at HELLO, are closed by Watch.
+// Keys checks API keys against Postgres. Every check reads the key's
+// row, so a revocation takes effect on the next request whichever process
+// made it; binary sessions, checked once at HELLO, are closed by Watch.
+// Keys are made and revoked by package tenancy.
 type Keys struct {
 	pool *pgxpool.Pool
-	// lookup finds keys and tenant limits; admin administers (pgrole).
-	lookup, admin *db.Queries
-	// begin starts the audited transactions of changes: the pool, or the
-	// pool with each call bounded (Bound).
-	begin beginner
-	// timeout bounds each call of what runs as the session's own role
-	// (analysts' SQL roles, their DDL included) and of a tenant's
-	// deletion; 0: unbounded (Bound).
-	timeout time.Duration
-	log     *slog.Logger
-	now     func() time.Time
+	// lookup finds keys (pgrole.Lookup).
+	lookup *db.Queries
+	log    *slog.Logger
+	now    func() time.Time
 }
 
 // NewKeys returns the keys of the database behind pool; log (nil: none)
@@ -40,38 +34,16 @@ func NewKeys(pool *pgxpool.Pool, log *slog.Logger) *Keys {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Keys{
-		pool: pool, log: log, now: time.Now, begin: pool,
-		lookup: db.New(pgrole.As(pool, pgrole.Lookup, "")), admin: db.New(pgrole.As(pool, pgrole.Admin, "")),
-	}
+	return &Keys{pool: pool, log: log, now: time.Now, lookup: db.New(pgrole.As(pool, pgrole.Lookup, ""))}
 }
 
-// Bound makes each of k's lookups (keys, tenant rates and quotas: every
-// hosted request asks them), each administration statement and each call
-// of the audited transactions of changes (tenants and keys made, keys
-// revoked, quotas and rates set, tenants deleted, analysts' SQL roles
-// made, rotated and dropped, their DDL included) end within d, so that a
-// Postgres that does not answer makes them fail as unavailable rather
-// than wait. A tenant's rows go in batches of their own, each bounded
-// (DeleteTenant). Only Watch and PurgeDeleted are not bounded: no request
-// waits on them. It returns k.
+// Bound makes each of k's key lookups (every hosted request asks one) end
+// within d, so that a Postgres that does not answer makes them fail as
+// unavailable rather than wait. Watch is not bounded: no request waits on
+// it. It returns k.
 func (k *Keys) Bound(d time.Duration) *Keys {
-	b := pgbound.Batcher{D: k.pool, Timeout: d}
-	k.lookup, k.admin = db.New(pgrole.As(b, pgrole.Lookup, "")), db.New(pgrole.As(b, pgrole.Admin, ""))
-	k.begin = pgbound.DB{Pool: k.pool, Timeout: d}
-	k.timeout = d
+	k.lookup = db.New(pgrole.As(pgbound.Batcher{D: k.pool, Timeout: d}, pgrole.Lookup, ""))
 	return k
-}
-
-// bounded is ctx bounded for one call as the session's own role (see
-// Bound).
-func (k *Keys) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	return pgbound.Context(ctx, k.timeout)
-}
-
-// beginner starts transactions: a pool, or a bounded one.
-type beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Authenticate returns the principal of secret. An unknown, malformed,
@@ -79,7 +51,7 @@ type beginner interface {
 // (that would help a guesser); a database failure is a store error of
 // kind Unavailable.
 func (k *Keys) Authenticate(ctx context.Context, secret string) (Principal, error) {
-	id, ok := keyIDOf(secret)
+	id, ok := KeyIDOf(secret)
 	if !ok {
 		return Principal{}, ErrUnauthenticated
 	}
@@ -90,10 +62,10 @@ func (k *Keys) Authenticate(ctx context.Context, secret string) (Principal, erro
 	if err != nil {
 		return Principal{}, unavailable(id, err)
 	}
-	if !matches(secret, row.SecretHash) || row.RevokedAt.Valid || (row.ExpiresAt.Valid && !k.now().Before(row.ExpiresAt.Time)) {
+	if !SecretMatches(secret, row.SecretHash) || row.RevokedAt.Valid || (row.ExpiresAt.Valid && !k.now().Before(row.ExpiresAt.Time)) {
 		return Principal{}, ErrUnauthenticated
 	}
-	return Principal{KeyID: row.KeyID, Tenant: store.Tenant{ID: row.TenantID.String, No: uint32(row.TenantNo.Int32)}, Role: Role(row.Role)}, nil
+	return Principal{KeyID: row.KeyID, Tenant: ident.Tenant{ID: row.TenantID.String, No: uint32(row.TenantNo.Int32)}, Role: Role(row.Role)}, nil
 }
 
 // ValidKey reports whether a key is still valid (it exists, is not

@@ -5,12 +5,12 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 func TestScope(t *testing.T) {
 	operator := auth.Principal{KeyID: "key_1", Role: auth.RoleOperator}
-	acmeAdmin := auth.Principal{KeyID: "key_2", Role: auth.RoleAdmin, Tenant: store.Tenant{ID: "acme"}}
+	acmeAdmin := auth.Principal{KeyID: "key_2", Role: auth.RoleAdmin, Tenant: ident.Tenant{ID: "acme"}}
 	for _, c := range []struct {
 		name    string
 		p       auth.Principal
@@ -36,7 +36,7 @@ func TestScope(t *testing.T) {
 		})
 	}
 	for _, role := range []auth.Role{auth.RoleWriter, auth.RoleReader, auth.RoleAnalyst} {
-		if _, err := auth.ScopeOf(auth.Principal{Role: role, Tenant: store.Tenant{ID: "acme"}}); !errors.Is(err, auth.ErrForbidden) {
+		if _, err := auth.ScopeOf(auth.Principal{Role: role, Tenant: ident.Tenant{ID: "acme"}}); !errors.Is(err, auth.ErrForbidden) {
 			t.Errorf("scope of a %s key: %v, want ErrForbidden", role, err)
 		}
 	}

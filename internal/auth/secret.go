@@ -11,8 +11,8 @@ import (
 
 const secretPrefix = "cbk_"
 
-// newSecret returns a fresh key id, its secret and the secret's hash.
-func newSecret() (keyID, secret string, hash [32]byte) {
+// NewSecret returns a fresh key id, its secret and the secret's hash.
+func NewSecret() (keyID, secret string, hash [32]byte) {
 	var id [8]byte
 	var random [32]byte
 	rand.Read(id[:]) // crypto/rand.Read never fails (it panics first)
@@ -22,9 +22,9 @@ func newSecret() (keyID, secret string, hash [32]byte) {
 	return keyID, secret, sha256.Sum256([]byte(secret))
 }
 
-// keyIDOf returns the key id a secret names ("cbk_" + "key_<16 hex>" +
+// KeyIDOf returns the key id a secret names ("cbk_" + "key_<16 hex>" +
 // "_" + 43 base64url characters), or false when it is not in that format.
-func keyIDOf(secret string) (string, bool) {
+func KeyIDOf(secret string) (string, bool) {
 	rest, ok := strings.CutPrefix(secret, secretPrefix)
 	if !ok || len(rest) != keyIDLen+1+43 || !strings.HasPrefix(rest, "key_") || rest[keyIDLen] != '_' {
 		return "", false
@@ -38,8 +38,8 @@ func keyIDOf(secret string) (string, bool) {
 // keyIDLen is the length of "key_" and 16 hex digits.
 const keyIDLen = 4 + 16
 
-// matches reports whether secret hashes to hash, in constant time.
-func matches(secret string, hash []byte) bool {
+// SecretMatches reports whether secret hashes to hash, in constant time.
+func SecretMatches(secret string, hash []byte) bool {
 	sum := sha256.Sum256([]byte(secret))
 	return subtle.ConstantTimeCompare(sum[:], hash) == 1
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/internal/backup"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/salvage"
@@ -26,7 +27,7 @@ type liveStore struct {
 	dir, url string
 	pool     *pgxpool.Pool
 	engine   *store.Engine
-	tenant   store.Tenant
+	tenant   ident.Tenant
 	ctxID    uint64
 	payloads map[uint64][]byte
 	rng      *rand.ChaCha8
@@ -41,7 +42,7 @@ func newLiveStore(t *testing.T) *liveStore {
 	}
 	s.engine = e
 	t.Cleanup(func() { e.Close() })
-	if s.tenant, err = e.Tenant(context.Background(), store.DefaultTenantID); err != nil {
+	if s.tenant, err = e.Tenant(context.Background(), ident.DefaultTenantID); err != nil {
 		t.Fatal(err)
 	}
 	h, err := e.CreateContext(context.Background(), s.tenant, 0, "")

@@ -12,6 +12,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -19,6 +20,7 @@ import (
 // in hosted mode.
 type access struct {
 	keys    *auth.Keys         // nil in dev mode
+	tenants *tenancy.Admin     // nil in dev mode
 	limiter *ratelimit.Limiter // nil in dev mode
 	quota   *quota.Checker     // nil in dev mode
 }
@@ -27,23 +29,24 @@ func newAccess(cfg *Config, pool *pgxpool.Pool, log *slog.Logger) access {
 	if cfg.Mode != ModeHosted {
 		return access{}
 	}
-	keys := auth.NewKeys(pool, log).Bound(cfg.PGTimeout)
+	tenants := tenancy.New(pool, log).Bound(cfg.PGTimeout)
 	own := func(ctx context.Context, tenant string) (ratelimit.Rate, error) {
-		r, err := keys.TenantRate(ctx, tenant)
+		r, err := tenants.TenantRate(ctx, tenant)
 		return ratelimit.Rate{PerSec: r.PerSec, Burst: r.Burst}, err
 	}
 	return access{
-		keys:    keys,
+		keys:    auth.NewKeys(pool, log).Bound(cfg.PGTimeout),
+		tenants: tenants,
 		limiter: ratelimit.New(ratelimit.Rate{PerSec: cfg.TenantRate, Burst: cfg.TenantBurst}, own),
-		quota:   newQuota(cfg, keys),
+		quota:   newQuota(cfg, tenants),
 	}
 }
 
 // newQuota is hosted mode's storage quota checker: --tenant-quota-bytes
 // unless `cardbox tenant quota` set a tenant's own.
-func newQuota(cfg *Config, keys *auth.Keys) *quota.Checker {
+func newQuota(cfg *Config, tenants *tenancy.Admin) *quota.Checker {
 	lookup := func(ctx context.Context, tenant string) (quota.Setting, error) {
-		q, err := keys.TenantQuota(ctx, tenant)
+		q, err := tenants.TenantQuota(ctx, tenant)
 		return quota.Setting{Quota: q.Bytes, CardBoxBytes: q.CardBoxBytes}, err
 	}
 	return quota.New(quota.Options{Default: cfg.TenantQuotaBytes, Lookup: lookup, RefreshEvery: cfg.Test.QuotaRefresh})

@@ -10,6 +10,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/quota"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -42,8 +43,12 @@ func (d *Daemon) Binary() *server.Server { return d.bin }
 // Handler is the HTTP API.
 func (d *Daemon) Handler() *api.Handler { return d.handler }
 
-// Keys checks and administers API keys; nil in dev mode.
+// Keys checks API keys; nil in dev mode.
 func (d *Daemon) Keys() *auth.Keys { return d.access.keys }
+
+// Tenancy administers tenants, their keys, limits and SQL roles; nil in
+// dev mode.
+func (d *Daemon) Tenancy() *tenancy.Admin { return d.access.tenants }
 
 // Quota is hosted mode's storage quota checker; nil in dev mode.
 func (d *Daemon) Quota() *quota.Checker { return d.access.quota }

@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cardbox"
-	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // newCardBox makes the CardBox service of the routes and its sweeper,
@@ -54,7 +54,7 @@ func (d *Daemon) startBackground() {
 // deleted tenants are forgotten (both modes).
 func (d *Daemon) startWatches() {
 	d.forget = &forgetter{
-		admin: auth.NewKeys(d.db.Pool, d.log), engine: d.engine, cxdb: d.cxdb, cards: d.cards, bin: d.bin,
+		admin: tenancy.New(d.db.Pool, d.log), engine: d.engine, cxdb: d.cxdb, cards: d.cards, bin: d.bin,
 		limiter: d.access.limiter, log: d.log,
 	}
 	d.goWork(func(ctx context.Context) { d.access.watch(ctx, d.bin, d.log) })

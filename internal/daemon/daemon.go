@@ -27,6 +27,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/connlimit"
 	"github.com/cardboxhq/cardbox/internal/datadir"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -45,7 +46,7 @@ type Daemon struct {
 	// commits and publishes tell the CXDB service and the projector of
 	// committed turns and published bundles; New subscribes them.
 	commits   feed[[]store.Appended]
-	publishes feed[store.Tenant]
+	publishes feed[ident.Tenant]
 	cxdb      *service.Service
 	proj      *analytics.Projector // nil with analytics off
 	cards     *cardbox.Service
@@ -144,7 +145,7 @@ func (d *Daemon) openDatabase(ctx context.Context) (*Database, error) {
 func (d *Daemon) openStore(ctx context.Context) error {
 	engine, err := store.Open(ctx, store.Options{
 		Dir: d.cfg.DataDir, Pool: d.db.Pool, Logger: d.log, OnAppend: d.commits.publish,
-		Quota: d.access.storeQuota(), OnAppendPayloads: d.cfg.handedPayloads(), PGTimeout: d.cfg.PGTimeout,
+		Quota: d.access.storeQuota(), FSTree: DecodeFSTree, OnAppendPayloads: d.cfg.handedPayloads(), PGTimeout: d.cfg.PGTimeout,
 	})
 	if err != nil {
 		return err

@@ -7,8 +7,8 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
-	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -20,7 +20,7 @@ import (
 // sessions, and then purges the rows the writes in flight added after the
 // deletion committed. In both modes: a dev mode project is a tenant too.
 type forgetter struct {
-	admin   *auth.Keys
+	admin   *tenancy.Admin
 	engine  *store.Engine
 	cxdb    *service.Service
 	cards   *cardbox.Service
@@ -48,7 +48,7 @@ func (f *forgetter) deleted(ctx context.Context, id string) {
 		f.log.Warn("purge the rows of deleted tenants; the next notification or restart retries", "tenant", id, "err", err)
 		return
 	}
-	if d := (auth.Deletion{TenantID: id, Tables: tables}); d.Total() > 0 {
+	if d := (tenancy.Deletion{TenantID: id, Tables: tables}); d.Total() > 0 {
 		f.log.Info("purged rows that writes in flight added after a tenant's deletion", "tenant", id, "rows", d.Total())
 	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // ensureOperatorKey reads --operator-key-file, if set, once, and makes its
-// secret an operator key (internal/auth's EnsureOperatorKey): how a
+// secret an operator key (internal/tenancy's EnsureOperatorKey): how a
 // container's first operator key comes from a secret file, with no CLI
 // run against the database first. An unchanged file on later starts finds
 // its key and does nothing; a key of the same id that was revoked, or has
@@ -20,14 +20,14 @@ func (a access) ensureOperatorKey(ctx context.Context, cfg *Config, log *slog.Lo
 	if cfg.OperatorKeyFile == "" {
 		return nil
 	}
-	if a.keys == nil {
+	if a.tenants == nil {
 		return fmt.Errorf("--operator-key-file %s: operator keys are for hosted mode (--mode hosted); dev mode has no keys", cfg.OperatorKeyFile)
 	}
 	secret, err := readSecretFile(cfg.OperatorKeyFile)
 	if err != nil {
 		return fmt.Errorf("--operator-key-file: %w", err)
 	}
-	if err := a.keys.EnsureOperatorKey(ctx, secret); err != nil {
+	if err := a.tenants.EnsureOperatorKey(ctx, secret); err != nil {
 		return fmt.Errorf("--operator-key-file %s: %w", cfg.OperatorKeyFile, err)
 	}
 	log.Info("operator key from --operator-key-file is in place", "file", cfg.OperatorKeyFile)

@@ -45,8 +45,8 @@ func (d *Daemon) buildServers() {
 			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait,
 		}),
 	}
-	if d.access.keys != nil {
-		routes = append(routes, api.Admin(d.access.keys).WithUsage(d.access.usage(d.engine)))
+	if d.access.tenants != nil {
+		routes = append(routes, api.Admin(d.access.tenants).WithUsage(d.access.usage(d.engine)))
 	}
 	deadlines := api.DefaultDeadlines
 	deadlines.Write = cfg.WriteTimeout

@@ -15,7 +15,7 @@ import (
 
 // Deletion is a tenant's deletion held open between its first step and the
 // rest, so that a test can race a write against it: Begin runs the first
-// statement of internal/auth's DeleteTenant (the tenant's row locked FOR
+// statement of internal/tenancy's DeleteTenant (the tenant's row locked FOR
 // UPDATE), Finish the ones that mark the tenant deleted and remove its
 // rows, then commits.
 type Deletion struct {

@@ -19,9 +19,11 @@ package quota
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -37,7 +39,7 @@ type Setting struct {
 	CardBoxBytes int64
 }
 
-// Lookup reads a tenant's Setting (auth.Keys.TenantQuota).
+// Lookup reads a tenant's Setting (tenancy.Admin.TenantQuota).
 type Lookup func(ctx context.Context, tenant string) (Setting, error)
 
 // Options configure a Checker.
@@ -80,7 +82,7 @@ func New(opts Options) *Checker {
 
 // CheckTurnStore checks a write to the turn store; it is the store's
 // store.QuotaFunc. stored is what the turn store holds for the tenant.
-func (c *Checker) CheckTurnStore(ctx context.Context, t store.Tenant, stored, adding int64) error {
+func (c *Checker) CheckTurnStore(ctx context.Context, t ident.Tenant, stored, adding int64) error {
 	s := c.setting(ctx, t.ID)
 	return check(t.ID, c.limit(s), stored+s.CardBoxBytes, adding)
 }
@@ -109,12 +111,25 @@ func (c *Checker) Usage(ctx context.Context, tenant string, stored int64) (used,
 	return stored + s.CardBoxBytes, c.limit(s)
 }
 
+// Exceeded is the error of a write refused because it would take the
+// tenant over its storage quota: used bytes stored of quota, adding more.
+// It is distinct from a full disk (store.KindDiskFull).
+func Exceeded(tenant string, used, quota, adding int64) *store.Error {
+	return &store.Error{
+		Kind: store.KindQuotaExceeded,
+		Msg: fmt.Sprintf("storage quota exceeded: tenant %q stores %d bytes of its %d-byte quota and this write would add %d; "+
+			"nothing was written (this is the tenant's quota, not a full disk: the operator can raise it with `cardbox tenant quota`)",
+			tenant, used, quota, adding),
+		Details: map[string]any{"used_bytes": used, "quota_bytes": quota, "adding_bytes": adding},
+	}
+}
+
 // check refuses adding bytes to used when that goes over limit (0: none).
 // A write that adds nothing is refused only when the tenant is over
 // already (its quota was lowered, or writes overshot it together).
 func check(tenant string, limit, used, adding int64) error {
 	if limit > 0 && used+adding > limit {
-		return store.QuotaExceeded(tenant, used, limit, adding)
+		return Exceeded(tenant, used, limit, adding)
 	}
 	return nil
 }

@@ -9,9 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -32,10 +33,10 @@ func (c *clock) add(d time.Duration) {
 
 // setup makes tenants acme and globex, and a checker reading their
 // settings through auth.Keys as cardboxd's does, with default quota def.
-func setup(t *testing.T, def int64) (*pgxpool.Pool, *auth.Keys, *quota.Checker, *clock) {
+func setup(t *testing.T, def int64) (*pgxpool.Pool, *tenancy.Admin, *quota.Checker, *clock) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
-	keys := auth.NewKeys(pool, nil)
+	keys := tenancy.New(pool, nil)
 	for _, id := range []string{"acme", "globex"} {
 		if _, err := keys.CreateTenant(context.Background(), "test", id, ""); err != nil {
 			t.Fatal(err)
@@ -47,7 +48,7 @@ func setup(t *testing.T, def int64) (*pgxpool.Pool, *auth.Keys, *quota.Checker, 
 }
 
 // lookup is cardboxd's quota.Lookup.
-func lookup(keys *auth.Keys) quota.Lookup {
+func lookup(keys *tenancy.Admin) quota.Lookup {
 	return func(ctx context.Context, tenant string) (quota.Setting, error) {
 		q, err := keys.TenantQuota(ctx, tenant)
 		return quota.Setting{Quota: q.Bytes, CardBoxBytes: q.CardBoxBytes}, err
@@ -66,11 +67,11 @@ func TestStoreChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, unlimited, _ := setup(t, 0)
-	acme, globex := store.Tenant{ID: "acme", No: 2}, store.Tenant{ID: "globex", No: 3}
+	acme, globex := ident.Tenant{ID: "acme", No: 2}, ident.Tenant{ID: "globex", No: 3}
 	for _, tt := range []struct {
 		name           string
 		c              *quota.Checker
-		t              store.Tenant
+		t              ident.Tenant
 		stored, adding int64
 		refused        bool
 	}{
@@ -100,7 +101,7 @@ func TestStoreChecks(t *testing.T) {
 func TestCardBoxBytesCount(t *testing.T) {
 	ctx := context.Background()
 	pool, _, c, clk := setup(t, 1000)
-	acme := store.Tenant{ID: "acme", No: 2}
+	acme := ident.Tenant{ID: "acme", No: 2}
 	if err := c.CheckCardBox(ctx, "acme", 0, 600); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestCardBoxBytesCount(t *testing.T) {
 func TestQuotaChangesApplyAfterRefresh(t *testing.T) {
 	ctx := context.Background()
 	pool, keys, c, clk := setup(t, 1000)
-	acme := store.Tenant{ID: "acme", No: 2}
+	acme := ident.Tenant{ID: "acme", No: 2}
 	if err := c.CheckTurnStore(ctx, acme, 1000, 1); !refused(err) {
 		t.Fatalf("over the default: %v", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/logtest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -80,7 +81,7 @@ type hosted struct {
 	dataDir string
 	engine  *store.Engine
 	svc     *service.Service
-	keys    *auth.Keys
+	keys    *tenancy.Admin
 	quota   *quota.Checker
 	handler *api.Handler
 	binAddr string
@@ -111,7 +112,7 @@ func newHosted(t *testing.T) *hosted {
 		h.requireNoSecretLogged(t)
 	})
 	d := daemontest.Start(t, cfg)
-	h.dataDir, h.engine, h.svc, h.keys, h.quota, h.handler = cfg.DataDir, d.Store(), d.CXDB(), d.Keys(), d.Quota(), d.Handler()
+	h.dataDir, h.engine, h.svc, h.keys, h.quota, h.handler = cfg.DataDir, d.Store(), d.CXDB(), d.Tenancy(), d.Quota(), d.Handler()
 	h.binAddr, h.url = d.BinaryAddr(), "http://"+d.HTTPAddr()
 	h.makeKeys(t)
 	h.tables = tenantTables(t, h.pool)
@@ -161,7 +162,7 @@ func (h *hosted) makeKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	key := func(c cred, tenant string, role auth.Role, expires *time.Time) auth.Key {
+	key := func(c cred, tenant string, role auth.Role, expires *time.Time) tenancy.Key {
 		k, secret, err := h.keys.CreateKey(ctx, "securitytest", tenant, role, expires)
 		if err != nil {
 			t.Fatal(err)

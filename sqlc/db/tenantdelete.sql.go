@@ -128,7 +128,7 @@ SELECT tenant_no FROM tenants WHERE tenant_id = $1 AND deleted_at IS NULL FOR UP
 //
 // The tables a tenant owns rows of are listed three times below, in
 // CountTenantRows, PurgeDeletedTenants and PurgeDeletedTenantBatch; a new
-// table with a tenant_id column belongs in each (internal/auth's tests
+// table with a tenant_id column belongs in each (internal/tenancy's tests
 // fail until it is).
 // Locks a live tenant's row for its deletion: writes in flight that
 // checked it (foreign keys hold a share lock) commit first, and new ones
@@ -155,7 +155,7 @@ SELECT pg_notify('cardbox_tenants', $1::text)
 `
 
 // Tells every server to forget the tenant: memory, caches, sessions (see
-// internal/auth's WatchTenants).
+// internal/tenancy's WatchTenants).
 func (q *Queries) NotifyTenantDeleted(ctx context.Context, tenantID string) error {
 	_, err := q.db.Exec(ctx, notifyTenantDeleted, tenantID)
 	return err

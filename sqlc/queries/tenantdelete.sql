@@ -4,7 +4,7 @@
 --
 -- The tables a tenant owns rows of are listed three times below, in
 -- CountTenantRows, PurgeDeletedTenants and PurgeDeletedTenantBatch; a new
--- table with a tenant_id column belongs in each (internal/auth's tests
+-- table with a tenant_id column belongs in each (internal/tenancy's tests
 -- fail until it is).
 
 -- name: LockTenantForDelete :one
@@ -30,7 +30,7 @@ SELECT pg_notify('cardbox_keys', key_id) FROM api_keys WHERE tenant_id = @tenant
 
 -- name: NotifyTenantDeleted :exec
 -- Tells every server to forget the tenant: memory, caches, sessions (see
--- internal/auth's WatchTenants).
+-- internal/tenancy's WatchTenants).
 SELECT pg_notify('cardbox_tenants', @tenant_id::text);
 
 -- name: DeletedTenant :one

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
@@ -93,7 +94,7 @@ func (r *Report) Print(w io.Writer) {
 
 // files is what the data directory holds, as read by verify.
 type files struct {
-	blobs   map[store.Hash]struct{}
+	blobs   map[ident.Hash]struct{}
 	records map[uint64][32]byte // turn id -> payload hash
 	logEnd  int64
 	maxTurn uint64
@@ -153,10 +154,10 @@ func sameStore(ctx context.Context, dataDir string, q *db.Queries) error {
 }
 
 func readFiles(dataDir string, deleted map[uint32]bool, r *Report, progress io.Writer) (*files, error) {
-	f := &files{blobs: map[store.Hash]struct{}{}, records: map[uint64][32]byte{}}
+	f := &files{blobs: map[ident.Hash]struct{}{}, records: map[uint64][32]byte{}}
 	step := newProgress(progress, "blob pack")
 	defects, err := blobpack.Verify(store.BlobDir(dataDir), func(e blobpack.Entry) {
-		f.blobs[store.Hash(e.Hash)] = struct{}{}
+		f.blobs[ident.Hash(e.Hash)] = struct{}{}
 	}, step)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -204,7 +205,7 @@ func crossCheck(ctx context.Context, q *db.Queries, f *files, r *Report, progres
 		case string(hash[:]) != string(row.PayloadHash):
 			r.problem("records that disagree", "turn %d's record names payload %x, Postgres %x", id, hash, row.PayloadHash)
 		}
-		if _, ok := f.blobs[store.Hash(row.PayloadHash)]; !ok {
+		if _, ok := f.blobs[ident.Hash(row.PayloadHash)]; !ok {
 			r.problem("payloads missing", "payload %x of turn %d is not a good blob of the pack", row.PayloadHash, id)
 		}
 		if r.Turns%pageSize == 0 {
@@ -232,7 +233,7 @@ func checkHeadsAndRoots(ctx context.Context, q *db.Queries, f *files, r *Report)
 		return fmt.Errorf("list fs roots: %w", err)
 	}
 	for _, root := range roots {
-		if _, ok := f.blobs[store.Hash(root)]; !ok {
+		if _, ok := f.blobs[ident.Hash(root)]; !ok {
 			r.problem("fs roots missing", "fs root %x is not a good blob of the pack", root)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/internal/filefault"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
@@ -38,7 +39,7 @@ type stopped struct {
 func newStopped(t *testing.T) *stopped {
 	s := &stopped{t: t, dir: t.TempDir(), pool: pgtest.NewPool(t), payloads: map[uint64][]byte{}}
 	e := s.open()
-	ten, err := e.Tenant(context.Background(), store.DefaultTenantID)
+	ten, err := e.Tenant(context.Background(), ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func (s *stopped) readsAll() {
 	s.t.Helper()
 	e := s.open()
 	defer e.Close()
-	ten, _ := e.Tenant(context.Background(), store.DefaultTenantID)
+	ten, _ := e.Tenant(context.Background(), ident.DefaultTenantID)
 	got, err := e.Last(context.Background(), ten, s.ctxID, turns, true)
 	if err != nil || len(got) != turns {
 		s.t.Fatalf("after recover: %d turns, %v", len(got), err)
@@ -171,7 +172,7 @@ func TestDamagedBlobIsReportedNotHidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var victim store.Hash
+	var victim ident.Hash
 	for id, payload := range s.payloads {
 		if id == 20 {
 			victim = blake3.Sum256(payload)

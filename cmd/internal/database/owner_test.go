@@ -15,10 +15,10 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
-	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -30,8 +30,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type managed struct {
 	server, cli *database.DB
 	cards       *cardbox.Service
-	admin       *auth.Keys // over the server's pool (/admin)
-	cliKeys     *auth.Keys // over the CLI's (cardbox tenant, sql-role)
+	admin       *tenancy.Admin // over the server's pool (/admin)
+	cliKeys     *tenancy.Admin // over the CLI's (cardbox tenant, sql-role)
 	url         string
 	// super is the test server's superuser, which row-level security does
 	// not hold: what the test reads to check, whatever the owner sees.
@@ -66,7 +66,7 @@ func newManaged(t *testing.T) *managed {
 		t.Fatalf("owner: superuser %v, bypassrls %v, createrole %v (%v); want an ordinary owner with CREATEROLE", super, bypass, createRole, err)
 	}
 	m := &managed{server: server, cli: cli, url: url, super: pgtest.SuperuserPool(t, pgtest.DBName(url)),
-		cards: cardbox.New(server.Pool, cardbox.Options{}), admin: auth.NewKeys(server.Pool, nil), cliKeys: auth.NewKeys(cli.Pool, nil)}
+		cards: cardbox.New(server.Pool, cardbox.Options{}), admin: tenancy.New(server.Pool, nil), cliKeys: tenancy.New(cli.Pool, nil)}
 	if _, err := m.admin.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
 		t.Fatal(err)
 	}

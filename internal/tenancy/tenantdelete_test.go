@@ -1,4 +1,4 @@
-package auth
+package tenancy
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -46,10 +47,10 @@ var seeds = []string{
 }
 
 // seedTenant creates tenant id with a key and a row in every table.
-func seedTenant(t *testing.T, k *Keys, pool *pgxpool.Pool, id string) string {
+func seedTenant(t *testing.T, adm *Admin, pool *pgxpool.Pool, id string) string {
 	t.Helper()
-	mustTenant(t, k, id)
-	_, secret := mustKey(t, k, id, RoleWriter, nil)
+	mustTenant(t, adm, id)
+	_, secret := mustKey(t, adm, id, auth.RoleWriter, nil)
 	for _, q := range seeds {
 		if _, err := pool.Exec(context.Background(), q, id); err != nil {
 			t.Fatalf("seed %s: %v\n%s", id, err, q)
@@ -102,9 +103,9 @@ func rowsOf(t *testing.T, pool *pgxpool.Pool, tables []string, id string) map[st
 func TestDeleteTenantRemovesItsRowsOnly(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	k := NewKeys(pool, nil)
-	acmeSecret := seedTenant(t, k, pool, "acme")
-	bravoSecret := seedTenant(t, k, pool, "bravo")
+	adm := New(pool, nil)
+	acmeSecret := seedTenant(t, adm, pool, "acme")
+	bravoSecret := seedTenant(t, adm, pool, "bravo")
 	tables := tenantTables(t, pool)
 	bravoBefore := rowsOf(t, pool, tables, "bravo")
 	for table, n := range rowsOf(t, pool, tables, "acme") {
@@ -113,11 +114,11 @@ func TestDeleteTenantRemovesItsRowsOnly(t *testing.T) {
 		}
 	}
 
-	want, err := k.TenantRows(ctx, "acme")
+	want, err := adm.TenantRows(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := k.DeleteTenant(ctx, "test", "acme")
+	got, err := adm.DeleteTenant(ctx, "test", "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +141,10 @@ func TestDeleteTenantRemovesItsRowsOnly(t *testing.T) {
 	if after := rowsOf(t, pool, tables, "bravo"); !mapsEqual(after, bravoBefore) {
 		t.Errorf("bravo's rows changed: %v, before %v", after, bravoBefore)
 	}
-	if _, err := k.Authenticate(ctx, acmeSecret); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := keysOf(adm).Authenticate(ctx, acmeSecret); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Errorf("acme's key after the deletion: %v", err)
 	}
-	if _, err := k.Authenticate(ctx, bravoSecret); err != nil {
+	if _, err := keysOf(adm).Authenticate(ctx, bravoSecret); err != nil {
 		t.Errorf("bravo's key after acme's deletion: %v", err)
 	}
 }
@@ -165,9 +166,9 @@ func mapsEqual(a, b map[string]int64) bool {
 // tenant is not deleted.
 func TestDeletedTenantIsGoneFromAdministration(t *testing.T) {
 	ctx := context.Background()
-	k := newKeys(t)
-	mustTenant(t, k, "acme")
-	if _, err := k.DeleteTenant(ctx, "test", "acme"); err != nil {
+	adm := newKeys(t)
+	mustTenant(t, adm, "acme")
+	if _, err := adm.DeleteTenant(ctx, "test", "acme"); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -175,22 +176,22 @@ func TestDeletedTenantIsGoneFromAdministration(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"delete again", second(k.DeleteTenant(ctx, "test", "acme")), ErrNoTenant},
-		{"delete unknown", second(k.DeleteTenant(ctx, "test", "nobody")), ErrNoTenant},
-		{"delete default", second(k.DeleteTenant(ctx, "test", "default")), ErrDefaultTenant},
-		{"re-create", second(k.CreateTenant(ctx, "test", "acme", "again")), ErrTenantDeleted},
-		{"re-create is a conflict", second(k.CreateTenant(ctx, "test", "acme", "again")), ErrTenantExists},
-		{"create key", third(k.CreateKey(ctx, "test", "acme", RoleWriter, nil)), ErrNoTenant},
-		{"set rate", k.SetRate(ctx, "test", "acme", Rate{PerSec: 1, Burst: 1}), ErrNoTenant},
-		{"read rate", second(k.TenantRate(ctx, "acme")), ErrNoTenant},
-		{"dry run", second(k.TenantRows(ctx, "acme")), ErrNoTenant},
+		{"delete again", second(adm.DeleteTenant(ctx, "test", "acme")), auth.ErrNoTenant},
+		{"delete unknown", second(adm.DeleteTenant(ctx, "test", "nobody")), auth.ErrNoTenant},
+		{"delete default", second(adm.DeleteTenant(ctx, "test", "default")), ErrDefaultTenant},
+		{"re-create", second(adm.CreateTenant(ctx, "test", "acme", "again")), ErrTenantDeleted},
+		{"re-create is a conflict", second(adm.CreateTenant(ctx, "test", "acme", "again")), ErrTenantExists},
+		{"create key", third(adm.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)), auth.ErrNoTenant},
+		{"set rate", adm.SetRate(ctx, "test", "acme", Rate{PerSec: 1, Burst: 1}), auth.ErrNoTenant},
+		{"read rate", second(adm.TenantRate(ctx, "acme")), auth.ErrNoTenant},
+		{"dry run", second(adm.TenantRows(ctx, "acme")), auth.ErrNoTenant},
 	}
 	for _, tt := range tests {
 		if !errors.Is(tt.err, tt.want) {
 			t.Errorf("%s: err = %v, want %v", tt.name, tt.err, tt.want)
 		}
 	}
-	tenants, err := k.ListTenants(ctx)
+	tenants, err := adm.ListTenants(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestDeletedTenantIsGoneFromAdministration(t *testing.T) {
 			t.Error("ListTenants lists the deleted tenant")
 		}
 	}
-	entries, err := k.Audit(ctx, "acme", 1)
+	entries, err := adm.Audit(ctx, "acme", 1)
 	if err != nil || len(entries) != 1 || entries[0].Action != "tenant.delete" {
 		t.Fatalf("audit = %+v, %v; want tenant.delete", entries, err)
 	}
@@ -212,13 +213,13 @@ func third[T, U any](_ T, _ U, err error) error { return err }
 // its keys on the keys' channel.
 func TestWatchReportsDeletions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	k := newKeys(t)
-	mustTenant(t, k, "acme")
-	key, _ := mustKey(t, k, "acme", RoleReader, nil)
+	adm := newKeys(t)
+	mustTenant(t, adm, "acme")
+	key, _ := mustKey(t, adm, "acme", auth.RoleReader, nil)
 	tenants, keys := make(chan string, 8), make(chan string, 8)
 	done := make(chan error, 2)
-	go func() { done <- k.WatchTenants(ctx, func(id string) { tenants <- id }) }()
-	go func() { done <- k.Watch(ctx, func(id string) { keys <- id }) }()
+	go func() { done <- adm.WatchTenants(ctx, func(id string) { tenants <- id }) }()
+	go func() { done <- keysOf(adm).Watch(ctx, func(id string) { keys <- id }) }()
 	t.Cleanup(func() {
 		cancel()
 		for range 2 {
@@ -232,7 +233,7 @@ func TestWatchReportsDeletions(t *testing.T) {
 			t.Fatalf("first change = %q, want the re-check-all signal", got)
 		}
 	}
-	if _, err := k.DeleteTenant(ctx, "test", "acme"); err != nil {
+	if _, err := adm.DeleteTenant(ctx, "test", "acme"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -255,10 +256,10 @@ func TestWatchReportsDeletions(t *testing.T) {
 func TestPurgeDeletedRemovesLateRowsOnly(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	k := NewKeys(pool, nil)
-	mustTenant(t, k, "acme")
-	mustTenant(t, k, "bravo")
-	if _, err := k.DeleteTenant(ctx, "test", "acme"); err != nil {
+	adm := New(pool, nil)
+	mustTenant(t, adm, "acme")
+	mustTenant(t, adm, "bravo")
+	if _, err := adm.DeleteTenant(ctx, "test", "acme"); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"acme", "bravo"} {
@@ -267,7 +268,7 @@ func TestPurgeDeletedRemovesLateRowsOnly(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"bravo", "acme", ""} {
-		if _, err := k.PurgeDeleted(ctx, id); err != nil {
+		if _, err := adm.PurgeDeleted(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -276,7 +277,7 @@ func TestPurgeDeletedRemovesLateRowsOnly(t *testing.T) {
 			t.Errorf("%s's cards after the purges: %d, want %d", id, got, want)
 		}
 	}
-	deleted, err := k.DeletedTenants(ctx)
+	deleted, err := adm.DeletedTenants(ctx)
 	if err != nil || len(deleted) != 1 || deleted[0].ID != "acme" || deleted[0].No == 0 {
 		t.Errorf("DeletedTenants = %v, %v", deleted, err)
 	}

@@ -1,4 +1,4 @@
-package auth
+package tenancy
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgembed"
 	"github.com/cardboxhq/cardbox/migrations"
 )
@@ -46,7 +47,7 @@ func hash8(s string) string {
 // analystDB is a migrated database on an embedded cluster of its own that
 // also listens on a loopback TCP port, as cardboxd --sql-addr runs it.
 type analystDB struct {
-	keys  *Keys
+	keys  *Admin
 	owner *pgxpool.Pool // the superuser, on the socket
 	addr  string        // the TCP listener
 	name  string        // the database
@@ -82,7 +83,7 @@ func newAnalystDB(t *testing.T) *analystDB {
 	if err := migrations.Up(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	return &analystDB{keys: NewKeys(pool, nil), owner: pool, addr: srv.TCPAddr(), name: name,
+	return &analystDB{keys: New(pool, nil), owner: pool, addr: srv.TCPAddr(), name: name,
 		log: filepath.Join(dir, "pg", "postgres.log")}
 }
 
@@ -349,7 +350,7 @@ func TestSQLRoleSeesOnlyItsTenant(t *testing.T) {
 			{"beta", "pg_monitor", ErrBadSQLRoleName},
 			{"beta", "Analyst", ErrBadSQLRoleName},
 			{"beta", "a;drop", ErrBadSQLRoleName},
-			{"nobody", "", ErrNoTenant},
+			{"nobody", "", auth.ErrNoTenant},
 		} {
 			if _, _, err := a.keys.CreateSQLRole(ctx, "test", tc.tenant, tc.role); !errors.Is(err, tc.want) {
 				t.Errorf("CreateSQLRole(%q, %q): err = %v, want %v", tc.tenant, tc.role, err, tc.want)

@@ -1,10 +1,12 @@
-package auth
+package tenancy
 
 import (
 	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/cardboxhq/cardbox/internal/auth"
 )
 
 // SetQuota sets and clears a tenant's quota, audited, and refuses what is
@@ -12,8 +14,8 @@ import (
 // the tenant's cards and boxes.
 func TestSetQuota(t *testing.T) {
 	ctx := context.Background()
-	k := newKeys(t)
-	mustTenant(t, k, "acme")
+	adm := newKeys(t)
+	mustTenant(t, adm, "acme")
 	for _, tt := range []struct {
 		tenant string
 		bytes  int64
@@ -23,21 +25,21 @@ func TestSetQuota(t *testing.T) {
 		{"acme", 1 << 20, nil, 1 << 20},
 		{"acme", 5000, nil, 5000},
 		{"acme", -1, ErrBadQuota, 5000},
-		{"nobody", 5000, ErrNoTenant, 5000},
+		{"nobody", 5000, auth.ErrNoTenant, 5000},
 		{"acme", 0, nil, 0}, // back to the server's default
 	} {
-		if err := k.SetQuota(ctx, "alice", tt.tenant, tt.bytes); !errors.Is(err, tt.err) {
+		if err := adm.SetQuota(ctx, "alice", tt.tenant, tt.bytes); !errors.Is(err, tt.err) {
 			t.Errorf("SetQuota(%s, %d) = %v, want %v", tt.tenant, tt.bytes, err, tt.err)
 		}
-		q, err := k.TenantQuota(ctx, "acme")
+		q, err := adm.TenantQuota(ctx, "acme")
 		if err != nil || q.Bytes != tt.want {
 			t.Errorf("after SetQuota(%s, %d): %+v, %v; want quota %d", tt.tenant, tt.bytes, q, err, tt.want)
 		}
 	}
-	if _, err := k.TenantQuota(ctx, "nobody"); !errors.Is(err, ErrNoTenant) {
+	if _, err := adm.TenantQuota(ctx, "nobody"); !errors.Is(err, auth.ErrNoTenant) {
 		t.Errorf("TenantQuota(nobody) = %v", err)
 	}
-	entries, err := k.Audit(ctx, "acme", 10)
+	entries, err := adm.Audit(ctx, "acme", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +55,11 @@ func TestSetQuota(t *testing.T) {
 	}
 
 	// A card's bytes: its id, its JSON's text and its tool_call_id.
-	if _, err := k.pool.Exec(ctx, `INSERT INTO cards (tenant_id, card_id, content, tool_call_id, metadata)
+	if _, err := adm.pool.Exec(ctx, `INSERT INTO cards (tenant_id, card_id, content, tool_call_id, metadata)
 		VALUES ('acme', 'c1', '"hi"', 'call', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	all, err := k.TenantQuotas(ctx)
+	all, err := adm.TenantQuotas(ctx)
 	if err != nil || all["acme"].CardBoxBytes != 2+4+4+2 || all["default"] != (Quota{}) {
 		t.Errorf("TenantQuotas = %+v, %v", all, err)
 	}

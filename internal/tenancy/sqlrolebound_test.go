@@ -1,4 +1,4 @@
-package auth
+package tenancy
 
 import (
 	"context"
@@ -28,8 +28,8 @@ func TestSQLRoleDDLIsBounded(t *testing.T) {
 	t.Cleanup(pool.Close)
 	const bound = 300 * time.Millisecond
 	const limit = bound + 1500*time.Millisecond
-	k := NewKeys(pool, nil).Bound(bound)
-	mustTenant(t, k, "acme")
+	adm := New(pool, nil).Bound(bound)
+	mustTenant(t, adm, "acme")
 	role := SQLRoleName("acme")
 	bravoRole := SQLRoleName("bravo")
 
@@ -41,18 +41,18 @@ func TestSQLRoleDDLIsBounded(t *testing.T) {
 		tenant, action, role string
 		exists               bool
 	}{
-		{"create", func(ctx context.Context) error { _, _, err := k.CreateSQLRole(ctx, "test", "acme", ""); return err },
+		{"create", func(ctx context.Context) error { _, _, err := adm.CreateSQLRole(ctx, "test", "acme", ""); return err },
 			"acme", "sqlrole.create", role, true},
-		{"rotate", func(ctx context.Context) error { _, _, err := k.CreateSQLRole(ctx, "test", "acme", ""); return err },
+		{"rotate", func(ctx context.Context) error { _, _, err := adm.CreateSQLRole(ctx, "test", "acme", ""); return err },
 			"acme", "sqlrole.rotate", role, true},
-		{"drop", func(ctx context.Context) error { _, err := k.DropSQLRoles(ctx, "test", "acme", ""); return err },
+		{"drop", func(ctx context.Context) error { _, err := adm.DropSQLRoles(ctx, "test", "acme", ""); return err },
 			"acme", "sqlrole.drop", role, false},
 		{"create a tenant with one", func(ctx context.Context) error {
-			_, _, _, err := k.CreateTenantWithSQLRole(ctx, "test", "bravo", "")
+			_, _, _, err := adm.CreateTenantWithSQLRole(ctx, "test", "bravo", "")
 			return err
 		}, "bravo", "sqlrole.create", bravoRole, true},
 	} {
-		audited := func() int { return countAudit(t, k, c.tenant, c.action) }
+		audited := func() int { return countAudit(t, adm, c.tenant, c.action) }
 		before := audited()
 		frozen := pgfreeze.Freeze(t, cluster.PGData())
 		// Longer than limit, so that an unbounded change fails the test
@@ -83,9 +83,9 @@ func TestSQLRoleDDLIsBounded(t *testing.T) {
 }
 
 // countAudit counts the audit log's records of action on tenant.
-func countAudit(t *testing.T, k *Keys, tenant, action string) int {
+func countAudit(t *testing.T, adm *Admin, tenant, action string) int {
 	t.Helper()
-	entries, err := k.Audit(context.Background(), tenant, 1000)
+	entries, err := adm.Audit(context.Background(), tenant, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

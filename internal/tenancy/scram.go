@@ -1,4 +1,4 @@
-package auth
+package tenancy
 
 import (
 	"crypto/hmac"

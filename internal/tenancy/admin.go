@@ -1,4 +1,4 @@
-package auth
+package tenancy
 
 import (
 	"context"
@@ -12,15 +12,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store"
 )
 
 // Errors of administration.
 var (
 	ErrTenantExists  = errors.New("tenant exists already")
-	ErrNoTenant      = errors.New("no such tenant")
 	ErrNoKey         = errors.New("no such key, or revoked already")
 	ErrBadExpiry     = errors.New("a key's expiry must be in the future")
 	ErrBadTenantName = errors.New("a tenant name is 1 to 64 characters: letters, digits, '.', '_' or '-', starting with a letter or digit")
@@ -43,16 +44,16 @@ type Key struct {
 	ID string `json:"key_id"`
 	// TenantID is empty for an operator key.
 	TenantID  string     `json:"tenant_id,omitempty"`
-	Role      Role       `json:"role"`
+	Role      auth.Role  `json:"role"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
 // CreateTenant creates a tenant, recording actor in the audit log.
-func (k *Keys) CreateTenant(ctx context.Context, actor, id, name string) (Tenant, error) {
+func (adm *Admin) CreateTenant(ctx context.Context, actor, id, name string) (Tenant, error) {
 	var t Tenant
-	err := k.audited(ctx, func(q *db.Queries) (a audit, err error) {
+	err := adm.audited(ctx, func(q *db.Queries) (a audit, err error) {
 		t, a, err = createTenant(ctx, q, actor, id, name)
 		return a, err
 	})
@@ -91,8 +92,8 @@ func existing(ctx context.Context, q *db.Queries, id string) error {
 }
 
 // ListTenants lists every live tenant with its count of live keys.
-func (k *Keys) ListTenants(ctx context.Context) ([]Tenant, error) {
-	rows, err := k.admin.ListTenantsFull(ctx)
+func (adm *Admin) ListTenants(ctx context.Context) ([]Tenant, error) {
+	rows, err := adm.admin.ListTenantsFull(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list tenants: %w", err)
 	}
@@ -116,14 +117,14 @@ var (
 // until revoked), and returns it with its secret, which is shown this
 // once: only its hash is kept. Operator keys are made by
 // CreateOperatorKey.
-func (k *Keys) CreateKey(ctx context.Context, actor, tenant string, role Role, expires *time.Time) (Key, string, error) {
-	if _, err := ParseRole(string(role)); err != nil {
+func (adm *Admin) CreateKey(ctx context.Context, actor, tenant string, role auth.Role, expires *time.Time) (Key, string, error) {
+	if _, err := auth.ParseRole(string(role)); err != nil {
 		return Key{}, "", err
 	}
-	if role == RoleOperator {
+	if role == auth.RoleOperator {
 		return Key{}, "", fmt.Errorf("create key for tenant %q: %w", tenant, ErrOperatorTenant)
 	}
-	key, secret, err := k.createKey(ctx, actor, tenant, role, expires)
+	key, secret, err := adm.createKey(ctx, actor, tenant, role, expires)
 	if err != nil {
 		return Key{}, "", fmt.Errorf("create key for tenant %q: %w", tenant, err)
 	}
@@ -132,8 +133,8 @@ func (k *Keys) CreateKey(ctx context.Context, actor, tenant string, role Role, e
 
 // CreateOperatorKey creates an operator key, valid until expires (nil:
 // until revoked), and returns it with its secret, shown this once.
-func (k *Keys) CreateOperatorKey(ctx context.Context, actor string, expires *time.Time) (Key, string, error) {
-	key, secret, err := k.createKey(ctx, actor, "", RoleOperator, expires)
+func (adm *Admin) CreateOperatorKey(ctx context.Context, actor string, expires *time.Time) (Key, string, error) {
+	key, secret, err := adm.createKey(ctx, actor, "", auth.RoleOperator, expires)
 	if err != nil {
 		return Key{}, "", fmt.Errorf("create operator key: %w", err)
 	}
@@ -141,12 +142,12 @@ func (k *Keys) CreateOperatorKey(ctx context.Context, actor string, expires *tim
 }
 
 // createKey creates a key of role for tenant ("" for an operator key).
-func (k *Keys) createKey(ctx context.Context, actor, tenant string, role Role, expires *time.Time) (Key, string, error) {
-	if expires != nil && !expires.After(k.now()) {
+func (adm *Admin) createKey(ctx context.Context, actor, tenant string, role auth.Role, expires *time.Time) (Key, string, error) {
+	if expires != nil && !expires.After(adm.now()) {
 		return Key{}, "", ErrBadExpiry
 	}
-	id, secret, hash := newSecret()
-	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
+	id, secret, hash := auth.NewSecret()
+	err := adm.audited(ctx, func(q *db.Queries) (audit, error) {
 		if err := insertKey(ctx, q, id, tenant, role, hash[:], expires); err != nil {
 			return audit{}, err
 		}
@@ -155,16 +156,16 @@ func (k *Keys) createKey(ctx context.Context, actor, tenant string, role Role, e
 	if err != nil {
 		return Key{}, "", err
 	}
-	return Key{ID: id, TenantID: tenant, Role: role, CreatedAt: k.now().UTC(), ExpiresAt: expires}, secret, nil
+	return Key{ID: id, TenantID: tenant, Role: role, CreatedAt: adm.now().UTC(), ExpiresAt: expires}, secret, nil
 }
 
 // insertKey adds a key's row in q's transaction. A tenant's key locks
 // the tenant's row: a deletion waits for the key, or the key for it (and
 // then finds no tenant).
-func insertKey(ctx context.Context, q *db.Queries, id, tenant string, role Role, hash []byte, expires *time.Time) error {
+func insertKey(ctx context.Context, q *db.Queries, id, tenant string, role auth.Role, hash []byte, expires *time.Time) error {
 	if tenant != "" {
 		if _, err := q.LockLiveTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
-			return ErrNoTenant
+			return auth.ErrNoTenant
 		} else if err != nil {
 			return err
 		}
@@ -177,22 +178,22 @@ func insertKey(ctx context.Context, q *db.Queries, id, tenant string, role Role,
 // container's first operator key needs no CLI. A key of that id that is
 // not a live operator key with this secret is an error saying which; a
 // revoked key is never brought back.
-func (k *Keys) EnsureOperatorKey(ctx context.Context, secret string) error {
-	id, ok := keyIDOf(secret)
+func (adm *Admin) EnsureOperatorKey(ctx context.Context, secret string) error {
+	id, ok := auth.KeyIDOf(secret)
 	if !ok {
 		return fmt.Errorf("operator key from a secret: %w", ErrBadSecret)
 	}
-	err := k.auditedTx(ctx, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
+	err := adm.auditedTx(ctx, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
 		row, err := q.GetKey(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			hash := sha256.Sum256([]byte(secret))
-			created := audit{actor: "secret-file", action: "key.create", target: id, detail: map[string]any{"role": RoleOperator}}
-			return []audit{created}, insertKey(ctx, q, id, "", RoleOperator, hash[:], nil)
+			created := audit{actor: "secret-file", action: "key.create", target: id, detail: map[string]any{"role": auth.RoleOperator}}
+			return []audit{created}, insertKey(ctx, q, id, "", auth.RoleOperator, hash[:], nil)
 		}
 		if err != nil {
 			return nil, err
 		}
-		return nil, k.liveOperatorKey(row, secret)
+		return nil, adm.liveOperatorKey(row, secret)
 	})
 	if err != nil {
 		return fmt.Errorf("operator key %s from a secret: %w", id, err)
@@ -201,15 +202,15 @@ func (k *Keys) EnsureOperatorKey(ctx context.Context, secret string) error {
 }
 
 // liveOperatorKey says why row is not the live operator key of secret.
-func (k *Keys) liveOperatorKey(row db.GetKeyRow, secret string) error {
+func (adm *Admin) liveOperatorKey(row db.GetKeyRow, secret string) error {
 	switch {
-	case Role(row.Role) != RoleOperator:
+	case auth.Role(row.Role) != auth.RoleOperator:
 		return fmt.Errorf("the key exists with role %s, not operator", row.Role)
-	case !matches(secret, row.SecretHash):
+	case !auth.SecretMatches(secret, row.SecretHash):
 		return errors.New("the key exists with another secret")
 	case row.RevokedAt.Valid:
 		return errors.New("the key was revoked; put a new secret in the file")
-	case row.ExpiresAt.Valid && !k.now().Before(row.ExpiresAt.Time):
+	case row.ExpiresAt.Valid && !adm.now().Before(row.ExpiresAt.Time):
 		return errors.New("the key has expired; put a new secret in the file")
 	}
 	return nil
@@ -217,22 +218,22 @@ func (k *Keys) liveOperatorKey(row db.GetKeyRow, secret string) error {
 
 // ListKeys lists the keys of tenant, or of every tenant and the
 // operators when tenant is "". A tenant that does not exist is
-// ErrNoTenant.
-func (k *Keys) ListKeys(ctx context.Context, tenant string) ([]Key, error) {
+// auth.ErrNoTenant.
+func (adm *Admin) ListKeys(ctx context.Context, tenant string) ([]Key, error) {
 	if tenant != "" {
-		if _, err := k.admin.GetTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("list keys of tenant %q: %w", tenant, ErrNoTenant)
+		if _, err := adm.admin.GetTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("list keys of tenant %q: %w", tenant, auth.ErrNoTenant)
 		} else if err != nil {
 			return nil, fmt.Errorf("list keys of tenant %q: %w", tenant, err)
 		}
 	}
-	rows, err := k.admin.ListKeys(ctx, optionalText(tenant))
+	rows, err := adm.admin.ListKeys(ctx, optionalText(tenant))
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	out := make([]Key, len(rows))
 	for i, r := range rows {
-		out[i] = Key{ID: r.KeyID, TenantID: r.TenantID.String, Role: Role(r.Role), CreatedAt: r.CreatedAt,
+		out[i] = Key{ID: r.KeyID, TenantID: r.TenantID.String, Role: auth.Role(r.Role), CreatedAt: r.CreatedAt,
 			ExpiresAt: timePtr(r.ExpiresAt), RevokedAt: timePtr(r.RevokedAt)}
 	}
 	return out, nil
@@ -241,15 +242,15 @@ func (k *Keys) ListKeys(ctx context.Context, tenant string) ([]Key, error) {
 // RevokeKey revokes a key at once: every server refuses it from the next
 // request and closes its binary sessions (they LISTEN for the
 // notification sent in the same transaction).
-func (k *Keys) RevokeKey(ctx context.Context, actor, keyID string) (Key, error) {
-	return k.RevokeKeyOf(ctx, actor, "", keyID)
+func (adm *Admin) RevokeKey(ctx context.Context, actor, keyID string) (Key, error) {
+	return adm.RevokeKeyOf(ctx, actor, "", keyID)
 }
 
 // RevokeKeyOf is RevokeKey for a key of tenant only ("": of any tenant,
 // or an operator's): another's key is ErrNoKey, as a missing one.
-func (k *Keys) RevokeKeyOf(ctx context.Context, actor, tenant, keyID string) (Key, error) {
+func (adm *Admin) RevokeKeyOf(ctx context.Context, actor, tenant, keyID string) (Key, error) {
 	var key Key
-	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
+	err := adm.audited(ctx, func(q *db.Queries) (audit, error) {
 		row, err := q.RevokeKey(ctx, db.RevokeKeyParams{KeyID: keyID, TenantID: optionalText(tenant)})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return audit{}, ErrNoKey
@@ -257,7 +258,7 @@ func (k *Keys) RevokeKeyOf(ctx context.Context, actor, tenant, keyID string) (Ke
 		if err != nil {
 			return audit{}, err
 		}
-		key = Key{ID: row.KeyID, TenantID: row.TenantID.String, Role: Role(row.Role), CreatedAt: row.CreatedAt,
+		key = Key{ID: row.KeyID, TenantID: row.TenantID.String, Role: auth.Role(row.Role), CreatedAt: row.CreatedAt,
 			ExpiresAt: timePtr(row.ExpiresAt), RevokedAt: timePtr(row.RevokedAt)}
 		if err := q.NotifyKeysChanged(ctx, keyID); err != nil {
 			return audit{}, err
@@ -278,8 +279,8 @@ type audit struct {
 
 // audited runs change in a transaction and records what it returns in the
 // audit log in the same transaction: no change without its record.
-func (k *Keys) audited(ctx context.Context, change func(q *db.Queries) (audit, error)) error {
-	return k.auditedTx(ctx, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
+func (adm *Admin) audited(ctx context.Context, change func(q *db.Queries) (audit, error)) error {
+	return adm.auditedTx(ctx, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
 		a, err := change(q)
 		return []audit{a}, err
 	})
@@ -287,8 +288,8 @@ func (k *Keys) audited(ctx context.Context, change func(q *db.Queries) (audit, e
 
 // auditedTx is audited for a change of several records, or one that needs
 // the transaction itself (dynamic SQL).
-func (k *Keys) auditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
-	return k.inAuditedTx(ctx, k.begin, adminQueries, change)
+func (adm *Admin) auditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
+	return adm.inAuditedTx(ctx, adm.begin, adminQueries, change)
 }
 
 // adminQueries are a transaction's queries as the administration role.
@@ -299,15 +300,15 @@ func adminQueries(tx pgx.Tx) *db.Queries { return db.New(pgrole.As(tx, pgrole.Ad
 // the embedded cluster): for the SQL roles of analysts, whose DDL no path
 // role may run. Keys over a pool of pgrole.Server cannot. Each call,
 // the DDL included, is bounded as Bound says.
-func (k *Keys) ownerAuditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
-	return k.inAuditedTx(ctx, pgbound.DB{Pool: k.pool, Timeout: k.timeout}, func(tx pgx.Tx) *db.Queries { return db.New(tx) }, change)
+func (adm *Admin) ownerAuditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
+	return adm.inAuditedTx(ctx, pgbound.DB{Pool: adm.pool, Timeout: adm.timeout}, func(tx pgx.Tx) *db.Queries { return db.New(tx) }, change)
 }
 
 // owner returns the queries of the session's own role (see
 // ownerAuditedTx); callers bound each call (bounded).
-func (k *Keys) owner() *db.Queries { return db.New(k.pool) }
+func (adm *Admin) owner() *db.Queries { return db.New(adm.pool) }
 
-func (k *Keys) inAuditedTx(ctx context.Context, begin beginner, queries func(pgx.Tx) *db.Queries, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
+func (adm *Admin) inAuditedTx(ctx context.Context, begin beginner, queries func(pgx.Tx) *db.Queries, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
 	return pgx.BeginFunc(ctx, begin, func(tx pgx.Tx) error {
 		q := queries(tx)
 		records, err := change(tx, q)
@@ -365,8 +366,8 @@ type AuditEntry struct {
 
 // Audit returns the last max records of the audit log about tenant (all
 // tenants when tenant is ""), newest first.
-func (k *Keys) Audit(ctx context.Context, tenant string, max int) ([]AuditEntry, error) {
-	rows, err := k.admin.ListAudit(ctx, db.ListAuditParams{TenantID: optionalText(tenant), MaxRows: int32(max)})
+func (adm *Admin) Audit(ctx context.Context, tenant string, max int) ([]AuditEntry, error) {
+	rows, err := adm.admin.ListAudit(ctx, db.ListAuditParams{TenantID: optionalText(tenant), MaxRows: int32(max)})
 	if err != nil {
 		return nil, fmt.Errorf("read the audit log: %w", err)
 	}
@@ -386,18 +387,18 @@ type Rate struct {
 
 // SetRate sets a tenant's rate limit (the zero Rate: back to the
 // server's default). Servers apply it within ratelimit.RefreshEvery.
-func (k *Keys) SetRate(ctx context.Context, actor, tenant string, r Rate) error {
+func (adm *Admin) SetRate(ctx context.Context, actor, tenant string, r Rate) error {
 	if r.PerSec < 0 || r.Burst < 0 || (r.PerSec == 0) != (r.Burst == 0) {
 		return fmt.Errorf("set rate of tenant %q: %w", tenant, ErrBadRate)
 	}
-	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
+	err := adm.audited(ctx, func(q *db.Queries) (audit, error) {
 		_, err := q.SetTenantRate(ctx, db.SetTenantRateParams{
 			TenantID:   tenant,
 			RatePerSec: pgtype.Float8{Float64: r.PerSec, Valid: r.PerSec > 0},
 			RateBurst:  pgtype.Int4{Int32: int32(r.Burst), Valid: r.Burst > 0},
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return audit{}, ErrNoTenant
+			return audit{}, auth.ErrNoTenant
 		}
 		return audit{actor: actor, action: "tenant.rate", tenant: tenant, target: tenant, detail: map[string]any{"per_sec": r.PerSec, "burst": r.Burst}}, err
 	})
@@ -413,13 +414,13 @@ var ErrBadRate = errors.New("a rate limit is a positive rate and a positive burs
 
 // TenantRate returns a tenant's own rate limit (the zero Rate when it has
 // none and takes the server's default).
-func (k *Keys) TenantRate(ctx context.Context, tenant string) (Rate, error) {
-	row, err := k.lookup.GetTenantRate(ctx, tenant)
+func (adm *Admin) TenantRate(ctx context.Context, tenant string) (Rate, error) {
+	row, err := adm.lookup.GetTenantRate(ctx, tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Rate{}, ErrNoTenant
+		return Rate{}, auth.ErrNoTenant
 	}
 	if err != nil {
-		return Rate{}, unavailable(tenant, err)
+		return Rate{}, store.Wrap(store.KindUnavailable, err, "look up the rate of tenant "+tenant)
 	}
 	return Rate{PerSec: row.RatePerSec.Float64, Burst: int(row.RateBurst.Int32)}, nil
 }

@@ -1,4 +1,4 @@
-package auth_test
+package tenancy_test
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // An operator key belongs to no tenant; every other key belongs to one.
 func TestOperatorKeysBelongToNoTenant(t *testing.T) {
 	ctx := context.Background()
-	keys := auth.NewKeys(pgtest.NewPool(t), nil)
+	pool := pgtest.NewPool(t)
+	keys := tenancy.New(pool, nil)
 	if _, err := keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -21,14 +23,14 @@ func TestOperatorKeysBelongToNoTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := keys.Authenticate(ctx, secret)
+	p, err := auth.NewKeys(pool, nil).Authenticate(ctx, secret)
 	if err != nil || p.Role != auth.RoleOperator || p.Tenant.ID != "" || p.KeyID != key.ID || key.TenantID != "" {
 		t.Fatalf("operator key %+v authenticates as %+v, %v", key, p, err)
 	}
 	if p.Role.CanRead() || p.Role.CanWrite() || !p.Role.CanAdminister() {
 		t.Errorf("operator: read %v, write %v, administer %v; want only administer", p.Role.CanRead(), p.Role.CanWrite(), p.Role.CanAdminister())
 	}
-	if _, _, err := keys.CreateKey(ctx, "test", "acme", auth.RoleOperator, nil); !errors.Is(err, auth.ErrOperatorTenant) {
+	if _, _, err := keys.CreateKey(ctx, "test", "acme", auth.RoleOperator, nil); !errors.Is(err, tenancy.ErrOperatorTenant) {
 		t.Errorf("an operator key of tenant acme: %v, want ErrOperatorTenant", err)
 	}
 	listed, err := keys.ListKeys(ctx, "")
@@ -40,13 +42,13 @@ func TestOperatorKeysBelongToNoTenant(t *testing.T) {
 	}
 	// Revoked through a tenant's scope it is not found; through the
 	// operator's it goes.
-	if _, err := keys.RevokeKeyOf(ctx, "test", "acme", key.ID); !errors.Is(err, auth.ErrNoKey) {
+	if _, err := keys.RevokeKeyOf(ctx, "test", "acme", key.ID); !errors.Is(err, tenancy.ErrNoKey) {
 		t.Errorf("acme revokes the operator key: %v, want ErrNoKey", err)
 	}
 	if _, err := keys.RevokeKey(ctx, "test", key.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := keys.Authenticate(ctx, secret); !errors.Is(err, auth.ErrUnauthenticated) {
+	if _, err := auth.NewKeys(pool, nil).Authenticate(ctx, secret); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Errorf("revoked operator key: %v", err)
 	}
 }
@@ -55,7 +57,8 @@ func TestOperatorKeysBelongToNoTenant(t *testing.T) {
 // never brought back or taken over.
 func TestEnsureOperatorKey(t *testing.T) {
 	ctx := context.Background()
-	keys := auth.NewKeys(pgtest.NewPool(t), nil)
+	pool := pgtest.NewPool(t)
+	keys := tenancy.New(pool, nil)
 	if _, err := keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +68,7 @@ func TestEnsureOperatorKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if p, err := keys.Authenticate(ctx, secret); err != nil || p.Role != auth.RoleOperator {
+	if p, err := auth.NewKeys(pool, nil).Authenticate(ctx, secret); err != nil || p.Role != auth.RoleOperator {
 		t.Fatalf("the secret authenticates as %+v, %v", p, err)
 	}
 	audit, err := keys.Audit(ctx, "", 10)
@@ -86,19 +89,19 @@ func TestEnsureOperatorKey(t *testing.T) {
 			}
 		})
 	}
-	p, _ := keys.Authenticate(ctx, secret)
+	p, _ := auth.NewKeys(pool, nil).Authenticate(ctx, secret)
 	if _, err := keys.RevokeKey(ctx, "test", p.KeyID); err != nil {
 		t.Fatal(err)
 	}
 	if err := keys.EnsureOperatorKey(ctx, secret); err == nil || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("a revoked operator key's secret: %v, want an error saying it was revoked", err)
 	}
-	if _, err := keys.Authenticate(ctx, secret); !errors.Is(err, auth.ErrUnauthenticated) {
+	if _, err := auth.NewKeys(pool, nil).Authenticate(ctx, secret); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Errorf("the revoked key came back: %v", err)
 	}
 }
 
-func countActions(entries []auth.AuditEntry, action string) int {
+func countActions(entries []tenancy.AuditEntry, action string) int {
 	n := 0
 	for _, e := range entries {
 		if e.Action == action {

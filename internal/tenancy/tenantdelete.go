@@ -1,4 +1,4 @@
-package auth
+package tenancy
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/sqlc/db"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Errors of tenant deletion.
@@ -59,13 +60,13 @@ func (d Deletion) detail() map[string]any {
 
 // TenantRows returns what deleting the tenant would remove, and changes
 // nothing.
-func (k *Keys) TenantRows(ctx context.Context, id string) (Deletion, error) {
-	if _, err := k.admin.GetTenant(ctx, id); errors.Is(err, pgx.ErrNoRows) {
-		return Deletion{}, fmt.Errorf("count the rows of tenant %q: %w", id, ErrNoTenant)
+func (adm *Admin) TenantRows(ctx context.Context, id string) (Deletion, error) {
+	if _, err := adm.admin.GetTenant(ctx, id); errors.Is(err, pgx.ErrNoRows) {
+		return Deletion{}, fmt.Errorf("count the rows of tenant %q: %w", id, auth.ErrNoTenant)
 	} else if err != nil {
 		return Deletion{}, fmt.Errorf("count the rows of tenant %q: %w", id, err)
 	}
-	rows, err := k.admin.CountTenantRows(ctx, id)
+	rows, err := adm.admin.CountTenantRows(ctx, id)
 	if err != nil {
 		return Deletion{}, fmt.Errorf("count the rows of tenant %q: %w", id, err)
 	}
@@ -99,26 +100,26 @@ func (k *Keys) TenantRows(ctx context.Context, id string) (Deletion, error) {
 // server's purge of deleted tenants (PurgeDeleted, on the notification
 // and at start-up). The audit log holds one record of the deletion
 // either way.
-func (k *Keys) DeleteTenant(ctx context.Context, actor, id string) (Deletion, error) {
-	if id == store.DefaultTenantID {
+func (adm *Admin) DeleteTenant(ctx context.Context, actor, id string) (Deletion, error) {
+	if id == ident.DefaultTenantID {
 		return Deletion{}, fmt.Errorf("delete tenant %q: %w", id, ErrDefaultTenant)
 	}
 	d := Deletion{TenantID: id}
-	err := k.inAuditedTx(ctx, k.begin, adminQueries, func(tx pgx.Tx, q *db.Queries) ([]audit, error) {
-		a, err := k.markTenantDeleted(ctx, tx, q, id, actor, &d)
+	err := adm.inAuditedTx(ctx, adm.begin, adminQueries, func(tx pgx.Tx, q *db.Queries) ([]audit, error) {
+		a, err := adm.markTenantDeleted(ctx, tx, q, id, actor, &d)
 		return []audit{a}, err
 	})
-	if errors.Is(err, ErrNoTenant) {
+	if errors.Is(err, auth.ErrNoTenant) {
 		// Deleted already, perhaps by a deletion that was cut short:
 		// remove what it left, and say it is gone.
-		if perr := k.purgeInBatches(ctx, id); perr != nil {
+		if perr := adm.purgeInBatches(ctx, id); perr != nil {
 			return Deletion{}, fmt.Errorf("delete tenant %q: remove the rows its deletion left: %w", id, perr)
 		}
 	}
 	if err != nil {
 		return Deletion{}, fmt.Errorf("delete tenant %q: %w", id, err)
 	}
-	if err := k.purgeInBatches(ctx, id); err != nil {
+	if err := adm.purgeInBatches(ctx, id); err != nil {
 		return Deletion{}, fmt.Errorf("delete tenant %q: it is deleted, and rows of it are left "+
 			"(deleting it again removes them): %w", id, err)
 	}
@@ -127,10 +128,10 @@ func (k *Keys) DeleteTenant(ctx context.Context, actor, id string) (Deletion, er
 
 // markTenantDeleted marks live tenant id deleted in tx (q its queries),
 // recording in d what it owns, and returns the audit record of it.
-func (k *Keys) markTenantDeleted(ctx context.Context, tx pgx.Tx, q *db.Queries, id, actor string, d *Deletion) (audit, error) {
+func (adm *Admin) markTenantDeleted(ctx context.Context, tx pgx.Tx, q *db.Queries, id, actor string, d *Deletion) (audit, error) {
 	no, err := q.LockTenantForDelete(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return audit{}, ErrNoTenant
+		return audit{}, auth.ErrNoTenant
 	} else if err != nil {
 		return audit{}, err
 	}
@@ -152,10 +153,10 @@ func (k *Keys) markTenantDeleted(ctx context.Context, tx pgx.Tx, q *db.Queries, 
 		return audit{}, err
 	}
 	for _, r := range roles {
-		if err := k.dropLoginRole(ctx, tx, r.RoleName); pgerr.Unavailable(err) {
+		if err := adm.dropLoginRole(ctx, tx, r.RoleName); pgerr.Unavailable(err) {
 			return audit{}, err
 		} else if err != nil {
-			k.log.Warn("drop the SQL role of a deleted tenant", "role", r.RoleName, "err", err)
+			adm.log.Warn("drop the SQL role of a deleted tenant", "role", r.RoleName, "err", err)
 			d.Unremoved = append(d.Unremoved, r.RoleName)
 		}
 	}
@@ -175,7 +176,7 @@ func (k *Keys) markTenantDeleted(ctx context.Context, tx pgx.Tx, q *db.Queries, 
 // dropLoginRole drops the Postgres login role of a deleted tenant's
 // analyst in a savepoint of tx: only the schema's owner may (the CLI; not
 // a server over pgrole.Server), and a refusal must not undo the deletion.
-func (k *Keys) dropLoginRole(ctx context.Context, tx pgx.Tx, role string) error {
+func (adm *Admin) dropLoginRole(ctx context.Context, tx pgx.Tx, role string) error {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return err
@@ -196,9 +197,9 @@ const purgeBatchRows = 5000
 // purgeInBatches removes the rows of deleted tenant id batch by batch
 // until none is left, or another purge holds the tenant (it removes the
 // rest). Nothing happens for a live or unknown tenant.
-func (k *Keys) purgeInBatches(ctx context.Context, id string) error {
+func (adm *Admin) purgeInBatches(ctx context.Context, id string) error {
 	for {
-		n, err := k.admin.PurgeDeletedTenantBatch(ctx, db.PurgeDeletedTenantBatchParams{TenantID: id, Batch: purgeBatchRows})
+		n, err := adm.admin.PurgeDeletedTenantBatch(ctx, db.PurgeDeletedTenantBatchParams{TenantID: id, Batch: purgeBatchRows})
 		if err != nil || n == 0 {
 			return err
 		}
@@ -209,8 +210,8 @@ func (k *Keys) purgeInBatches(ctx context.Context, id string) error {
 // tenant when id is "") that writes in flight while it was deleted added
 // after its deletion: what a server runs once it has stopped taking the
 // tenant's writes. A live tenant's rows are never touched.
-func (k *Keys) PurgeDeleted(ctx context.Context, id string) ([]TableRows, error) {
-	tables, err := purge(ctx, k.admin, id)
+func (adm *Admin) PurgeDeleted(ctx context.Context, id string) ([]TableRows, error) {
+	tables, err := purge(ctx, adm.admin, id)
 	if err != nil {
 		return nil, fmt.Errorf("purge the rows of deleted tenant %q: %w", id, err)
 	}
@@ -230,14 +231,14 @@ func purge(ctx context.Context, q *db.Queries, id string) ([]TableRows, error) {
 }
 
 // DeletedTenants returns every deleted tenant.
-func (k *Keys) DeletedTenants(ctx context.Context) ([]store.Tenant, error) {
-	rows, err := k.admin.ListDeletedTenants(ctx)
+func (adm *Admin) DeletedTenants(ctx context.Context) ([]ident.Tenant, error) {
+	rows, err := adm.admin.ListDeletedTenants(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list deleted tenants: %w", err)
 	}
-	out := make([]store.Tenant, len(rows))
+	out := make([]ident.Tenant, len(rows))
 	for i, r := range rows {
-		out[i] = store.Tenant{ID: r.TenantID, No: uint32(r.TenantNo)}
+		out[i] = ident.Tenant{ID: r.TenantID, No: uint32(r.TenantNo)}
 	}
 	return out, nil
 }

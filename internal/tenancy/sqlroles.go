@@ -1,4 +1,4 @@
-package auth
+package tenancy
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -89,12 +90,12 @@ func SQLRoleName(tenant string) string {
 // it a new password and ends its open sessions (rotation). It returns the
 // role and its password, shown this once: Postgres keeps a SCRAM verifier
 // of it, cardbox nothing.
-func (k *Keys) CreateSQLRole(ctx context.Context, actor, tenant, role string) (SQLRole, string, error) {
+func (adm *Admin) CreateSQLRole(ctx context.Context, actor, tenant, role string) (SQLRole, string, error) {
 	var r SQLRole
 	var password string
-	err := k.ownerAuditedTx(ctx, func(tx pgx.Tx, q *db.Queries) (_ []audit, err error) {
+	err := adm.ownerAuditedTx(ctx, func(tx pgx.Tx, q *db.Queries) (_ []audit, err error) {
 		if _, err := q.GetTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
-			return nil, ErrNoTenant
+			return nil, auth.ErrNoTenant
 		} else if err != nil {
 			return nil, err
 		}
@@ -106,18 +107,18 @@ func (k *Keys) CreateSQLRole(ctx context.Context, actor, tenant, role string) (S
 		return SQLRole{}, "", fmt.Errorf("create SQL role for tenant %q: %w", tenant, err)
 	}
 	if r.RotatedAt != nil {
-		r.Unended = k.endSessionsOf(ctx, r.Name)
+		r.Unended = adm.endSessionsOf(ctx, r.Name)
 	}
 	return r, password, nil
 }
 
 // CreateTenantWithSQLRole creates a tenant and the SQL role of an analyst
 // of it in one transaction; see CreateTenant and CreateSQLRole.
-func (k *Keys) CreateTenantWithSQLRole(ctx context.Context, actor, id, name string) (Tenant, SQLRole, string, error) {
+func (adm *Admin) CreateTenantWithSQLRole(ctx context.Context, actor, id, name string) (Tenant, SQLRole, string, error) {
 	var t Tenant
 	var r SQLRole
 	var password string
-	err := k.ownerAuditedTx(ctx, func(tx pgx.Tx, q *db.Queries) ([]audit, error) {
+	err := adm.ownerAuditedTx(ctx, func(tx pgx.Tx, q *db.Queries) ([]audit, error) {
 		var ta, ra audit
 		var err error
 		if t, ta, err = createTenant(ctx, q, actor, id, name); err != nil {
@@ -239,10 +240,10 @@ func privilegeHint(err error) error {
 
 // ListSQLRoles lists the SQL roles of tenant, or of every tenant when
 // tenant is "".
-func (k *Keys) ListSQLRoles(ctx context.Context, tenant string) ([]SQLRole, error) {
-	ctx, cancel := k.bounded(ctx)
+func (adm *Admin) ListSQLRoles(ctx context.Context, tenant string) ([]SQLRole, error) {
+	ctx, cancel := adm.bounded(ctx)
 	defer cancel()
-	rows, err := k.owner().ListSQLRoles(ctx, pgtype.Text{String: tenant, Valid: tenant != ""})
+	rows, err := adm.owner().ListSQLRoles(ctx, pgtype.Text{String: tenant, Valid: tenant != ""})
 	if err != nil {
 		return nil, fmt.Errorf("list SQL roles: %w", err)
 	}
@@ -257,12 +258,12 @@ func (k *Keys) ListSQLRoles(ctx context.Context, tenant string) ([]SQLRole, erro
 // DropSQLRoles drops the SQL role named role, or every SQL role of tenant
 // when role is "" (with both, role must be tenant's), and ends their open
 // sessions.
-func (k *Keys) DropSQLRoles(ctx context.Context, actor, tenant, role string) ([]SQLRole, error) {
+func (adm *Admin) DropSQLRoles(ctx context.Context, actor, tenant, role string) ([]SQLRole, error) {
 	if tenant == "" && role == "" {
 		return nil, errors.New("drop SQL roles: name a tenant or a role")
 	}
 	var dropped []db.DeleteSQLRolesRow
-	err := k.ownerAuditedTx(ctx, func(tx pgx.Tx, q *db.Queries) (records []audit, err error) {
+	err := adm.ownerAuditedTx(ctx, func(tx pgx.Tx, q *db.Queries) (records []audit, err error) {
 		dropped, err = q.DeleteSQLRoles(ctx, db.DeleteSQLRolesParams{
 			RoleName: pgtype.Text{String: role, Valid: role != ""}, TenantID: pgtype.Text{String: tenant, Valid: tenant != ""},
 		})
@@ -287,22 +288,22 @@ func (k *Keys) DropSQLRoles(ctx context.Context, actor, tenant, role string) ([]
 	for i, d := range dropped {
 		out[i] = SQLRole{Name: d.RoleName, TenantID: d.TenantID, Missing: d.RoleOid.Uint32 == 0}
 		if !out[i].Missing {
-			out[i].Unended = k.endSessions(ctx, d.RoleOid)
+			out[i].Unended = adm.endSessions(ctx, d.RoleOid)
 		}
 	}
 	return out, nil
 }
 
 // endSessionsOf ends the open sessions of role; see endSessions.
-func (k *Keys) endSessionsOf(ctx context.Context, role string) int {
-	bctx, cancel := k.bounded(ctx)
-	oid, err := k.owner().PGRoleOID(bctx, role)
+func (adm *Admin) endSessionsOf(ctx context.Context, role string) int {
+	bctx, cancel := adm.bounded(ctx)
+	oid, err := adm.owner().PGRoleOID(bctx, role)
 	cancel()
 	if err != nil {
-		k.log.Warn("end the sessions of a SQL role", "role", role, "err", err)
+		adm.log.Warn("end the sessions of a SQL role", "role", role, "err", err)
 		return -1
 	}
-	return k.endSessions(ctx, oid)
+	return adm.endSessions(ctx, oid)
 }
 
 // endSessions ends the sessions of the role with oid (which may be
@@ -310,12 +311,12 @@ func (k *Keys) endSessionsOf(ctx context.Context, role string) int {
 // could not be signalled (the role cardbox connects as is not a
 // superuser, nor in pg_signal_backend) or Postgres did not answer within
 // the bound (Bound).
-func (k *Keys) endSessions(ctx context.Context, oid pgtype.Uint32) int {
-	ctx, cancel := k.bounded(ctx)
+func (adm *Admin) endSessions(ctx context.Context, oid pgtype.Uint32) int {
+	ctx, cancel := adm.bounded(ctx)
 	defer cancel()
-	n, err := k.owner().EndRoleSessions(ctx, oid)
+	n, err := adm.owner().EndRoleSessions(ctx, oid)
 	if err != nil {
-		k.log.Warn("end the sessions of a SQL role", "oid", oid.Uint32, "err", err)
+		adm.log.Warn("end the sessions of a SQL role", "oid", oid.Uint32, "err", err)
 		return -1
 	}
 	return int(n)

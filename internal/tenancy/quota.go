@@ -1,4 +1,4 @@
-package auth
+package tenancy
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -28,16 +29,16 @@ type Quota struct {
 // SetQuota sets a tenant's storage quota in bytes (0: back to the
 // server's default), recording actor in the audit log. Servers apply it
 // within quota.RefreshEvery.
-func (k *Keys) SetQuota(ctx context.Context, actor, tenant string, bytes int64) error {
+func (adm *Admin) SetQuota(ctx context.Context, actor, tenant string, bytes int64) error {
 	if bytes < 0 {
 		return fmt.Errorf("set quota of tenant %q: %w", tenant, ErrBadQuota)
 	}
-	err := k.audited(ctx, func(q *db.Queries) (audit, error) {
+	err := adm.audited(ctx, func(q *db.Queries) (audit, error) {
 		_, err := q.SetTenantQuota(ctx, db.SetTenantQuotaParams{
 			TenantID: tenant, QuotaBytes: pgtype.Int8{Int64: bytes, Valid: bytes > 0},
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return audit{}, ErrNoTenant
+			return audit{}, auth.ErrNoTenant
 		}
 		return audit{actor: actor, action: "tenant.quota", tenant: tenant, target: tenant, detail: map[string]any{"quota_bytes": bytes}}, err
 	})
@@ -48,10 +49,10 @@ func (k *Keys) SetQuota(ctx context.Context, actor, tenant string, bytes int64) 
 }
 
 // TenantQuota returns a tenant's own quota and CardBox bytes.
-func (k *Keys) TenantQuota(ctx context.Context, tenant string) (Quota, error) {
-	row, err := k.lookup.GetTenantQuota(ctx, tenant)
+func (adm *Admin) TenantQuota(ctx context.Context, tenant string) (Quota, error) {
+	row, err := adm.lookup.GetTenantQuota(ctx, tenant)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Quota{}, ErrNoTenant
+		return Quota{}, auth.ErrNoTenant
 	}
 	if err != nil {
 		return Quota{}, store.Wrap(store.KindUnavailable, err, "look up the quota of tenant "+tenant)
@@ -61,8 +62,8 @@ func (k *Keys) TenantQuota(ctx context.Context, tenant string) (Quota, error) {
 
 // TenantQuotas returns every tenant's own quota and CardBox bytes, by
 // tenant id.
-func (k *Keys) TenantQuotas(ctx context.Context) (map[string]Quota, error) {
-	rows, err := k.admin.ListTenantQuotas(ctx)
+func (adm *Admin) TenantQuotas(ctx context.Context) (map[string]Quota, error) {
+	rows, err := adm.admin.ListTenantQuotas(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list tenant quotas: %w", err)
 	}

@@ -1,4 +1,4 @@
-package store
+package ident
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 func TestHashOfIsBLAKE3(t *testing.T) {
 	for _, n := range []int{0, 1, 1023, 1024, 1025, 4096, 70000} {
 		b := bytes.Repeat([]byte{byte(n)}, n)
-		if got, want := hashOf(b), Hash(blake3.Sum256(b)); got != want {
-			t.Errorf("hashOf(%d bytes) = %x, want %x", n, got, want)
+		if got, want := HashOf(b), Hash(blake3.Sum256(b)); got != want {
+			t.Errorf("HashOf(%d bytes) = %x, want %x", n, got, want)
 		}
 	}
 }
@@ -26,7 +26,7 @@ func BenchmarkHashOnFreshGoroutine(b *testing.B) {
 		hash func([]byte) Hash
 	}{
 		{"Sum256", func(p []byte) Hash { return blake3.Sum256(p) }},
-		{"hashOf", hashOf},
+		{"HashOf", HashOf},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			var wg sync.WaitGroup
