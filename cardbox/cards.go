@@ -92,6 +92,20 @@ func normalizeAll(cards []NewCard) ([]normalCard, error) {
 func insertCards(ctx context.Context, q *db.Queries, project string, now time.Time, norm []normalCard) (map[string]Card, error) {
 	p := db.InsertCardsParams{TenantID: project, Now: now}
 	fillColumns(norm, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
+	for _, n := range norm {
+		h, err := ContentHash(n.content)
+		if err != nil {
+			return nil, fmt.Errorf("hash card %q: %w", n.id, err)
+		}
+		counts, err := tokenCounts(n.content, n.toolCalls)
+		if err != nil {
+			return nil, fmt.Errorf("count tokens of card %q: %w", n.id, err)
+		}
+		p.ContentHashes = append(p.ContentHashes, h)
+		p.TokenCounts = append(p.TokenCounts, counts)
+		p.CxdbContextIds = append(p.CxdbContextIds, int64(n.cxdbContext))
+		p.CxdbTurnIds = append(p.CxdbTurnIds, int64(n.cxdbTurn))
+	}
 	rows, err := q.InsertCards(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("insert cards: %w", err)
