@@ -59,7 +59,7 @@ func newHarnessWith(t testing.TB, pool cardbox.DB, bodyLimit int64, opts cardbox
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
 	opts.Now = clk.Now
 	svc := cardbox.New(pool, opts)
-	h := api.New(api.Options{Routes: []api.Routes{api.CardBox(svc)}, BodyLimit: bodyLimit})
+	h := api.New(api.Options{Routes: []api.Routes{api.CardBox(svc), api.Assembly(svc, nil)}, BodyLimit: bodyLimit})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &harness{t: t, url: srv.URL, svc: svc, clk: clk, h: h}
