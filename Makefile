@@ -12,6 +12,9 @@ FUZZ_TARGETS = \
 	./api:FuzzScanIDList \
 	./api:FuzzCheckBody \
 	./api:FuzzDecodeStrictBody \
+	./cardbox:FuzzEntryCursor:20000x \
+	./cardbox:FuzzContentHash:20000x \
+	./cardbox/position:FuzzBetween \
 	./cxdbcompat:FuzzReadFrame \
 	./cxdbcompat:FuzzDecodeRequest \
 	./cxdbcompat:FuzzDecodeResponses \

@@ -54,11 +54,12 @@ func PrincipalFrom(ctx context.Context) (auth.Principal, bool) {
 // the API's description is no secret.
 var publicRoutes = map[string]bool{"/healthz": true, "/openapi.yaml": true}
 
-// readPosts are the POST routes that only read (batch reads).
+// readPosts are the POST routes that only read (batch reads, assembly).
 var readPosts = map[string]bool{
-	"/projects/:project_id/cards/batch": true,
-	"/projects/:project_id/boxes/batch": true,
-	"/v1/blobs/missing":                 true,
+	"/projects/:project_id/cards/batch":            true,
+	"/projects/:project_id/boxes/batch":            true,
+	"/projects/:project_id/boxes/:box_id/assemble": true,
+	"/v1/blobs/missing":                            true,
 }
 
 // operatorRoutes are for operators only: they show every tenant.

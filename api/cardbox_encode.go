@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
@@ -29,6 +30,14 @@ func (cs cardsJSON) MarshalJSON() ([]byte, error) {
 		b = cs[i].AppendJSON(b)
 	}
 	return append(b, ']'), nil
+}
+
+// rawCards is a list of rendered cards.
+type rawCards []json.RawMessage
+
+// MarshalJSON implements json.Marshaler.
+func (cs rawCards) MarshalJSON() ([]byte, error) {
+	return appendjson.RawList(make([]byte, 0, appendjson.RawListLen(cs)), cs), nil
 }
 
 // sendJSON writes a pre-encoded JSON body. With its length known, net/http

@@ -74,7 +74,7 @@ func newHarnessRoutes(t testing.TB, pool cardbox.DB, bodyLimit int64, opts cardb
 	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
 	opts.Now = clk.Now
 	svc := cardbox.New(pool, opts)
-	h := api.New(api.Options{Routes: []api.Routes{api.CardBoxWith(svc, routes)}, BodyLimit: bodyLimit})
+	h := api.New(api.Options{Routes: []api.Routes{api.CardBoxWith(svc, routes), api.Assembly(svc, nil)}, BodyLimit: bodyLimit})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &harness{t: t, url: srv.URL, svc: svc, clk: clk, h: h}

@@ -101,10 +101,19 @@ func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardID
 // it: the page's live cards are asked of room from the newest back, and
 // the page starts after the newest that gets none, its NextCursor there,
 // so that paging on reads the rest.
+//
+// A box with zones and positions (entries) is paged by entry as
+// BoxCardsJSON does, not yet held to room.
 func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string, limit int, cursor string, room Room) (CardPageJSON, error) {
+	if _, _, isEntry, _ := parseEntryCursor(cursor); isEntry {
+		return s.BoxCardsJSON(ctx, project, boxID, limit, cursor)
+	}
 	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
 	if err != nil {
 		return CardPageJSON{}, err
+	}
+	if page.Structured {
+		return s.BoxCardsJSON(ctx, project, boxID, limit, cursor)
 	}
 	sized, err := s.sizeLive(ctx, project, dedupe(page.CardIds))
 	if err != nil {
@@ -232,13 +241,13 @@ func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []str
 	if err != nil {
 		return 0, nil, fmt.Errorf("get boxes: %w", err)
 	}
-	byID := make(map[string]db.Box, len(rows))
+	byID := make(map[string]db.GetLiveBoxesRow, len(rows))
 	for _, r := range rows {
 		byID[r.BoxID] = r
 	}
 	for i, id := range ids[:answered] {
 		if r, ok := byID[id]; ok { // a box deleted since it was measured is missing
-			boxes = append(boxes, boundedBox{HydratedBoxOf: HydratedBoxOf[json.RawMessage]{Box: boxFromRow(r)}, position: i})
+			boxes = append(boxes, boundedBox{HydratedBoxOf: HydratedBoxOf[json.RawMessage]{Box: boxFromRow(db.GetLiveBoxRow(r))}, position: i})
 		}
 	}
 	return answered, boxes, nil

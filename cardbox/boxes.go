@@ -106,7 +106,7 @@ func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (B
 	if err != nil {
 		return Box{}, fmt.Errorf("create box: %w", err)
 	}
-	return boxFromRow(row), nil
+	return boxFromRow(db.GetLiveBoxRow(row)), nil
 }
 
 // SaveBox creates or replaces a box. Every card id must name a live card
@@ -131,7 +131,7 @@ func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInpu
 	if err != nil {
 		return Box{}, fmt.Errorf("save box %q: %w", boxID, err)
 	}
-	return boxFromRow(row), nil
+	return boxFromRow(db.GetLiveBoxRow(row)), nil
 }
 
 // checkBoxWrite validates a box body, checks its cards exist, admits its
@@ -216,11 +216,18 @@ type Appended struct {
 	// Length is the number of card ids in the box after the append.
 	Length    int
 	UpdatedAt time.Time
+	// cursor is the cursor of a box with entries; "" for a plain box.
+	cursor string
 }
 
 // Cursor is the BoxCards cursor of the page that ends with the appended
 // ids.
-func (a Appended) Cursor() string { return strconv.Itoa(a.Length) }
+func (a Appended) Cursor() string {
+	if a.cursor != "" {
+		return a.cursor
+	}
+	return strconv.Itoa(a.Length)
+}
 
 // AppendToBox appends card ids to a box atomically: concurrent appends to
 // one box all land, in some order. The box must exist (ErrNotFound), every
@@ -237,6 +244,11 @@ func (s *Service) AppendToBox(ctx context.Context, project, boxID string, cardID
 		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(), MaxCards: MaxBoxCards,
 	})
 	if isNoRows(err) {
+		if structured, _ := s.structured(ctx, project, boxID); structured {
+			a, cursor, err := s.appendEntries(ctx, project, boxID, cardIDs, "")
+			a.cursor = cursor
+			return a, err
+		}
 		return Appended{}, s.appendRefused(ctx, project, boxID, len(cardIDs))
 	}
 	if err != nil {
@@ -355,13 +367,13 @@ func getBoxes[C any](ctx context.Context, s *Service, project string, query Boxe
 	if err != nil {
 		return BoxesOf[C]{}, fmt.Errorf("get boxes: %w", err)
 	}
-	byID := make(map[string]db.Box, len(rows))
+	byID := make(map[string]db.GetLiveBoxesRow, len(rows))
 	for _, r := range rows {
 		byID[r.BoxID] = r
 	}
 	for _, id := range ids {
 		if r, ok := byID[id]; ok {
-			res.Boxes = append(res.Boxes, HydratedBoxOf[C]{Box: boxFromRow(r)})
+			res.Boxes = append(res.Boxes, HydratedBoxOf[C]{Box: boxFromRow(db.GetLiveBoxRow(r))})
 		} else {
 			res.MissingBoxIDs = append(res.MissingBoxIDs, id)
 		}
@@ -412,9 +424,18 @@ func (s *Service) BoxCardsJSON(ctx context.Context, project, boxID string, limit
 }
 
 func boxCards[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
+	if _, _, isEntry, err := parseEntryCursor(cursor); isEntry || err != nil {
+		if err != nil {
+			return CardPageOf[C]{}, err
+		}
+		return entryPage(ctx, s, project, boxID, limit, cursor, read)
+	}
 	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
 	if err != nil {
 		return CardPageOf[C]{}, err
+	}
+	if page.Structured {
+		return entryPage(ctx, s, project, boxID, limit, cursor, read)
 	}
 	cards, err := read(ctx, project, dedupe(page.CardIds))
 	if err != nil {
@@ -484,7 +505,7 @@ func nonNil(ids []string) []string {
 	return ids
 }
 
-func boxFromRow(r db.Box) Box {
+func boxFromRow(r db.GetLiveBoxRow) Box {
 	meta := r.Metadata
 	if len(bytes.TrimSpace(meta)) == 0 {
 		meta = []byte("{}")
@@ -494,4 +515,46 @@ func boxFromRow(r db.Box) Box {
 		ParentIDs: nonNil(r.ParentIds), Metadata: meta,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
+}
+
+// structured reports whether a live box has entries (zones and positions).
+func (s *Service) structured(ctx context.Context, project, boxID string) (bool, error) {
+	row, err := s.as(project).GetBoxEntries(ctx, db.GetBoxEntriesParams{TenantID: project, BoxID: boxID})
+	if err != nil {
+		return false, err
+	}
+	return row.Structured, nil
+}
+
+// entryPage is boxCards for a box with entries: its cursors name places
+// in the box (see beforeCursor), so that edits elsewhere do not shift
+// pages.
+func entryPage[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
+	box, err := s.Entries(ctx, project, boxID)
+	if err != nil {
+		return CardPageOf[C]{}, err
+	}
+	end, err := entryPageEnd(box.Entries, cursor)
+	if err != nil {
+		return CardPageOf[C]{}, err
+	}
+	start := max(0, end-ClampLimit(limit))
+	ids := make([]string, 0, end-start)
+	for _, e := range box.Entries[start:end] {
+		ids = append(ids, e.CardID)
+	}
+	cards, err := read(ctx, project, dedupe(ids))
+	if err != nil {
+		return CardPageOf[C]{}, err
+	}
+	out := CardPageOf[C]{Cards: make([]C, 0, len(ids))}
+	for _, id := range ids {
+		if c, ok := cards[id]; ok {
+			out.Cards = append(out.Cards, c)
+		}
+	}
+	if start > 0 {
+		out.NextCursor = beforeCursor(box.Entries[start])
+	}
+	return out, nil
 }

@@ -90,8 +90,10 @@ func normalizeAll(cards []NewCard) ([]normalCard, error) {
 // insertCards inserts the new cards and checks that the others are exact
 // replays; it returns every card as stored, by id.
 func insertCards(ctx context.Context, q *db.Queries, project string, now time.Time, norm []normalCard) (map[string]Card, error) {
-	p := db.InsertCardsParams{TenantID: project, Now: now}
-	fillColumns(norm, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
+	p, err := insertParams(project, now, norm)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := q.InsertCards(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("insert cards: %w", err)
@@ -110,6 +112,28 @@ func insertCards(ctx context.Context, q *db.Queries, project string, now time.Ti
 		}
 	}
 	return stored, checkReplays(ctx, q, project, rest, stored)
+}
+
+// insertParams makes the insert of cards: their columns, content hashes
+// and token counts.
+func insertParams(project string, now time.Time, norm []normalCard) (db.InsertCardsParams, error) {
+	p := db.InsertCardsParams{TenantID: project, Now: now}
+	fillColumns(norm, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
+	for _, n := range norm {
+		h, err := ContentHash(n.content)
+		if err != nil {
+			return p, fmt.Errorf("hash card %q: %w", n.id, err)
+		}
+		counts, err := tokenCounts(n.content, n.toolCalls)
+		if err != nil {
+			return p, fmt.Errorf("count tokens of card %q: %w", n.id, err)
+		}
+		p.ContentHashes = append(p.ContentHashes, h)
+		p.TokenCounts = append(p.TokenCounts, counts)
+		p.CxdbContextIds = append(p.CxdbContextIds, int64(n.cxdbContext))
+		p.CxdbTurnIds = append(p.CxdbTurnIds, int64(n.cxdbTurn))
+	}
+	return p, nil
 }
 
 // checkReplays compares cards that already exist with the stored ones and

@@ -169,6 +169,9 @@ type normalCard struct {
 	toolCallID string
 	ttl        int32
 	metadata   []byte // a JSON object with type and role
+	// cxdbContext and cxdbTurn name the CXDB turn a derived card was
+	// made from; 0 for other cards.
+	cxdbContext, cxdbTurn uint64
 }
 
 // normalize validates c and returns its stored form.

@@ -40,6 +40,7 @@ var tenantTables = map[string]tenantTable{
 	"analytics_watermarks":     {systems: projector},
 	"api_keys":                 {systems: systemPaths},
 	"audit_log":                {systems: systemPaths},
+	"box_snapshots":            {systems: systemPaths},
 	"boxes":                    {systems: systemPaths, analysts: true},
 	"cardbox_usage_log":        {systems: systemPaths},
 	"cards":                    {systems: systemPaths, analysts: true},

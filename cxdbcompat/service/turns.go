@@ -48,6 +48,10 @@ type TurnQuery struct {
 	// be on the context's chain). After pages towards the head. Neither:
 	// the newest turns.
 	Before, After uint64
+	// UpTo, when set (and neither Before nor After is), pages from this
+	// turn, which must be on the context's chain, towards the root: the
+	// chain as it was when UpTo was its head.
+	UpTo uint64
 	// TypeID, when set, keeps only turns declaring it (and TypeVersion,
 	// when not 0).
 	TypeID      string
@@ -127,7 +131,10 @@ func (s *Service) checkTurnQuery(t ident.Tenant, contextID uint64, q *TurnQuery)
 	if q.Before != 0 && q.After != 0 {
 		return invalidParam("before_turn_id", "give either a before or an after cursor, not both")
 	}
-	for param, id := range map[string]uint64{"before_turn_id": q.Before, "cursor": q.After} {
+	if q.UpTo != 0 && (q.Before != 0 || q.After != 0) {
+		return invalidParam("up_to_turn_id", "give either up_to_turn_id or a cursor, not both")
+	}
+	for param, id := range map[string]uint64{"before_turn_id": q.Before, "cursor": q.After, "up_to_turn_id": q.UpTo} {
 		if id != 0 && !s.OnChain(t, contextID, id) {
 			return invalidParam(param, "turn %d is not on context %d's chain", id, contextID)
 		}
@@ -159,6 +166,9 @@ func (s *Service) selectTurns(t ident.Tenant, head uint64, q TurnQuery) (ids []u
 		return newer[:n], true, n < len(newer)
 	}
 	start := head
+	if q.UpTo != 0 {
+		start, hasNewer = q.UpTo, q.UpTo != head
+	}
 	if q.Before != 0 {
 		turn, _ := s.TurnInfo(t, q.Before)
 		start, hasNewer = turn.ParentID, true

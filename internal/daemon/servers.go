@@ -40,6 +40,7 @@ func (d *Daemon) buildServers() {
 	}
 	routes := []api.Routes{
 		api.CardBoxWith(d.cards, api.CardBoxOptions{Answers: answers, AnswerWait: cfg.Test.AnswerWait}),
+		api.Assembly(d.cards, d.cxdb),
 		api.CXDB(d.cxdb, api.CXDBOptions{
 			Stop: d.life.Done(), Stats: d.engine, DataDir: cfg.DataDir, Gatherer: metrics, Answers: answers,
 			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait,

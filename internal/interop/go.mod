@@ -9,6 +9,7 @@ go 1.26.8
 require github.com/strongdm/ai-cxdb/clients/go v0.0.0
 
 require (
+	github.com/google/uuid v1.6.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.0.12 // indirect
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect

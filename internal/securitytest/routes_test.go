@@ -1,10 +1,14 @@
 package securitytest_test
 
 import (
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"sort"
 	"testing"
+
+	"github.com/cardboxhq/cardbox/cardbox"
 )
 
 // mode is what another tenant's request with acme's ids must get.
@@ -156,6 +160,74 @@ var httpRoutes = map[string]route{
 		}, twin},
 		{"own box, acme's card ids", func(p ids) request {
 			return request{"POST", "/projects/" + p.OwnProject + "/boxes/" + p.OwnBox + "/append", fmt.Sprintf(`{"card_ids":[%q]}`, p.Card)}
+		}, twin},
+	}},
+
+	// Context assembly.
+	"GET /projects/:project_id/cards": {ok: 200, variants: []variant{
+		{"acme's content hash", func(p ids) request {
+			return request{"GET", "/projects/" + p.OwnProject + "/cards?content_hash=" + contentHash("acme's secret card 1"), ""}
+		}, scope},
+	}},
+	"GET /projects/:project_id/boxes/:box_id/entries":   boxRead(""),
+	"GET /projects/:project_id/boxes/:box_id/snapshots": boxRead("/snapshots"),
+	"GET /projects/:project_id/boxes/:box_id/snapshots/:snapshot_id": {ok: 200, variants: []variant{
+		{"acme's project", func(p ids) request {
+			return request{"GET", "/projects/" + p.Project + "/boxes/" + p.Box + "/snapshots/" + p.Snapshot, ""}
+		}, twin},
+		{"own project, acme's box and snapshot ids", func(p ids) request {
+			return request{"GET", "/projects/" + p.OwnProject + "/boxes/" + p.Box + "/snapshots/" + p.Snapshot, ""}
+		}, twin},
+	}},
+	"GET /projects/:project_id/boxes/:box_id/snapshots/:snapshot_id/diff": {ok: 200, variants: []variant{
+		{"acme's project", func(p ids) request {
+			return request{"GET", "/projects/" + p.Project + "/boxes/" + p.Box + "/snapshots/" + p.Snapshot + "/diff", ""}
+		}, twin},
+		{"own project, acme's box and snapshot ids", func(p ids) request {
+			return request{"GET", "/projects/" + p.OwnProject + "/boxes/" + p.Box + "/snapshots/" + p.Snapshot + "/diff", ""}
+		}, twin},
+	}},
+	"POST /projects/:project_id/boxes/:box_id/assemble": {ok: 200, variants: []variant{
+		{"acme's project", func(p ids) request {
+			return request{"POST", "/projects/" + p.Project + "/boxes/" + p.Box + "/assemble", `{"budget":1000,"tokenizer":"cl100k_base"}`}
+		}, twin},
+		{"own project, acme's box id", func(p ids) request {
+			return request{"POST", "/projects/" + p.OwnProject + "/boxes/" + p.Box + "/assemble", `{"budget":1000,"tokenizer":"cl100k_base"}`}
+		}, twin},
+	}},
+	"POST /projects/:project_id/boxes/:box_id/entries": {write: true, ok: 201, variants: []variant{
+		{"acme's project", func(p ids) request {
+			return request{"POST", "/projects/" + p.Project + "/boxes/" + p.Box + "/entries", fmt.Sprintf(`{"card_ids":[%q]}`, p.Card)}
+		}, twin},
+		{"own project, acme's box id", func(p ids) request {
+			return request{"POST", "/projects/" + p.OwnProject + "/boxes/" + p.Box + "/entries", fmt.Sprintf(`{"card_ids":[%q]}`, p.OwnCard)}
+		}, twin},
+		{"own box, acme's card ids", func(p ids) request {
+			return request{"POST", "/projects/" + p.OwnProject + "/boxes/" + p.OwnBox + "/entries", fmt.Sprintf(`{"card_ids":[%q]}`, p.Card)}
+		}, twin},
+	}},
+	"PATCH /projects/:project_id/boxes/:box_id/entries/:entry_id":  boxWrite("PATCH", "/entries/e1", `{"draft":false}`, 200),
+	"DELETE /projects/:project_id/boxes/:box_id/entries/:entry_id": boxWrite("DELETE", "/entries/e1", "", 204),
+	"POST /projects/:project_id/boxes/:box_id/reorder":             boxWrite("POST", "/reorder", `{"zone":"stable","entry_ids":[]}`, 200),
+	"POST /projects/:project_id/boxes/:box_id/snapshots":           boxWrite("POST", "/snapshots", `{}`, 201),
+	"POST /projects/:project_id/boxes/:box_id/restore": {write: true, ok: 200, variants: []variant{
+		{"acme's project", func(p ids) request {
+			return request{"POST", "/projects/" + p.Project + "/boxes/" + p.Box + "/restore", fmt.Sprintf(`{"snapshot_id":%q}`, p.Snapshot)}
+		}, twin},
+		{"own box, acme's box and snapshot ids", func(p ids) request {
+			return request{"POST", "/projects/" + p.OwnProject + "/boxes/" + p.OwnBox + "/restore",
+				fmt.Sprintf(`{"snapshot_id":%q,"from_box_id":%q}`, p.Snapshot, p.Box)}
+		}, twin},
+	}},
+	"POST /projects/:project_id/boxes/:box_id/derive": {write: true, ok: 200, variants: []variant{
+		{"acme's project", func(p ids) request {
+			return request{"POST", "/projects/" + p.Project + "/boxes/" + p.DoomedBox + "/derive", fmt.Sprintf(`{"from_box_id":%q}`, p.Box)}
+		}, twin},
+		{"own box from acme's box", func(p ids) request {
+			return request{"POST", "/projects/" + p.OwnProject + "/boxes/" + p.OwnBox + "/derive", fmt.Sprintf(`{"from_box_id":%q}`, p.Box)}
+		}, twin},
+		{"own box from acme's context", func(p ids) request {
+			return request{"POST", "/projects/" + p.OwnProject + "/boxes/" + p.OwnBox + "/derive", fmt.Sprintf(`{"context_id":"%d"}`, p.Context)}
 		}, twin},
 	}},
 
@@ -340,4 +412,39 @@ func (h *hosted) registeredRoutes(t *testing.T) []routeCase {
 		t.Fatalf("only %d routes registered", len(out))
 	}
 	return out
+}
+
+// boxRead is a read of a box's sub-resource at suffix: in acme's project,
+// and in the caller's own under acme's box id.
+func boxRead(suffix string) route {
+	if suffix == "" {
+		suffix = "/entries"
+	}
+	return route{ok: 200, variants: []variant{
+		{"acme's project", func(p ids) request { return request{"GET", "/projects/" + p.Project + "/boxes/" + p.Box + suffix, ""} }, twin},
+		{"own project, acme's box id", func(p ids) request {
+			return request{"GET", "/projects/" + p.OwnProject + "/boxes/" + p.Box + suffix, ""}
+		}, twin},
+	}}
+}
+
+// boxWrite is a write to acme's box at suffix, and the same in the
+// caller's own project under acme's box id.
+func boxWrite(method, suffix, body string, ok int) route {
+	return route{write: true, ok: ok, variants: []variant{
+		{"acme's project", func(p ids) request {
+			return request{method, "/projects/" + p.Project + "/boxes/" + p.Box + suffix, body}
+		}, twin},
+		{"own project, acme's box id", func(p ids) request {
+			return request{method, "/projects/" + p.OwnProject + "/boxes/" + p.Box + suffix, body}
+		}, twin},
+	}}
+}
+
+// contentHash is the hex content hash of a card whose content is the
+// JSON string s.
+func contentHash(s string) string {
+	b, _ := json.Marshal(s)
+	h, _ := cardbox.ContentHash(b)
+	return hex.EncodeToString(h)
 }

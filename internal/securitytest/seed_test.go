@@ -39,6 +39,7 @@ type ids struct {
 	DoomedCard string // a card that acme's own delete removes, last
 	Box        string
 	DoomedBox  string
+	Snapshot   string // a snapshot of Box
 	Bundle     string
 	TypeID     string
 	Title      string // the context's title, from its first turn
@@ -68,6 +69,7 @@ func (p ids) missing() ids {
 	m.Blob, m.Tree, m.Payload = blake3.Sum256([]byte("no such blob")), blake3.Sum256([]byte("no such tree")), blake3.Sum256([]byte("no such payload"))
 	m.File = "no-such-file.txt"
 	m.Card, m.DoomedCard, m.Box, m.DoomedBox = "no-such-card", "no-such-doomed-card", "no-such-box", "no-such-doomed-box"
+	m.Snapshot = "no-such-snapshot"
 	m.Bundle, m.TypeID = "no-such-bundle", "no.such.Type"
 	m.Title, m.Label, m.Tag = "No such title", "no-such-label", "no-such-tag"
 	return m
@@ -187,6 +189,11 @@ func (h *hosted) seed(t *testing.T) (acme, asGlobex ids) {
 	for _, box := range []string{acme.Box, acme.DoomedBox} {
 		h.do(t, acmeWriter, request{"PUT", "/projects/acme/boxes/" + box, `{"card_ids":["acme-card-1","acme-card-2"]}`}).want(t, http.StatusOK)
 	}
+	var snap struct {
+		SnapshotID string `json:"snapshot_id"`
+	}
+	h.do(t, acmeWriter, request{"POST", "/projects/acme/boxes/" + acme.Box + "/snapshots", `{}`}).want(t, http.StatusCreated).json(t, &snap)
+	acme.Snapshot = snap.SnapshotID
 	acme.OwnProject, acme.OwnContext, acme.OwnTurn, acme.OwnTree, acme.OwnCard, acme.OwnBox =
 		acme.Project, acme.Context, acme.Turn, acme.Tree, "acme-card-2", acme.Box
 

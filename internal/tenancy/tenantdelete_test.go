@@ -31,6 +31,8 @@ var seeds = []string{
 	`INSERT INTO registry_bundles (tenant_id, bundle_id, body) VALUES ($1, 'b', '{}')`,
 	`INSERT INTO cards (tenant_id, card_id, content) VALUES ($1, 'c', '"hi"')`,
 	`INSERT INTO boxes (tenant_id, box_id, card_ids) VALUES ($1, 'x', '{c}')`,
+	`INSERT INTO box_snapshots (tenant_id, box_id, snapshot_id, entry_ids, card_ids, zones, positions, drafts, created_at)
+	 VALUES ($1, 'x', 's', '{e1}', '{c}', '{2}', '{a0}', '{f}', now())`,
 	`INSERT INTO sql_roles (role_name, tenant_id) VALUES ('cardbox_sql_seed_' || $1, $1)`,
 	`INSERT INTO tenant_usage (tenant_id, cardbox_bytes) VALUES ($1, 1) ON CONFLICT (tenant_id) DO NOTHING`,
 	`INSERT INTO turn_data (tenant_id, turn_id, type_id, type_version, data, registry_generation, parent_turn_id)

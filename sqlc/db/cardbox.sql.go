@@ -18,6 +18,7 @@ UPDATE boxes b
 SET card_ids = b.card_ids || $1::text[], updated_at = $2::timestamptz
 FROM locked
 WHERE b.tenant_id = $3::text AND b.box_id = $4::text AND b.deleted_at IS NULL
+  AND b.entry_ids IS NULL
   AND cardinality(b.card_ids) + cardinality($1::text[]) <= $5::int AND locked.ok
 RETURNING cardinality(b.card_ids)::int AS length, b.updated_at
 `
@@ -40,6 +41,8 @@ type AppendToBoxRow struct {
 // (no row). Answers the new length, not the ids, so that an append costs
 // the same answer whatever the box holds. The tenant's row is locked
 // before the box's (00024_lock_tenants_first).
+// A box with entries (zones and positions, 00035) is not appended to here
+// (no row): the caller places its new entries.
 func (q *Queries) AppendToBox(ctx context.Context, arg AppendToBoxParams) (AppendToBoxRow, error) {
 	row := q.db.QueryRow(ctx, appendToBox,
 		arg.CardIds,
@@ -165,8 +168,9 @@ func (q *Queries) CompareCards(ctx context.Context, arg CompareCardsParams) ([]C
 const getBoxPage = `-- name: GetBoxPage :one
 SELECT p.total::integer AS total,
        p.page_start::integer AS page_start,
-       p.card_ids[p.page_start + 1 : p.page_end]::text[] AS card_ids
-FROM (SELECT b.card_ids, cardinality(b.card_ids) AS total,
+       p.card_ids[p.page_start + 1 : p.page_end]::text[] AS card_ids,
+       p.structured::boolean AS structured
+FROM (SELECT b.card_ids, cardinality(b.card_ids) AS total, b.entry_ids IS NOT NULL AS structured,
              greatest(0, e.page_end - $1::integer) AS page_start, e.page_end
       FROM boxes b,
            LATERAL (SELECT CASE WHEN $2::integer < 0 THEN cardinality(b.card_ids)
@@ -182,14 +186,17 @@ type GetBoxPageParams struct {
 }
 
 type GetBoxPageRow struct {
-	Total     int32
-	PageStart int32
-	CardIds   []string
+	Total      int32
+	PageStart  int32
+	CardIds    []string
+	Structured bool
 }
 
 // Returns one page of a box's card ids: the @page_limit ids before position
 // @before (0-based, exclusive; negative means the end of the box), and the
 // position where the page starts.
+// structured says the box has entries (00035), whose pages are read by
+// place instead.
 func (q *Queries) GetBoxPage(ctx context.Context, arg GetBoxPageParams) (GetBoxPageRow, error) {
 	row := q.db.QueryRow(ctx, getBoxPage,
 		arg.PageLimit,
@@ -198,7 +205,12 @@ func (q *Queries) GetBoxPage(ctx context.Context, arg GetBoxPageParams) (GetBoxP
 		arg.BoxID,
 	)
 	var i GetBoxPageRow
-	err := row.Scan(&i.Total, &i.PageStart, &i.CardIds)
+	err := row.Scan(
+		&i.Total,
+		&i.PageStart,
+		&i.CardIds,
+		&i.Structured,
+	)
 	return i, err
 }
 
@@ -213,9 +225,20 @@ type GetLiveBoxParams struct {
 	BoxID    string
 }
 
-func (q *Queries) GetLiveBox(ctx context.Context, arg GetLiveBoxParams) (Box, error) {
+type GetLiveBoxRow struct {
+	TenantID  string
+	BoxID     string
+	CardIds   []string
+	ParentIds []string
+	Metadata  []byte
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	DeletedAt pgtype.Timestamptz
+}
+
+func (q *Queries) GetLiveBox(ctx context.Context, arg GetLiveBoxParams) (GetLiveBoxRow, error) {
 	row := q.db.QueryRow(ctx, getLiveBox, arg.TenantID, arg.BoxID)
-	var i Box
+	var i GetLiveBoxRow
 	err := row.Scan(
 		&i.TenantID,
 		&i.BoxID,
@@ -233,7 +256,7 @@ const getLiveBoxes = `-- name: GetLiveBoxes :many
 SELECT b.tenant_id, b.box_id, b.card_ids, b.parent_ids, b.metadata, b.created_at, b.updated_at, b.deleted_at
 FROM unnest($1::text[]) AS u(id)
 CROSS JOIN LATERAL (
-    SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at FROM boxes
+    SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at, entry_ids, zones, positions, drafts, entry_seq FROM boxes
     WHERE boxes.tenant_id = $2::text AND boxes.box_id = u.id AND boxes.deleted_at IS NULL
     LIMIT 1
 ) b
@@ -244,16 +267,27 @@ type GetLiveBoxesParams struct {
 	TenantID string
 }
 
+type GetLiveBoxesRow struct {
+	TenantID  string
+	BoxID     string
+	CardIds   []string
+	ParentIds []string
+	Metadata  []byte
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	DeletedAt pgtype.Timestamptz
+}
+
 // Each id looked up by the primary key, as in GetLiveCards.
-func (q *Queries) GetLiveBoxes(ctx context.Context, arg GetLiveBoxesParams) ([]Box, error) {
+func (q *Queries) GetLiveBoxes(ctx context.Context, arg GetLiveBoxesParams) ([]GetLiveBoxesRow, error) {
 	rows, err := q.db.Query(ctx, getLiveBoxes, arg.BoxIds, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Box
+	var items []GetLiveBoxesRow
 	for rows.Next() {
-		var i Box
+		var i GetLiveBoxesRow
 		if err := rows.Scan(
 			&i.TenantID,
 			&i.BoxID,
@@ -281,7 +315,7 @@ SELECT c.tenant_id, c.card_id, c.content, c.tool_calls, c.tool_call_id, c.ttl_se
        coalesce(c.metadata->>'author_id', '')::text AS author_id
 FROM unnest($1::text[]) AS u(id)
 CROSS JOIN LATERAL (
-    SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at, deleted_at, metadata, created_at FROM cards
+    SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at, deleted_at, metadata, created_at, content_hash, token_counts, cxdb_context_id, cxdb_turn_id FROM cards
     WHERE cards.tenant_id = $2::text AND cards.card_id = u.id
       AND cards.deleted_at IS NULL AND (cards.expires_at IS NULL OR cards.expires_at > $3::timestamptz)
     LIMIT 1
@@ -366,7 +400,18 @@ type InsertBoxParams struct {
 	Now       time.Time
 }
 
-func (q *Queries) InsertBox(ctx context.Context, arg InsertBoxParams) (Box, error) {
+type InsertBoxRow struct {
+	TenantID  string
+	BoxID     string
+	CardIds   []string
+	ParentIds []string
+	Metadata  []byte
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	DeletedAt pgtype.Timestamptz
+}
+
+func (q *Queries) InsertBox(ctx context.Context, arg InsertBoxParams) (InsertBoxRow, error) {
 	row := q.db.QueryRow(ctx, insertBox,
 		arg.TenantID,
 		arg.BoxID,
@@ -375,7 +420,7 @@ func (q *Queries) InsertBox(ctx context.Context, arg InsertBoxParams) (Box, erro
 		arg.Metadata,
 		arg.Now,
 	)
-	var i Box
+	var i InsertBoxRow
 	err := row.Scan(
 		&i.TenantID,
 		&i.BoxID,
@@ -391,20 +436,26 @@ func (q *Queries) InsertBox(ctx context.Context, arg InsertBoxParams) (Box, erro
 
 const insertCards = `-- name: InsertCards :many
 INSERT INTO cards (tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds,
-                   expires_at, metadata, created_at)
+                   expires_at, metadata, created_at, content_hash, token_counts,
+                   cxdb_context_id, cxdb_turn_id)
 SELECT $1::text AS tenant_id, n.card_id, n.content, n.tool_calls,
        NULLIF(n.tool_call_id, '') AS tool_call_id,
        NULLIF(n.ttl_seconds, 0) AS ttl_seconds,
        CASE WHEN n.ttl_seconds > 0
             THEN n.created_at + make_interval(0, 0, 0, 0, 0, 0, n.ttl_seconds) END AS expires_at,
-       n.metadata, n.created_at
+       n.metadata, n.created_at, n.content_hash, n.token_counts,
+       NULLIF(n.cxdb_context_id, 0), NULLIF(n.cxdb_turn_id, 0)
 FROM (SELECT $2::timestamptz AS created_at,
              unnest($3::text[]) AS card_id,
              unnest($4::jsonb[]) AS content,
              unnest($5::jsonb[]) AS tool_calls,
              unnest($6::text[]) AS tool_call_id,
              unnest($7::integer[]) AS ttl_seconds,
-             unnest($8::jsonb[]) AS metadata) AS n
+             unnest($8::jsonb[]) AS metadata,
+             unnest($9::bytea[]) AS content_hash,
+             unnest($10::jsonb[]) AS token_counts,
+             unnest($11::bigint[]) AS cxdb_context_id,
+             unnest($12::bigint[]) AS cxdb_turn_id) AS n
 ON CONFLICT (tenant_id, card_id) DO NOTHING
 RETURNING tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
           deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
@@ -413,14 +464,18 @@ RETURNING tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, ex
 `
 
 type InsertCardsParams struct {
-	TenantID    string
-	Now         time.Time
-	CardIds     []string
-	Contents    [][]byte
-	ToolCalls   [][]byte
-	ToolCallIds []string
-	TtlSeconds  []int32
-	Metadatas   [][]byte
+	TenantID       string
+	Now            time.Time
+	CardIds        []string
+	Contents       [][]byte
+	ToolCalls      [][]byte
+	ToolCallIds    []string
+	TtlSeconds     []int32
+	Metadatas      [][]byte
+	ContentHashes  [][]byte
+	TokenCounts    [][]byte
+	CxdbContextIds []int64
+	CxdbTurnIds    []int64
 }
 
 type InsertCardsRow struct {
@@ -445,6 +500,10 @@ type InsertCardsRow struct {
 //
 // Inserts the cards that do not exist yet and returns them; ids that exist
 // (live, deleted or expired) are skipped and checked by the caller.
+//
+// content_hash and token_counts are computed by the caller once per card
+// (00035); cxdb_context_id and cxdb_turn_id (0: none) link a card derived
+// from a CXDB turn to it.
 func (q *Queries) InsertCards(ctx context.Context, arg InsertCardsParams) ([]InsertCardsRow, error) {
 	rows, err := q.db.Query(ctx, insertCards,
 		arg.TenantID,
@@ -455,6 +514,10 @@ func (q *Queries) InsertCards(ctx context.Context, arg InsertCardsParams) ([]Ins
 		arg.ToolCallIds,
 		arg.TtlSeconds,
 		arg.Metadatas,
+		arg.ContentHashes,
+		arg.TokenCounts,
+		arg.CxdbContextIds,
+		arg.CxdbTurnIds,
 	)
 	if err != nil {
 		return nil, err
@@ -789,6 +852,7 @@ SELECT $1::text, $2::text, $3::text[], $4::text[], $5::jsonb,
 FROM locked WHERE locked.ok
 ON CONFLICT (tenant_id, box_id) DO UPDATE
 SET card_ids = excluded.card_ids,
+    entry_ids = NULL, zones = NULL, positions = NULL, drafts = NULL,
     parent_ids = excluded.parent_ids,
     metadata = excluded.metadata,
     updated_at = excluded.updated_at,
@@ -806,10 +870,22 @@ type UpsertBoxParams struct {
 	Now       time.Time
 }
 
+type UpsertBoxRow struct {
+	TenantID  string
+	BoxID     string
+	CardIds   []string
+	ParentIds []string
+	Metadata  []byte
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	DeletedAt pgtype.Timestamptz
+}
+
 // Creates or replaces a box. Replacing a deleted box brings it back as a new
-// box (new created_at). The tenant's row is locked before the box's
+// box (new created_at). A replaced box is a plain list again: its entries
+// (zones and positions, 00035) go. The tenant's row is locked before the box's
 // (00024_lock_tenants_first).
-func (q *Queries) UpsertBox(ctx context.Context, arg UpsertBoxParams) (Box, error) {
+func (q *Queries) UpsertBox(ctx context.Context, arg UpsertBoxParams) (UpsertBoxRow, error) {
 	row := q.db.QueryRow(ctx, upsertBox,
 		arg.TenantID,
 		arg.BoxID,
@@ -818,7 +894,7 @@ func (q *Queries) UpsertBox(ctx context.Context, arg UpsertBoxParams) (Box, erro
 		arg.Metadata,
 		arg.Now,
 	)
-	var i Box
+	var i UpsertBoxRow
 	err := row.Scan(
 		&i.TenantID,
 		&i.BoxID,

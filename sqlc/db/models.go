@@ -178,19 +178,41 @@ type Box struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	DeletedAt pgtype.Timestamptz
+	EntryIds  []string
+	Zones     []int16
+	Positions []string
+	Drafts    []bool
+	EntrySeq  int64
+}
+
+type BoxSnapshot struct {
+	TenantID   string
+	BoxID      string
+	SnapshotID string
+	EntryIds   []string
+	CardIds    []string
+	Zones      []int16
+	Positions  []string
+	Drafts     []bool
+	Metadata   []byte
+	CreatedAt  time.Time
 }
 
 type Card struct {
-	TenantID   string
-	CardID     string
-	Content    []byte
-	ToolCalls  []byte
-	ToolCallID pgtype.Text
-	TtlSeconds pgtype.Int4
-	ExpiresAt  pgtype.Timestamptz
-	DeletedAt  pgtype.Timestamptz
-	Metadata   []byte
-	CreatedAt  time.Time
+	TenantID      string
+	CardID        string
+	Content       []byte
+	ToolCalls     []byte
+	ToolCallID    pgtype.Text
+	TtlSeconds    pgtype.Int4
+	ExpiresAt     pgtype.Timestamptz
+	DeletedAt     pgtype.Timestamptz
+	Metadata      []byte
+	CreatedAt     time.Time
+	ContentHash   []byte
+	TokenCounts   []byte
+	CxdbContextID pgtype.Int8
+	CxdbTurnID    pgtype.Int8
 }
 
 type CardboxUsageLog struct {

@@ -22,6 +22,7 @@ UNION ALL SELECT 'tenant_blobs', count(*) FROM tenant_blobs WHERE tenant_id = $1
 UNION ALL SELECT 'registry_bundles', count(*) FROM registry_bundles WHERE tenant_id = $1::text
 UNION ALL SELECT 'cards', count(*) FROM cards WHERE tenant_id = $1::text
 UNION ALL SELECT 'boxes', count(*) FROM boxes WHERE tenant_id = $1::text
+UNION ALL SELECT 'box_snapshots', count(*) FROM box_snapshots WHERE tenant_id = $1::text
 UNION ALL SELECT 'api_keys', count(*) FROM api_keys WHERE tenant_id = $1::text
 UNION ALL SELECT 'sql_roles', count(*) FROM sql_roles WHERE tenant_id = $1::text
 UNION ALL SELECT 'tenant_usage', count(*) FROM tenant_usage WHERE tenant_id = $1::text
@@ -244,6 +245,12 @@ del_boxes AS (
         LIMIT $2::integer))
     RETURNING 1
 ),
+del_box_snapshots AS (
+    DELETE FROM box_snapshots WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM box_snapshots p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
 del_api_keys AS (
     DELETE FROM api_keys WHERE ctid = ANY (ARRAY(
         SELECT p.ctid FROM api_keys p JOIN gone USING (tenant_id)
@@ -334,6 +341,7 @@ SELECT (
     + (SELECT count(*) FROM del_registry_bundles)
     + (SELECT count(*) FROM del_cards)
     + (SELECT count(*) FROM del_boxes)
+    + (SELECT count(*) FROM del_box_snapshots)
     + (SELECT count(*) FROM del_api_keys)
     + (SELECT count(*) FROM del_sql_roles)
     + (SELECT count(*) FROM del_tenant_usage)
@@ -408,6 +416,9 @@ del_cards AS (
 del_boxes AS (
     DELETE FROM boxes x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 ),
+del_box_snapshots AS (
+    DELETE FROM box_snapshots x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
 del_api_keys AS (
     DELETE FROM api_keys x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 ),
@@ -457,6 +468,7 @@ UNION ALL SELECT 'tenant_blobs', count(*) FROM del_tenant_blobs
 UNION ALL SELECT 'registry_bundles', count(*) FROM del_registry_bundles
 UNION ALL SELECT 'cards', count(*) FROM del_cards
 UNION ALL SELECT 'boxes', count(*) FROM del_boxes
+UNION ALL SELECT 'box_snapshots', count(*) FROM del_box_snapshots
 UNION ALL SELECT 'api_keys', count(*) FROM del_api_keys
 UNION ALL SELECT 'sql_roles', count(*) FROM del_sql_roles
 UNION ALL SELECT 'tenant_usage', count(*) FROM del_tenant_usage

@@ -5,21 +5,31 @@
 --
 -- Inserts the cards that do not exist yet and returns them; ids that exist
 -- (live, deleted or expired) are skipped and checked by the caller.
+--
+-- content_hash and token_counts are computed by the caller once per card
+-- (00035); cxdb_context_id and cxdb_turn_id (0: none) link a card derived
+-- from a CXDB turn to it.
 INSERT INTO cards (tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds,
-                   expires_at, metadata, created_at)
+                   expires_at, metadata, created_at, content_hash, token_counts,
+                   cxdb_context_id, cxdb_turn_id)
 SELECT @tenant_id::text AS tenant_id, n.card_id, n.content, n.tool_calls,
        NULLIF(n.tool_call_id, '') AS tool_call_id,
        NULLIF(n.ttl_seconds, 0) AS ttl_seconds,
        CASE WHEN n.ttl_seconds > 0
             THEN n.created_at + make_interval(0, 0, 0, 0, 0, 0, n.ttl_seconds) END AS expires_at,
-       n.metadata, n.created_at
+       n.metadata, n.created_at, n.content_hash, n.token_counts,
+       NULLIF(n.cxdb_context_id, 0), NULLIF(n.cxdb_turn_id, 0)
 FROM (SELECT @now::timestamptz AS created_at,
              unnest(@card_ids::text[]) AS card_id,
              unnest(@contents::jsonb[]) AS content,
              unnest(@tool_calls::jsonb[]) AS tool_calls,
              unnest(@tool_call_ids::text[]) AS tool_call_id,
              unnest(@ttl_seconds::integer[]) AS ttl_seconds,
-             unnest(@metadatas::jsonb[]) AS metadata) AS n
+             unnest(@metadatas::jsonb[]) AS metadata,
+             unnest(@content_hashes::bytea[]) AS content_hash,
+             unnest(@token_counts::jsonb[]) AS token_counts,
+             unnest(@cxdb_context_ids::bigint[]) AS cxdb_context_id,
+             unnest(@cxdb_turn_ids::bigint[]) AS cxdb_turn_id) AS n
 ON CONFLICT (tenant_id, card_id) DO NOTHING
 RETURNING tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at,
           deleted_at, metadata, created_at, coalesce(metadata->>'type', '')::text AS type,
@@ -125,7 +135,8 @@ RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated
 
 -- name: UpsertBox :one
 -- Creates or replaces a box. Replacing a deleted box brings it back as a new
--- box (new created_at). The tenant's row is locked before the box's
+-- box (new created_at). A replaced box is a plain list again: its entries
+-- (zones and positions, 00035) go. The tenant's row is locked before the box's
 -- (00024_lock_tenants_first).
 WITH locked AS MATERIALIZED (SELECT lock_box_changes(ARRAY[@tenant_id::text]) AS ok)
 INSERT INTO boxes AS b (tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at)
@@ -134,6 +145,7 @@ SELECT @tenant_id::text, @box_id::text, @card_ids::text[], @parent_ids::text[], 
 FROM locked WHERE locked.ok
 ON CONFLICT (tenant_id, box_id) DO UPDATE
 SET card_ids = excluded.card_ids,
+    entry_ids = NULL, zones = NULL, positions = NULL, drafts = NULL,
     parent_ids = excluded.parent_ids,
     metadata = excluded.metadata,
     updated_at = excluded.updated_at,
@@ -148,10 +160,13 @@ RETURNING tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated
 -- the same answer whatever the box holds. The tenant's row is locked
 -- before the box's (00024_lock_tenants_first).
 WITH locked AS MATERIALIZED (SELECT lock_box_changes(ARRAY[@tenant_id::text]) AS ok)
+-- A box with entries (zones and positions, 00035) is not appended to here
+-- (no row): the caller places its new entries.
 UPDATE boxes b
 SET card_ids = b.card_ids || @card_ids::text[], updated_at = @now::timestamptz
 FROM locked
 WHERE b.tenant_id = @tenant_id::text AND b.box_id = @box_id::text AND b.deleted_at IS NULL
+  AND b.entry_ids IS NULL
   AND cardinality(b.card_ids) + cardinality(@card_ids::text[]) <= @max_cards::int AND locked.ok
 RETURNING cardinality(b.card_ids)::int AS length, b.updated_at;
 
@@ -179,10 +194,13 @@ CROSS JOIN LATERAL (
 -- Returns one page of a box's card ids: the @page_limit ids before position
 -- @before (0-based, exclusive; negative means the end of the box), and the
 -- position where the page starts.
+-- structured says the box has entries (00035), whose pages are read by
+-- place instead.
 SELECT p.total::integer AS total,
        p.page_start::integer AS page_start,
-       p.card_ids[p.page_start + 1 : p.page_end]::text[] AS card_ids
-FROM (SELECT b.card_ids, cardinality(b.card_ids) AS total,
+       p.card_ids[p.page_start + 1 : p.page_end]::text[] AS card_ids,
+       p.structured::boolean AS structured
+FROM (SELECT b.card_ids, cardinality(b.card_ids) AS total, b.entry_ids IS NOT NULL AS structured,
              greatest(0, e.page_end - @page_limit::integer) AS page_start, e.page_end
       FROM boxes b,
            LATERAL (SELECT CASE WHEN @before::integer < 0 THEN cardinality(b.card_ids)

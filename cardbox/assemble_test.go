@@ -1,0 +1,177 @@
+package cardbox_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cardboxhq/cardbox/cardbox"
+)
+
+// conversation writes a small conversation with a tool call into box b.
+func conversation(t *testing.T, s *cardbox.Service) {
+	t.Helper()
+	ctx := context.Background()
+	call := typed("call", "tool.call", "")
+	call.Content = nil
+	call.ToolCalls = json.RawMessage(`[{"id":"c1","type":"function","function":{"name":"search","arguments":"{\"q\":\"weather\"}"}}]`)
+	result := typed("result", "tool.result", "sunny, 21 degrees")
+	result.ToolCallID = "c1"
+	expiring := typed("old", "agent.thought", "a thought that expires soon")
+	expiring.TTLSeconds = 60
+	if _, err := s.AddCards(ctx, "p", []cardbox.NewCard{
+		typed("sys", "sys.profile", "You are a weather assistant. Answer in one sentence."),
+		typed("ask", "task.instruction", "What is the weather in Paris today?"),
+		expiring,
+		typed("think", "agent.thought", "I should look the weather up before answering the question."),
+		call, result,
+		typed("gone", "agent.thought", "deleted later"),
+		typed("answer", "task.deliverable", "It is sunny and 21 degrees in Paris."),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveBox(ctx, "p", "b", cardbox.BoxInput{CardIDs: []string{"sys", "ask", "old", "think", "call", "result", "gone", "answer"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteCard(ctx, "p", "gone"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func reasons(a cardbox.Assembled) map[string]string {
+	m := map[string]string{}
+	for _, l := range a.LeftOut {
+		m[l.CardID] = l.Reason
+	}
+	return m
+}
+
+func TestAssembleUnderBudgets(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newService(t)
+	conversation(t, s)
+	clk.Add(2 * time.Minute) // "old" expires
+	full, err := s.Assemble(ctx, "p", "b", cardbox.AssembleRequest{Budget: 1000, Tokenizer: "cl100k_base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := reasons(full); r["gone"] != cardbox.LeftOutDeleted || r["old"] != cardbox.LeftOutExpired || len(r) != 2 {
+		t.Fatalf("left out %v", r)
+	}
+	perm := full.Zones[cardbox.ZonePermanent].Tokens
+	for _, tt := range []struct {
+		name   string
+		budget int
+		kept   []string
+	}{
+		{"all", full.Tokens, []string{"sys", "ask", "think", "call", "result", "answer"}},
+		{"without the oldest working card", full.Tokens - 1, []string{"sys", "ask", "call", "result", "answer"}},
+		{"the tool call and its result go together", full.Tokens - 13, []string{"sys", "ask", "answer"}},
+		{"the permanent zone alone", perm, []string{"sys", "ask"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := cardbox.AssembleRequest{Budget: tt.budget, Tokenizer: "cl100k_base", Format: cardbox.FormatMessages}
+			a, err := s.Assemble(ctx, "p", "b", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var msgs []map[string]any
+			if err := json.Unmarshal(a.Window, &msgs); err != nil {
+				t.Fatal(err)
+			}
+			if len(msgs) != len(tt.kept) || a.Tokens > tt.budget {
+				t.Fatalf("kept %v (%d tokens of %d), want cards %v", a.EntryIDs, a.Tokens, tt.budget, tt.kept)
+			}
+			again, err := s.Assemble(ctx, "p", "b", req)
+			if err != nil || !bytes.Equal(again.Window, a.Window) || again.Hash != a.Hash {
+				t.Fatalf("a second assembly differs: %s vs %s", again.Window, a.Window)
+			}
+		})
+	}
+	_, err = s.Assemble(ctx, "p", "b", cardbox.AssembleRequest{Budget: perm - 1, Tokenizer: "o200k_base"})
+	var be *cardbox.BudgetError
+	if !errors.As(err, &be) || be.Permanent-be.Budget < 1 {
+		t.Fatalf("budget below the permanent zone: %v", err)
+	}
+}
+
+func TestAssembleMessagesShape(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t)
+	conversation(t, s)
+	a, err := s.Assemble(ctx, "p", "b", cardbox.AssembleRequest{Budget: 1000, Tokenizer: "o200k_base", Format: "messages"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []struct {
+		Role       string          `json:"role"`
+		Content    *string         `json:"content"`
+		ToolCalls  json.RawMessage `json:"tool_calls"`
+		ToolCallID string          `json:"tool_call_id"`
+	}
+	if err := json.Unmarshal(a.Window, &msgs); err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range msgs {
+		roles = append(roles, m.Role)
+	}
+	if want := []string{"system", "user", "assistant", "assistant", "assistant", "tool", "assistant"}; !slices.Equal(roles, want) {
+		t.Fatalf("roles %v, want %v", roles, want)
+	}
+	if msgs[4].Content != nil || len(msgs[4].ToolCalls) == 0 || msgs[5].ToolCallID != "c1" {
+		t.Fatalf("tool call messages: %s", a.Window)
+	}
+}
+
+func TestAssembleBadInput(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t)
+	conversation(t, s)
+	for _, tt := range []struct {
+		req   cardbox.AssembleRequest
+		field string
+	}{
+		{cardbox.AssembleRequest{Budget: 0, Tokenizer: "cl100k_base"}, "budget"},
+		{cardbox.AssembleRequest{Budget: -5, Tokenizer: "cl100k_base"}, "budget"},
+		{cardbox.AssembleRequest{Budget: 10, Tokenizer: "gpt2"}, "tokenizer"},
+		{cardbox.AssembleRequest{Budget: 10, Tokenizer: "cl100k_base", Format: "xml"}, "format"},
+	} {
+		_, err := s.Assemble(ctx, "p", "b", tt.req)
+		var ve *cardbox.ValidationError
+		if !errors.As(err, &ve) || ve.Field != tt.field {
+			t.Errorf("%+v: %v, want an error of %s", tt.req, err, tt.field)
+		}
+	}
+	if _, err := s.Assemble(ctx, "other", "b", cardbox.AssembleRequest{Budget: 10, Tokenizer: "cl100k_base"}); !errors.Is(err, cardbox.ErrNotFound) {
+		t.Errorf("another project's box: %v", err)
+	}
+}
+
+func TestCardsWithContentHash(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newService(t)
+	a, b := typed("a", "myapp.note", ""), typed("b", "myapp.note", "")
+	a.Content, b.Content = json.RawMessage(`{"x": 1, "y": [true, "z"]}`), json.RawMessage(`{"y":[true,"z"],"x":1}`)
+	a.Metadata = json.RawMessage(`{"type":"myapp.note","role":"user"}`)
+	b.Metadata = a.Metadata
+	if _, err := s.AddCards(ctx, "p", []cardbox.NewCard{a, b, typed("c", "agent.thought", "other")}); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := cardbox.ContentHash(a.Content)
+	got, err := s.CardsWithContentHash(ctx, "p", hex.EncodeToString(h))
+	if err != nil || len(got) != 2 {
+		t.Fatalf("same content: %d cards, %v", len(got), err)
+	}
+	if other, err := s.CardsWithContentHash(ctx, "q", hex.EncodeToString(h)); err != nil || len(other) != 0 {
+		t.Fatalf("another project: %d cards, %v", len(other), err)
+	}
+	if _, err := s.CardsWithContentHash(ctx, "p", "zz"); !errors.Is(err, cardbox.ErrInvalid) {
+		t.Fatalf("bad hash: %v", err)
+	}
+}
