@@ -9,9 +9,9 @@ FUZZTIME ?= 200000x
 # a slow oracle (projection: every descriptor and render option against
 # vmihailenco/msgpack), runs fewer inputs.
 FUZZ_TARGETS = \
-	./api:FuzzScanIDList \
-	./api:FuzzCheckBody \
-	./api:FuzzDecodeStrictBody \
+	./api/internal/jsonbody:FuzzScanIDList \
+	./api/cardboxhttp:FuzzCheckBody \
+	./api/cxdbhttp:FuzzDecodeStrictBody \
 	./cardbox:FuzzEntryCursor:20000x \
 	./cardbox:FuzzContentHash:20000x \
 	./cardbox/position:FuzzBetween \

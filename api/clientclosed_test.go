@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/api/cardboxhttp"
+	"github.com/cardboxhq/cardbox/api/cxdbhttp"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/ident"
@@ -122,8 +124,8 @@ func newGoneEnv(t *testing.T) *goneEnv {
 	h := api.New(api.Options{
 		Health: enteredHealth{engine, e.entered},
 		Routes: []api.Routes{
-			api.CardBox(e.cards),
-			api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: reg}),
+			cardboxhttp.CardBox(e.cards),
+			cxdbhttp.CXDB(svc, cxdbhttp.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: reg}),
 		},
 		HTTPMetrics: e.metrics, Metrics: reg, AccessLog: true, Logger: slog.New(e.logs),
 	})

@@ -222,8 +222,8 @@ func fromEchoError(he *echo.HTTPError) *Error {
 	return NewError(he.Code, "%s", msg)
 }
 
-// with adds a detail to the error.
-func (e *Error) with(key string, value any) *Error {
+// With adds a detail to the error and returns it.
+func (e *Error) With(key string, value any) *Error {
 	if e.Details == nil {
 		e.Details = map[string]any{}
 	}
