@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
 
@@ -47,7 +48,7 @@ func (w *wholeTrees) add(k treeKey) {
 	w.m[k] = struct{}{}
 }
 
-// checkFSRoot walks the tree at root and fails with KindNotFound naming
+// checkFSRoot walks the tree at root and fails with fault.NotFound naming
 // the first blob that is missing for the tenant.
 func (e *Engine) checkFSRoot(ctx context.Context, t Tenant, root Hash) error {
 	if err := e.checkTree(ctx, t, root, "/"); err != nil {
@@ -71,7 +72,7 @@ func (e *Engine) checkTree(ctx context.Context, t Tenant, h Hash, path string) e
 	}
 	entries, err := fstree.Decode(data)
 	if err != nil {
-		return wrapf(KindInvalid, err, "tree object %x at %s", h, path)
+		return fault.Wrap(fault.Invalid, err, "tree object %x at %s", h, path)
 	}
 	for _, en := range entries {
 		if err := e.checkEntry(ctx, t, en, path+en.Name); err != nil {
@@ -84,7 +85,7 @@ func (e *Engine) checkTree(ctx context.Context, t Tenant, h Hash, path string) e
 
 func (e *Engine) checkEntry(ctx context.Context, t Tenant, en fstree.Entry, path string) error {
 	if !en.HashOK {
-		return errorf(KindInvalid, "entry %s has no 32-byte hash", path)
+		return fault.New(fault.Invalid, "entry %s has no 32-byte hash", path)
 	}
 	switch en.Kind {
 	case fstree.KindDir:
@@ -95,7 +96,7 @@ func (e *Engine) checkEntry(ctx context.Context, t Tenant, en fstree.Entry, path
 	return e.needBlob(ctx, t, Hash(en.Hash), "file", path)
 }
 
-// needBlob fails with KindNotFound unless the tenant has blob h.
+// needBlob fails with fault.NotFound unless the tenant has blob h.
 func (e *Engine) needBlob(ctx context.Context, t Tenant, h Hash, what, path string) error {
 	ok, err := e.ownsBlob(ctx, t, h)
 	if err != nil {
@@ -105,7 +106,7 @@ func (e *Engine) needBlob(ctx context.Context, t Tenant, h Hash, what, path stri
 		if errors.Is(e.blobs.Has(h), blobpack.ErrDamaged) {
 			return blobReadError(e.blobs.Has(h), h, what+" "+path)
 		}
-		return errorf(KindNotFound, "%s blob %x (%s) not found", what, h, path)
+		return fault.New(fault.NotFound, "%s blob %x (%s) not found", what, h, path)
 	}
 	return nil
 }

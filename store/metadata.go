@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -22,7 +23,7 @@ func (e *Engine) RegistryBundles(ctx context.Context, t Tenant) ([]Bundle, error
 	}
 	rows, err := e.as(pgrole.Tenant, t.ID).ListRegistryBundles(ctx, t.ID)
 	if err != nil {
-		return nil, wrapf(KindUnavailable, err, "load registry bundles")
+		return nil, fault.Wrap(fault.Unavailable, err, "load registry bundles")
 	}
 	out := make([]Bundle, len(rows))
 	for i, r := range rows {
@@ -43,7 +44,7 @@ func (e *Engine) AddRegistryBundle(ctx context.Context, t Tenant, b Bundle) (sto
 	}
 	n, err := e.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
 	if err != nil {
-		return false, wrapf(KindUnavailable, err, "store registry bundle %q", b.ID)
+		return false, fault.Wrap(fault.Unavailable, err, "store registry bundle %q", b.ID)
 	}
 	if n == 1 {
 		e.usage.add(t.No, int64(len(b.Body)))
@@ -78,7 +79,7 @@ func (e *Engine) SaveRootMetadata(ctx context.Context, t Tenant, root uint64, co
 		p.Labels, p.Provenance = m.Labels, m.Provenance
 	}
 	if err := e.as(pgrole.Tenant, t.ID).InsertTurnMetadata(ctx, p); err != nil {
-		return wrapf(KindUnavailable, err, "save metadata of turn %d", root)
+		return fault.Wrap(fault.Unavailable, err, "save metadata of turn %d", root)
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ type PendingMetadata struct {
 func (e *Engine) ContextsWithoutMetadata(ctx context.Context, max int) ([]PendingMetadata, error) {
 	rows, err := e.as(pgrole.Recovery, "").ListContextsWithoutMetadata(ctx, int32(max))
 	if err != nil {
-		return nil, wrapf(KindUnavailable, err, "list contexts without metadata")
+		return nil, fault.Wrap(fault.Unavailable, err, "list contexts without metadata")
 	}
 	out := make([]PendingMetadata, len(rows))
 	for i, r := range rows {
@@ -133,7 +134,7 @@ func (e *Engine) Metadata(ctx context.Context, t Tenant, ids []uint64) (map[uint
 	}
 	rows, err := e.as(pgrole.Tenant, t.ID).ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: want})
 	if err != nil {
-		return nil, wrapf(KindUnavailable, err, "load context metadata")
+		return nil, fault.Wrap(fault.Unavailable, err, "load context metadata")
 	}
 	out := make(map[uint64]ContextMeta, len(rows))
 	for _, r := range rows {

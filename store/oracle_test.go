@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/zeebo/blake3"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // GET_BLOB of bytes only another tenant stored takes the path of bytes
@@ -54,7 +56,7 @@ func timeGetBlob(t *testing.T, s *testStore, tenant Tenant, h Hash) time.Duratio
 	start := time.Now()
 	_, err := s.GetBlob(context.Background(), tenant, h)
 	took := time.Since(start)
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 	return took
 }
 

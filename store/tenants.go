@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -30,10 +31,10 @@ func (c *tenantCache) get(ctx context.Context, id string) (Tenant, error) {
 	}
 	row, err := c.q.GetTenant(ctx, id)
 	if isNoRows(err) {
-		return Tenant{}, errorf(KindNotFound, "tenant %q not found", id)
+		return Tenant{}, fault.New(fault.NotFound, "tenant %q not found", id)
 	}
 	if err != nil {
-		return Tenant{}, wrapf(KindUnavailable, err, "look up tenant %q", id)
+		return Tenant{}, fault.Wrap(fault.Unavailable, err, "look up tenant %q", id)
 	}
 	t = Tenant{ID: row.TenantID, No: uint32(row.TenantNo)}
 	c.add(t)

@@ -1,7 +1,7 @@
 // Package quota keeps each tenant within its storage quota in hosted mode
 // (docs/security.md, "Storage quotas"): a write that would take a tenant
 // over its quota is refused before anything of it is written, with a
-// store.KindQuotaExceeded error (binary ERROR 507 and HTTP 507
+// fault.QuotaExceeded error (binary ERROR 507 and HTTP 507
 // QUOTA_EXCEEDED, distinct from a full disk's DISK_FULL).
 //
 // A tenant's usage has two parts. The turn store's (blobs charged as if
