@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -44,6 +45,12 @@ func bodyOf(e *fault.Error) *Error {
 	return &Error{Status: e.Kind.Status(), Message: e.ClientMessage(), Kind: e.Kind.String(), Details: e.Details}
 }
 
+// describe is err as the error log says it: with the status and kind it
+// was answered with, e.g. "503 UNAVAILABLE: not ready: ...".
+func (e *Error) describe(err error) string {
+	return fmt.Sprintf("%d %s: %v", e.Status, e.Kind, err)
+}
+
 // notReady is /healthz's 503 before it first answered ok: the server is
 // not ready yet, which is no fault (logged at info).
 type notReady struct{ err *fault.Error }
@@ -61,9 +68,9 @@ type ErrorMapper func(error) *fault.Error
 const retryAfterSeconds = "1"
 
 // errorHandler renders every error the same way; it is the one place where
-// errors become HTTP statuses, by internal/fault's table. Server errors are logged at ERROR once per
-// status, kind and interval (errLog), whatever their rate: the request
-// metrics count each.
+// errors become HTTP statuses, by internal/fault's table (toBody). Server
+// errors are logged at ERROR once per status, kind and interval (errLog),
+// whatever their rate: the request metrics count each.
 func errorHandler(log *slog.Logger, errLog *lograte.Limiter, mappers []ErrorMapper) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
@@ -86,10 +93,10 @@ func errorHandler(log *slog.Logger, errLog *lograte.Limiter, mappers []ErrorMapp
 			// A probe asking before the server was ever ready: nothing
 			// failed yet.
 			errLog.Log(context.Background(), slog.LevelInfo, lograte.Key{Surface: "http (starting)", Status: apiErr.Status, Kind: apiErr.Kind},
-				"not ready yet", "path", c.Path(), "err", err)
+				"not ready yet", "path", c.Path(), "err", apiErr.describe(err))
 		case apiErr.Status >= 500:
 			errLog.Log(context.Background(), slog.LevelError, lograte.Key{Surface: "http", Status: apiErr.Status, Kind: apiErr.Kind},
-				"request failed", "method", req.Method, "path", c.Path(), "err", err)
+				"request failed", "method", req.Method, "path", c.Path(), "err", apiErr.describe(err))
 		}
 		if apiErr.Status == http.StatusServiceUnavailable {
 			c.Response().Header().Set("Retry-After", retryAfterSeconds)

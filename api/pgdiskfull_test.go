@@ -67,7 +67,7 @@ func TestPostgresFullDiskIsHTTP507(t *testing.T) {
 
 // Postgres errors no domain mapper claims take their status from
 // internal/pgerr's classes (api.ErrorOf), and the turn store's kinds
-// from the same classes (store errors): one table.
+// from the same classes (fault.Wrap): one table.
 func TestPostgresErrorStatuses(t *testing.T) {
 	for _, tt := range []struct {
 		code, severity string

@@ -50,7 +50,7 @@ func TestPostgresErrorKinds(t *testing.T) {
 				want = fault.DiskFull
 			}
 			if got := fault.KindOf(fault.Wrap(fault.Unavailable, tt.err, "look up blob")); got != want {
-				t.Errorf("wrapf(unavailable): %v, want %v", got, want)
+				t.Errorf("fault.Wrap(unavailable): %v, want %v", got, want)
 			}
 		})
 	}
