@@ -13,6 +13,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/docs"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 
@@ -52,14 +53,16 @@ func (r *CardBoxRoutes) Register(e *echo.Echo) {
 	p.POST("/boxes/:box_id/append", r.appendToBox)
 }
 
-// MapError maps cardbox errors to API errors; it is CardBoxErrors.
-func (r *CardBoxRoutes) MapError(err error) *Error { return CardBoxErrors(err) }
+// MapError gives cardbox's errors their kinds; it is CardBoxErrors.
+func (r *CardBoxRoutes) MapError(err error) *fault.Error { return CardBoxErrors(err) }
 
-// CardBoxErrors maps the cardbox package's errors: invalid input 400, not
-// found 404, a changed immutable card 409, unknown card ids in a box write
-// 422. It returns nil for other errors; Postgres's own (unavailable 503,
-// a full disk 507) are PostgresErrors'.
-func CardBoxErrors(err error) *Error {
+// CardBoxErrors gives the cardbox package's errors their kinds: invalid
+// input fault.Invalid (400), not found fault.NotFound (404), a changed
+// immutable card fault.Conflict (409), unknown card ids in a box write
+// fault.Unprocessable (422); the message is the error's whole text. It
+// returns nil for other errors; Postgres's own (unavailable 503, a full
+// disk 507) take their kinds in fault.From.
+func CardBoxErrors(err error) *fault.Error {
 	var (
 		ve *cardbox.ValidationError
 		ce *cardbox.ConflictError
@@ -67,25 +70,19 @@ func CardBoxErrors(err error) *Error {
 	)
 	switch {
 	case errors.As(err, &ve):
-		e := NewError(http.StatusBadRequest, "%s", ve.Error())
-		e.Details = map[string]any{"field": ve.Field}
-		return e
+		return fault.New(fault.Invalid, "%s", ve).With("field", ve.Field)
 	case errors.As(err, &ce):
-		e := NewError(http.StatusConflict, "%s", ce.Error())
-		e.Details = map[string]any{"card_ids": ce.CardIDs}
-		return e
+		return fault.New(fault.Conflict, "%s", ce).With("card_ids", ce.CardIDs)
 	case errors.As(err, &ue):
-		e := NewError(http.StatusUnprocessableEntity, "%s", ue.Error())
-		e.Details = map[string]any{"card_ids": ue.CardIDs}
-		return e
+		return fault.New(fault.Unprocessable, "%s", ue).With("card_ids", ue.CardIDs)
 	case errors.Is(err, cardbox.ErrNotFound):
-		return NewError(http.StatusNotFound, "%s", err.Error())
+		return fault.New(fault.NotFound, "%s", err)
 	case errors.Is(err, cardbox.ErrInvalid):
-		return NewError(http.StatusBadRequest, "%s", err.Error())
+		return fault.New(fault.Invalid, "%s", err)
 	case errors.Is(err, cardbox.ErrConflict):
-		return NewError(http.StatusConflict, "%s", err.Error())
+		return fault.New(fault.Conflict, "%s", err)
 	case errors.Is(err, cardbox.ErrUnknownCard):
-		return NewError(http.StatusUnprocessableEntity, "%s", err.Error())
+		return fault.New(fault.Unprocessable, "%s", err)
 	}
 	return nil
 }
@@ -102,7 +99,7 @@ func param(c echo.Context, name string) (string, error) {
 	}
 	u, err := url.PathUnescape(v)
 	if err != nil {
-		return "", NewError(http.StatusBadRequest, "path parameter %s: %v", name, err)
+		return "", fault.New(fault.Invalid, "path parameter %s: %v", name, err)
 	}
 	return u, nil
 }
@@ -285,7 +282,7 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 	}
 	ret := c.QueryParam("return")
 	if ret != "" && ret != "box" {
-		return NewError(http.StatusBadRequest, `return=%q: the only value is "box" (answer the whole box)`, ret)
+		return fault.New(fault.Invalid, `return=%q: the only value is "box" (answer the whole box)`, ret)
 	}
 	ctx := c.Request().Context()
 	appended, err := r.svc.AppendToBox(ctx, project, id, req.CardIDs)
@@ -337,7 +334,7 @@ func (r *CardBoxRoutes) boxCards(c echo.Context) error {
 	limit := cardbox.DefaultCardsLimit
 	if s := c.QueryParam("limit"); s != "" {
 		if limit, err = strconv.Atoi(s); err != nil {
-			return NewError(http.StatusBadRequest, "query parameter \"limit\": %q is not an integer", s)
+			return fault.New(fault.Invalid, "query parameter \"limit\": %q is not an integer", s)
 		}
 	}
 	charge := r.charge(c, project)

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // fsList serves GET /v1/turns/{id}/fs?path=: a directory listing.
@@ -24,7 +25,7 @@ func (r *CXDBRoutes) fsList(c echo.Context) error {
 		return err
 	}
 	if node.Dir == nil {
-		return NewError(http.StatusUnprocessableEntity, "path is not a directory: %s", c.QueryParam("path")).with("turn_id", idString(id))
+		return fault.New(fault.Unprocessable, "path is not a directory: %s", c.QueryParam("path")).With("turn_id", idString(id))
 	}
 	charge := r.charge(c, t)
 	defer charge.release()
@@ -75,7 +76,7 @@ func (r *CXDBRoutes) fsPath(c echo.Context) error {
 func (r *CXDBRoutes) fileJSON(c echo.Context, charge *answerCharge, id uint64, p string, f *service.FSFile) error {
 	n := base64.StdEncoding.EncodedLen(len(f.Content))
 	if n > service.MaxPageBytes {
-		e := NewError(http.StatusUnprocessableEntity,
+		e := fault.New(fault.Unprocessable,
 			"file too large for format=json: %d bytes are %d in base64, over the %d bytes an answer may hold; read it without format=json",
 			len(f.Content), n, service.MaxPageBytes)
 		e.Details = map[string]any{"size": len(f.Content), "limit": service.MaxPageBytes, "hash": f.Entry.Hash}

@@ -140,7 +140,6 @@ func TestParseMinimal(t *testing.T) {
 	}
 }
 
-
 func TestApplyRules(t *testing.T) {
 	const (
 		str  = `"1":{"name":"a","type":"string"}`

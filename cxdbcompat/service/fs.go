@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // FSEntry is one entry of a directory listing.
@@ -116,19 +116,19 @@ func (s *Service) readTree(ctx context.Context, t ident.Tenant, h ident.Hash) ([
 	}
 	entries, err := fstree.Decode(b)
 	if err != nil {
-		return nil, &Error{Kind: KindUnprocessable, Message: "tree " + hex.EncodeToString(h[:]) + ": " + err.Error()}
+		return nil, fault.Wrap(fault.Unprocessable, err, "tree %x", h[:])
 	}
 	return entries, nil
 }
 
 func (s *Service) readBlob(ctx context.Context, t ident.Tenant, h ident.Hash, path string) ([]byte, error) {
 	b, err := s.GetBlob(ctx, t, h)
-	if store.KindOf(err) == store.KindNotFound {
+	if fault.KindOf(err) == fault.NotFound {
 		details := map[string]any{"blob": hex.EncodeToString(h[:])}
 		if path != "" {
 			details["path"] = path
 		}
-		return nil, &Error{Kind: KindNotFound, Message: "blob " + hex.EncodeToString(h[:]) + " not found", Details: details}
+		return nil, &fault.Error{Kind: fault.NotFound, Message: "blob " + hex.EncodeToString(h[:]) + " not found", Details: details}
 	}
 	return b, err
 }
