@@ -20,15 +20,17 @@ func (r *CXDBRoutes) fsList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	node, err := r.svc.FS(c.Request().Context(), t, id, c.QueryParam("path"))
+	// The tree objects on the way are charged while each is read, the
+	// listing before its JSON is built.
+	charge := r.charge(c, t)
+	defer charge.release()
+	node, err := r.svc.FS(c.Request().Context(), t, id, c.QueryParam("path"), charge.borrow)
 	if err != nil {
 		return err
 	}
 	if node.Dir == nil {
 		return fault.New(fault.Unprocessable, "path is not a directory: %s", c.QueryParam("path")).With("turn_id", idString(id))
 	}
-	charge := r.charge(c, t)
-	defer charge.release()
 	return r.writeFSListing(c, charge, node.Dir)
 }
 
@@ -46,14 +48,14 @@ func (r *CXDBRoutes) fsPath(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	node, err := r.svc.FS(c.Request().Context(), t, id, p)
+	// The tree objects on the way are charged while each is read, a
+	// listing before its JSON is built, a file once read, as a blob is.
+	charge := r.charge(c, t)
+	defer charge.release()
+	node, err := r.svc.FS(c.Request().Context(), t, id, p, charge.borrow)
 	if err != nil {
 		return err
 	}
-	// A listing is charged before its JSON is built, a file once read, as
-	// a blob is.
-	charge := r.charge(c, t)
-	defer charge.release()
 	if node.Dir != nil {
 		return r.writeFSListing(c, charge, node.Dir)
 	}
