@@ -4,24 +4,21 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
-// Every error kind of the turn store maps to an HTTP status, once (the
-// CardBox domain's are checked in cardboxhttp); the binary surface's table is checked the same way
-// in cxdbcompat/server.
+// Every error kind maps to the HTTP status and kind of internal/fault's
+// table, once; the binary surface's frames are checked against the same
+// table in cxdbcompat/server (the CardBox domain's mapper is checked in
+// cardboxhttp).
 func TestEveryErrorKindMaps(t *testing.T) {
-	for _, k := range store.Kinds {
-		e := StoreErrors(&store.Error{Kind: k, Msg: "m"})
-		wantKind, ok := storeKinds[k]
-		if !ok && e != nil {
-			wantKind = kinds[e.Status]
+	for _, k := range fault.Kinds {
+		e := ErrorOf(&fault.Error{Kind: k, Message: "m"})
+		if e.Status != k.Status() || e.Kind != k.String() || e.Message != "m" {
+			t.Errorf("kind %v: %+v", k, e)
 		}
-		if e == nil || e.Status == 0 || e.Kind != wantKind {
-			t.Errorf("store kind %v: %+v", k, e)
-		}
-		if (k == store.KindInternal) != (e.Status == http.StatusInternalServerError) {
-			t.Errorf("store kind %v is status %d: only internal errors are 500", k, e.Status)
+		if (k == fault.Internal) != (e.Status == http.StatusInternalServerError) {
+			t.Errorf("kind %v is status %d: only internal errors are 500", k, e.Status)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -23,7 +24,7 @@ func (e *Engine) RegistryBundles(ctx context.Context, t ident.Tenant) ([]Bundle,
 	}
 	rows, err := e.as(pgrole.Tenant, t.ID).ListRegistryBundles(ctx, t.ID)
 	if err != nil {
-		return nil, wrapf(KindUnavailable, err, "load registry bundles")
+		return nil, fault.Wrap(fault.Unavailable, err, "load registry bundles")
 	}
 	out := make([]Bundle, len(rows))
 	for i, r := range rows {
@@ -44,7 +45,7 @@ func (e *Engine) AddRegistryBundle(ctx context.Context, t ident.Tenant, b Bundle
 	}
 	n, err := e.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
 	if err != nil {
-		return false, wrapf(KindUnavailable, err, "store registry bundle %q", b.ID)
+		return false, fault.Wrap(fault.Unavailable, err, "store registry bundle %q", b.ID)
 	}
 	if n == 1 {
 		e.usage.add(t.No, int64(len(b.Body)))
@@ -79,7 +80,7 @@ func (e *Engine) SaveRootMetadata(ctx context.Context, t ident.Tenant, root uint
 		p.Labels, p.Provenance = m.Labels, m.Provenance
 	}
 	if err := e.as(pgrole.Tenant, t.ID).InsertTurnMetadata(ctx, p); err != nil {
-		return wrapf(KindUnavailable, err, "save metadata of turn %d", root)
+		return fault.Wrap(fault.Unavailable, err, "save metadata of turn %d", root)
 	}
 	return nil
 }
@@ -110,7 +111,7 @@ type PendingMetadata struct {
 func (e *Engine) ContextsWithoutMetadata(ctx context.Context, max int) ([]PendingMetadata, error) {
 	rows, err := e.as(pgrole.Recovery, "").ListContextsWithoutMetadata(ctx, int32(max))
 	if err != nil {
-		return nil, wrapf(KindUnavailable, err, "list contexts without metadata")
+		return nil, fault.Wrap(fault.Unavailable, err, "list contexts without metadata")
 	}
 	out := make([]PendingMetadata, len(rows))
 	for i, r := range rows {
@@ -127,7 +128,7 @@ func (e *Engine) Metadata(ctx context.Context, t ident.Tenant, ids []uint64) (ma
 	}
 	rows, err := e.as(pgrole.Tenant, t.ID).ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
 	if err != nil {
-		return nil, wrapf(KindUnavailable, err, "load context metadata")
+		return nil, fault.Wrap(fault.Unavailable, err, "load context metadata")
 	}
 	out := make(map[uint64]ContextMeta, len(rows))
 	for _, r := range rows {
@@ -146,7 +147,7 @@ func (e *Engine) MetadataSizes(ctx context.Context, t ident.Tenant, ids []uint64
 	}
 	rows, err := e.as(pgrole.Tenant, t.ID).ContextMetadataSizes(ctx, db.ContextMetadataSizesParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
 	if err != nil {
-		return nil, wrapf(KindUnavailable, err, "measure context metadata")
+		return nil, fault.Wrap(fault.Unavailable, err, "measure context metadata")
 	}
 	out := make(map[uint64]int64, len(rows))
 	for _, r := range rows {

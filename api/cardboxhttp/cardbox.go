@@ -15,10 +15,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/api/internal/jsonbody"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/docs"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 
@@ -58,14 +58,16 @@ func (r *CardBoxRoutes) Register(e *echo.Echo) {
 	p.POST("/boxes/:box_id/append", r.appendToBox)
 }
 
-// MapError maps cardbox errors to API errors; it is CardBoxErrors.
-func (r *CardBoxRoutes) MapError(err error) *api.Error { return CardBoxErrors(err) }
+// MapError gives cardbox's errors their kinds; it is CardBoxErrors.
+func (r *CardBoxRoutes) MapError(err error) *fault.Error { return CardBoxErrors(err) }
 
-// CardBoxErrors maps the cardbox package's errors: invalid input 400, not
-// found 404, a changed immutable card 409, unknown card ids in a box write
-// 422. It returns nil for other errors; Postgres's own (unavailable 503,
-// a full disk 507) are PostgresErrors'.
-func CardBoxErrors(err error) *api.Error {
+// CardBoxErrors gives the cardbox package's errors their kinds: invalid
+// input fault.Invalid (400), not found fault.NotFound (404), a changed
+// immutable card fault.Conflict (409), unknown card ids in a box write
+// fault.Unprocessable (422); the message is the error's whole text. It
+// returns nil for other errors; Postgres's own (unavailable 503, a full
+// disk 507) take their kinds in fault.From.
+func CardBoxErrors(err error) *fault.Error {
 	var (
 		ve *cardbox.ValidationError
 		ce *cardbox.ConflictError
@@ -73,25 +75,19 @@ func CardBoxErrors(err error) *api.Error {
 	)
 	switch {
 	case errors.As(err, &ve):
-		e := api.NewError(http.StatusBadRequest, "%s", ve.Error())
-		e.Details = map[string]any{"field": ve.Field}
-		return e
+		return fault.New(fault.Invalid, "%s", ve).With("field", ve.Field)
 	case errors.As(err, &ce):
-		e := api.NewError(http.StatusConflict, "%s", ce.Error())
-		e.Details = map[string]any{"card_ids": ce.CardIDs}
-		return e
+		return fault.New(fault.Conflict, "%s", ce).With("card_ids", ce.CardIDs)
 	case errors.As(err, &ue):
-		e := api.NewError(http.StatusUnprocessableEntity, "%s", ue.Error())
-		e.Details = map[string]any{"card_ids": ue.CardIDs}
-		return e
+		return fault.New(fault.Unprocessable, "%s", ue).With("card_ids", ue.CardIDs)
 	case errors.Is(err, cardbox.ErrNotFound):
-		return api.NewError(http.StatusNotFound, "%s", err.Error())
+		return fault.New(fault.NotFound, "%s", err)
 	case errors.Is(err, cardbox.ErrInvalid):
-		return api.NewError(http.StatusBadRequest, "%s", err.Error())
+		return fault.New(fault.Invalid, "%s", err)
 	case errors.Is(err, cardbox.ErrConflict):
-		return api.NewError(http.StatusConflict, "%s", err.Error())
+		return fault.New(fault.Conflict, "%s", err)
 	case errors.Is(err, cardbox.ErrUnknownCard):
-		return api.NewError(http.StatusUnprocessableEntity, "%s", err.Error())
+		return fault.New(fault.Unprocessable, "%s", err)
 	}
 	return nil
 }
@@ -108,7 +104,7 @@ func param(c echo.Context, name string) (string, error) {
 	}
 	u, err := url.PathUnescape(v)
 	if err != nil {
-		return "", api.NewError(http.StatusBadRequest, "path parameter %s: %v", name, err)
+		return "", fault.New(fault.Invalid, "path parameter %s: %v", name, err)
 	}
 	return u, nil
 }
@@ -291,7 +287,7 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 	}
 	ret := c.QueryParam("return")
 	if ret != "" && ret != "box" {
-		return api.NewError(http.StatusBadRequest, `return=%q: the only value is "box" (answer the whole box)`, ret)
+		return fault.New(fault.Invalid, `return=%q: the only value is "box" (answer the whole box)`, ret)
 	}
 	ctx := c.Request().Context()
 	appended, err := r.svc.AppendToBox(ctx, project, id, req.CardIDs)
@@ -343,7 +339,7 @@ func (r *CardBoxRoutes) boxCards(c echo.Context) error {
 	limit := cardbox.DefaultCardsLimit
 	if s := c.QueryParam("limit"); s != "" {
 		if limit, err = strconv.Atoi(s); err != nil {
-			return api.NewError(http.StatusBadRequest, "query parameter \"limit\": %q is not an integer", s)
+			return fault.New(fault.Invalid, "query parameter \"limit\": %q is not an integer", s)
 		}
 	}
 	charge := r.charge(c, project)

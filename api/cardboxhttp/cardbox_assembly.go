@@ -9,10 +9,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/api/internal/jsonbody"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/fromcxdb"
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // AssemblyRoutes serve context assembly over CardBox boxes: a box's
@@ -51,12 +51,12 @@ func (r *AssemblyRoutes) Register(e *echo.Echo) {
 
 // MapError maps the errors of assembly: a budget smaller than the
 // permanent zone is 422 with the shortfall; the rest are CardBox's
-// errors. Boxes derived from CXDB contexts fail with the CXDB service's
-// errors, which the CXDB routes registered beside these map.
-func (r *AssemblyRoutes) MapError(err error) *api.Error {
+// errors (the CXDB service's, from boxes derived from contexts, are
+// *fault.Error values already).
+func (r *AssemblyRoutes) MapError(err error) *fault.Error {
 	var be *cardbox.BudgetError
 	if errors.As(err, &be) {
-		e := api.NewError(http.StatusUnprocessableEntity, "%s", be.Error())
+		e := fault.New(fault.Unprocessable, "%s", be.Error())
 		e.Details = map[string]any{"budget": be.Budget, "permanent_tokens": be.Permanent, "short_by": be.Permanent - be.Budget}
 		return e
 	}
@@ -194,7 +194,7 @@ func (r *AssemblyRoutes) cardsByContentHash(c echo.Context) error {
 	}
 	hash := c.QueryParam("content_hash")
 	if hash == "" {
-		e := api.NewError(http.StatusBadRequest, "content_hash is required: the hex BLAKE3 hash of a card's content as canonical JSON")
+		e := fault.New(fault.Invalid, "content_hash is required: the hex BLAKE3 hash of a card's content as canonical JSON")
 		e.Details = map[string]any{"field": "content_hash"}
 		return e
 	}
@@ -397,7 +397,7 @@ func (r *AssemblyRoutes) derive(c echo.Context) error {
 		b, err = r.svc.DeriveFromBox(ctx, project, box, req.FromBoxID, req.KeepWorking)
 	case req.ContextID != "":
 		if r.turns == nil {
-			return api.NewError(http.StatusNotImplemented, "this server has no CXDB store to derive boxes from")
+			return fault.New(fault.Unprocessable, "this server has no CXDB store to derive boxes from")
 		}
 		contextID, err := cxdbID("context_id", req.ContextID)
 		if err != nil {
@@ -422,8 +422,8 @@ func (r *AssemblyRoutes) derive(c echo.Context) error {
 	return c.JSON(http.StatusOK, renderBoxEntries(project, b))
 }
 
-func badField(field, msg string) *api.Error {
-	e := api.NewError(http.StatusBadRequest, "%s", msg)
+func badField(field, msg string) *fault.Error {
+	e := fault.New(fault.Invalid, "%s", msg)
 	e.Details = map[string]any{"field": field}
 	return e
 }

@@ -7,12 +7,12 @@ import (
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/api/cardboxhttp"
 	"github.com/cardboxhq/cardbox/cardbox"
-	"github.com/cardboxhq/cardbox/internal/quota"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// Every error of the CardBox domain maps to its HTTP status; a store
-// error it wraps maps as the store's.
+// The CardBox domain's errors take their kinds from its mapper; the
+// errors it wraps that have a kind already keep it.
 func TestEveryCardBoxErrorMaps(t *testing.T) {
 	for _, tt := range []struct {
 		err    error
@@ -22,14 +22,14 @@ func TestEveryCardBoxErrorMaps(t *testing.T) {
 		{fmt.Errorf("load: %w", cardbox.ErrNotFound), 404},
 		{&cardbox.ConflictError{CardIDs: []string{"a"}}, 409},
 		{&cardbox.UnknownCardsError{CardIDs: []string{"a"}}, 422},
-		{fmt.Errorf("query: %w", &store.Error{Kind: store.KindUnavailable}), 503},
-		{fmt.Errorf("add cards: %w", quota.Exceeded("acme", 10, 10, 1)), 507},
+		{fmt.Errorf("query: %w", &fault.Error{Kind: fault.Unavailable}), 503},
+		{fmt.Errorf("add cards: %w", store.QuotaExceeded("acme", 10, 10, 1)), 507},
 	} {
-		got := cardboxhttp.CardBoxErrors(tt.err)
-		if got == nil {
-			got = api.StoreErrors(tt.err)
+		got := api.ErrorOf(tt.err)
+		if e := cardboxhttp.CardBoxErrors(tt.err); e != nil {
+			got = api.ErrorOf(e)
 		}
-		if got == nil || got.Status != tt.status {
+		if got.Status != tt.status {
 			t.Errorf("%v: %+v, want status %d", tt.err, got, tt.status)
 		}
 	}

@@ -1,8 +1,7 @@
 // Package cxdbhttp serves the CXDB HTTP API (/v1) over the CXDB service:
 // contexts, turns, the type registry, blobs, fs trees, live events and
 // metrics. It decodes requests, calls cxdbcompat/service and encodes its
-// answers, the turn objects among them; package api is the server they
-// are registered on.
+// answers; package api is the server the routes are registered on.
 package cxdbhttp
 
 import (
@@ -21,9 +20,9 @@ import (
 	"github.com/cardboxhq/cardbox/api/internal/jsonbody"
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
-	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/cxdbcompat/typedjson"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
@@ -106,42 +105,18 @@ func (r *CXDBRoutes) Register(e *echo.Echo) {
 }
 
 // MapError maps the CXDB packages' errors; it is CXDBErrors.
-func (r *CXDBRoutes) MapError(err error) *api.Error { return CXDBErrors(err) }
+func (r *CXDBRoutes) MapError(err error) *fault.Error { return CXDBErrors(err) }
 
-// CXDBErrors maps the errors of the CXDB service and its codecs: a
-// malformed bundle 422, an evolution conflict 409, data that does not fit
-// its type 422. It returns nil for other errors.
-func CXDBErrors(err error) *api.Error {
-	var (
-		se *service.Error
-		re *registry.Error
-		fe *typedjson.FieldError
-	)
-	switch {
-	case errors.As(err, &se):
-		e := api.NewError(serviceStatus[se.Kind], "%s", se.Message)
-		e.Details = se.Details
-		return e
-	case errors.As(err, &re):
-		status := http.StatusUnprocessableEntity
-		if errors.Is(err, registry.ErrConflict) {
-			status = http.StatusConflict
-		}
-		e := api.NewError(status, "%s", re.Message)
-		e.Details = re.Details()
-		return e
-	case errors.As(err, &fe):
-		e := api.NewError(http.StatusUnprocessableEntity, "%s", fe.Error())
-		e.Details = map[string]any{"field": fe.Path}
-		return e
+// CXDBErrors gives the CXDB codecs' errors that are no *fault.Error their
+// kind: data that does not fit its type is unprocessable (422). The
+// service's and the registry's errors are *fault.Error values already. It
+// returns nil for other errors.
+func CXDBErrors(err error) *fault.Error {
+	var fe *typedjson.FieldError
+	if errors.As(err, &fe) {
+		return fault.New(fault.Unprocessable, "%s", fe.Error()).With("field", fe.Path)
 	}
 	return nil
-}
-
-var serviceStatus = map[service.Kind]int{
-	service.KindInvalid:       http.StatusBadRequest,
-	service.KindNotFound:      http.StatusNotFound,
-	service.KindUnprocessable: http.StatusUnprocessableEntity,
 }
 
 // tenant is the tenant a request acts for.
@@ -282,7 +257,7 @@ func (r *CXDBRoutes) newContext(c echo.Context, fork bool) error {
 		return err
 	}
 	if fork && req.BaseTurnID == 0 {
-		return api.NewError(http.StatusBadRequest, "base_turn_id: a fork needs the turn to fork from")
+		return fault.New(fault.Invalid, "base_turn_id: a fork needs the turn to fork from")
 	}
 	t, err := r.tenant(c)
 	if err != nil {

@@ -1,14 +1,14 @@
 package cxdbhttp
 
 import (
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cardboxhq/cardbox/api"
 	"github.com/labstack/echo/v4"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // pathParam returns a path segment percent-decoded (bundle and type ids
@@ -81,8 +81,8 @@ func queryBool(c echo.Context, name string) (bool, error) {
 	return false, paramError(name, "must be 1, true, 0 or false")
 }
 
-func paramError(name, format string, args ...any) *api.Error {
-	e := api.NewError(http.StatusBadRequest, name+": "+format, args...)
+func paramError(name, format string, args ...any) *fault.Error {
+	e := fault.New(fault.Invalid, name+": "+format, args...)
 	e.Details = map[string]any{"parameter": name}
 	return e
 }

@@ -4,6 +4,7 @@
 package tokens
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -21,15 +22,35 @@ func init() {
 	tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader())
 }
 
-// encoders holds each tokenizer, loaded on first use (each takes tens of
-// megabytes and a fraction of a second to build).
+// encoders holds each tokenizer, loaded on first use, once per process:
+// each takes tens of megabytes and about half a second of CPU to build
+// (several seconds under the race detector), so nothing loads them before
+// a count needs them.
 var encoders = func() map[string]func() (*tiktoken.Tiktoken, error) {
 	m := make(map[string]func() (*tiktoken.Tiktoken, error), len(Names))
 	for _, name := range Names {
-		m[name] = sync.OnceValues(func() (*tiktoken.Tiktoken, error) { return tiktoken.GetEncoding(name) })
+		m[name] = sync.OnceValues(func() (*tiktoken.Tiktoken, error) {
+			enc, err := tiktoken.GetEncoding(name)
+			if err != nil {
+				return nil, fmt.Errorf("load tokenizer %s: %w", name, err)
+			}
+			return enc, nil
+		})
 	}
 	return m
 }()
+
+// loadAll loads every tokenizer at once, each on its own goroutine (they
+// build in parallel on a machine with cores to spare), and waits for them.
+var loadAll = sync.OnceValue(func() error {
+	errs := make([]error, len(Names))
+	var wg sync.WaitGroup
+	for i, name := range Names {
+		wg.Go(func() { _, errs[i] = encoders[name]() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+})
 
 // UnknownError names a tokenizer that is not one of Names.
 type UnknownError struct{ Name string }
@@ -49,10 +70,27 @@ func Count(name, text string) (int, error) {
 	}
 	enc, err := load()
 	if err != nil {
-		return 0, fmt.Errorf("load tokenizer %s: %w", name, err)
+		return 0, err
 	}
 	if text == "" {
 		return 0, nil
 	}
 	return len(enc.EncodeOrdinary(text)), nil
+}
+
+// CountAll returns the number of tokens of text under each of Names, in
+// order; the first call loads the tokenizers not loaded yet, in parallel.
+func CountAll(text string) ([]int, error) {
+	if err := loadAll(); err != nil {
+		return nil, err
+	}
+	counts := make([]int, len(Names))
+	for i, name := range Names {
+		n, err := Count(name, text)
+		if err != nil {
+			return nil, err
+		}
+		counts[i] = n
+	}
+	return counts, nil
 }

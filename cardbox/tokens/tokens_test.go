@@ -29,3 +29,17 @@ func TestUnknownTokenizer(t *testing.T) {
 		t.Fatalf("Count(gpt2) error = %v", err)
 	}
 }
+
+func TestCountAllMatchesCount(t *testing.T) {
+	for _, text := range []string{"", "hello world", "Please summarize this report"} {
+		all, err := CountAll(text)
+		if err != nil || len(all) != len(Names) {
+			t.Fatalf("CountAll(%q) = %v, %v", text, all, err)
+		}
+		for i, name := range Names {
+			if n, err := Count(name, text); err != nil || n != all[i] {
+				t.Errorf("CountAll(%q)[%s] = %d, Count = %d, %v", text, name, all[i], n, err)
+			}
+		}
+	}
+}

@@ -6,11 +6,10 @@ package answers
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 
@@ -143,8 +142,8 @@ func (a *Charge) Release() {
 }
 
 // answersFull refuses an answer for which the budget has no room.
-func answersFull(need, share int64) *api.Error {
-	e := api.NewError(http.StatusServiceUnavailable, "no memory for this answer now: the answers in progress hold the budget large answers share; retry shortly")
+func answersFull(need, share int64) *fault.Error {
+	e := fault.New(fault.Unavailable, "no memory for this answer now: the answers in progress hold the budget large answers share; retry shortly")
 	e.Details = map[string]any{"needed_bytes": need, "share_bytes": share}
 	return e
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // Decode reads the request body into v. A body over the limit is 413
@@ -33,14 +33,14 @@ func Decode(c echo.Context, v any) error {
 		if errors.As(err, &he) {
 			return he
 		}
-		var e *api.Error
+		var e *fault.Error
 		if errors.As(err, &e) {
 			return e
 		}
-		return api.NewError(http.StatusBadRequest, "read request body: %v", err)
+		return fault.New(fault.Invalid, "read request body: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return api.NewError(http.StatusBadRequest, "request body is empty; expected a JSON object")
+		return fault.New(fault.Invalid, "request body is empty; expected a JSON object")
 	}
 	if f, ok := v.(FastDecoder); ok && f.DecodeFast(body) {
 		return nil
@@ -63,7 +63,7 @@ func DecodeStrict(c echo.Context, v any, emptyOK bool) error {
 		if errors.As(err, &he) {
 			return he
 		}
-		return api.NewError(http.StatusBadRequest, "read request body: %v", err)
+		return fault.New(fault.Invalid, "read request body: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 && emptyOK {
 		return nil
@@ -78,7 +78,7 @@ func DecodeStrict(c echo.Context, v any, emptyOK bool) error {
 // but cardbox refuses (unknown or repeated members, invalid UTF-8, lone
 // surrogates, NUL: see checkBody) and a body it cannot decode are a 400
 // that names the field.
-func DecodeStrictBody(body []byte, v any) *api.Error {
+func DecodeStrictBody(body []byte, v any) *fault.Error {
 	if e := checkBody(body, shapeFor(v)); e != nil {
 		return e
 	}
@@ -93,7 +93,7 @@ func DecodeStrictBody(body []byte, v any) *api.Error {
 // Check checks body against the request type v points to (nil: any JSON
 // value) as Decode does before decoding it; it returns nil for a body
 // that is fine or syntactically invalid.
-func Check(body []byte, v any) *api.Error {
+func Check(body []byte, v any) *fault.Error {
 	if v == nil {
 		return checkBody(body, nil)
 	}
@@ -193,13 +193,13 @@ func (p *idScanner) str() (string, bool) {
 }
 
 // jsonError turns a decoding error into a 400 that names the field.
-func jsonError(body []byte, err error) *api.Error {
+func jsonError(body []byte, err error) *fault.Error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
 		field := jsonPathAt(body, se.Offset)
-		e := api.NewError(http.StatusBadRequest, "malformed JSON at %s (offset %d): %v", fieldName(field), se.Offset, se)
+		e := fault.New(fault.Invalid, "malformed JSON at %s (offset %d): %v", fieldName(field), se.Offset, se)
 		e.Details = map[string]any{"field": field, "offset": se.Offset}
 		return e
 	case errors.As(err, &te):
@@ -207,11 +207,11 @@ func jsonError(body []byte, err error) *api.Error {
 		if te.Offset == 0 && te.Field != "" {
 			field = te.Field // a type's own UnmarshalJSON refused it: encoding/json names the field but knows no offset
 		}
-		e := api.NewError(http.StatusBadRequest, "field %s: expected %s, got JSON %s", fieldName(field), jsonKind(te), te.Value)
+		e := fault.New(fault.Invalid, "field %s: expected %s, got JSON %s", fieldName(field), jsonKind(te), te.Value)
 		e.Details = map[string]any{"field": field, "offset": te.Offset}
 		return e
 	}
-	return api.NewError(http.StatusBadRequest, "malformed JSON: %v", err)
+	return fault.New(fault.Invalid, "malformed JSON: %v", err)
 }
 
 func fieldName(path string) string {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
@@ -13,7 +12,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // Strict request bodies. encoding/json accepts what cardbox must refuse:
@@ -119,7 +118,7 @@ var errSyntax = errors.New("JSON syntax error")
 
 // checkBody checks a request body against a shape; see the top of this
 // file. It returns nil for a body that is fine or syntactically invalid.
-func checkBody(body []byte, shape *bodyShape) *api.Error {
+func checkBody(body []byte, shape *bodyShape) *fault.Error {
 	c := bodyChecker{b: body}
 	err := c.value(shape)
 	if err == nil {
@@ -128,7 +127,7 @@ func checkBody(body []byte, shape *bodyShape) *api.Error {
 			return nil // trailing data: a syntax error
 		}
 	}
-	var e *api.Error
+	var e *fault.Error
 	if errors.As(err, &e) {
 		return e
 	}
@@ -168,13 +167,13 @@ func (c *bodyChecker) field() string {
 }
 
 // problem is a 400 about the field at the current path.
-func (c *bodyChecker) problem(format string, args ...any) *api.Error {
+func (c *bodyChecker) problem(format string, args ...any) *fault.Error {
 	field := c.field()
 	msg := fmt.Sprintf(format, args...)
 	if field != "" {
 		msg = field + ": " + msg
 	}
-	e := api.NewError(http.StatusBadRequest, "%s", msg)
+	e := fault.New(fault.Invalid, "%s", msg)
 	e.Details = map[string]any{"field": field}
 	return e
 }
