@@ -30,7 +30,7 @@ func TestContextListsAndSearchesStopAtTheAnswerBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "every context's title to be extracted", func() bool {
-		all, err := h.svc.Metadata(context.Background(), tenant, nil)
+		all, err := h.svc.MetaStore().Metadata(context.Background(), tenant, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
