@@ -29,6 +29,7 @@ type env struct {
 }
 
 func newEnv(t *testing.T, quota store.QuotaFunc) *env {
+	t.Helper()
 	v := &env{t: t, dir: t.TempDir(), pool: pgtest.NewPool(t), quota: quota}
 	v.open()
 	return v
