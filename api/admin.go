@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
@@ -89,18 +90,19 @@ func (r *AdminRoutes) Register(e *echo.Echo) {
 	g.GET("/audit", r.audit)
 }
 
-// MapError maps administration errors.
-func (r *AdminRoutes) MapError(err error) *Error {
+// MapError gives administration errors (internal/auth's) their kinds; the
+// message is the error's whole text.
+func (r *AdminRoutes) MapError(err error) *fault.Error {
 	switch {
 	case errors.Is(err, auth.ErrForbidden):
-		return NewError(http.StatusForbidden, "%s", err)
+		return fault.New(fault.Forbidden, "%s", err)
 	case errors.Is(err, tenancy.ErrTenantExists), errors.Is(err, tenancy.ErrDefaultTenant):
-		return NewError(http.StatusConflict, "%s", err)
+		return fault.New(fault.Conflict, "%s", err)
 	case errors.Is(err, auth.ErrNoTenant), errors.Is(err, tenancy.ErrNoKey):
-		return NewError(http.StatusNotFound, "%s", err)
+		return fault.New(fault.NotFound, "%s", err)
 	case errors.Is(err, tenancy.ErrBadTenantName), errors.Is(err, auth.ErrBadRole), errors.Is(err, tenancy.ErrBadExpiry),
 		errors.Is(err, tenancy.ErrBadRate), errors.Is(err, tenancy.ErrBadQuota), errors.Is(err, tenancy.ErrOperatorTenant):
-		return NewError(http.StatusBadRequest, "%s", err)
+		return fault.New(fault.Invalid, "%s", err)
 	}
 	return nil
 }
@@ -210,7 +212,7 @@ func (r *AdminRoutes) setQuota(c echo.Context) error {
 		return err
 	}
 	if req.Bytes == nil {
-		return NewError(http.StatusBadRequest, "bytes: is required (0 for the server's default)").with("field", "bytes")
+		return fault.New(fault.Invalid, "bytes: is required (0 for the server's default)").With("field", "bytes")
 	}
 	tenant := c.Param("tenant_id")
 	if err := r.admin.SetQuota(c.Request().Context(), actor, tenant, *req.Bytes); err != nil {
@@ -316,7 +318,7 @@ func (r *AdminRoutes) createKey(c echo.Context) error {
 			return terr
 		}
 		if tenant == "" { // an operator named none
-			return NewError(http.StatusBadRequest, "tenant_id: is required for a key of role %q", req.Role).with("field", "tenant_id")
+			return fault.New(fault.Invalid, "tenant_id: is required for a key of role %q", req.Role).With("field", "tenant_id")
 		}
 		key, secret, err = r.admin.CreateKey(ctx, actor, tenant, req.Role, req.ExpiresAt)
 	}
@@ -356,7 +358,7 @@ func (r *AdminRoutes) audit(c echo.Context) error {
 	if s := c.QueryParam("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 10_000 {
-			return NewError(http.StatusBadRequest, "limit: want 1 to 10000").with("param", "limit")
+			return fault.New(fault.Invalid, "limit: want 1 to 10000").With("param", "limit")
 		}
 		limit = n
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
 )
@@ -91,7 +92,7 @@ func authenticate(a Authenticator, limit func(context.Context, string) (bool, ti
 				}
 			}
 			if project := c.Param("project_id"); strings.HasPrefix(route, "/projects/") && project != p.Tenant.ID {
-				return NewError(http.StatusNotFound, "project %q not found", project)
+				return fault.New(fault.NotFound, "project %q not found", project)
 			}
 			ctx := context.WithValue(c.Request().Context(), principalKey{}, p)
 			if v, ok := a.(KeyValidator); ok {
@@ -115,7 +116,7 @@ func checkRate(c echo.Context, limit func(context.Context, string) (bool, time.D
 	}
 	secs := ratelimit.RetryAfterSeconds(wait)
 	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
-	return NewError(http.StatusTooManyRequests, "the tenant's request rate limit is reached; retry in %d s", secs).with("retry_after_ms", max(1, wait.Milliseconds()))
+	return fault.New(fault.RateLimited, "the tenant's request rate limit is reached; retry in %d s", secs).With("retry_after_ms", max(1, wait.Milliseconds()))
 }
 
 // principal authenticates the request's bearer key.
@@ -123,12 +124,12 @@ func principal(c echo.Context, a Authenticator) (auth.Principal, error) {
 	secret, ok := strings.CutPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
 	if !ok || secret == "" {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="cardbox"`)
-		return auth.Principal{}, NewError(http.StatusUnauthorized, "send an API key: Authorization: Bearer <key>")
+		return auth.Principal{}, fault.New(fault.Unauthorized, "send an API key: Authorization: Bearer <key>")
 	}
 	p, err := a.Authenticate(c.Request().Context(), secret)
 	if errors.Is(err, auth.ErrUnauthenticated) {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="cardbox", error="invalid_token"`)
-		return auth.Principal{}, NewError(http.StatusUnauthorized, "%s: this one is unknown, revoked or expired", auth.ErrUnauthenticated)
+		return auth.Principal{}, fault.New(fault.Unauthorized, "%s: this one is unknown, revoked or expired", auth.ErrUnauthenticated)
 	}
 	return p, err
 }
@@ -162,8 +163,8 @@ func authorize(c echo.Context, p auth.Principal) error {
 	return nil
 }
 
-func forbidden(role auth.Role, what string) *Error {
-	return NewError(http.StatusForbidden, "%s", auth.Forbidden(role, what))
+func forbidden(role auth.Role, what string) *fault.Error {
+	return fault.New(fault.Forbidden, "%s", auth.Forbidden(role, what))
 }
 
 // requestTenant is the tenant a request acts for, as the store knows it:

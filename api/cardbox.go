@@ -13,6 +13,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/docs"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 
@@ -52,14 +53,16 @@ func (r *CardBoxRoutes) Register(e *echo.Echo) {
 	p.POST("/boxes/:box_id/append", r.appendToBox)
 }
 
-// MapError maps cardbox errors to API errors; it is CardBoxErrors.
-func (r *CardBoxRoutes) MapError(err error) *Error { return CardBoxErrors(err) }
+// MapError gives cardbox's errors their kinds; it is CardBoxErrors.
+func (r *CardBoxRoutes) MapError(err error) *fault.Error { return CardBoxErrors(err) }
 
-// CardBoxErrors maps the cardbox package's errors: invalid input 400, not
-// found 404, a changed immutable card 409, unknown card ids in a box write
-// 422. It returns nil for other errors; Postgres's own (unavailable 503,
-// a full disk 507) are PostgresErrors'.
-func CardBoxErrors(err error) *Error {
+// CardBoxErrors gives the cardbox package's errors their kinds: invalid
+// input fault.Invalid (400), not found fault.NotFound (404), a changed
+// immutable card fault.Conflict (409), unknown card ids in a box write
+// fault.Unprocessable (422); the message is the error's whole text. It
+// returns nil for other errors; Postgres's own (unavailable 503, a full
+// disk 507) take their kinds in fault.From.
+func CardBoxErrors(err error) *fault.Error {
 	var (
 		ve *cardbox.ValidationError
 		ce *cardbox.ConflictError
@@ -67,25 +70,19 @@ func CardBoxErrors(err error) *Error {
 	)
 	switch {
 	case errors.As(err, &ve):
-		e := NewError(http.StatusBadRequest, "%s", ve.Error())
-		e.Details = map[string]any{"field": ve.Field}
-		return e
+		return fault.New(fault.Invalid, "%s", ve).With("field", ve.Field)
 	case errors.As(err, &ce):
-		e := NewError(http.StatusConflict, "%s", ce.Error())
-		e.Details = map[string]any{"card_ids": ce.CardIDs}
-		return e
+		return fault.New(fault.Conflict, "%s", ce).With("card_ids", ce.CardIDs)
 	case errors.As(err, &ue):
-		e := NewError(http.StatusUnprocessableEntity, "%s", ue.Error())
-		e.Details = map[string]any{"card_ids": ue.CardIDs}
-		return e
+		return fault.New(fault.Unprocessable, "%s", ue).With("card_ids", ue.CardIDs)
 	case errors.Is(err, cardbox.ErrNotFound):
-		return NewError(http.StatusNotFound, "%s", err.Error())
+		return fault.New(fault.NotFound, "%s", err)
 	case errors.Is(err, cardbox.ErrInvalid):
-		return NewError(http.StatusBadRequest, "%s", err.Error())
+		return fault.New(fault.Invalid, "%s", err)
 	case errors.Is(err, cardbox.ErrConflict):
-		return NewError(http.StatusConflict, "%s", err.Error())
+		return fault.New(fault.Conflict, "%s", err)
 	case errors.Is(err, cardbox.ErrUnknownCard):
-		return NewError(http.StatusUnprocessableEntity, "%s", err.Error())
+		return fault.New(fault.Unprocessable, "%s", err)
 	}
 	return nil
 }
@@ -102,7 +99,7 @@ func param(c echo.Context, name string) (string, error) {
 	}
 	u, err := url.PathUnescape(v)
 	if err != nil {
-		return "", NewError(http.StatusBadRequest, "path parameter %s: %v", name, err)
+		return "", fault.New(fault.Invalid, "path parameter %s: %v", name, err)
 	}
 	return u, nil
 }
@@ -224,11 +221,18 @@ func (r *CardBoxRoutes) createBox(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
+	// The answer is charged before the write, so that a refusal leaves
+	// nothing written.
+	charge := r.charge(c, project)
+	defer charge.release()
+	if err := charge.reserve(cardbox.BoxInputJSONSize(project, "", req.input())); err != nil {
+		return err
+	}
 	box, err := r.svc.CreateBox(c.Request().Context(), project, req.input())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, renderBox(box))
+	return writeBox(c, http.StatusCreated, charge, box)
 }
 
 func (r *CardBoxRoutes) saveBox(c echo.Context) error {
@@ -240,11 +244,16 @@ func (r *CardBoxRoutes) saveBox(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
+	charge := r.charge(c, project)
+	defer charge.release()
+	if err := charge.reserve(cardbox.BoxInputJSONSize(project, id, req.input())); err != nil {
+		return err
+	}
 	box, err := r.svc.SaveBox(c.Request().Context(), project, id, req.input())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderBox(box))
+	return writeBox(c, http.StatusOK, charge, box)
 }
 
 func (req boxRequest) input() cardbox.BoxInput {
@@ -256,11 +265,13 @@ func (r *CardBoxRoutes) getBox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	box, err := r.svc.LoadBox(c.Request().Context(), project, id)
+	charge := r.charge(c, project)
+	defer charge.release()
+	box, err := r.svc.LoadBoxWithin(c.Request().Context(), project, id, charge.room())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderBox(box))
+	return writeBox(c, http.StatusOK, charge, box)
 }
 
 func (r *CardBoxRoutes) deleteBox(c echo.Context) error {
@@ -285,9 +296,24 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 	}
 	ret := c.QueryParam("return")
 	if ret != "" && ret != "box" {
-		return NewError(http.StatusBadRequest, `return=%q: the only value is "box" (answer the whole box)`, ret)
+		return fault.New(fault.Invalid, `return=%q: the only value is "box" (answer the whole box)`, ret)
 	}
 	ctx := c.Request().Context()
+	// The box answered is charged before the append, at its size and the
+	// ids appended, so that a refusal leaves nothing appended.
+	charge := r.charge(c, project)
+	defer charge.release()
+	if ret == "box" {
+		size, live, err := r.svc.BoxJSONSize(ctx, project, id)
+		if err != nil {
+			return err
+		}
+		if live {
+			if err := charge.reserve(cardbox.AppendedBoxJSONSize(size, req.CardIDs)); err != nil {
+				return err
+			}
+		}
+	}
 	appended, err := r.svc.AppendToBox(ctx, project, id, req.CardIDs)
 	if err != nil {
 		return err
@@ -299,7 +325,7 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderBox(box))
+	return writeBox(c, http.StatusOK, charge, box)
 }
 
 func (r *CardBoxRoutes) boxesBatch(c echo.Context) error {
@@ -337,7 +363,7 @@ func (r *CardBoxRoutes) boxCards(c echo.Context) error {
 	limit := cardbox.DefaultCardsLimit
 	if s := c.QueryParam("limit"); s != "" {
 		if limit, err = strconv.Atoi(s); err != nil {
-			return NewError(http.StatusBadRequest, "query parameter \"limit\": %q is not an integer", s)
+			return fault.New(fault.Invalid, "query parameter \"limit\": %q is not an integer", s)
 		}
 	}
 	charge := r.charge(c, project)

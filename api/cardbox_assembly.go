@@ -11,6 +11,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/fromcxdb"
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // AssemblyRoutes serve context assembly over CardBox boxes: a box's
@@ -50,10 +51,10 @@ func (r *AssemblyRoutes) Register(e *echo.Echo) {
 // MapError maps the errors of assembly: a budget smaller than the
 // permanent zone is 422 with the shortfall; the rest are CardBox's and
 // CXDB's errors.
-func (r *AssemblyRoutes) MapError(err error) *Error {
+func (r *AssemblyRoutes) MapError(err error) *fault.Error {
 	var be *cardbox.BudgetError
 	if errors.As(err, &be) {
-		e := NewError(http.StatusUnprocessableEntity, "%s", be.Error())
+		e := fault.New(fault.Unprocessable, "%s", be.Error())
 		e.Details = map[string]any{"budget": be.Budget, "permanent_tokens": be.Permanent, "short_by": be.Permanent - be.Budget}
 		return e
 	}
@@ -194,7 +195,7 @@ func (r *AssemblyRoutes) cardsByContentHash(c echo.Context) error {
 	}
 	hash := c.QueryParam("content_hash")
 	if hash == "" {
-		e := NewError(http.StatusBadRequest, "content_hash is required: the hex BLAKE3 hash of a card's content as canonical JSON")
+		e := fault.New(fault.Invalid, "content_hash is required: the hex BLAKE3 hash of a card's content as canonical JSON")
 		e.Details = map[string]any{"field": "content_hash"}
 		return e
 	}
@@ -397,7 +398,7 @@ func (r *AssemblyRoutes) derive(c echo.Context) error {
 		b, err = r.svc.DeriveFromBox(ctx, project, box, req.FromBoxID, req.KeepWorking)
 	case req.ContextID != "":
 		if r.turns == nil {
-			return NewError(http.StatusNotImplemented, "this server has no CXDB store to derive boxes from")
+			return fault.New(fault.Unprocessable, "this server has no CXDB store to derive boxes from")
 		}
 		contextID, err := cxdbID("context_id", req.ContextID)
 		if err != nil {
@@ -422,8 +423,8 @@ func (r *AssemblyRoutes) derive(c echo.Context) error {
 	return c.JSON(http.StatusOK, renderBoxEntries(project, b))
 }
 
-func badField(field, msg string) *Error {
-	e := NewError(http.StatusBadRequest, "%s", msg)
+func badField(field, msg string) *fault.Error {
+	e := fault.New(fault.Invalid, "%s", msg)
 	e.Details = map[string]any{"field": field}
 	return e
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // decodeJSON reads the request body into v. A body over the limit is 413
@@ -25,14 +27,14 @@ func decodeJSON(c echo.Context, v any) error {
 		if errors.As(err, &he) {
 			return he
 		}
-		var e *Error
+		var e *fault.Error
 		if errors.As(err, &e) {
 			return e
 		}
-		return NewError(http.StatusBadRequest, "read request body: %v", err)
+		return fault.New(fault.Invalid, "read request body: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return NewError(http.StatusBadRequest, "request body is empty; expected a JSON object")
+		return fault.New(fault.Invalid, "request body is empty; expected a JSON object")
 	}
 	if f, ok := v.(fastDecoder); ok && f.decodeFast(body) {
 		return nil
@@ -145,13 +147,13 @@ func (p *idScanner) str() (string, bool) {
 }
 
 // jsonError turns a decoding error into a 400 that names the field.
-func jsonError(body []byte, err error) *Error {
+func jsonError(body []byte, err error) *fault.Error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
 		field := jsonPathAt(body, se.Offset)
-		e := NewError(http.StatusBadRequest, "malformed JSON at %s (offset %d): %v", fieldName(field), se.Offset, se)
+		e := fault.New(fault.Invalid, "malformed JSON at %s (offset %d): %v", fieldName(field), se.Offset, se)
 		e.Details = map[string]any{"field": field, "offset": se.Offset}
 		return e
 	case errors.As(err, &te):
@@ -159,11 +161,11 @@ func jsonError(body []byte, err error) *Error {
 		if te.Offset == 0 && te.Field != "" {
 			field = te.Field // a type's own UnmarshalJSON refused it: encoding/json names the field but knows no offset
 		}
-		e := NewError(http.StatusBadRequest, "field %s: expected %s, got JSON %s", fieldName(field), jsonKind(te), te.Value)
+		e := fault.New(fault.Invalid, "field %s: expected %s, got JSON %s", fieldName(field), jsonKind(te), te.Value)
 		e.Details = map[string]any{"field": field, "offset": te.Offset}
 		return e
 	}
-	return NewError(http.StatusBadRequest, "malformed JSON: %v", err)
+	return fault.New(fault.Invalid, "malformed JSON: %v", err)
 }
 
 func fieldName(path string) string {

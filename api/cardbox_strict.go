@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // Strict request bodies. encoding/json accepts what cardbox must refuse:
@@ -117,7 +118,7 @@ var errSyntax = errors.New("JSON syntax error")
 
 // checkBody checks a request body against a shape; see the top of this
 // file. It returns nil for a body that is fine or syntactically invalid.
-func checkBody(body []byte, shape *bodyShape) *Error {
+func checkBody(body []byte, shape *bodyShape) *fault.Error {
 	c := bodyChecker{b: body}
 	err := c.value(shape)
 	if err == nil {
@@ -126,7 +127,7 @@ func checkBody(body []byte, shape *bodyShape) *Error {
 			return nil // trailing data: a syntax error
 		}
 	}
-	var e *Error
+	var e *fault.Error
 	if errors.As(err, &e) {
 		return e
 	}
@@ -166,13 +167,13 @@ func (c *bodyChecker) field() string {
 }
 
 // problem is a 400 about the field at the current path.
-func (c *bodyChecker) problem(format string, args ...any) *Error {
+func (c *bodyChecker) problem(format string, args ...any) *fault.Error {
 	field := c.field()
 	msg := fmt.Sprintf(format, args...)
 	if field != "" {
 		msg = field + ": " + msg
 	}
-	e := NewError(http.StatusBadRequest, "%s", msg)
+	e := fault.New(fault.Invalid, "%s", msg)
 	e.Details = map[string]any{"field": field}
 	return e
 }

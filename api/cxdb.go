@@ -14,9 +14,9 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
-	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/cxdbcompat/typedjson"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
@@ -99,42 +99,18 @@ func (r *CXDBRoutes) Register(e *echo.Echo) {
 }
 
 // MapError maps the CXDB packages' errors; it is CXDBErrors.
-func (r *CXDBRoutes) MapError(err error) *Error { return CXDBErrors(err) }
+func (r *CXDBRoutes) MapError(err error) *fault.Error { return CXDBErrors(err) }
 
-// CXDBErrors maps the errors of the CXDB service and its codecs: a
-// malformed bundle 422, an evolution conflict 409, data that does not fit
-// its type 422. It returns nil for other errors.
-func CXDBErrors(err error) *Error {
-	var (
-		se *service.Error
-		re *registry.Error
-		fe *typedjson.FieldError
-	)
-	switch {
-	case errors.As(err, &se):
-		e := NewError(serviceStatus[se.Kind], "%s", se.Message)
-		e.Details = se.Details
-		return e
-	case errors.As(err, &re):
-		status := http.StatusUnprocessableEntity
-		if errors.Is(err, registry.ErrConflict) {
-			status = http.StatusConflict
-		}
-		e := NewError(status, "%s", re.Message)
-		e.Details = re.Details()
-		return e
-	case errors.As(err, &fe):
-		e := NewError(http.StatusUnprocessableEntity, "%s", fe.Error())
-		e.Details = map[string]any{"field": fe.Path}
-		return e
+// CXDBErrors gives the CXDB codecs' errors that are no *fault.Error their
+// kind: data that does not fit its type is unprocessable (422). The
+// service's and the registry's errors are *fault.Error values already. It
+// returns nil for other errors.
+func CXDBErrors(err error) *fault.Error {
+	var fe *typedjson.FieldError
+	if errors.As(err, &fe) {
+		return fault.New(fault.Unprocessable, "%s", fe.Error()).With("field", fe.Path)
 	}
 	return nil
-}
-
-var serviceStatus = map[service.Kind]int{
-	service.KindInvalid:       http.StatusBadRequest,
-	service.KindNotFound:      http.StatusNotFound,
-	service.KindUnprocessable: http.StatusUnprocessableEntity,
 }
 
 // tenant is the tenant a request acts for.
@@ -275,7 +251,7 @@ func (r *CXDBRoutes) newContext(c echo.Context, fork bool) error {
 		return err
 	}
 	if fork && req.BaseTurnID == 0 {
-		return NewError(http.StatusBadRequest, "base_turn_id: a fork needs the turn to fork from")
+		return fault.New(fault.Invalid, "base_turn_id: a fork needs the turn to fork from")
 	}
 	t, err := r.tenant(c)
 	if err != nil {
@@ -343,7 +319,7 @@ func decodeStrict(c echo.Context, v any, emptyOK bool) error {
 		if errors.As(err, &he) {
 			return he
 		}
-		return NewError(http.StatusBadRequest, "read request body: %v", err)
+		return fault.New(fault.Invalid, "read request body: %v", err)
 	}
 	if len(bytes.TrimSpace(body)) == 0 && emptyOK {
 		return nil
@@ -358,7 +334,7 @@ func decodeStrict(c echo.Context, v any, emptyOK bool) error {
 // but cardbox refuses (unknown or repeated members, invalid UTF-8, lone
 // surrogates, NUL: see checkBody) and a body it cannot decode are a 400
 // that names the field.
-func decodeStrictBody(body []byte, v any) *Error {
+func decodeStrictBody(body []byte, v any) *fault.Error {
 	if e := checkBody(body, shapeFor(v)); e != nil {
 		return e
 	}

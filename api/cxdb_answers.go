@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
@@ -137,8 +138,8 @@ func (a *answerCharge) release() {
 }
 
 // answersFull refuses an answer for which the budget has no room.
-func answersFull(need, share int64) *Error {
-	e := NewError(http.StatusServiceUnavailable, "no memory for this answer now: the answers in progress hold the budget large answers share; retry shortly")
+func answersFull(need, share int64) *fault.Error {
+	e := fault.New(fault.Unavailable, "no memory for this answer now: the answers in progress hold the budget large answers share; retry shortly")
 	e.Details = map[string]any{"needed_bytes": need, "share_bytes": share}
 	return e
 }

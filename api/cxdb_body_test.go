@@ -45,7 +45,7 @@ func TestDecodeStrictBodyNamesTheField(t *testing.T) {
 			case tc.want == "":
 			case e == nil:
 				t.Fatalf("accepted, want a 400 saying %q", tc.want)
-			case e.Status != http.StatusBadRequest || !strings.Contains(e.Message, tc.want):
+			case e.Kind.Status() != http.StatusBadRequest || !strings.Contains(e.Message, tc.want):
 				t.Fatalf("got %v, want a 400 saying %q", e, tc.want)
 			case e.Details["field"] == nil && !strings.HasPrefix(tc.want, "field "):
 				t.Errorf("%v: no details.field", e)
@@ -65,7 +65,7 @@ func FuzzDecodeStrictBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, v := range []any{&createRequest{}, &turnAppendRequest{}} {
-			if e := decodeStrictBody([]byte(body), v); e != nil && e.Status != http.StatusBadRequest {
+			if e := decodeStrictBody([]byte(body), v); e != nil && e.Kind.Status() != http.StatusBadRequest {
 				t.Fatalf("%q: %v, want a 400", body, e)
 			}
 		}

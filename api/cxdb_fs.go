@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // fsList serves GET /v1/turns/{id}/fs?path=: a directory listing.
@@ -19,15 +20,17 @@ func (r *CXDBRoutes) fsList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	node, err := r.svc.FS(c.Request().Context(), t, id, c.QueryParam("path"))
+	// The tree objects on the way are charged while each is read, the
+	// listing before its JSON is built.
+	charge := r.charge(c, t)
+	defer charge.release()
+	node, err := r.svc.FS(c.Request().Context(), t, id, c.QueryParam("path"), charge.borrow)
 	if err != nil {
 		return err
 	}
 	if node.Dir == nil {
-		return NewError(http.StatusUnprocessableEntity, "path is not a directory: %s", c.QueryParam("path")).with("turn_id", idString(id))
+		return fault.New(fault.Unprocessable, "path is not a directory: %s", c.QueryParam("path")).With("turn_id", idString(id))
 	}
-	charge := r.charge(c, t)
-	defer charge.release()
 	return r.writeFSListing(c, charge, node.Dir)
 }
 
@@ -45,14 +48,14 @@ func (r *CXDBRoutes) fsPath(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	node, err := r.svc.FS(c.Request().Context(), t, id, p)
+	// The tree objects on the way are charged while each is read, a
+	// listing before its JSON is built, a file once read, as a blob is.
+	charge := r.charge(c, t)
+	defer charge.release()
+	node, err := r.svc.FS(c.Request().Context(), t, id, p, charge.borrow)
 	if err != nil {
 		return err
 	}
-	// A listing is charged before its JSON is built, a file once read, as
-	// a blob is.
-	charge := r.charge(c, t)
-	defer charge.release()
 	if node.Dir != nil {
 		return r.writeFSListing(c, charge, node.Dir)
 	}
@@ -75,7 +78,7 @@ func (r *CXDBRoutes) fsPath(c echo.Context) error {
 func (r *CXDBRoutes) fileJSON(c echo.Context, charge *answerCharge, id uint64, p string, f *service.FSFile) error {
 	n := base64.StdEncoding.EncodedLen(len(f.Content))
 	if n > service.MaxPageBytes {
-		e := NewError(http.StatusUnprocessableEntity,
+		e := fault.New(fault.Unprocessable,
 			"file too large for format=json: %d bytes are %d in base64, over the %d bytes an answer may hold; read it without format=json",
 			len(f.Content), n, service.MaxPageBytes)
 		e.Details = map[string]any{"size": len(f.Content), "limit": service.MaxPageBytes, "hash": f.Entry.Hash}

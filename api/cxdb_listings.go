@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // Directory listings and the type list have no paging in the CXDB API, so
@@ -43,7 +44,7 @@ func typesSize(types []registry.TypeSummary) int64 {
 func (r *CXDBRoutes) writeFSListing(c echo.Context, charge *answerCharge, d *service.FSListing) error {
 	size := fsListingSize(d)
 	if size > service.MaxPageBytes {
-		e := NewError(http.StatusUnprocessableEntity,
+		e := fault.New(fault.Unprocessable,
 			"directory too large to list: %d entries, at least %d bytes of JSON, over the %d bytes an answer may hold; read its entries by path",
 			len(d.Entries), size, service.MaxPageBytes)
 		e.Details = map[string]any{"entries": len(d.Entries), "size": size, "limit": service.MaxPageBytes}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"net/http"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // pathParam returns a path segment percent-decoded (bundle and type ids
@@ -82,8 +83,8 @@ func queryBool(c echo.Context, name string) (bool, error) {
 	return false, paramError(name, "must be 1, true, 0 or false")
 }
 
-func paramError(name, format string, args ...any) *Error {
-	e := NewError(http.StatusBadRequest, name+": "+format, args...)
+func paramError(name, format string, args ...any) *fault.Error {
+	e := fault.New(fault.Invalid, name+": "+format, args...)
 	e.Details = map[string]any{"parameter": name}
 	return e
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
@@ -50,7 +51,7 @@ func (r *CXDBRoutes) getBundle(c echo.Context) error {
 	}
 	raw, etag, ok := reg.Bundle(id)
 	if !ok {
-		return NewError(http.StatusNotFound, "bundle %q not found", id)
+		return fault.New(fault.NotFound, "bundle %q not found", id)
 	}
 	if c.Request().Header.Get("If-None-Match") == etag {
 		return c.NoContent(http.StatusNotModified)
@@ -91,7 +92,7 @@ func (r *CXDBRoutes) getTypeVersion(c echo.Context) error {
 	}
 	d, ok := reg.Descriptor(typeID, v)
 	if !ok {
-		return NewError(http.StatusNotFound, "type %s version %d not found", typeID, v)
+		return fault.New(fault.NotFound, "type %s version %d not found", typeID, v)
 	}
 	b, err := registry.DescriptorJSON(d)
 	if err != nil {

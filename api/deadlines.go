@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // Deadlines bound how long one request may hold its connection, so that a
@@ -36,7 +38,7 @@ type Deadlines struct {
 var DefaultDeadlines = Deadlines{BodyGrace: 10 * time.Second, BodyMinRate: 4 << 10, Write: time.Minute}
 
 // errBodyTooSlow is a body that arrived slower than BodyMinRate.
-var errBodyTooSlow = NewError(http.StatusRequestTimeout, "request body arrived too slowly")
+var errBodyTooSlow = fault.New(fault.RequestTimeout, "request body arrived too slowly")
 
 // withDeadlines sets the write deadline of each response and makes the
 // request body keep to the minimum rate.

@@ -9,9 +9,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/lograte"
-	"github.com/cardboxhq/cardbox/internal/pgerr"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Error is the body of every error response:
@@ -19,121 +18,68 @@ import (
 //	{"error":{"code":404,"message":"...","kind":"NOT_FOUND","details":{...}}}
 //
 // code is the HTTP status (the CXDB UI reads error.code and error.message);
-// kind is the documented string code.
+// kind is the documented string code. Handlers and domain packages return
+// *fault.Error values; errorHandler turns them into this body by
+// internal/fault's table.
 type Error struct {
 	Status  int            `json:"code"`
 	Message string         `json:"message"`
 	Kind    string         `json:"kind"`
 	Details map[string]any `json:"details,omitempty"`
-	// startingUp marks /healthz's 503 before it first answered ok: the
-	// server is not ready yet, which is no fault (logged at info).
-	startingUp bool
 }
-
-// Error implements error.
-func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Kind, e.Message) }
 
 // errorBody wraps Error in the {"error": ...} envelope.
 type errorBody struct {
 	Error *Error `json:"error"`
 }
 
-// Kinds of error, by HTTP status.
-var kinds = map[int]string{
-	http.StatusBadRequest:            "BAD_REQUEST",
-	http.StatusUnauthorized:          "UNAUTHORIZED",
-	http.StatusForbidden:             "FORBIDDEN",
-	http.StatusNotFound:              "NOT_FOUND",
-	http.StatusMethodNotAllowed:      "METHOD_NOT_ALLOWED",
-	http.StatusRequestTimeout:        "REQUEST_TIMEOUT",
-	http.StatusConflict:              "CONFLICT",
-	http.StatusRequestEntityTooLarge: "PAYLOAD_TOO_LARGE",
-	http.StatusUnsupportedMediaType:  "UNSUPPORTED_MEDIA_TYPE",
-	http.StatusTooManyRequests:       "RATE_LIMITED",
-	http.StatusUnprocessableEntity:   "UNPROCESSABLE",
-	http.StatusServiceUnavailable:    "UNAVAILABLE",
-	http.StatusInsufficientStorage:   "DISK_FULL",
-	http.StatusInternalServerError:   "INTERNAL",
-	StatusClientClosed:               "CLIENT_CLOSED",
-}
-
 // StatusClientClosed is the status of a request whose client went away
-// before it was answered (nginx's 499): the access log and the request
-// metrics say it, nobody receives it. It is not a server error.
+// before it was answered (nginx's 499, fault.ClientClosed): the access log
+// and the request metrics say it, nobody receives it. It is not a server
+// error.
 const StatusClientClosed = 499
 
-// NewError builds an Error with the kind that goes with status.
-func NewError(status int, format string, args ...any) *Error {
-	kind, ok := kinds[status]
-	if !ok {
-		kind = http.StatusText(status)
-	}
-	return &Error{Status: status, Message: fmt.Sprintf(format, args...), Kind: kind}
+// bodyOf is the body that answers e: the status and kind its kind has in
+// internal/fault's table, its message for the client and its details.
+func bodyOf(e *fault.Error) *Error {
+	return &Error{Status: e.Kind.Status(), Message: e.ClientMessage(), Kind: e.Kind.String(), Details: e.Details}
 }
 
-// storeStatus is the HTTP status of each turn store error kind.
-var storeStatus = map[store.Kind]int{
-	store.KindInvalid:       http.StatusBadRequest,
-	store.KindNotFound:      http.StatusNotFound,
-	store.KindConflict:      http.StatusConflict,
-	store.KindUnprocessable: http.StatusUnprocessableEntity,
-	store.KindUnavailable:   http.StatusServiceUnavailable,
-	store.KindDiskFull:      http.StatusInsufficientStorage,
-	store.KindQuotaExceeded: http.StatusInsufficientStorage,
-	store.KindHeadMoved:     http.StatusConflict,
-	store.KindInternal:      http.StatusInternalServerError,
+// describe is err as the error log says it: with the status and kind it
+// was answered with, e.g. "503 UNAVAILABLE: not ready: ...".
+func (e *Error) describe(err error) string {
+	return fmt.Sprintf("%d %s: %v", e.Status, e.Kind, err)
 }
 
-// storeKinds are the kinds of store errors whose string code is not the
-// one of their status: a tenant over its quota is told so, not that the
-// disk is full; a conditional append that lost the head, not merely of a
-// conflict.
-var storeKinds = map[store.Kind]string{
-	store.KindQuotaExceeded: store.KindQuotaExceeded.String(),
-	store.KindHeadMoved:     store.KindHeadMoved.String(),
-}
+// notReady is /healthz's 503 before it first answered ok: the server is
+// not ready yet, which is no fault (logged at info).
+type notReady struct{ err *fault.Error }
 
-// StoreErrors maps turn store errors: the kind gives the status, the
-// message and details go to the client, except an internal error's cause,
-// which is logged. It returns nil for other errors.
-func StoreErrors(err error) *Error {
-	var se *store.Error
-	if !errors.As(err, &se) {
-		return nil
-	}
-	status := storeStatus[se.Kind]
-	if se.Kind == store.KindInternal {
-		return NewError(status, "%s", se.Msg)
-	}
-	e := NewError(status, "%s", se.Error())
-	e.Details = se.Details
-	if kind, ok := storeKinds[se.Kind]; ok {
-		e.Kind = kind
-	}
-	return e
-}
+func (e notReady) Error() string { return e.err.Error() }
+func (e notReady) Unwrap() error { return e.err }
 
-// ErrorMapper turns a domain error into an API error; it returns nil for
-// errors it does not know. Domain packages register theirs in Options.
-type ErrorMapper func(error) *Error
+// ErrorMapper gives a domain error that is no *fault.Error its kind, as a
+// *fault.Error; it returns nil for errors it does not know. Route groups
+// register theirs (their MapError method, Options.ErrorMappers).
+type ErrorMapper func(error) *fault.Error
 
 // retryAfterSeconds is the Retry-After of a 503: Postgres restarts and
 // reconnects take about this long.
 const retryAfterSeconds = "1"
 
 // errorHandler renders every error the same way; it is the one place where
-// errors become HTTP statuses. Server errors are logged at ERROR once per
-// status, kind and interval (errLog), whatever their rate: the request
-// metrics count each.
+// errors become HTTP statuses, by internal/fault's table (toBody). Server
+// errors are logged at ERROR once per status, kind and interval (errLog),
+// whatever their rate: the request metrics count each.
 func errorHandler(log *slog.Logger, errLog *lograte.Limiter, mappers []ErrorMapper) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
 		}
-		apiErr := toAPIError(err, mappers)
+		apiErr := toBody(err, mappers)
 		req := c.Request()
 		switch {
-		case store.KindOf(err) == store.KindQuotaExceeded:
+		case fault.KindOf(err) == fault.QuotaExceeded:
 			// The tenant's condition, not a fault of the server.
 			log.Debug("request over the storage quota", "method", req.Method, "path", c.Path(), "err", err)
 		case apiErr.Status >= 500 && clientClosed(req):
@@ -142,15 +88,15 @@ func errorHandler(log *slog.Logger, errLog *lograte.Limiter, mappers []ErrorMapp
 			// nobody to tell.
 			log.Info("http client closed request", "method", req.Method, "path", c.Path(),
 				"status", StatusClientClosed, "peer", req.RemoteAddr, "err", err)
-			apiErr = NewError(StatusClientClosed, "the client closed the connection before the answer")
-		case apiErr.startingUp:
+			apiErr = bodyOf(fault.New(fault.ClientClosed, "the client closed the connection before the answer"))
+		case errors.As(err, new(notReady)):
 			// A probe asking before the server was ever ready: nothing
 			// failed yet.
 			errLog.Log(context.Background(), slog.LevelInfo, lograte.Key{Surface: "http (starting)", Status: apiErr.Status, Kind: apiErr.Kind},
-				"not ready yet", "path", c.Path(), "err", err)
+				"not ready yet", "path", c.Path(), "err", apiErr.describe(err))
 		case apiErr.Status >= 500:
 			errLog.Log(context.Background(), slog.LevelError, lograte.Key{Surface: "http", Status: apiErr.Status, Kind: apiErr.Kind},
-				"request failed", "method", req.Method, "path", c.Path(), "err", err)
+				"request failed", "method", req.Method, "path", c.Path(), "err", apiErr.describe(err))
 		}
 		if apiErr.Status == http.StatusServiceUnavailable {
 			c.Response().Header().Set("Retry-After", retryAfterSeconds)
@@ -173,10 +119,15 @@ func clientClosed(r *http.Request) bool {
 	return ctx.Err() == context.Canceled && context.Cause(ctx) == context.Canceled
 }
 
-func toAPIError(err error, mappers []ErrorMapper) *Error {
-	var apiErr *Error
-	if errors.As(err, &apiErr) {
-		return apiErr
+// toBody is the body that answers err: a *fault.Error's by its kind; the
+// HTTP framework's by its status; a domain error a mapper knows by the
+// kind the mapper gives it; else, by fault.From, a Postgres error by
+// internal/pgerr's classes (a full disk 507 DISK_FULL, Postgres
+// unavailable 503), anything else 500.
+func toBody(err error, mappers []ErrorMapper) *Error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return bodyOf(fe)
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
@@ -184,49 +135,33 @@ func toAPIError(err error, mappers []ErrorMapper) *Error {
 	}
 	for _, m := range mappers {
 		if e := m(err); e != nil {
-			return e
+			return bodyOf(e)
 		}
 	}
-	if e := PostgresErrors(err); e != nil {
-		return e
-	}
-	return NewError(http.StatusInternalServerError, "internal error")
+	return bodyOf(fault.From(err))
 }
 
-// PostgresErrors maps the Postgres errors no domain mapper claimed (the
-// CardBox routes', the administration's) as internal/pgerr classifies
-// them: a full disk 507 DISK_FULL, Postgres unavailable 503. It returns
-// nil for other errors. The turn store's come as store errors, of kind
-// KindDiskFull and KindUnavailable by the same classes (StoreErrors).
-func PostgresErrors(err error) *Error {
-	switch pgerr.Classify(err) {
-	case pgerr.ClassDiskFull:
-		return NewError(http.StatusInsufficientStorage, "disk full: the database cannot write; free space on its disk and retry")
-	case pgerr.ClassUnavailable:
-		return NewError(http.StatusServiceUnavailable, "database unavailable; retry later")
-	}
-	return nil
-}
+// ErrorOf is the body the API answers err with when no route group's
+// mapper claims it.
+func ErrorOf(err error) *Error { return toBody(err, nil) }
 
+// fromEchoError is the body of an error of the HTTP framework: the kind
+// of its status, or, for a status no kind has, the status's text.
 func fromEchoError(he *echo.HTTPError) *Error {
-	switch he.Code {
-	case http.StatusNotFound:
-		return NewError(he.Code, "no such route")
-	case http.StatusRequestEntityTooLarge:
-		return NewError(he.Code, "request body is larger than the configured limit")
-	}
 	msg := http.StatusText(he.Code)
-	if s, ok := he.Message.(string); ok {
-		msg = s
+	switch {
+	case he.Code == http.StatusNotFound:
+		msg = "no such route"
+	case he.Code == http.StatusRequestEntityTooLarge:
+		msg = "request body is larger than the configured limit"
+	default:
+		if s, ok := he.Message.(string); ok {
+			msg = s
+		}
 	}
-	return NewError(he.Code, "%s", msg)
-}
-
-// with adds a detail to the error.
-func (e *Error) with(key string, value any) *Error {
-	if e.Details == nil {
-		e.Details = map[string]any{}
+	kind, ok := fault.KindOfStatus(he.Code)
+	if !ok {
+		return &Error{Status: he.Code, Message: msg, Kind: http.StatusText(he.Code)}
 	}
-	e.Details[key] = value
-	return e
+	return bodyOf(fault.New(kind, "%s", msg))
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Postgres's disk full under the HTTP surface: the turns and cards tables
@@ -66,8 +66,8 @@ func TestPostgresFullDiskIsHTTP507(t *testing.T) {
 }
 
 // Postgres errors no domain mapper claims take their status from
-// internal/pgerr's classes (PostgresErrors), and the turn store's kinds
-// from the same classes (store errors): one table.
+// internal/pgerr's classes (api.ErrorOf), and the turn store's kinds
+// from the same classes (fault.Wrap): one table.
 func TestPostgresErrorStatuses(t *testing.T) {
 	for _, tt := range []struct {
 		code, severity string
@@ -80,19 +80,16 @@ func TestPostgresErrorStatuses(t *testing.T) {
 		{"53300", "FATAL", 503, "UNAVAILABLE"},
 		{"57P01", "FATAL", 503, "UNAVAILABLE"},
 		{"58030", "PANIC", 503, "UNAVAILABLE"},
-		{"42601", "ERROR", 0, ""},
+		{"42601", "ERROR", 500, "INTERNAL"},
 	} {
 		err := fmt.Errorf("add cards: %w", &pgconn.PgError{Severity: tt.severity, SeverityUnlocalized: tt.severity, Code: tt.code})
-		got := api.PostgresErrors(err)
-		switch {
-		case tt.status == 0 && got != nil:
-			t.Errorf("%s %s: %+v, want none (500)", tt.severity, tt.code, got)
-		case tt.status != 0 && (got == nil || got.Status != tt.status || got.Kind != tt.kind):
+		got := api.ErrorOf(err)
+		if got.Status != tt.status || got.Kind != tt.kind {
 			t.Errorf("%s %s: %+v, want %d %s", tt.severity, tt.code, got, tt.status, tt.kind)
 		}
 	}
 	// The store's kind for a full disk is the same status and kind.
-	if e := api.StoreErrors(&store.Error{Kind: store.KindDiskFull, Msg: "m"}); e.Status != 507 || e.Kind != "DISK_FULL" {
+	if e := api.ErrorOf(&fault.Error{Kind: fault.DiskFull, Message: "m"}); e.Status != 507 || e.Kind != "DISK_FULL" {
 		t.Errorf("store's full disk: %+v", e)
 	}
 }

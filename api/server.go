@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/lograte"
 )
 
@@ -36,7 +37,7 @@ type Options struct {
 	Health HealthChecker
 	// Routes are the domain route groups (CardBox, ...).
 	Routes []Routes
-	// ErrorMappers translate domain errors into API errors.
+	// ErrorMappers give domain errors that are no *fault.Error their kind.
 	ErrorMappers []ErrorMapper
 	// BodyLimit caps request bodies in bytes; larger ones get 413.
 	BodyLimit int64
@@ -145,8 +146,10 @@ func healthz(h HealthChecker) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), healthTimeout)
 		defer cancel()
 		if err := h.Healthy(ctx); err != nil {
-			e := NewError(http.StatusServiceUnavailable, "not ready: %v", err)
-			e.startingUp = !ready.Load()
+			e := fault.New(fault.Unavailable, "not ready: %v", err)
+			if !ready.Load() {
+				return notReady{e}
+			}
 			return e
 		}
 		ready.Store(true)
@@ -160,9 +163,9 @@ func healthz(h HealthChecker) echo.HandlerFunc {
 // errorMappers returns Options.ErrorMappers plus the MapError method of
 // every route group that has one.
 func errorMappers(opts Options) []ErrorMapper {
-	mappers := append([]ErrorMapper{StoreErrors}, opts.ErrorMappers...)
+	mappers := append([]ErrorMapper(nil), opts.ErrorMappers...)
 	for _, r := range opts.Routes {
-		if m, ok := r.(interface{ MapError(error) *Error }); ok {
+		if m, ok := r.(interface{ MapError(error) *fault.Error }); ok {
 			mappers = append(mappers, m.MapError)
 		}
 	}

@@ -59,6 +59,7 @@ func BenchmarkAddCards100Serial(b *testing.B) {
 // of 100 live cards in project "bench", each read once so that the cache
 // (when on) holds them all.
 func benchReadService(b *testing.B, cacheBytes int64) (*cardbox.Service, []string) {
+	b.Helper()
 	ctx := context.Background()
 	s := cardbox.New(pgtest.NewPool(b), cardbox.Options{CardCacheBytes: cacheBytes})
 	meta := json.RawMessage(`{"type":"agent.thought","author_id":"agent-1","step_id":"s1"}`)
@@ -103,6 +104,7 @@ func BenchmarkGetCardsJSON100NoCache(b *testing.B) {
 }
 
 func benchGetCardsJSON(b *testing.B, cacheBytes int64, parallel bool) {
+	b.Helper()
 	ctx := context.Background()
 	s, ids := benchReadService(b, cacheBytes)
 	read := func() bool {

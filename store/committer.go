@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
@@ -279,7 +280,7 @@ func expire(batch []*job, now time.Time) []*job {
 	kept := batch[:0]
 	for _, j := range batch {
 		if j.app != nil && !now.Before(j.deadline) {
-			j.done <- outcome{err: errorf(KindUnavailable, "the append waited longer than its deadline for the appends before it (Postgres or the disk did not answer in time); retry")}
+			j.done <- outcome{err: fault.New(fault.Unavailable, "the append waited longer than its deadline for the appends before it (Postgres or the disk did not answer in time); retry")}
 			continue
 		}
 		kept = append(kept, j)
@@ -305,7 +306,7 @@ func groupDeadline(batch []*job) time.Time {
 // again as a group of its own, and only the one at fault fails. It reports
 // whether it did so.
 func (c *committer) retryAlone(p *plan, err error) bool {
-	if KindOf(err) != KindUnprocessable || len(p.jobs) < 2 {
+	if fault.KindOf(err) != fault.Unprocessable || len(p.jobs) < 2 {
 		return false
 	}
 	c.e.log.Warn("Postgres refused a group's data; retrying its appends one by one", "appends", len(p.jobs), "err", err)
@@ -329,7 +330,7 @@ func (c *committer) applyRollback() error {
 	}
 	if c.e.turns.Size() > r.logStart {
 		if err := c.e.turns.Truncate(r.logStart); err != nil {
-			return c.fail(wrapf(KindInternal, err, "roll back turn log to %d", r.logStart))
+			return c.fail(fault.Wrap(fault.Internal, err, "roll back turn log to %d", r.logStart))
 		}
 	}
 	c.shadow = newShadow()
@@ -455,27 +456,27 @@ func (c *committer) filesWritten(p *plan, blobErr, logErr error) error {
 	}
 	if logErr == nil && len(p.turns) > 0 {
 		if err := c.e.turns.Truncate(p.logStart); err != nil {
-			return c.fail(wrapf(KindInternal, err, "roll back turn log after failed blob write (%v)", blobErr))
+			return c.fail(fault.Wrap(fault.Internal, err, "roll back turn log after failed blob write (%v)", blobErr))
 		}
 	}
 	full := func(err error) bool { return err == nil || errors.Is(err, syncfile.ErrNoSpace) }
 	if full(blobErr) && full(logErr) {
-		return wrapf(KindDiskFull, errors.Join(blobErr, logErr), "disk full: the append was not written; free space in the data directory and retry")
+		return fault.Wrap(fault.DiskFull, errors.Join(blobErr, logErr), "disk full: the append was not written; free space in the data directory and retry")
 	}
 	if logErr != nil {
-		return c.fail(wrapf(KindInternal, logErr, "write turn log"))
+		return c.fail(fault.Wrap(fault.Internal, logErr, "write turn log"))
 	}
-	return c.fail(wrapf(KindInternal, blobErr, "write blobs"))
+	return c.fail(fault.Wrap(fault.Internal, blobErr, "write blobs"))
 }
 
 // statementFailed cuts the group's records (nothing of it committed) and
 // fails it. The groups before it are unaffected.
 func (c *committer) statementFailed(p *plan, err error) error {
 	if terr := c.e.turns.Truncate(p.logStart); terr != nil {
-		return c.fail(wrapf(KindInternal, terr, "roll back turn log after failed statement (%v)", err))
+		return c.fail(fault.Wrap(fault.Internal, terr, "roll back turn log after failed statement (%v)", err))
 	}
 	err = commitError(err)
-	if KindOf(err) == KindUnavailable {
+	if fault.KindOf(err) == fault.Unavailable {
 		c.dbDown.Store(true)
 	}
 	return err
@@ -483,7 +484,7 @@ func (c *committer) statementFailed(p *plan, err error) error {
 
 // fail marks the committer broken: its files or Postgres are in a state
 // only recovery (a restart) sorts out, so it takes no more work.
-func (c *committer) fail(err *Error) error {
+func (c *committer) fail(err *fault.Error) error {
 	c.e.log.Error("turn store stopped accepting writes", "err", err)
 	c.breakDown(err)
 	return err

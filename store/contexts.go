@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -77,7 +78,7 @@ func (e *Engine) OnChain(t ident.Tenant, contextID, id uint64) bool {
 func (e *Engine) TurnPayload(_ context.Context, t ident.Tenant, id uint64) ([]byte, error) {
 	m, ok := e.turnOf(t, id)
 	if !ok {
-		return nil, errorf(KindNotFound, "turn %d not found", id)
+		return nil, fault.New(fault.NotFound, "turn %d not found", id)
 	}
 	data, err := e.blobs.View(m.hash)
 	if err != nil {
@@ -101,7 +102,7 @@ func (e *Engine) FSRoot(ctx context.Context, t ident.Tenant, id uint64) (root id
 		chain := e.ancestors(t, id, fsLookupBatch)
 		rows, err := e.as(pgrole.Tenant, t.ID).FSAttachments(ctx, db.FSAttachmentsParams{TenantID: t.ID, TurnIds: chain})
 		if err != nil {
-			return ident.Hash{}, 0, false, wrapf(KindUnavailable, err, "look up fs roots")
+			return ident.Hash{}, 0, false, fault.Wrap(fault.Unavailable, err, "look up fs roots")
 		}
 		if h, turn, found := nearest(chain, rows); found {
 			return h, turn, true, nil

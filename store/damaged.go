@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -121,19 +122,19 @@ func (e *Engine) blobReadError(err error, h ident.Hash, what string) error {
 			unknown = append(unknown, hole)
 		}
 	}
-	var se *Error
+	var se *fault.Error
 	switch len(unknown) {
 	case 0:
-		se = wrapf(KindInternal, err, "%s %x was stored but is missing from the blob pack, which has no damaged region to hold it "+
+		se = fault.Wrap(fault.Internal, err, "%s %x was stored but is missing from the blob pack, which has no damaged region to hold it "+
 			"(is %s the pack it was stored in?); %s", what, h, blobDir(e.opts.Dir), adviceVerify)
 		se.Details = map[string]any{"blob": fmt.Sprintf("%x", h)}
 	case 1:
 		hole := unknown[0]
-		se = wrapf(KindInternal, err, "%s %x lies in a damaged region of the blob pack that its index no longer describes "+
+		se = fault.Wrap(fault.Internal, err, "%s %x lies in a damaged region of the blob pack that its index no longer describes "+
 			"(bytes %d..%d of %s: %s); run `cardbox verify`", what, h, hole.Offset, hole.End, blobpack.PackFile, hole.Reason)
 		se.Details = map[string]any{"blob": fmt.Sprintf("%x", h), "damaged_from": hole.Offset, "damaged_to": hole.End}
 	default:
-		se = wrapf(KindInternal, err, "%s %x lies in one of the %d damaged regions of the blob pack that its index no longer describes "+
+		se = fault.Wrap(fault.Internal, err, "%s %x lies in one of the %d damaged regions of the blob pack that its index no longer describes "+
 			"(the first at bytes %d..%d of %s); run `cardbox verify` to list them", what, h, len(unknown),
 			unknown[0].Offset, unknown[0].End, blobpack.PackFile)
 		se.Details = map[string]any{"blob": fmt.Sprintf("%x", h), "damaged_regions": len(unknown)}

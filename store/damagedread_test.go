@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/filefault"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -73,8 +74,8 @@ func TestDamagedBlobIsAnInternalErrorNamingItsBytes(t *testing.T) {
 			// hole held; the committed turn that names it does, and the
 			// hole is the pack's only one whose blob is unknown.
 			_, err := s.GetBlob(context.Background(), s.ten, h)
-			var se *Error
-			if !errors.As(err, &se) || se.Kind != KindInternal || !strings.Contains(se.Msg, hash) || !strings.Contains(se.Msg, span) {
+			var se *fault.Error
+			if !errors.As(err, &se) || se.Kind != fault.Internal || !strings.Contains(se.Message, hash) || !strings.Contains(se.Message, span) {
 				t.Fatalf("GetBlob of the damaged blob: %v; want an internal error whose message names blob %s and %s", err, hash, span)
 			}
 			if se.Details["blob"] != hash || se.Details["damaged_from"] != entry.Offset || se.Details["damaged_to"] != entry.End() {
@@ -82,10 +83,10 @@ func TestDamagedBlobIsAnInternalErrorNamingItsBytes(t *testing.T) {
 			}
 			// Another tenant does not learn that the blob exists.
 			_, err = s.GetBlob(context.Background(), s.tenant("other"), h)
-			wantKind(t, err, KindNotFound)
+			wantKind(t, err, fault.NotFound)
 			// The per-turn read of the HTTP turn pages names it too.
 			_, err = s.TurnPayload(context.Background(), s.ten, s.turns[tt.turn].TurnID)
-			if KindOf(err) != KindInternal || !strings.Contains(err.Error(), span) {
+			if fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), span) {
 				t.Fatalf("TurnPayload of the damaged turn: %v; want an internal error naming %s", err, span)
 			}
 			// Every other blob reads.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
@@ -278,7 +279,7 @@ func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID u
 	if baseTurnID != 0 {
 		m, ok := e.turnOf(t, baseTurnID)
 		if !ok {
-			return Head{}, errorf(KindNotFound, "base turn %d not found", baseTurnID)
+			return Head{}, fault.New(fault.NotFound, "base turn %d not found", baseTurnID)
 		}
 		depth = m.depth
 	}
@@ -289,7 +290,7 @@ func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID u
 		TenantID: t.ID, BaseTurnID: int64(baseTurnID), HeadDepth: int64(depth), ClientTag: clientTag,
 	})
 	if err != nil {
-		return Head{}, wrapf(KindUnavailable, err, "create context")
+		return Head{}, fault.Wrap(fault.Unavailable, err, "create context")
 	}
 	h := Head{ContextID: uint64(row.ContextID), TurnID: baseTurnID, Depth: depth}
 	at := row.CreatedAt.UnixMilli()
@@ -313,7 +314,7 @@ func (e *Engine) Head(_ context.Context, t ident.Tenant, contextID uint64) (Head
 func (e *Engine) contextOf(t ident.Tenant, id uint64) (contextState, error) {
 	s, ok := e.contexts.get(id)
 	if !ok || s.tenant != t.No || e.gate.Gone(t.No) {
-		return contextState{}, errorf(KindNotFound, "context %d not found", id)
+		return contextState{}, fault.New(fault.NotFound, "context %d not found", id)
 	}
 	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -148,13 +149,13 @@ func payloadN(i int) []byte {
 	return []byte(fmt.Sprintf("payload %d %s", i, bytes.Repeat([]byte("x"), i%300)))
 }
 
-func wantKind(t *testing.T, err error, kind Kind) {
+func wantKind(t *testing.T, err error, kind fault.Kind) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want %v", kind)
 	}
-	if KindOf(err) != kind {
-		t.Fatalf("got %v (%v), want %v", KindOf(err), err, kind)
+	if fault.KindOf(err) != kind {
+		t.Fatalf("got %v (%v), want %v", fault.KindOf(err), err, kind)
 	}
 }
 
@@ -234,23 +235,23 @@ func TestAppendRejectsBadInputAndStoresNothing(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(*AppendRequest)
-		want   Kind
+		want   fault.Kind
 	}{
-		{"unknown context", func(r *AppendRequest) { r.ContextID = 9999 }, KindNotFound},
-		{"unknown parent", func(r *AppendRequest) { r.ParentTurnID = 12345 }, KindNotFound},
-		{"hash mismatch", func(r *AppendRequest) { r.ContentHash[0] ^= 1 }, KindConflict},
-		{"length mismatch", func(r *AppendRequest) { r.UncompressedLen++ }, KindConflict},
-		{"unsupported compression", func(r *AppendRequest) { r.Compression = 7 }, KindUnprocessable},
-		{"unknown encoding", func(r *AppendRequest) { r.Encoding = 7 }, KindInvalid},
-		{"no encoding", func(r *AppendRequest) { r.Encoding = 0 }, KindInvalid},
-		{"bad zstd", func(r *AppendRequest) { r.Compression = CompressionZstd }, KindUnprocessable},
-		{"zstd too large", func(r *AppendRequest) { r.Compression, r.UncompressedLen = CompressionZstd, MaxPayload+1 }, KindUnprocessable},
-		{"missing fs root", func(r *AppendRequest) { r.FSRoot = &missing }, KindNotFound},
-		{"type id too long", func(r *AppendRequest) { r.TypeID = strings.Repeat("t", MaxTypeIDLen+1) }, KindUnprocessable},
-		{"type id with NUL", func(r *AppendRequest) { r.TypeID = "a\x00b" }, KindUnprocessable},
-		{"type id not UTF-8", func(r *AppendRequest) { r.TypeID = "\xff" }, KindInvalid},
-		{"key too long", func(r *AppendRequest) { r.IdempotencyKey = make([]byte, MaxIdempotencyKeyLen+1) }, KindUnprocessable},
-		{"payload too large", func(r *AppendRequest) { r.UncompressedLen = MaxPayload + 1 }, KindUnprocessable},
+		{"unknown context", func(r *AppendRequest) { r.ContextID = 9999 }, fault.NotFound},
+		{"unknown parent", func(r *AppendRequest) { r.ParentTurnID = 12345 }, fault.NotFound},
+		{"hash mismatch", func(r *AppendRequest) { r.ContentHash[0] ^= 1 }, fault.Conflict},
+		{"length mismatch", func(r *AppendRequest) { r.UncompressedLen++ }, fault.Conflict},
+		{"unsupported compression", func(r *AppendRequest) { r.Compression = 7 }, fault.Unprocessable},
+		{"unknown encoding", func(r *AppendRequest) { r.Encoding = 7 }, fault.Invalid},
+		{"no encoding", func(r *AppendRequest) { r.Encoding = 0 }, fault.Invalid},
+		{"bad zstd", func(r *AppendRequest) { r.Compression = CompressionZstd }, fault.Unprocessable},
+		{"zstd too large", func(r *AppendRequest) { r.Compression, r.UncompressedLen = CompressionZstd, MaxPayload+1 }, fault.Unprocessable},
+		{"missing fs root", func(r *AppendRequest) { r.FSRoot = &missing }, fault.NotFound},
+		{"type id too long", func(r *AppendRequest) { r.TypeID = strings.Repeat("t", MaxTypeIDLen+1) }, fault.Unprocessable},
+		{"type id with NUL", func(r *AppendRequest) { r.TypeID = "a\x00b" }, fault.Unprocessable},
+		{"type id not UTF-8", func(r *AppendRequest) { r.TypeID = "\xff" }, fault.Invalid},
+		{"key too long", func(r *AppendRequest) { r.IdempotencyKey = make([]byte, MaxIdempotencyKeyLen+1) }, fault.Unprocessable},
+		{"payload too large", func(r *AppendRequest) { r.UncompressedLen = MaxPayload + 1 }, fault.Unprocessable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -345,18 +346,18 @@ func TestTenantsAreIsolated(t *testing.T) {
 	ra := s.append(a, turnReq(ha.ContextID, 0, []byte("secret")))
 
 	_, err := s.Head(ctx, b, ha.ContextID)
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 	_, err = s.Append(ctx, b, turnReq(ha.ContextID, 0, []byte("x")))
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 	_, err = s.CreateContext(ctx, b, ra.TurnID, "")
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 	_, err = s.GetBlob(ctx, b, ra.ContentHash)
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 	err = s.AttachFS(ctx, b, ra.TurnID, ra.ContentHash)
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 	hb := s.create(b, 0)
 	_, err = s.Append(ctx, b, turnReq(hb.ContextID, ra.TurnID, []byte("x")))
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 
 	// b storing the same bytes gets its own grant to them.
 	isNew, err := s.PutBlob(ctx, b, ra.ContentHash, []byte("secret"))
@@ -409,9 +410,9 @@ func TestBlobsAndFSAttachments(t *testing.T) {
 		t.Fatalf("second put: %v %v", isNew, err)
 	}
 	_, err := s.PutBlob(ctx, ten, ident.Hash{1}, data)
-	wantKind(t, err, KindConflict)
+	wantKind(t, err, fault.Conflict)
 	_, err = s.GetBlob(ctx, ten, ident.Hash{2})
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 
 	tree := fstree.Encode([]fstree.Entry{{Name: "hello.txt", Size: uint64(len(data)), Hash: h, HashOK: true}})
 	root := blake3.Sum256(tree)
@@ -425,8 +426,8 @@ func TestBlobsAndFSAttachments(t *testing.T) {
 	if err := s.AttachFS(ctx, ten, r.TurnID, root); err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, s.AttachFS(ctx, ten, 999, root), KindNotFound)
-	wantKind(t, s.AttachFS(ctx, ten, r.TurnID, ident.Hash{3}), KindNotFound)
+	wantKind(t, s.AttachFS(ctx, ten, 999, root), fault.NotFound)
+	wantKind(t, s.AttachFS(ctx, ten, r.TurnID, ident.Hash{3}), fault.NotFound)
 	if n := s.countRows("fs_attachments"); n != 1 {
 		t.Fatalf("fs attachments = %d", n)
 	}
@@ -477,14 +478,14 @@ func TestFSRootsMustBeWhole(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := s.AttachFS(ctx, ten, r.TurnID, tt.root)
-			wantKind(t, err, KindNotFound)
+			wantKind(t, err, fault.NotFound)
 			if !strings.Contains(err.Error(), fmt.Sprintf("%x", missing)) || !strings.Contains(err.Error(), tt.path) {
 				t.Fatalf("error %q does not name blob %x at %s", err, missing, tt.path)
 			}
 			req := turnReq(c.ContextID, 0, []byte(tt.name))
 			req.FSRoot = &tt.root
 			_, err = s.Append(ctx, ten, req)
-			wantKind(t, err, KindNotFound)
+			wantKind(t, err, fault.NotFound)
 		})
 	}
 	if n := s.countRows("fs_attachments"); n != 1 {
@@ -518,7 +519,7 @@ func TestBeforePagesOneContext(t *testing.T) {
 	other := s.create(ten, 0)
 	o := s.append(ten, turnReq(other.ContextID, 0, []byte("other")))
 	_, err = s.Before(ctx, ten, h.ContextID, o.TurnID, 3, false)
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 	// A fork may page through the turns it shares.
 	fork := s.create(ten, ids[9])
 	if page, err := s.Before(ctx, ten, fork.ContextID, ids[9], 2, false); err != nil || len(page) != 2 {
@@ -724,7 +725,7 @@ func TestZstdBombCostsWhatItDeclared(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			_, err := s.Append(context.Background(), ten, req)
 			runtime.ReadMemStats(&after)
-			wantKind(t, err, KindConflict)
+			wantKind(t, err, fault.Conflict)
 			// A decoder's block buffers and the store's own work are well
 			// below this; the whole frame inflated is 32 MiB.
 			if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {

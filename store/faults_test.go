@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -53,11 +54,11 @@ func TestPostgresOutageIsUnavailableWritesNoBlobsAndHeals(t *testing.T) {
 	}
 	proxy.Cut()
 	_, err = e.Append(context.Background(), ten, turnReq(h.ContextID, 0, payloadN(1)))
-	wantKind(t, err, KindUnavailable)
+	wantKind(t, err, fault.Unavailable)
 	pack := e.Stats().PackBytes // the first failed group may have written its blob
 	for i := 2; i < 12; i++ {
 		_, err := e.Append(context.Background(), ten, turnReq(h.ContextID, 0, payloadN(i)))
-		wantKind(t, err, KindUnavailable)
+		wantKind(t, err, fault.Unavailable)
 	}
 	if got := e.Stats().PackBytes; got != pack {
 		t.Fatalf("blob pack grew from %d to %d bytes while Postgres was unreachable", pack, got)
@@ -94,7 +95,7 @@ func TestOneAppendPostgresRefusesFailsAlone(t *testing.T) {
 	wg.Wait()
 	for i, err := range errs {
 		switch {
-		case i == n/2 && KindOf(err) != KindUnprocessable:
+		case i == n/2 && fault.KindOf(err) != fault.Unprocessable:
 			t.Errorf("the poisoned append: %v, want unprocessable", err)
 		case i != n/2 && err != nil:
 			t.Errorf("append %d failed with the poisoned one: %v", i, err)
@@ -150,7 +151,7 @@ func TestFullDiskFailsOnlyWhatDidNotFitAndHeals(t *testing.T) {
 		}
 		acked = append(acked, r)
 	}
-	wantKind(t, full, KindDiskFull)
+	wantKind(t, full, fault.DiskFull)
 	if err := e.Healthy(context.Background()); err != nil {
 		t.Fatalf("the store stopped on a full disk: %v", err)
 	}

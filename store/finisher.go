@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
@@ -46,7 +47,7 @@ func (c *committer) finish(p *plan) {
 // groupFailed fails a group that did not commit, and every group planned
 // on top of it, and asks the writer to cut their records.
 func (c *committer) groupFailed(p *plan, err error) {
-	if KindOf(err) == KindUnavailable {
+	if fault.KindOf(err) == fault.Unavailable {
 		c.dbDown.Store(true)
 	}
 	c.failedEpoch.Store(p.epoch)
@@ -61,7 +62,7 @@ func (c *committer) doomed(p *plan) error {
 		return err
 	}
 	if p.epoch <= c.failedEpoch.Load() {
-		return errorf(KindUnavailable, "an earlier append it depends on failed to commit; retry")
+		return fault.New(fault.Unavailable, "an earlier append it depends on failed to commit; retry")
 	}
 	return nil
 }
@@ -139,14 +140,14 @@ func (c *committer) unknownOutcome(p *plan, pid uint32, cause error) error {
 		case r.known:
 			return commitError(cause)
 		}
-		return c.fail(wrapf(KindUnavailable, cause, "commit turns: outcome unknown, restart to reconcile"))
+		return c.fail(fault.Wrap(fault.Unavailable, cause, "commit turns: outcome unknown, restart to reconcile"))
 	case <-timer.C:
 	}
 	c.resolving.Store(true)
 	c.failedEpoch.Store(p.epoch)
 	c.e.log.Warn("Postgres did not confirm a group's COMMIT in time; answering its appends unavailable and resolving whether it committed",
 		"appends", len(p.turns), "first_turn", p.turns[0].id, "err", cause)
-	p.failPending(wrapf(KindUnavailable, cause,
+	p.failPending(fault.Wrap(fault.Unavailable, cause,
 		"commit turns: Postgres did not confirm the commit in time; the append may yet have committed: retry with the same idempotency key"))
 	c.resolvers.Go(func() { c.settleLate(p, <-found, cause) })
 	return errAnsweredUnknown
@@ -165,14 +166,14 @@ func (c *committer) settleLate(p *plan, r resolution, cause error) {
 		c.e.log.Warn("a group whose COMMIT was not confirmed in time did not commit", "appends", len(p.turns), "first_turn", p.turns[0].id)
 		c.rollback.Store(&rollbackRequest{seq: p.seq, logStart: p.logStart})
 	default:
-		c.fail(wrapf(KindUnavailable, cause, "commit turns: outcome unknown at shutdown, restart to reconcile"))
+		c.fail(fault.Wrap(fault.Unavailable, cause, "commit turns: outcome unknown at shutdown, restart to reconcile"))
 	}
 }
 
 // resolvingErr is what appends hear while a group's outcome is resolved.
 func (c *committer) resolvingErr() error {
 	if c.resolving.Load() {
-		return errorf(KindUnavailable, "Postgres did not answer an earlier commit in time; writes resume once it answers; retry")
+		return fault.New(fault.Unavailable, "Postgres did not answer an earlier commit in time; writes resume once it answers; retry")
 	}
 	return nil
 }
@@ -184,13 +185,13 @@ func commitError(err error) error {
 	var pgErr *pgconn.PgError
 	switch {
 	case pgerr.DataError(err):
-		return wrapf(KindUnprocessable, err, "commit turns: Postgres refused the data")
+		return fault.Wrap(fault.Unprocessable, err, "commit turns: Postgres refused the data")
 	case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err):
-		return wrapf(KindUnavailable, err, "commit turns: Postgres did not answer in time; retry")
+		return fault.Wrap(fault.Unavailable, err, "commit turns: Postgres did not answer in time; retry")
 	case !errors.As(err, &pgErr) || pgerr.Unavailable(err):
-		return wrapf(KindUnavailable, err, "commit turns: database unavailable; retry")
+		return fault.Wrap(fault.Unavailable, err, "commit turns: database unavailable; retry")
 	}
-	return wrapf(KindInternal, err, "commit turns")
+	return fault.Wrap(fault.Internal, err, "commit turns")
 }
 
 // resolve finds out whether the group committed, asking Postgres until it

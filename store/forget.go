@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 )
@@ -17,7 +18,7 @@ import (
 // answered as one that does not exist.
 func (e *Engine) admit(t ident.Tenant) error {
 	if !e.gate.Enter(t.No) {
-		return errorf(KindNotFound, "tenant %q not found", t.ID)
+		return fault.New(fault.NotFound, "tenant %q not found", t.ID)
 	}
 	return nil
 }
@@ -58,15 +59,15 @@ func (e *Engine) submit(ctx context.Context, j *job) (o outcome, handedOff bool)
 // existed. The entries of its turns in the turn table stay, unreachable,
 // until the next start, whose recovery skips its records. Rows the last
 // writes added after the deletion are the caller's to purge once this
-// returns (tenancy.Admin.PurgeDeleted). A live tenant is refused (KindInvalid);
+// returns (auth.Keys.PurgeDeleted). A live tenant is refused (fault.Invalid);
 // forgetting a tenant twice does nothing.
 func (e *Engine) ForgetTenant(ctx context.Context, id string) (ident.Tenant, error) {
 	no, err := e.as(pgrole.Lookup, "").DeletedTenant(ctx, id)
 	if isNoRows(err) {
-		return ident.Tenant{}, errorf(KindInvalid, "tenant %q is not a deleted tenant", id)
+		return ident.Tenant{}, fault.New(fault.Invalid, "tenant %q is not a deleted tenant", id)
 	}
 	if err != nil {
-		return ident.Tenant{}, wrapf(KindUnavailable, err, "look up deleted tenant %q", id)
+		return ident.Tenant{}, fault.Wrap(fault.Unavailable, err, "look up deleted tenant %q", id)
 	}
 	t := ident.Tenant{ID: id, No: uint32(no)}
 	if !e.gate.Close(t.No) {

@@ -12,6 +12,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -127,7 +128,7 @@ func (s *testStore) readErrors(t ident.Tenant, contextID, turnID uint64, blob id
 		}
 		msg := strings.ReplaceAll(err.Error(), fmt.Sprintf("%x", blob), "HASH")
 		msg = strings.ReplaceAll(msg, fmt.Sprint(contextID), "ID")
-		return fmt.Sprintf("%v: %s", KindOf(err), strings.ReplaceAll(msg, fmt.Sprint(turnID), "ID"))
+		return fmt.Sprintf("%v: %s", fault.KindOf(err), strings.ReplaceAll(msg, fmt.Sprint(turnID), "ID"))
 	}
 	_, headErr := s.Head(ctx, t, contextID)
 	_, lastErr := s.Last(ctx, t, contextID, 10, true)
@@ -152,7 +153,7 @@ func TestForgetTenantAnswersAsIfItNeverExisted(t *testing.T) {
 	b := s.fill("bravo", []byte("shared bytes")) // bravo holds a grant to acme's blob
 	before := s.Stats()
 	s.deleteInDB("acme")
-	if _, err := s.ForgetTenant(ctx, "bravo"); KindOf(err) != KindInvalid {
+	if _, err := s.ForgetTenant(ctx, "bravo"); fault.KindOf(err) != fault.Invalid {
 		t.Fatalf("forgetting a live tenant: %v, want refused", err)
 	}
 	for range 2 { // twice: the second does nothing
@@ -174,7 +175,7 @@ func TestForgetTenantAnswersAsIfItNeverExisted(t *testing.T) {
 
 	// A restart does not bring acme back, and hands out new ids.
 	s.reopen()
-	if _, err := s.Tenant(ctx, "acme"); KindOf(err) != KindNotFound {
+	if _, err := s.Tenant(ctx, "acme"); fault.KindOf(err) != fault.NotFound {
 		t.Fatalf("resolving acme after the restart: %v", err)
 	}
 	checkForgotten(t, s, a)
@@ -221,7 +222,7 @@ func checkForgotten(t *testing.T, s *testStore, a *tenantData) {
 		"admit":  s.Admit(a.t),
 	}
 	for name, err := range writes {
-		if KindOf(err) != KindNotFound {
+		if fault.KindOf(err) != fault.NotFound {
 			t.Errorf("acme's %s after its deletion: %v, want not found", name, err)
 		}
 	}
@@ -248,7 +249,7 @@ func TestForgetTenantWaitsForWritesInFlight(t *testing.T) {
 				default:
 				}
 				_, err := s.Append(ctx, a, turnReq(h.ContextID, 0, []byte(fmt.Sprintf("w%d-%d", w, i))))
-				if err != nil && KindOf(err) != KindNotFound {
+				if err != nil && fault.KindOf(err) != fault.NotFound {
 					t.Errorf("append: %v", err)
 					return
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgfreeze"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
@@ -137,7 +138,7 @@ func TestFrozenPostgresAnswersInTimeAndLosesNothing(t *testing.T) {
 				t.Errorf("%s acknowledged while Postgres was stopped: %+v", a.key, a.res)
 				continue
 			}
-			wantKind(t, a.err, KindUnavailable)
+			wantKind(t, a.err, fault.Unavailable)
 			if a.took > bound+margin {
 				t.Errorf("%s answered after %v; want within %v", a.key, a.took, bound+margin)
 			}

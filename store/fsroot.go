@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -72,7 +73,7 @@ func (w *wholeTrees) add(k treeKey) {
 	w.m[k] = struct{}{}
 }
 
-// checkFSRoot walks the tree at root and fails with KindNotFound naming
+// checkFSRoot walks the tree at root and fails with fault.NotFound naming
 // the first blob that is missing for the tenant.
 func (e *Engine) checkFSRoot(ctx context.Context, t ident.Tenant, root ident.Hash) error {
 	if err := e.checkTree(ctx, t, root, "/"); err != nil {
@@ -95,11 +96,11 @@ func (e *Engine) checkTree(ctx context.Context, t ident.Tenant, h ident.Hash, pa
 		return e.blobReadError(err, h, "fs tree object")
 	}
 	if e.opts.FSTree == nil {
-		return errorf(KindUnprocessable, "fs roots are not supported: the store was opened without an fs tree decoder")
+		return fault.New(fault.Unprocessable, "fs roots are not supported: the store was opened without an fs tree decoder")
 	}
 	entries, err := e.opts.FSTree(data)
 	if err != nil {
-		return wrapf(KindInvalid, err, "tree object %x at %s", h, path)
+		return fault.Wrap(fault.Invalid, err, "tree object %x at %s", h, path)
 	}
 	for _, en := range entries {
 		if err := e.checkEntry(ctx, t, en, path+en.Name); err != nil {
@@ -112,7 +113,7 @@ func (e *Engine) checkTree(ctx context.Context, t ident.Tenant, h ident.Hash, pa
 
 func (e *Engine) checkEntry(ctx context.Context, t ident.Tenant, en FSTreeEntry, path string) error {
 	if !en.HashOK {
-		return errorf(KindInvalid, "entry %s has no 32-byte hash", path)
+		return fault.New(fault.Invalid, "entry %s has no 32-byte hash", path)
 	}
 	switch en.Kind {
 	case FSDir:
@@ -123,7 +124,7 @@ func (e *Engine) checkEntry(ctx context.Context, t ident.Tenant, en FSTreeEntry,
 	return e.needBlob(ctx, t, ident.Hash(en.Hash), "file", path)
 }
 
-// needBlob fails with KindNotFound unless the tenant has blob h.
+// needBlob fails with fault.NotFound unless the tenant has blob h.
 func (e *Engine) needBlob(ctx context.Context, t ident.Tenant, h ident.Hash, what, path string) error {
 	ok, err := e.ownsBlob(ctx, t, h)
 	if err != nil {
@@ -133,7 +134,7 @@ func (e *Engine) needBlob(ctx context.Context, t ident.Tenant, h ident.Hash, wha
 		if errors.Is(e.blobs.Has(h), blobpack.ErrDamaged) {
 			return blobReadError(e.blobs.Has(h), h, what+" "+path)
 		}
-		return errorf(KindNotFound, "%s blob %x (%s) not found", what, h, path)
+		return fault.New(fault.NotFound, "%s blob %x (%s) not found", what, h, path)
 	}
 	return nil
 }

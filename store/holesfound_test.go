@@ -15,6 +15,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/filefault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
@@ -62,8 +63,8 @@ func (s *testStore) packHoleRows() []packHoleRow {
 func wantNamesHole(t *testing.T, what string, err error, h ident.Hash, entry blobpack.Entry) {
 	t.Helper()
 	hash, span := fmt.Sprintf("%x", h), fmt.Sprintf("bytes %d..%d of blobs.pack", entry.Offset, entry.End())
-	var se *Error
-	if !errors.As(err, &se) || se.Kind != KindInternal || !strings.Contains(se.Msg, hash) || !strings.Contains(se.Msg, span) {
+	var se *fault.Error
+	if !errors.As(err, &se) || se.Kind != fault.Internal || !strings.Contains(se.Message, hash) || !strings.Contains(se.Message, span) {
 		t.Fatalf("%s: %v; want an internal error naming blob %s and %s", what, err, hash, span)
 	}
 	if se.Details["blob"] != hash || se.Details["damaged_from"] != entry.Offset || se.Details["damaged_to"] != entry.End() {
@@ -124,7 +125,7 @@ func TestDamageFoundWhenReadIsRecordedAndNamedFromThenOn(t *testing.T) {
 		}
 	}
 	_, err = s.GetBlob(ctx, s.tenant("other"), h)
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 	if n := strings.Count(logs.String(), "record found damaged when read"); n != 1 || !recorded() || s.Stats().PackHoles != 1 {
 		t.Fatalf("logged the damage %d times, rows %+v, %d holes; want once, one row, one hole", n, s.packHoleRows(), s.Stats().PackHoles)
 	}
@@ -211,7 +212,7 @@ func TestLostBlobIsAnInternalErrorToThoseWhoStoredIt(t *testing.T) {
 	_, errNever := s.GetBlob(ctx, other, never)
 	_, errOwnNever := s.GetBlob(ctx, s.ten, never)
 	for _, err := range []error{errOther, errNever, errOwnNever} {
-		wantKind(t, err, KindNotFound)
+		wantKind(t, err, fault.NotFound)
 	}
 	strip := func(err error, h ident.Hash) string {
 		return strings.ReplaceAll(err.Error(), fmt.Sprintf("%x", h), "<hash>")
@@ -230,7 +231,7 @@ func TestLostBlobIsAnInternalErrorToThoseWhoStoredIt(t *testing.T) {
 		}
 	}
 	_, err = s.GetBlob(ctx, other, h)
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 }
 
 // With two holes whose blobs are unknown, a lost blob lies in one of
@@ -250,10 +251,10 @@ func TestLostBlobAmongSeveralHolesCountsThem(t *testing.T) {
 	for _, k := range []int{100, 200} {
 		h := s.turns[k].ContentHash
 		_, err := s.GetBlob(context.Background(), s.ten, h)
-		var se *Error
+		var se *fault.Error
 		span := fmt.Sprintf("the first at bytes %d..%d of blobs.pack", first.Offset, first.End())
-		if !errors.As(err, &se) || se.Kind != KindInternal || !strings.Contains(se.Msg, fmt.Sprintf("%x", h)) ||
-			!strings.Contains(se.Msg, "one of the 2 damaged regions") || !strings.Contains(se.Msg, span) {
+		if !errors.As(err, &se) || se.Kind != fault.Internal || !strings.Contains(se.Message, fmt.Sprintf("%x", h)) ||
+			!strings.Contains(se.Message, "one of the 2 damaged regions") || !strings.Contains(se.Message, span) {
 			t.Fatalf("GetBlob of turn %d's lost payload: %v; want an internal error naming it, counting 2 regions, %s", k, err, span)
 		}
 		if se.Details["blob"] != fmt.Sprintf("%x", h) || se.Details["damaged_regions"] != 2 {
@@ -261,5 +262,5 @@ func TestLostBlobAmongSeveralHolesCountsThem(t *testing.T) {
 		}
 	}
 	_, err := s.GetBlob(context.Background(), s.tenant("other"), s.turns[100].ContentHash)
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -33,7 +34,7 @@ func requestOf(req *AppendRequest) keyedRequest {
 	}
 }
 
-// checkRepeat returns a KindConflict error when req reuses the key of the
+// checkRepeat returns a fault.Conflict error when req reuses the key of the
 // append orig (which made turn) for something else; nil for an exact
 // repeat. The error's details name the original turn and what differs.
 func checkRepeat(req *AppendRequest, orig keyedRequest, turn uint64) error {
@@ -53,7 +54,7 @@ func checkRepeat(req *AppendRequest, orig keyedRequest, turn uint64) error {
 	if len(differs) == 0 {
 		return nil
 	}
-	err := errorf(KindConflict, "idempotency key %q was used for turn %d with a different %s; an exact repeat returns that turn, a different append needs a new key",
+	err := fault.New(fault.Conflict, "idempotency key %q was used for turn %d with a different %s; an exact repeat returns that turn, a different append needs a new key",
 		req.IdempotencyKey, turn, strings.Join(differs, ", "))
 	err.Details = map[string]any{
 		"original_turn_id": strconv.FormatUint(turn, 10),
@@ -84,12 +85,12 @@ func (e *Engine) replayFromDB(ctx context.Context, t ident.Tenant, req *AppendRe
 		return AppendResult{}, false, nil
 	}
 	if err != nil {
-		return AppendResult{}, true, wrapf(KindUnavailable, err, "look up idempotency key")
+		return AppendResult{}, true, fault.Wrap(fault.Unavailable, err, "look up idempotency key")
 	}
 	turn := uint64(row.TurnID)
 	m, ok := e.table.get(turn)
 	if !ok {
-		return AppendResult{}, true, errorf(KindInternal, "idempotency key names turn %d, which is not loaded", turn)
+		return AppendResult{}, true, fault.New(fault.Internal, "idempotency key names turn %d, which is not loaded", turn)
 	}
 	orig := keyedRequest{
 		hash: m.hash, typeID: e.types.name(m.tenant, m.typeRef), typeVersion: m.typeVersion,
@@ -110,7 +111,7 @@ const purgeInterval = 10 * time.Minute
 func (e *Engine) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 	n, err := e.as(pgrole.Sweeper, "").DeleteIdempotencyKeysBefore(ctx, e.now().Add(-IdempotencyWindow))
 	if err != nil {
-		return 0, wrapf(KindUnavailable, err, "purge idempotency keys")
+		return 0, fault.Wrap(fault.Unavailable, err, "purge idempotency keys")
 	}
 	return n, nil
 }

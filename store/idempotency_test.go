@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
@@ -77,8 +78,8 @@ func withPayload(r *AppendRequest, payload []byte) *AppendRequest {
 
 func wantConflict(t *testing.T, err error, turn uint64, differ []string) {
 	t.Helper()
-	var se *Error
-	if !errors.As(err, &se) || se.Kind != KindConflict {
+	var se *fault.Error
+	if !errors.As(err, &se) || se.Kind != fault.Conflict {
 		t.Fatalf("err = %v, want a conflict", err)
 	}
 	if se.Details["original_turn_id"] != strconv.FormatUint(turn, 10) || !slices.Equal(se.Details["differs"].([]string), differ) {

@@ -1,18 +1,22 @@
 package store
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
+)
 
 // headMoved is the answer to a conditional append (AppendRequest.IfHead)
 // whose parent is no longer, or not yet, the context's head. The
 // committer decides it while planning the append's group, against the
 // heads that group and the groups in flight leave, so of two conditional
 // appends naming the same head exactly one commits.
-func headMoved(contextID, expected uint64, state contextState) *Error {
+func headMoved(contextID, expected uint64, state contextState) *fault.Error {
 	now := "is turn " + strconv.FormatUint(state.head, 10)
 	if state.head == 0 {
 		now = "is empty"
 	}
-	err := errorf(KindHeadMoved, "context %d %s, not at turn %d as the conditional append expects: another append moved its head; read the head and decide again",
+	err := fault.New(fault.HeadMoved, "context %d %s, not at turn %d as the conditional append expects: another append moved its head; read the head and decide again",
 		contextID, now, expected)
 	err.Details = map[string]any{
 		"context_id":    strconv.FormatUint(contextID, 10),

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 func conditional(ctxID, head uint64, payload []byte, key string) *AppendRequest {
@@ -16,8 +18,8 @@ func conditional(ctxID, head uint64, payload []byte, key string) *AppendRequest 
 
 func wantHeadMoved(t *testing.T, err error, head uint64) {
 	t.Helper()
-	wantKind(t, err, KindHeadMoved)
-	var se *Error
+	wantKind(t, err, fault.HeadMoved)
+	var se *fault.Error
 	if !errors.As(err, &se) || se.Details["head_turn_id"] != fmt.Sprint(head) {
 		t.Fatalf("HEAD_MOVED details %v, want head_turn_id %d", se.Details, head)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -20,7 +21,7 @@ const MaxMissingBlobs = 10_000
 // nobody stored, so neither the answer nor its time tells them apart.
 func (e *Engine) MissingBlobs(ctx context.Context, t ident.Tenant, hashes []ident.Hash) ([]ident.Hash, error) {
 	if len(hashes) > MaxMissingBlobs {
-		return nil, errorf(KindInvalid, "%d hashes: at most %d per request", len(hashes), MaxMissingBlobs)
+		return nil, fault.New(fault.Invalid, "%d hashes: at most %d per request", len(hashes), MaxMissingBlobs)
 	}
 	if e.gate.Gone(t.No) {
 		return hashes, nil
@@ -45,7 +46,7 @@ func (e *Engine) MissingBlobs(ctx context.Context, t ident.Tenant, hashes []iden
 	if len(ask) > 0 {
 		rows, err := e.as(pgrole.Tenant, t.ID).TenantBlobsAmong(ctx, db.TenantBlobsAmongParams{TenantID: t.ID, BlobHashes: ask})
 		if err != nil {
-			return nil, wrapf(KindUnavailable, err, "look up %d blobs", len(ask))
+			return nil, fault.Wrap(fault.Unavailable, err, "look up %d blobs", len(ask))
 		}
 		granted := make(map[ident.Hash]bool, len(rows))
 		for _, r := range rows {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/zeebo/blake3"
 )
@@ -49,7 +50,7 @@ func TestMissingBlobsAreThoseTheTenantCannotRead(t *testing.T) {
 		}
 	}
 	_, err := s.MissingBlobs(ctx, acme, make([]ident.Hash, MaxMissingBlobs+1))
-	wantKind(t, err, KindInvalid)
+	wantKind(t, err, fault.Invalid)
 }
 
 // MissingBlobs of bytes only another tenant stored takes the path, and

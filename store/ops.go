@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -77,7 +78,7 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 		return AppendResult{}, err
 	}
 	if ident.HashOf(raw) != req.ContentHash {
-		return AppendResult{}, errorf(KindConflict, "content hash mismatch: payload does not hash to %x", req.ContentHash)
+		return AppendResult{}, fault.New(fault.Conflict, "content hash mismatch: payload does not hash to %x", req.ContentHash)
 	}
 	if req.FSRoot != nil {
 		if err := e.checkFSRoot(ctx, t, *req.FSRoot); err != nil {
@@ -138,17 +139,17 @@ func (e *Engine) encodeBlob(j *job, req *AppendRequest) {
 func checkAppendFields(req *AppendRequest) error {
 	switch {
 	case req.Encoding != EncodingMsgpack:
-		return errorf(KindInvalid, "unsupported encoding: %d (1 = msgpack)", req.Encoding)
+		return fault.New(fault.Invalid, "unsupported encoding: %d (1 = msgpack)", req.Encoding)
 	case len(req.TypeID) > MaxTypeIDLen:
-		return errorf(KindUnprocessable, "declared_type_id of %d bytes exceeds the %d-byte limit", len(req.TypeID), MaxTypeIDLen)
+		return fault.New(fault.Unprocessable, "declared_type_id of %d bytes exceeds the %d-byte limit", len(req.TypeID), MaxTypeIDLen)
 	case strings.IndexByte(req.TypeID, 0) >= 0:
-		return errorf(KindUnprocessable, "declared_type_id contains a NUL byte")
+		return fault.New(fault.Unprocessable, "declared_type_id contains a NUL byte")
 	case !utf8.ValidString(req.TypeID):
-		return errorf(KindInvalid, "declared_type_id is not UTF-8")
+		return fault.New(fault.Invalid, "declared_type_id is not UTF-8")
 	case len(req.IdempotencyKey) > MaxIdempotencyKeyLen:
-		return errorf(KindUnprocessable, "idempotency_key of %d bytes exceeds the %d-byte limit", len(req.IdempotencyKey), MaxIdempotencyKeyLen)
+		return fault.New(fault.Unprocessable, "idempotency_key of %d bytes exceeds the %d-byte limit", len(req.IdempotencyKey), MaxIdempotencyKeyLen)
 	case req.UncompressedLen > MaxPayload:
-		return errorf(KindUnprocessable, "uncompressed length %d exceeds the %d-byte limit", req.UncompressedLen, MaxPayload)
+		return fault.New(fault.Unprocessable, "uncompressed length %d exceeds the %d-byte limit", req.UncompressedLen, MaxPayload)
 	}
 	return nil
 }
@@ -159,23 +160,23 @@ func uncompressed(req *AppendRequest) ([]byte, error) {
 	switch req.Compression {
 	case CompressionNone:
 		if uint32(len(req.Payload)) != req.UncompressedLen || len(req.Payload) != int(req.UncompressedLen) {
-			return nil, errorf(KindConflict, "uncompressed length mismatch: declared %d, payload has %d bytes", req.UncompressedLen, len(req.Payload))
+			return nil, fault.New(fault.Conflict, "uncompressed length mismatch: declared %d, payload has %d bytes", req.UncompressedLen, len(req.Payload))
 		}
 		return req.Payload, nil
 	case CompressionZstd:
 		raw, err := zstdDecoder.DecodeAll(req.Payload, make([]byte, 0, req.UncompressedLen))
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrFrameSizeExceeded) {
-			return nil, errorf(KindConflict, "uncompressed length mismatch: declared %d, payload decompresses to more", req.UncompressedLen)
+			return nil, fault.New(fault.Conflict, "uncompressed length mismatch: declared %d, payload decompresses to more", req.UncompressedLen)
 		}
 		if err != nil {
-			return nil, wrapf(KindUnprocessable, err, "zstd decode failed")
+			return nil, fault.Wrap(fault.Unprocessable, err, "zstd decode failed")
 		}
 		if len(raw) != int(req.UncompressedLen) {
-			return nil, errorf(KindConflict, "uncompressed length mismatch: declared %d, payload decompresses to %d bytes", req.UncompressedLen, len(raw))
+			return nil, fault.New(fault.Conflict, "uncompressed length mismatch: declared %d, payload decompresses to %d bytes", req.UncompressedLen, len(raw))
 		}
 		return raw, nil
 	default:
-		return nil, errorf(KindUnprocessable, "unsupported compression: %d (0 = none, 1 = zstd)", req.Compression)
+		return nil, fault.New(fault.Unprocessable, "unsupported compression: %d (0 = none, 1 = zstd)", req.Compression)
 	}
 }
 
@@ -185,12 +186,12 @@ func uncompressed(req *AppendRequest) ([]byte, error) {
 func blobReadError(err error, h ident.Hash, what string) error {
 	var d *blobpack.DamageError
 	if errors.As(err, &d) {
-		e := wrapf(KindInternal, err, "%s %x lies in a damaged record of the blob pack (bytes %d..%d of %s: %s); run `cardbox verify`",
+		e := fault.Wrap(fault.Internal, err, "%s %x lies in a damaged record of the blob pack (bytes %d..%d of %s: %s); run `cardbox verify`",
 			what, h, d.Offset, d.End, blobpack.PackFile, d.Reason)
 		e.Details = map[string]any{"blob": fmt.Sprintf("%x", h), "damaged_from": d.Offset, "damaged_to": d.End}
 		return e
 	}
-	return wrapf(KindInternal, err, "read %s %x", what, h)
+	return fault.Wrap(fault.Internal, err, "read %s %x", what, h)
 }
 
 // Last returns up to limit turns ending at the context's head, oldest first.
@@ -215,7 +216,7 @@ func (e *Engine) Before(ctx context.Context, t ident.Tenant, contextID, beforeTu
 	}
 	cursor, ok := e.turnOf(t, beforeTurnID)
 	if !ok || !e.onChain(s.head, beforeTurnID, cursor.depth) {
-		return nil, errorf(KindNotFound, "turn %d not found in context %d", beforeTurnID, contextID)
+		return nil, fault.New(fault.NotFound, "turn %d not found in context %d", beforeTurnID, contextID)
 	}
 	return e.walk(t, cursor.parent, limit, withPayload)
 }
@@ -246,7 +247,7 @@ func (e *Engine) walk(t ident.Tenant, from uint64, limit uint32, withPayload boo
 	for id := from; id != 0 && len(out) < n; {
 		m, ok := e.table.get(id)
 		if !ok {
-			return nil, errorf(KindInternal, "turn %d: parent chain broken", id)
+			return nil, fault.New(fault.Internal, "turn %d: parent chain broken", id)
 		}
 		turn, err := e.turn(id, &m, names.name(m.typeRef), withPayload)
 		if err != nil {
@@ -311,12 +312,27 @@ func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (
 // GetBlob returns a blob the tenant owns. The bytes are read-only: they
 // may be shared with the blob pack's cache.
 func (e *Engine) GetBlob(ctx context.Context, t ident.Tenant, h ident.Hash) ([]byte, error) {
+	return e.GetBlobWithin(ctx, t, h, nil)
+}
+
+// GetBlobWithin is GetBlob asking room (when not nil) for the blob's
+// uncompressed size, from the pack's index, before it reads the bytes:
+// an error from room is returned and the blob left unread. Room is asked
+// only of a blob the tenant owns, so that its answer tells nothing of
+// other tenants' blobs; a blob the index does not hold (damaged, lost)
+// is not asked for, as its read fails.
+func (e *Engine) GetBlobWithin(ctx context.Context, t ident.Tenant, h ident.Hash, room func(n int64) error) ([]byte, error) {
 	ok, err := e.ownsBlob(ctx, t, h)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, errorf(KindNotFound, "blob %x not found", h)
+		return nil, fault.New(fault.NotFound, "blob %x not found", h)
+	}
+	if entry, stored := e.blobs.Lookup(h); stored && room != nil {
+		if err := room(int64(entry.RawLen)); err != nil {
+			return nil, err
+		}
 	}
 	data, err := e.blobs.View(h)
 	if err != nil {
@@ -353,7 +369,7 @@ func (e *Engine) ownsBlob(ctx context.Context, t ident.Tenant, h ident.Hash) (bo
 	}
 	claimed, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, db.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
 	if err != nil {
-		return false, wrapf(KindUnavailable, err, "look up blob %x", h)
+		return false, fault.Wrap(fault.Unavailable, err, "look up blob %x", h)
 	}
 	return claimed, nil
 }
@@ -370,10 +386,10 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 		}
 	}()
 	if len(data) > MaxPayload {
-		return false, errorf(KindUnprocessable, "blob of %d bytes exceeds the %d-byte limit", len(data), MaxPayload)
+		return false, fault.New(fault.Unprocessable, "blob of %d bytes exceeds the %d-byte limit", len(data), MaxPayload)
 	}
 	if ident.HashOf(data) != h {
-		return false, errorf(KindConflict, "blob hash mismatch: data does not hash to %x", h)
+		return false, fault.New(fault.Conflict, "blob hash mismatch: data does not hash to %x", h)
 	}
 	if err := e.admitBlob(ctx, t, h, len(data), 0); err != nil {
 		return false, err
@@ -398,7 +414,7 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	}
 	isNew, err := e.as(pgrole.Tenant, t.ID).GrantBlob(ctx, db.GrantBlobParams{TenantID: t.ID, BlobHash: h[:]})
 	if err != nil {
-		return false, wrapf(KindUnavailable, err, "grant blob %x", h)
+		return false, fault.Wrap(fault.Unavailable, err, "grant blob %x", h)
 	}
 	e.usage.grant(grant{t.No, h}, int64(len(data)))
 	return isNew, nil
@@ -411,7 +427,7 @@ func (e *Engine) AttachFS(ctx context.Context, t ident.Tenant, turnID uint64, ro
 	}
 	defer e.gate.Leave()
 	if _, ok := e.turnOf(t, turnID); !ok {
-		return errorf(KindNotFound, "turn %d not found", turnID)
+		return fault.New(fault.NotFound, "turn %d not found", turnID)
 	}
 	if err := e.checkFSRoot(ctx, t, root); err != nil {
 		return err
@@ -421,7 +437,7 @@ func (e *Engine) AttachFS(ctx context.Context, t ident.Tenant, turnID uint64, ro
 	}
 	err := e.as(pgrole.Tenant, t.ID).AttachFS(ctx, db.AttachFSParams{TenantID: t.ID, TurnID: int64(turnID), FsRootHash: root[:]})
 	if err != nil {
-		return wrapf(KindUnavailable, err, "attach fs root to turn %d", turnID)
+		return fault.Wrap(fault.Unavailable, err, "attach fs root to turn %d", turnID)
 	}
 	return nil
 }

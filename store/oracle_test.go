@@ -8,6 +8,7 @@ import (
 
 	"github.com/zeebo/blake3"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
@@ -74,7 +75,7 @@ func timeGetBlob(t *testing.T, s *Engine, tenant ident.Tenant, h ident.Hash) tim
 	start := time.Now()
 	_, err := s.GetBlob(context.Background(), tenant, h)
 	took := time.Since(start)
-	wantKind(t, err, KindNotFound)
+	wantKind(t, err, fault.NotFound)
 	return took
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/filefault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -121,7 +122,7 @@ func TestDamagedPackRecordIsAHoleNotACut(t *testing.T) {
 				t.Fatalf("read errors %v, want only turn %d's", errs, tt.turn)
 			}
 			hash := fmt.Sprintf("%x", s.turns[tt.turn].ContentHash)
-			if KindOf(err) != KindInternal || !strings.Contains(err.Error(), hash) {
+			if fault.KindOf(err) != fault.Internal || !strings.Contains(err.Error(), hash) {
 				t.Fatalf("reading the damaged turn: %v, want an internal error naming blob %s", err, hash)
 			}
 			if s.Stats().PackHoles != 1 || s.Degraded() == "" || s.countRows("pack_holes") != 1 {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -193,10 +194,10 @@ func (p *plan) parent(c *committer, t ident.Tenant, parentID uint64, state conte
 		m, ok = c.e.turnOf(t, parentID)
 	}
 	if !ok || m.tenant != t.No {
-		return 0, 0, errorf(KindNotFound, "parent turn %d not found", parentID)
+		return 0, 0, fault.New(fault.NotFound, "parent turn %d not found", parentID)
 	}
 	if m.depth == math.MaxUint32 {
-		return 0, 0, errorf(KindUnprocessable, "parent turn %d is at the maximum depth", parentID)
+		return 0, 0, fault.New(fault.Unprocessable, "parent turn %d is at the maximum depth", parentID)
 	}
 	return parentID, m.depth + 1, nil
 }

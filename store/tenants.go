@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -31,10 +32,10 @@ func (c *tenantCache) get(ctx context.Context, id string) (ident.Tenant, error) 
 	}
 	row, err := c.q.GetTenant(ctx, id)
 	if isNoRows(err) {
-		return ident.Tenant{}, errorf(KindNotFound, "tenant %q not found", id)
+		return ident.Tenant{}, fault.New(fault.NotFound, "tenant %q not found", id)
 	}
 	if err != nil {
-		return ident.Tenant{}, wrapf(KindUnavailable, err, "look up tenant %q", id)
+		return ident.Tenant{}, fault.Wrap(fault.Unavailable, err, "look up tenant %q", id)
 	}
 	t = ident.Tenant{ID: row.TenantID, No: uint32(row.TenantNo)}
 	c.add(t)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -46,6 +47,17 @@ const ContextCharge = 128
 // Writes that add nothing (adding 0) are asked too: a tenant already over
 // its quota writes nothing.
 type QuotaFunc func(ctx context.Context, t ident.Tenant, stored, adding int64) error
+
+// QuotaExceeded is the error of a write refused because it would take
+// the tenant over its storage quota: used bytes stored of quota, adding
+// more. It is distinct from a full disk (fault.DiskFull).
+func QuotaExceeded(tenant string, used, quota, adding int64) *fault.Error {
+	err := fault.New(fault.QuotaExceeded, "storage quota exceeded: tenant %q stores %d bytes of its %d-byte quota and this write would add %d; "+
+		"nothing was written (this is the tenant's quota, not a full disk: the operator can raise it with `cardbox tenant quota`)",
+		tenant, used, quota, adding)
+	err.Details = map[string]any{"used_bytes": used, "quota_bytes": quota, "adding_bytes": adding}
+	return err
+}
 
 // usage holds the charges the blob pack does not count itself.
 type usage struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -145,7 +146,7 @@ func (q *quotas) check(_ context.Context, t ident.Tenant, stored, adding int64) 
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if n, ok := q.limit[t.ID]; ok && stored+adding > n {
-		return &Error{Kind: KindQuotaExceeded, Msg: "storage quota exceeded", Details: map[string]any{"used_bytes": stored, "quota_bytes": n, "adding_bytes": adding}}
+		return &fault.Error{Kind: fault.QuotaExceeded, Message: "storage quota exceeded", Details: map[string]any{"used_bytes": stored, "quota_bytes": n, "adding_bytes": adding}}
 	}
 	return nil
 }
@@ -174,7 +175,7 @@ func (s *testStore) snapshot(t ident.Tenant, contextID uint64) snapshot {
 }
 
 // A tenant writes until its quota refuses: every kind of write is then
-// refused with KindQuotaExceeded, naming used and limit, and leaves
+// refused with fault.QuotaExceeded, naming used and limit, and leaves
 // nothing behind (no turn, no head move, no blob, no grant, no row, not a
 // byte in the files, usage unchanged); another tenant is not affected; a raised quota lets the
 // writes through again.
@@ -239,7 +240,7 @@ func TestQuotaRefusesWritesAndLeavesNothing(t *testing.T) {
 		{"bundle", func() error { return s.CheckQuota(ctx, a, 700) }, ident.Hash{}},
 	} {
 		err := w.do()
-		if KindOf(err) != KindQuotaExceeded {
+		if fault.KindOf(err) != fault.QuotaExceeded {
 			t.Errorf("%s: %v, want QUOTA_EXCEEDED", w.name, err)
 		}
 		if after := s.snapshot(a, ca.ContextID); after != before {
@@ -254,7 +255,7 @@ func TestQuotaRefusesWritesAndLeavesNothing(t *testing.T) {
 		t.Errorf("attach at the quota: %v", err)
 	}
 	q.set(a.ID, s.Usage(a)-1)
-	wantKind(t, s.AttachFS(ctx, a, first.TurnID, blake3.Sum256(ownTree)), KindQuotaExceeded)
+	wantKind(t, s.AttachFS(ctx, a, first.TurnID, blake3.Sum256(ownTree)), fault.QuotaExceeded)
 
 	// globex has no quota: unaffected.
 	s.append(b, turnReq(cb.ContextID, 0, newBytes))
@@ -269,8 +270,8 @@ func TestQuotaRefusesWritesAndLeavesNothing(t *testing.T) {
 // wantQuotaError checks a quota refusal's kind and details.
 func wantQuotaError(t *testing.T, err error, used, quota int64) {
 	t.Helper()
-	var se *Error
-	if !errors.As(err, &se) || se.Kind != KindQuotaExceeded {
+	var se *fault.Error
+	if !errors.As(err, &se) || se.Kind != fault.QuotaExceeded {
 		t.Fatalf("got %v, want a QUOTA_EXCEEDED error", err)
 	}
 	if se.Details["used_bytes"] != used || se.Details["quota_bytes"] != quota {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
@@ -30,7 +31,7 @@ func CardID(turnID uint64) string { return "cxdb-turn-" + strconv.FormatUint(tur
 // exist for it.
 func Derive(ctx context.Context, cards *cardbox.Service, turns Turns, project, boxID string, contextID, upTo uint64) (cardbox.BoxEntries, error) {
 	if contextID == 0 {
-		return cardbox.BoxEntries{}, &service.Error{Kind: service.KindInvalid, Message: "context_id: required",
+		return cardbox.BoxEntries{}, &fault.Error{Kind: fault.Invalid, Message: "context_id: required",
 			Details: map[string]any{"parameter": "context_id"}}
 	}
 	t, err := turns.Tenant(ctx, project)
@@ -64,7 +65,7 @@ func readChain(ctx context.Context, turns Turns, t ident.Tenant, contextID, upTo
 		}
 		chain = append(page.Turns, chain...)
 		if len(chain) > cardbox.MaxBoxCards {
-			return nil, &service.Error{Kind: service.KindUnprocessable,
+			return nil, &fault.Error{Kind: fault.Unprocessable,
 				Message: fmt.Sprintf("the chain has more than %d turns, more than a box holds", cardbox.MaxBoxCards)}
 		}
 		if !page.HasOlder || len(page.Turns) == 0 {

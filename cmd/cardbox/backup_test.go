@@ -112,6 +112,7 @@ func killedBackupLeavesPrevious(t *testing.T, bins, dataDir, dest string) {
 // byte, a missing file or no manifest, naming what is wrong, and leaves
 // no data directory behind.
 func refusesDamage(t *testing.T, bins, good, root string) {
+	t.Helper()
 	m, err := backup.ReadManifest(good)
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +164,7 @@ func flipByte(t *testing.T, path string, off int64) {
 // user when the tests run as root, can enter (t.TempDir's parent is
 // private).
 func tempDir(t *testing.T) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "cardbox-backup-")
 	if err != nil {
 		t.Fatal(err)
@@ -360,6 +362,7 @@ func (l *appendLoad) waitFor(t *testing.T, n int) {
 // stop ends the writers and fails the test if an append failed while
 // the server ran.
 func (l *appendLoad) stop(t *testing.T) {
+	t.Helper()
 	select {
 	case <-l.done:
 		return

@@ -19,7 +19,10 @@ import (
 )
 
 // serverBinary is cardboxd, built once per test binary.
-func serverBinary(t testing.TB) string { return testbin.Command(t, "./cmd/cardboxd") }
+func serverBinary(t testing.TB) string {
+	t.Helper()
+	return testbin.Command(t, "./cmd/cardboxd")
+}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()

@@ -39,7 +39,7 @@ func TestServerRefusesAnotherDatabase(t *testing.T) {
 		{"another database", other, []string{"belongs to turn store", "in the Postgres database " + pgtest.DBName(url),
 			"points at the Postgres database " + pgtest.DBName(other), "which holds no turn store"}},
 	} {
-		err, out := runToExit(t, "CARDBOX_DATA_DIR="+dataDir, "CARDBOX_DATABASE_URL="+tc.url,
+		out, err := runToExit(t, "CARDBOX_DATA_DIR="+dataDir, "CARDBOX_DATABASE_URL="+tc.url,
 			"CARDBOX_BINARY_ADDR="+freePort(t), "CARDBOX_HTTP_ADDR="+freePort(t))
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() == 0 {

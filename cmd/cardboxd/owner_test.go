@@ -36,8 +36,8 @@ func embeddedDataDir(t *testing.T) string {
 }
 
 // runToExit runs cardboxd with env until it exits (it must, within 30 s)
-// and returns its error and output.
-func runToExit(t *testing.T, env ...string) (error, string) {
+// and returns its output and error.
+func runToExit(t *testing.T, env ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -47,7 +47,7 @@ func runToExit(t *testing.T, env ...string) (error, string) {
 	if ctx.Err() != nil {
 		t.Fatalf("cardboxd did not exit within 30 s:\n%s", out)
 	}
-	return err, string(out)
+	return string(out), err
 }
 
 // appendOne appends a turn on srv, or fails the test.
@@ -67,7 +67,7 @@ func TestSecondServerOnTheDataDirectoryExitsAtOnce(t *testing.T) {
 	dataDir := embeddedDataDir(t)
 	first := startServer(t, dataDir, "")
 	start := time.Now()
-	err, out := runToExit(t, "CARDBOX_DATA_DIR="+dataDir,
+	out, err := runToExit(t, "CARDBOX_DATA_DIR="+dataDir,
 		"CARDBOX_BINARY_ADDR="+freePort(t), "CARDBOX_HTTP_ADDR="+freePort(t))
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
@@ -94,7 +94,7 @@ func TestPortClashFailsBeforeAnythingIsInitialised(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	err, out := runToExit(t, "CARDBOX_DATA_DIR="+dataDir,
+	out, err := runToExit(t, "CARDBOX_DATA_DIR="+dataDir,
 		"CARDBOX_BINARY_ADDR="+taken.Addr().String(), "CARDBOX_HTTP_ADDR="+freePort(t))
 	if err == nil || !strings.Contains(out, "binary listener") || !strings.Contains(out, "address already in use") {
 		t.Fatalf("cardboxd on a taken port: %v\n%s", err, out)

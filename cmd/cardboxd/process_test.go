@@ -25,7 +25,10 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // serverBinary is cardboxd, built once per test binary.
-func serverBinary(t testing.TB) string { return testbin.Command(t, "./cmd/cardboxd") }
+func serverBinary(t testing.TB) string {
+	t.Helper()
+	return testbin.Command(t, "./cmd/cardboxd")
+}
 
 // serverProc is a real cardboxd process.
 type serverProc struct {
@@ -201,6 +204,7 @@ func TestKill9UnderLoadLosesNoAcknowledgedTurn(t *testing.T) {
 // loadUntilKilled runs 16 writers and kill -9s the server after a while.
 // It returns the acknowledged appends and the ones in flight at the kill.
 func loadUntilKilled(t *testing.T, srv *serverProc, contexts []uint64, round int) (done []acked, pending []*client.AppendRequest) {
+	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for w := range 16 {

@@ -139,7 +139,7 @@ func TestTLSSettingsComeInPairs(t *testing.T) {
 		dataDir := filepath.Join(t.TempDir(), "data")
 		env := append([]string{"CARDBOX_DATA_DIR=" + dataDir, "CARDBOX_DATABASE_URL=",
 			"CARDBOX_BINARY_ADDR=" + freePort(t), "CARDBOX_HTTP_ADDR=" + freePort(t)}, tc.env...)
-		err, out := runToExit(t, env...)
+		out, err := runToExit(t, env...)
 		if err == nil || !strings.Contains(out, tc.want) {
 			t.Errorf("cardboxd with %v: %v, want an error containing %q:\n%s", tc.env, err, tc.want, out)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -333,7 +334,7 @@ func (p *Projector) projectOne(ctx context.Context, reg *registry.Registry, j jo
 		payload, err = p.src.TurnPayload(ctx, j.tenant, j.turnID)
 	}
 	switch {
-	case store.KindOf(err) == store.KindUnavailable:
+	case fault.KindOf(err) == fault.Unavailable:
 		return Projected{}, fmt.Errorf("payload of turn %d: %w", j.turnID, err)
 	case err != nil:
 		return Projected{Skipped: SkipUnreadable}, nil

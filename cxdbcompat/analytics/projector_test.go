@@ -78,6 +78,7 @@ func (s countingSource) TurnPayload(ctx context.Context, t ident.Tenant, id uint
 }
 
 func projectsEveryCanonicalType(t *testing.T, h *harness) {
+	t.Helper()
 	h.publish(h.tenant)
 	c := h.newContext(h.tenant, 0)
 	ids := map[string]uint64{}

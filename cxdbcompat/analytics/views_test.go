@@ -23,6 +23,7 @@ type viewData struct {
 }
 
 func newViewData(t *testing.T) *viewData {
+	t.Helper()
 	h := newHarness(t, harnessOptions{})
 	if _, err := h.pool.Exec(h.ctx, "INSERT INTO tenants (tenant_id) VALUES ('other')"); err != nil {
 		t.Fatal(err)

@@ -108,6 +108,7 @@ func TestWriteLeavesOutTenantDeletedMeanwhile(t *testing.T) {
 }
 
 func writeBesideDeletion(t *testing.T, again bool) {
+	t.Helper()
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
 	seedTurns(t, pool, 1)

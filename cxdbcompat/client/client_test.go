@@ -185,6 +185,7 @@ func TestDialSendsHello(t *testing.T) {
 }
 
 func mustFixturePayload(t *testing.T, name string) []byte {
+	t.Helper()
 	_, _, p := fixture(t, name)
 	return p
 }

@@ -74,6 +74,7 @@ func startFakeTLSServer(t *testing.T, handle frameHandler) (*fakeServer, *tls.Co
 }
 
 func serveFake(t *testing.T, ln net.Listener, handle frameHandler) *fakeServer {
+	t.Helper()
 	s := &fakeServer{ln: ln, handle: handle}
 	s.wg.Add(1)
 	go s.accept()
@@ -169,6 +170,7 @@ type memStore struct {
 }
 
 func newMemStore(t *testing.T) *memStore {
+	t.Helper()
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		t.Fatal(err)

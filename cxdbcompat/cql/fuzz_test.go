@@ -38,6 +38,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func checkError(t *testing.T, q string, err error) {
+	t.Helper()
 	var e *Error
 	if !errors.As(err, &e) {
 		t.Fatalf("error %T is not *Error", err)

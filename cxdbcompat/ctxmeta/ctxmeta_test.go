@@ -18,6 +18,7 @@ import (
 // sharedDir returns the shared fixtures directory, skipping the test when it
 // is missing (failing under CI).
 func sharedDir(t testing.TB) string {
+	t.Helper()
 	dir := os.Getenv("CARDBOX_SHARED_DIR")
 	if dir == "" {
 		dir = filepath.Join("..", "..", "..", "shared")
@@ -33,6 +34,7 @@ func sharedDir(t testing.TB) string {
 
 // fixturePayload returns the payload of fixtures/cxdb/types/<name>.json.
 func fixturePayload(t testing.TB, name string) []byte {
+	t.Helper()
 	path := filepath.Join(sharedDir(t), "fixtures", "cxdb", "types", name+".json")
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -58,6 +60,7 @@ func i64p(v int64) *int64     { return &v }
 
 // pack encodes v with msgpack, failing the test on error.
 func pack(t testing.TB, v any) []byte {
+	t.Helper()
 	b, err := msgpack.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +90,7 @@ var keyKinds = map[string]keyFn{
 
 // om encodes a map from alternating keys and values, keeping their order.
 func om(t testing.TB, kv ...any) msgpack.RawMessage {
+	t.Helper()
 	var b bytes.Buffer
 	enc := msgpack.NewEncoder(&b)
 	if err := enc.EncodeMapLen(len(kv) / 2); err != nil {
@@ -204,6 +208,7 @@ var fullProvenance = Provenance{
 // intKeyed re-encodes a Go-client value with integer keys at every level
 // (env and custom keep their string keys).
 func intKeyed(t *testing.T, v any) []byte {
+	t.Helper()
 	var generic any
 	if err := msgpack.Unmarshal(pack(t, v), &generic); err != nil {
 		t.Fatal(err)
@@ -270,6 +275,7 @@ func js(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // provOnly builds a payload whose provenance holds one tag/value pair.
 func provOnly(t *testing.T, tag int, v any) []byte {
+	t.Helper()
 	return pack(t, mp(30, mp(10, mp(tag, v))))
 }
 
@@ -407,6 +413,7 @@ func TestCleanText(t *testing.T) {
 
 // jsonKeys returns the keys of the JSON object b in order.
 func jsonKeys(t testing.TB, b []byte) []string {
+	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var keys []string
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {

@@ -70,6 +70,7 @@ func descriptor(id string, spec ...any) Descriptor {
 // conversationTurn is an assistant turn of about 1 KiB as the Go client
 // writes it: three tool calls with arguments and results, and metrics.
 func conversationTurn(t testing.TB) []byte {
+	t.Helper()
 	call := func(id, name, args, content string, exit any, ms int64) tagged {
 		return tagged{1, id, 2, name, 3, args, 4, "complete", 5, "", 6, "", 7, false,
 			8, tagged{1, content, 2, false, 3, true, 4, exit}, 9, nil, 10, ms}

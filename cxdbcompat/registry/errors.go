@@ -3,10 +3,12 @@ package registry
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // Error kinds. Every error of Parse and Apply wraps exactly one of them, so
-// the HTTP layer can branch with errors.Is.
+// callers can branch with errors.Is.
 var (
 	// ErrMalformed: the bundle is not a valid bundle (HTTP 422).
 	ErrMalformed = errors.New("malformed registry bundle")
@@ -33,8 +35,16 @@ type Error struct {
 // Error returns the message alone: it is what the HTTP body shows.
 func (e *Error) Error() string { return e.Message }
 
-// Unwrap exposes the kind to errors.Is.
-func (e *Error) Unwrap() error { return e.Kind }
+// Unwrap exposes the kind to errors.Is, and e as a *fault.Error to the
+// surfaces: a malformed bundle is fault.Unprocessable, a conflict
+// fault.Conflict, with the message alone and the set fields as details.
+func (e *Error) Unwrap() []error {
+	kind := fault.Unprocessable
+	if e.Kind == ErrConflict {
+		kind = fault.Conflict
+	}
+	return []error{e.Kind, &fault.Error{Kind: kind, Message: e.Message, Details: e.Details()}}
+}
 
 // Details returns the set fields of e, for the `details` object of an HTTP
 // error body; nil when none is set.

@@ -49,6 +49,7 @@ func FuzzParse(f *testing.F) {
 
 // checkApply applies body twice to r and once more to the result.
 func checkApply(t *testing.T, r *Registry, body []byte, perr error) {
+	t.Helper()
 	before := dump(t, r)
 	n1, c1, e1 := r.Apply(body)
 	n2, c2, e2 := r.Apply(body)

@@ -140,10 +140,6 @@ func TestParseMinimal(t *testing.T) {
 	}
 }
 
-// ptr helpers for expected details.
-func v32(v uint32) *uint32 { return &v }
-func v64(v uint64) *uint64 { return &v }
-
 func TestApplyRules(t *testing.T) {
 	const (
 		str  = `"1":{"name":"a","type":"string"}`

@@ -26,6 +26,7 @@ type badInputEnv struct {
 }
 
 func newBadInputEnv(t *testing.T) *badInputEnv {
+	t.Helper()
 	e := newEnv(t)
 	c := dialRaw(t, e.addr)
 	c.expectOK(cxdbcompat.MsgHello, 0, cxdbcompat.HelloRequest{ProtocolVersion: 1}.AppendTo(nil))

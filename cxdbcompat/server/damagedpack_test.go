@@ -34,7 +34,10 @@ type damagedPack struct {
 	entry    blobpack.Entry // of turn k's payload, as written
 }
 
-func newDamagedPack(t *testing.T, n, k int) *damagedPack { return newDamagedPackWith(t, n, k, false) }
+func newDamagedPack(t *testing.T, n, k int) *damagedPack {
+	t.Helper()
+	return newDamagedPackWith(t, n, k, false)
+}
 
 // newDamagedPackWith is newDamagedPack; unindexed also deletes blobs.idx,
 // so that the damaged record is a hole found by scanning the pack, which

@@ -3,27 +3,27 @@ package server
 import (
 	"testing"
 
-	"github.com/cardboxhq/cardbox/internal/quota"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/store"
 )
 
-// Every store error kind maps to an ERROR code that is its HTTP status
-// on the HTTP surface (api.StoreErrors), and only internal errors are 500.
-func TestEveryStoreKindMaps(t *testing.T) {
-	want := map[store.Kind]uint32{
-		store.KindInvalid: 400, store.KindNotFound: 404, store.KindConflict: 409, store.KindUnprocessable: 422,
-		store.KindUnavailable: 503, store.KindDiskFull: 507, store.KindQuotaExceeded: 507, store.KindHeadMoved: 409, store.KindInternal: 500,
-	}
-	for _, k := range store.Kinds {
-		r := toErrorResponse(&store.Error{Kind: k, Msg: "m"})
-		if r.Code != want[k] || r.Kind == "" {
-			t.Errorf("kind %v: ERROR %d %s, want %d", k, r.Code, r.Kind, want[k])
+// Every error kind maps to the ERROR code and name of internal/fault's
+// table, which gives the HTTP surface its statuses too, and only internal
+// errors are 500.
+func TestEveryKindMaps(t *testing.T) {
+	for _, k := range fault.Kinds {
+		r := toErrorResponse(&fault.Error{Kind: k, Message: "m"})
+		if r.Code != k.Code() || r.Kind != k.String() || r.Kind == "" {
+			t.Errorf("kind %v: ERROR %d %s, want %d", k, r.Code, r.Kind, k.Code())
+		}
+		if (k == fault.Internal) != (r.Code == 500) {
+			t.Errorf("kind %v is ERROR %d: only internal errors are 500", k, r.Code)
 		}
 	}
 	// Both are 507; the detail's code tells a full disk from a quota.
-	disk := toErrorResponse(&store.Error{Kind: store.KindDiskFull, Msg: "m"})
-	refused := toErrorResponse(quota.Exceeded("acme", 10, 10, 1))
-	if disk.Kind != "DISK_FULL" || refused.Kind != "QUOTA_EXCEEDED" || refused.Details["quota_bytes"] != int64(10) {
-		t.Errorf("full disk: %+v; quota: %+v", disk, refused)
+	disk := toErrorResponse(&fault.Error{Kind: fault.DiskFull, Message: "m"})
+	quota := toErrorResponse(store.QuotaExceeded("acme", 10, 10, 1))
+	if disk.Kind != "DISK_FULL" || quota.Kind != "QUOTA_EXCEEDED" || quota.Details["quota_bytes"] != int64(10) {
+		t.Errorf("full disk: %+v; quota: %+v", disk, quota)
 	}
 }

@@ -68,11 +68,15 @@ func feed(t testing.TB, addr string, data []byte) {
 func truncate(b []byte) []byte { return b[:min(len(b), 256)] }
 
 // fuzzEnv is a server for random input.
-func fuzzEnv(t testing.TB) *env { return newEnv(t) }
+func fuzzEnv(t testing.TB) *env {
+	t.Helper()
+	return newEnv(t)
+}
 
 // fuzzSeeds are streams of frames built from valid requests, so that
 // mutations reach the handlers and the store, not only the framing.
 func fuzzSeeds(t testing.TB) [][]byte {
+	t.Helper()
 	var all, seeds [][]byte
 	fx := loadFixtures(t)
 	names := slices.Sorted(maps.Keys(fx))

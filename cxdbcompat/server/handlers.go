@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/lograte"
 	"github.com/cardboxhq/cardbox/store"
@@ -23,7 +24,7 @@ func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.srv.log.Error("binary request panicked", "type", f.Type, "panic", p, "stack", string(debug.Stack()))
-			resp = errorFrame(f.ReqID, &protocolError{500, "INTERNAL", "internal error"})
+			resp = errorFrame(f.ReqID, fault.New(fault.Internal, "internal error"))
 		}
 	}()
 	resp, err := s.route(f)
@@ -36,7 +37,7 @@ func (s *session) handle(f cxdbcompat.Frame) (resp []byte) {
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			// The peer left or the server is shutting down: not a fault.
 			s.srv.log.Debug("binary request cancelled", "type", f.Type, "session", s.id)
-		case store.KindOf(err) == store.KindQuotaExceeded:
+		case fault.KindOf(err) == fault.QuotaExceeded:
 			// The tenant's condition, not a fault of the server.
 			s.srv.log.Debug("binary request over the storage quota", "type", f.Type, "session", s.id, "err", err)
 		default:
@@ -60,7 +61,7 @@ var writes = map[cxdbcompat.MsgType]bool{
 
 func (s *session) route(f cxdbcompat.Frame) ([]byte, error) {
 	if id, _ := s.identity(); id.ReadOnly && writes[f.Type] {
-		return nil, &protocolError{403, "FORBIDDEN", fmt.Sprintf("%s: this session's API key may read but not write", f.Type)}
+		return nil, fault.New(fault.Forbidden, "%s: this session's API key may read but not write", f.Type)
 	}
 	switch f.Type {
 	case cxdbcompat.MsgCtxCreate, cxdbcompat.MsgCtxFork:
@@ -150,8 +151,8 @@ func (s *session) appendTurn(f cxdbcompat.Frame) ([]byte, error) {
 // declared length. Such frames are small and cheap to send; an operator
 // should see someone sending them.
 func (s *session) compressedRefused(err error) {
-	switch store.KindOf(err) {
-	case store.KindConflict, store.KindUnprocessable:
+	switch fault.KindOf(err) {
+	case fault.Conflict, fault.Unprocessable:
 		s.srv.metrics.compressedRefused.Inc()
 		s.srv.errLog.Log(context.Background(), slog.LevelWarn, lograte.Key{Surface: "binary", Kind: "COMPRESSED_REFUSED"},
 			"binary APPEND_TURN refused for its zstd payload", "session", s.id, "tenant", s.tenant.ID, "err", err)
@@ -252,7 +253,7 @@ func (s *session) attachFS(f cxdbcompat.Frame) ([]byte, error) {
 	if err := s.srv.opts.Store.AttachFS(s.ctx, s.tenant, req.TurnID, ident.Hash(req.FSRootHash)); err != nil {
 		return nil, err
 	}
-	resp := cxdbcompat.AttachFSResponse{TurnID: req.TurnID, FSRootHash: req.FSRootHash}
+	resp := cxdbcompat.AttachFSResponse(req)
 	return frame(f.Type, f.ReqID, resp.AppendTo), nil
 }
 
@@ -269,7 +270,7 @@ func sizedFrame(typ cxdbcompat.MsgType, reqID uint64, size int, body func([]byte
 	buf = body(buf)
 	out, err := cxdbcompat.FinishFrame(buf, start)
 	if err != nil { // the payload outgrew a frame: say so instead
-		return errorFrame(reqID, &protocolError{500, "INTERNAL", err.Error()})
+		return errorFrame(reqID, fault.New(fault.Internal, "%s", err))
 	}
 	return out
 }

@@ -70,7 +70,10 @@ type envConfig struct {
 	options func(*server.Options)
 }
 
-func newEnv(t testing.TB) *env { return newEnvWith(t, envConfig{}) }
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	return newEnvWith(t, envConfig{})
+}
 
 func newEnvWith(t testing.TB, cfg envConfig) *env {
 	t.Helper()
@@ -131,6 +134,7 @@ func newEnvWith(t testing.TB, cfg envConfig) *env {
 // on returns the env failing t (a subtest) instead of the test that made
 // it.
 func (e *env) on(t testing.TB) *env {
+	t.Helper()
 	cp := *e
 	cp.t = t
 	return &cp
@@ -236,7 +240,10 @@ func dialRaw(t testing.TB, addr string) *rawConn {
 	return &rawConn{t: t, connState: &connState{conn: conn, r: bufio.NewReader(conn), reqID: 1000}}
 }
 
-func (c *rawConn) on(t testing.TB) *rawConn { return &rawConn{t: t, connState: c.connState} }
+func (c *rawConn) on(t testing.TB) *rawConn {
+	t.Helper()
+	return &rawConn{t: t, connState: c.connState}
+}
 
 func (c *rawConn) close() { _ = c.conn.Close() }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -221,16 +222,18 @@ func (s *session) chargeDeclared(f cxdbcompat.Frame, charge *frameCharge) error 
 		return nil // the handler refuses what is malformed or too large
 	}
 	if err := charge.reserve(int(n)); err != nil {
-		return &protocolError{503, "UNAVAILABLE", fmt.Sprintf("no room for the payload's declared %d bytes now; retry", n)}
+		return fault.New(fault.Unavailable, "no room for the payload's declared %d bytes now; retry", n)
 	}
 	return nil
 }
 
 // release gives the charged bytes back.
+// The gauge goes down first: bytes given back may be taken at once by a
+// frame that waited for them, which then counts them.
 func (c *frameCharge) release() {
 	if c.charged > 0 {
-		c.s.srv.bytes.release(c.tenant, c.charged)
 		c.s.srv.metrics.requestBytes.Add(-c.charged)
+		c.s.srv.bytes.release(c.tenant, c.charged)
 		c.charged = 0
 	}
 }
@@ -311,7 +314,7 @@ func (s *session) writeDeadline(n int) time.Time {
 // RefuseConn tells a connection over the server's connection limit why it
 // is closed: an ERROR 503 frame with request id 0 (see connlimit).
 func RefuseConn(c net.Conn) {
-	_, _ = c.Write(errorFrame(0, &protocolError{503, "TOO_MANY_CONNECTIONS", "the server is at its connection limit; retry later"}))
+	_, _ = c.Write(errorFrame(0, fault.New(fault.TooManyConnections, "the server is at its connection limit; retry later")))
 }
 
 // drainWindow is how long a stopping session keeps reading, to answer the
@@ -319,7 +322,7 @@ func RefuseConn(c net.Conn) {
 const drainWindow = 100 * time.Millisecond
 
 // errShuttingDown answers requests received but not started at shutdown.
-var errShuttingDown = &protocolError{503, "UNAVAILABLE", "server shutting down; the request was not started: retry on another connection"}
+var errShuttingDown = fault.New(fault.Unavailable, "server shutting down; the request was not started: retry on another connection")
 
 // refuseQueued answers ERROR 503 to every whole frame the peer sent before
 // the session stopped reading: received, never started. Frames larger

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/lograte"
 	"github.com/cardboxhq/cardbox/store"
@@ -44,7 +45,7 @@ type Identity struct {
 
 // Authenticator decides a session's identity from its HELLO. An error
 // refuses the HELLO with ERROR 401 and closes the connection, except a
-// *store.Error of kind UNAVAILABLE or INTERNAL, which is answered with its
+// *fault.Error of kind UNAVAILABLE or INTERNAL, which is answered with its
 // own code (503, 500) and leaves the session open to try again.
 type Authenticator func(ctx context.Context, hello cxdbcompat.HelloRequest) (Identity, error)
 
@@ -230,8 +231,8 @@ func (s *Server) startSession(conn net.Conn) {
 }
 
 var (
-	errTooManyUnauthenticated = &protocolError{503, "TOO_MANY_CONNECTIONS", "too many connections have not authenticated yet; retry later"}
-	errTenantSessions         = &protocolError{503, "TOO_MANY_CONNECTIONS", "the tenant has as many sessions open as it may; close one or retry later"}
+	errTooManyUnauthenticated = fault.New(fault.TooManyConnections, "too many connections have not authenticated yet; retry later")
+	errTenantSessions         = fault.New(fault.TooManyConnections, "the tenant has as many sessions open as it may; close one or retry later")
 )
 
 // admit counts a session that authenticated as tenant against the

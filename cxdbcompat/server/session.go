@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -17,8 +16,8 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // session is one connection: a reader that decodes frames and hands each
@@ -144,8 +143,8 @@ func (s *session) readLoop() {
 func (s *session) readFailed(err error) {
 	var tooLarge *cxdbcompat.FrameTooLargeError
 	if errors.As(err, &tooLarge) {
-		s.reply(tooLarge.ReqID, errorFrame(tooLarge.ReqID, &protocolError{413, "FRAME_TOO_LARGE",
-			fmt.Sprintf("frame payload of %d bytes exceeds the %d-byte limit; closing the connection", tooLarge.Len, cxdbcompat.MaxPayload)}))
+		s.reply(tooLarge.ReqID, errorFrame(tooLarge.ReqID, fault.New(fault.FrameTooLarge,
+			"frame payload of %d bytes exceeds the %d-byte limit; closing the connection", tooLarge.Len, cxdbcompat.MaxPayload)))
 		return
 	}
 	if peerLeft(err) {
@@ -201,8 +200,8 @@ func (s *session) dispatch(f cxdbcompat.Frame, charge *frameCharge) bool {
 	}
 	if limit := s.srv.opts.Limit; limit != nil {
 		if ok, wait := limit(s.ctx, s.tenant.ID); !ok {
-			s.answer(f, errorFrame(f.ReqID, &protocolError{429, "RATE_LIMITED",
-				fmt.Sprintf("the tenant's request rate limit is reached; retry in %d ms", max(1, wait.Milliseconds()))}))
+			s.answer(f, errorFrame(f.ReqID, fault.New(fault.RateLimited,
+				"the tenant's request rate limit is reached; retry in %d ms", max(1, wait.Milliseconds()))))
 			s.pauseAfterRefusal(wait)
 			return true
 		}
@@ -391,7 +390,7 @@ func (s *session) hello(f cxdbcompat.Frame) []byte {
 	}
 	if strings.IndexByte(req.ClientTag, 0) >= 0 {
 		s.refused = s.srv.opts.Authenticate != nil && !s.hasTenant
-		return errorFrame(f.ReqID, &protocolError{400, "BAD_REQUEST", "client_tag contains a NUL byte"})
+		return errorFrame(f.ReqID, fault.New(fault.Invalid, "client_tag contains a NUL byte"))
 	}
 	// A tag never keeps a secret, authenticated or not: it is stored on
 	// contexts, logged and published.
@@ -411,7 +410,7 @@ func (s *session) hello(f cxdbcompat.Frame) []byte {
 }
 
 // errHelloFirst refuses a request sent before authenticating.
-var errHelloFirst = &protocolError{401, "UNAUTHORIZED", "send HELLO with an API key first (client tag \"<name>;key=<secret>\" or metadata {\"api_key\": ...}); closing the connection"}
+var errHelloFirst = fault.New(fault.Unauthorized, "send HELLO with an API key first (client tag \"<name>;key=<secret>\" or metadata {\"api_key\": ...}); closing the connection")
 
 // authenticate fixes the session's identity from its HELLO; a refusal
 // ends the session once answered.
@@ -421,14 +420,14 @@ func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 	}
 	id, err := s.srv.opts.Authenticate(s.ctx, req)
 	if err != nil {
-		if k := store.KindOf(err); errors.As(err, new(*store.Error)) && (k == store.KindUnavailable || k == store.KindDiskFull || k == store.KindInternal) {
+		if k := fault.KindOf(err); errors.As(err, new(*fault.Error)) && (k == fault.Unavailable || k == fault.DiskFull || k == fault.Internal) {
 			return err // the authenticator could not decide: 503 / 507 / 500
 		}
 		s.refused = true
 		if errors.Is(err, auth.ErrForbidden) {
-			return &protocolError{403, "FORBIDDEN", err.Error() + "; closing the connection"}
+			return fault.New(fault.Forbidden, "%s; closing the connection", err)
 		}
-		return &protocolError{401, "UNAUTHORIZED", err.Error() + "; closing the connection"}
+		return fault.New(fault.Unauthorized, "%s; closing the connection", err)
 	}
 	// The store's own Tenant value: its writers know only tenants it
 	// resolved.

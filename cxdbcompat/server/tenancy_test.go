@@ -11,8 +11,8 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // TestSessionsWithoutAuthUseTheDefaultTenant: with no Authenticate, a
@@ -66,7 +66,7 @@ func apiKeys(keys map[string]string) func(*env) server.Authenticator {
 				}
 			}
 			if meta.APIKey == "db-down" { // the tenant lookup cannot answer
-				return server.Identity{}, &store.Error{Kind: store.KindUnavailable, Msg: "look up tenant: database unavailable"}
+				return server.Identity{}, &fault.Error{Kind: fault.Unavailable, Message: "look up tenant: database unavailable"}
 			}
 			id, ok := keys[meta.APIKey]
 			if !ok {

@@ -3,42 +3,28 @@ package service
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
-// Kind classifies the service's own errors; the surfaces map them to
-// statuses.
-type Kind int
+// The service's own errors are *fault.Error values (internal/fault), as
+// the store's are: a malformed parameter is fault.Invalid and names the
+// parameter in its details, an unknown id fault.NotFound, well-formed
+// input the data does not allow fault.Unprocessable.
 
-// Kinds of Error.
-const (
-	// KindInvalid is a malformed parameter (HTTP 400).
-	KindInvalid Kind = iota + 1
-	// KindNotFound is an unknown id (HTTP 404).
-	KindNotFound
-	// KindUnprocessable is well-formed input the data does not allow
-	// (HTTP 422).
-	KindUnprocessable
-)
-
-// Error is a service error: what is wrong, and with which parameter.
-type Error struct {
-	Kind    Kind
-	Message string
-	Details map[string]any
+func invalidParam(param, format string, args ...any) *fault.Error {
+	e := fault.New(fault.Invalid, "%s: %s", param, fmt.Sprintf(format, args...))
+	return e.With("parameter", param)
 }
 
-func (e *Error) Error() string { return e.Message }
-
-func invalidParam(param, format string, args ...any) *Error {
-	return &Error{Kind: KindInvalid, Message: param + ": " + fmt.Sprintf(format, args...), Details: map[string]any{"parameter": param}}
+func notFound(format string, args ...any) *fault.Error {
+	return fault.New(fault.NotFound, format, args...)
 }
 
-func notFound(format string, args ...any) *Error {
-	return &Error{Kind: KindNotFound, Message: fmt.Sprintf(format, args...)}
-}
-
-func unprocessable(details map[string]any, format string, args ...any) *Error {
-	return &Error{Kind: KindUnprocessable, Message: fmt.Sprintf(format, args...), Details: details}
+func unprocessable(details map[string]any, format string, args ...any) *fault.Error {
+	e := fault.New(fault.Unprocessable, format, args...)
+	e.Details = details
+	return e
 }
 
 // idString renders an id as CXDB's HTTP JSON does: a decimal string.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/ctxmeta"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/metastore"
@@ -98,12 +99,12 @@ func (w *metadataWorker) extract(ctx context.Context, t ident.Tenant, root, cont
 		if m, ok := ctxmeta.Extract(payload); ok {
 			found = &m
 		}
-	} else if store.KindOf(err) == store.KindUnavailable {
+	} else if fault.KindOf(err) == fault.Unavailable {
 		return err
 	}
 	// An unreadable payload has no metadata; the context is done.
 	err := w.s.metas.SaveRootMetadata(ctx, t, root, []uint64{contextID}, toStored(found))
-	if store.KindOf(err) == store.KindNotFound {
+	if fault.KindOf(err) == fault.NotFound {
 		return nil // the tenant was deleted: nothing to do
 	}
 	if err != nil {

@@ -33,6 +33,7 @@ type Store interface {
 	Root(t ident.Tenant, id uint64) uint64
 	OnChain(t ident.Tenant, contextID, id uint64) bool
 	TurnPayload(ctx context.Context, t ident.Tenant, id uint64) ([]byte, error)
+	GetBlobWithin(ctx context.Context, t ident.Tenant, h ident.Hash, room func(n int64) error) ([]byte, error)
 	MissingBlobs(ctx context.Context, t ident.Tenant, hashes []ident.Hash) ([]ident.Hash, error)
 	FSRoot(ctx context.Context, t ident.Tenant, id uint64) (root ident.Hash, from uint64, ok bool, err error)
 }

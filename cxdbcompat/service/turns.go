@@ -11,6 +11,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -470,7 +471,7 @@ func (r renderer) render(ctx context.Context, turn store.Turn, room int64, whole
 	}
 	payload, err := r.payload(ctx, turn)
 	switch {
-	case store.KindOf(err) == store.KindUnavailable:
+	case fault.KindOf(err) == fault.Unavailable:
 		return nil, false, err
 	case err != nil:
 		out.Error = &turnError{Code: "BLOB_UNREADABLE", Message: err.Error(), Blob: hex.EncodeToString(turn.Hash[:])}

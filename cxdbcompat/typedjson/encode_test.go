@@ -23,6 +23,7 @@ func tagOf(t *testing.T, name string) uint64 {
 // oneField is the expected encoding of a one-field object: fixmap 1, the
 // fixstr tag key, then the value bytes.
 func oneField(t *testing.T, name, valueHex string) string {
+	t.Helper()
 	key := strconv.FormatUint(tagOf(t, name), 10)
 	return "81" + hex.EncodeToString([]byte{0xa0 | byte(len(key))}) + hex.EncodeToString([]byte(key)) + valueHex
 }

@@ -121,9 +121,7 @@ func integerString(str string, f registry.Field, k kind, at *path) (string, erro
 // isDecimal reports whether str is plain decimal digits, optionally with a
 // leading minus sign.
 func isDecimal(str string) bool {
-	if strings.HasPrefix(str, "-") {
-		str = str[1:]
-	}
+	str = strings.TrimPrefix(str, "-")
 	if str == "" || len(str) > 64 {
 		return false
 	}

@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Keys checks API keys against Postgres. Every check reads the key's
@@ -48,7 +48,7 @@ func (k *Keys) Bound(d time.Duration) *Keys {
 
 // Authenticate returns the principal of secret. An unknown, malformed,
 // revoked or expired key is ErrUnauthenticated, with no word on which
-// (that would help a guesser); a database failure is a store error of
+// (that would help a guesser); a database failure is a fault.Error of
 // kind Unavailable.
 func (k *Keys) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	id, ok := KeyIDOf(secret)
@@ -84,5 +84,5 @@ func (k *Keys) ValidKey(ctx context.Context, keyID string) (bool, error) {
 // unavailable is a failed key lookup: the surfaces answer 503 (507 when
 // Postgres's disk is full), not 401, since the key may well be valid.
 func unavailable(keyID string, err error) error {
-	return store.Wrap(store.KindUnavailable, err, "look up API key "+keyID)
+	return fault.Wrap(fault.Unavailable, err, "look up API key %s", keyID)
 }

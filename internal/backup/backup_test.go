@@ -34,6 +34,7 @@ type liveStore struct {
 }
 
 func newLiveStore(t *testing.T) *liveStore {
+	t.Helper()
 	pool, url := pgtest.NewPoolAndURL(t)
 	s := &liveStore{dir: t.TempDir(), url: url, pool: pool, payloads: map[uint64][]byte{}, rng: rand.NewChaCha8([32]byte{7})}
 	e, err := store.Open(context.Background(), store.Options{Dir: s.dir, Pool: pool})

@@ -153,7 +153,7 @@ func (a access) watch(ctx context.Context, bin *server.Server, log *slog.Logger)
 			}
 		}
 	}()
-	a.keys.Watch(ctx, closeInvalid)
+	_ = a.keys.Watch(ctx, closeInvalid) // ctx's error, when the daemon stops
 	<-swept
 }
 

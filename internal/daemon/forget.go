@@ -31,7 +31,7 @@ type forgetter struct {
 
 // watch forgets deleted tenants until ctx ends.
 func (f *forgetter) watch(ctx context.Context) {
-	f.admin.WatchTenants(ctx, func(id string) { f.deleted(ctx, id) })
+	_ = f.admin.WatchTenants(ctx, func(id string) { f.deleted(ctx, id) }) // ctx's error, when the daemon stops
 }
 
 // deleted forgets tenant id, or, for "" (a notification may have been

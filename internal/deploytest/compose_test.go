@@ -460,7 +460,10 @@ func loopbackOf(t *testing.T, addr string) string {
 
 // buildBinaries builds cardboxd and cardbox as the Dockerfile does
 // (CGO off), into a directory of their own.
-func buildBinaries(t *testing.T) string { return testbin.Build(t, "./cmd/cardboxd", "./cmd/cardbox") }
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	return testbin.Build(t, "./cmd/cardboxd", "./cmd/cardbox")
+}
 
 func readFile(t *testing.T, file string) string {
 	t.Helper()

@@ -1,7 +1,7 @@
 // Package quota keeps each tenant within its storage quota in hosted mode
 // (docs/security.md, "Storage quotas"): a write that would take a tenant
 // over its quota is refused before anything of it is written, with a
-// store.KindQuotaExceeded error (binary ERROR 507 and HTTP 507
+// fault.QuotaExceeded error (binary ERROR 507 and HTTP 507
 // QUOTA_EXCEEDED, distinct from a full disk's DISK_FULL).
 //
 // A tenant's usage has two parts. The turn store's (blobs charged as if
@@ -23,8 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // RefreshEvery is how often a tenant's quota and CardBox bytes are read
@@ -113,11 +113,11 @@ func (c *Checker) Usage(ctx context.Context, tenant string, stored int64) (used,
 
 // Exceeded is the error of a write refused because it would take the
 // tenant over its storage quota: used bytes stored of quota, adding more.
-// It is distinct from a full disk (store.KindDiskFull).
-func Exceeded(tenant string, used, quota, adding int64) *store.Error {
-	return &store.Error{
-		Kind: store.KindQuotaExceeded,
-		Msg: fmt.Sprintf("storage quota exceeded: tenant %q stores %d bytes of its %d-byte quota and this write would add %d; "+
+// It is distinct from a full disk (fault.DiskFull).
+func Exceeded(tenant string, used, quota, adding int64) *fault.Error {
+	return &fault.Error{
+		Kind: fault.QuotaExceeded,
+		Message: fmt.Sprintf("storage quota exceeded: tenant %q stores %d bytes of its %d-byte quota and this write would add %d; "+
 			"nothing was written (this is the tenant's quota, not a full disk: the operator can raise it with `cardbox tenant quota`)",
 			tenant, used, quota, adding),
 		Details: map[string]any{"used_bytes": used, "quota_bytes": quota, "adding_bytes": adding},

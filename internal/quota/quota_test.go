@@ -9,11 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -55,7 +55,7 @@ func lookup(keys *tenancy.Admin) quota.Lookup {
 	}
 }
 
-func refused(err error) bool { return store.KindOf(err) == store.KindQuotaExceeded }
+func refused(err error) bool { return fault.KindOf(err) == fault.QuotaExceeded }
 
 // The limit is the tenant's own quota, else the default (0: none); a write
 // is refused when it would go over, and one that adds nothing only when
@@ -89,7 +89,7 @@ func TestStoreChecks(t *testing.T) {
 		}
 	}
 	err := c.CheckTurnStore(ctx, acme, 900, 200)
-	var se *store.Error
+	var se *fault.Error
 	if !errors.As(err, &se) || se.Details["used_bytes"] != int64(900) || se.Details["quota_bytes"] != int64(1000) ||
 		se.Details["adding_bytes"] != int64(200) {
 		t.Errorf("refusal: %#v", err)

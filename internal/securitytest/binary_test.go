@@ -417,6 +417,7 @@ func TestBinary(t *testing.T) {
 // It cannot read them by hash, and storing the same bytes is new to it,
 // once; then it reads its own copy, and acme's other blobs stay acme's.
 func (h *hosted) tryBlobDedup(t *testing.T, acme ids) {
+	t.Helper()
 	c := h.dialRaw(t)
 	if f := c.call(t, hello("globex-agent", h.secrets[globexWriter])); f.Type != cxdbcompat.MsgHello {
 		t.Fatalf("globex's HELLO: %s", f.Type)
@@ -454,6 +455,7 @@ func (h *hosted) tryBlobDedup(t *testing.T, acme ids) {
 // the hash of a file only acme stored; attaching it is refused exactly as
 // for a file that nobody stored.
 func (h *hosted) tryTreeNamingAcmesFile(t *testing.T, asGlobex ids) {
+	t.Helper()
 	c := h.dialRaw(t)
 	if f := c.call(t, hello("globex-agent", h.secrets[globexWriter])); f.Type != cxdbcompat.MsgHello {
 		t.Fatalf("globex's HELLO: %s", f.Type)

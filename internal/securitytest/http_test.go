@@ -399,6 +399,7 @@ func contextIDs(v any) []string {
 // listings, registry, event stream and metrics) does not change while
 // acme works on every surface.
 func (h *hosted) tryBusyAcme(t *testing.T, routes []routeCase, asGlobex ids) {
+	t.Helper()
 	var watched []request
 	for _, rc := range routes {
 		for _, v := range rc.variants {

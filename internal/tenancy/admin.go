@@ -13,10 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // Errors of administration.
@@ -420,7 +420,7 @@ func (adm *Admin) TenantRate(ctx context.Context, tenant string) (Rate, error) {
 		return Rate{}, auth.ErrNoTenant
 	}
 	if err != nil {
-		return Rate{}, store.Wrap(store.KindUnavailable, err, "look up the rate of tenant "+tenant)
+		return Rate{}, fault.Wrap(fault.Unavailable, err, "look up the rate of tenant %s", tenant)
 	}
 	return Rate{PerSec: row.RatePerSec.Float64, Burst: int(row.RateBurst.Int32)}, nil
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/sqlc/db"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 // ErrBadQuota is a negative quota.
@@ -55,7 +55,7 @@ func (adm *Admin) TenantQuota(ctx context.Context, tenant string) (Quota, error)
 		return Quota{}, auth.ErrNoTenant
 	}
 	if err != nil {
-		return Quota{}, store.Wrap(store.KindUnavailable, err, "look up the quota of tenant "+tenant)
+		return Quota{}, fault.Wrap(fault.Unavailable, err, "look up the quota of tenant %s", tenant)
 	}
 	return Quota{Bytes: row.QuotaBytes.Int64, CardBoxBytes: row.CardboxBytes}, nil
 }

@@ -8,12 +8,12 @@ package metastore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
@@ -66,10 +66,6 @@ func (s *Store) as(role pgrole.Role, tenant string) *db.Queries {
 	return db.New(pgrole.As(pgbound.Batcher{D: s.pool, Timeout: s.timeout}, role, tenant))
 }
 
-func unavailable(err error, format string, args ...any) error {
-	return store.Wrap(store.KindUnavailable, err, fmt.Sprintf(format, args...))
-}
-
 // Bundle is a type registry bundle as published.
 type Bundle struct {
 	ID   string
@@ -83,7 +79,7 @@ func (s *Store) RegistryBundles(ctx context.Context, t ident.Tenant) ([]Bundle, 
 	}
 	rows, err := s.as(pgrole.Tenant, t.ID).ListRegistryBundles(ctx, t.ID)
 	if err != nil {
-		return nil, unavailable(err, "load registry bundles")
+		return nil, fault.Wrap(fault.Unavailable, err, "load registry bundles")
 	}
 	out := make([]Bundle, len(rows))
 	for i, r := range rows {
@@ -104,7 +100,7 @@ func (s *Store) AddRegistryBundle(ctx context.Context, t ident.Tenant, b Bundle)
 	}
 	n, err := s.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
 	if err != nil {
-		return false, unavailable(err, "store registry bundle %q", b.ID)
+		return false, fault.Wrap(fault.Unavailable, err, "store registry bundle %q", b.ID)
 	}
 	if n == 1 {
 		s.tenancy.Charge(t, int64(len(b.Body)))
@@ -139,7 +135,7 @@ func (s *Store) SaveRootMetadata(ctx context.Context, t ident.Tenant, root uint6
 		p.Labels, p.Provenance = m.Labels, m.Provenance
 	}
 	if err := s.as(pgrole.Tenant, t.ID).InsertTurnMetadata(ctx, p); err != nil {
-		return unavailable(err, "save metadata of turn %d", root)
+		return fault.Wrap(fault.Unavailable, err, "save metadata of turn %d", root)
 	}
 	return nil
 }
@@ -170,7 +166,7 @@ type PendingMetadata struct {
 func (s *Store) ContextsWithoutMetadata(ctx context.Context, max int) ([]PendingMetadata, error) {
 	rows, err := s.as(pgrole.Recovery, "").ListContextsWithoutMetadata(ctx, int32(max))
 	if err != nil {
-		return nil, unavailable(err, "list contexts without metadata")
+		return nil, fault.Wrap(fault.Unavailable, err, "list contexts without metadata")
 	}
 	out := make([]PendingMetadata, len(rows))
 	for i, r := range rows {
@@ -187,7 +183,7 @@ func (s *Store) Metadata(ctx context.Context, t ident.Tenant, ids []uint64) (map
 	}
 	rows, err := s.as(pgrole.Tenant, t.ID).ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
 	if err != nil {
-		return nil, unavailable(err, "load context metadata")
+		return nil, fault.Wrap(fault.Unavailable, err, "load context metadata")
 	}
 	out := make(map[uint64]ContextMeta, len(rows))
 	for _, r := range rows {
@@ -206,7 +202,7 @@ func (s *Store) MetadataSizes(ctx context.Context, t ident.Tenant, ids []uint64)
 	}
 	rows, err := s.as(pgrole.Tenant, t.ID).ContextMetadataSizes(ctx, db.ContextMetadataSizesParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
 	if err != nil {
-		return nil, unavailable(err, "measure context metadata")
+		return nil, fault.Wrap(fault.Unavailable, err, "measure context metadata")
 	}
 	out := make(map[uint64]int64, len(rows))
 	for _, r := range rows {

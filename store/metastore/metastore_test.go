@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/zeebo/blake3"
 
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -99,7 +100,7 @@ func TestBundlesAreCharged(t *testing.T) {
 func TestBundleOverQuota(t *testing.T) {
 	refuse := func(_ context.Context, _ ident.Tenant, stored, adding int64) error {
 		if adding > 100 {
-			return &store.Error{Kind: store.KindQuotaExceeded, Msg: "storage quota exceeded"}
+			return fault.New(fault.QuotaExceeded, "storage quota exceeded")
 		}
 		return nil
 	}
@@ -107,7 +108,7 @@ func TestBundleOverQuota(t *testing.T) {
 	ctx := context.Background()
 	a := v.tenant("acme")
 	_, err := v.m.AddRegistryBundle(ctx, a, metastore.Bundle{ID: "big", Body: bytes.Repeat([]byte("x"), 700)})
-	if store.KindOf(err) != store.KindQuotaExceeded {
+	if fault.KindOf(err) != fault.QuotaExceeded {
 		t.Fatalf("over quota: %v, want QUOTA_EXCEEDED", err)
 	}
 	if got, err := v.m.RegistryBundles(ctx, a); err != nil || len(got) != 0 {
@@ -198,7 +199,7 @@ func TestForgottenTenant(t *testing.T) {
 		"bundle": err,
 		"meta":   v.m.SaveRootMetadata(ctx, a, root, []uint64{c}, nil),
 	} {
-		if store.KindOf(err) != store.KindNotFound {
+		if fault.KindOf(err) != fault.NotFound {
 			t.Errorf("%s after the deletion: %v, want not found", name, err)
 		}
 	}

@@ -43,16 +43,6 @@ func (l *appendLog) sentAt(contextID uint64, depth uint32) (time.Time, bool) {
 	return s[depth-1], true
 }
 
-func (l *appendLog) total() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, s := range l.sent {
-		n += len(s)
-	}
-	return n
-}
-
 // eventsGrace is how long the subscriber may take, after the last append,
 // to see the last events before the rest count as missed.
 const eventsGrace = 2 * time.Second

@@ -15,11 +15,11 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
-	"github.com/cardboxhq/cardbox/store"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -253,8 +253,8 @@ func TestOwnerIsNotSuperuserQuota(t *testing.T) {
 		t.Fatalf("set a quota: %v", err)
 	}
 	_, err = s.AddCard(ctx, "acme", note("b", "a card that does not fit in ten bytes"))
-	var se *store.Error
-	if !errors.As(err, &se) || se.Kind != store.KindQuotaExceeded {
+	var se *fault.Error
+	if !errors.As(err, &se) || se.Kind != fault.QuotaExceeded {
 		t.Fatalf("a card over the quota: %v, want refused (quota exceeded)", err)
 	}
 }

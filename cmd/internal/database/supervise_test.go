@@ -75,7 +75,7 @@ func runFor(t *testing.T, c *scriptedCluster, end time.Duration) *logtest.All {
 }
 
 // What postgres says when it cannot write its lock file on a full disk.
-var noSpace = errors.New(`embedded postgres: start: exit status 1: pg_ctl: could not start server
+var errNoSpace = errors.New(`embedded postgres: start: exit status 1: pg_ctl: could not start server
 FATAL:  could not write lock file "postmaster.pid": No space left on device`)
 
 // After a restart failed because the cluster's disk is full, the next is
@@ -85,7 +85,7 @@ FATAL:  could not write lock file "postmaster.pid": No space left on device`)
 func TestRestartPolicy(t *testing.T) {
 	t.Run("disk full", func(t *testing.T) {
 		for _, fullFor := range []time.Duration{3 * time.Second, 47 * time.Second, 2 * time.Hour} {
-			c := &scriptedCluster{running: true, diedAt: 10 * time.Second, fails: noSpace}
+			c := &scriptedCluster{running: true, diedAt: 10 * time.Second, fails: errNoSpace}
 			c.freeAt = c.diedAt + fullFor
 			logs := runFor(t, c, c.freeAt+time.Minute)
 			if !c.running || len(c.attempts) != 2 {
@@ -103,7 +103,7 @@ func TestRestartPolicy(t *testing.T) {
 		}
 	})
 	t.Run("disk full, free space unknown", func(t *testing.T) {
-		c := &scriptedCluster{running: true, diedAt: 10 * time.Second, fails: noSpace, freeErr: errors.ErrUnsupported}
+		c := &scriptedCluster{running: true, diedAt: 10 * time.Second, fails: errNoSpace, freeErr: errors.ErrUnsupported}
 		c.freeAt = 5 * time.Minute
 		runFor(t, c, c.freeAt+time.Minute)
 		last := c.attempts[len(c.attempts)-1]
@@ -177,9 +177,11 @@ func TestRestartWhenTheDiskHasRoomAgain(t *testing.T) {
 		t.Skipf("WARNING: full-disk test skipped: cannot mount a tmpfs (needs root): %v: %s", err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount: %v: %s", err, out)
-		}
+		// The cluster's last processes may still be closing their files
+		// when Stop returns (under load): the mount stays busy until then.
+		waitfor.True(t, "the tmpfs to unmount", 30*time.Second, func() bool {
+			return exec.Command("umount", dir).Run() == nil
+		})
 	})
 	ctx := context.Background()
 	srv, err := pgembed.Start(ctx, pgembed.Options{Dir: filepath.Join(dir, "pg"), Settings: map[string]string{
