@@ -47,6 +47,7 @@ func TestIdempotencyKeyReusedForAnotherAppend(t *testing.T) {
 		}, []string{"payload", "type_id", "type_version", "parent_turn_id"}},
 	}
 	check := func(t *testing.T, when string) {
+		t.Helper()
 		for _, tt := range tests {
 			t.Run(when+"/"+tt.name, func(t *testing.T) {
 				req := *orig
