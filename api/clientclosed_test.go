@@ -25,6 +25,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
 // levelLog is a slog.Handler that keeps every record with its level.
@@ -109,7 +110,7 @@ func newGoneEnv(t *testing.T) *goneEnv {
 	}
 	t.Cleanup(func() { engine.Close() })
 	e.engine = engine
-	svc := service.New(engine, service.Options{})
+	svc := service.New(engine, metastore.New(e.pool, 0, engine), service.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()

@@ -195,6 +195,7 @@ func TestAssembleCachedFactsFollowChanges(t *testing.T) {
 	}{
 		{"unchanged", func(*testing.T) {}, map[string]string{"gone": cardbox.LeftOutDeleted}},
 		{"deleted through the service", func(t *testing.T) {
+			t.Helper()
 			if err := s.DeleteCard(ctx, "p", "think"); err != nil {
 				t.Fatal(err)
 			}
@@ -202,11 +203,13 @@ func TestAssembleCachedFactsFollowChanges(t *testing.T) {
 		{"expired", func(*testing.T) { clk.Add(2 * time.Minute) },
 			map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted, "old": cardbox.LeftOutExpired}},
 		{"deleted by SQL", func(t *testing.T) {
+			t.Helper()
 			if _, err := db.Exec(ctx, `UPDATE cards SET deleted_at = now() WHERE tenant_id = 'p' AND card_id = 'answer'`); err != nil {
 				t.Fatal(err)
 			}
 		}, map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted, "old": cardbox.LeftOutExpired, "answer": cardbox.LeftOutDeleted}},
 		{"purged and written again as a system card", func(t *testing.T) {
+			t.Helper()
 			if _, err := db.Exec(ctx, `DELETE FROM cards WHERE tenant_id = 'p' AND card_id = 'answer'`); err != nil {
 				t.Fatal(err)
 			}

@@ -81,7 +81,7 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 	case json.Number:
 		buf.WriteString(x.String())
 	case bool:
-		buf.WriteString(fmt.Sprint(x))
+		fmt.Fprint(buf, x)
 	case nil:
 		buf.WriteString("null")
 	default:

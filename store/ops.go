@@ -85,7 +85,7 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 			return AppendResult{}, err
 		}
 	}
-	if len(req.IdempotencyKey) > 0 && e.committer.idem.mayMiss(e.now().Add(-IdempotencyWindow)) {
+	if len(req.IdempotencyKey) > 0 && e.committer.idem.MayMiss(e.now().Add(-IdempotencyWindow)) {
 		if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
 			return res, err
 		}

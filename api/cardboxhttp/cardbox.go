@@ -226,11 +226,18 @@ func (r *CardBoxRoutes) createBox(c echo.Context) error {
 	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
+	// The answer is charged before the write, so that a refusal leaves
+	// nothing written.
+	charge := r.charge(c, project)
+	defer charge.Release()
+	if err := charge.Reserve(cardbox.BoxInputJSONSize(project, "", req.input())); err != nil {
+		return err
+	}
 	box, err := r.svc.CreateBox(c.Request().Context(), project, req.input())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, renderBox(box))
+	return writeBox(c, http.StatusCreated, charge, box)
 }
 
 func (r *CardBoxRoutes) saveBox(c echo.Context) error {
@@ -242,11 +249,16 @@ func (r *CardBoxRoutes) saveBox(c echo.Context) error {
 	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
+	charge := r.charge(c, project)
+	defer charge.Release()
+	if err := charge.Reserve(cardbox.BoxInputJSONSize(project, id, req.input())); err != nil {
+		return err
+	}
 	box, err := r.svc.SaveBox(c.Request().Context(), project, id, req.input())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderBox(box))
+	return writeBox(c, http.StatusOK, charge, box)
 }
 
 func (req boxRequest) input() cardbox.BoxInput {
@@ -258,11 +270,13 @@ func (r *CardBoxRoutes) getBox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	box, err := r.svc.LoadBox(c.Request().Context(), project, id)
+	charge := r.charge(c, project)
+	defer charge.Release()
+	box, err := r.svc.LoadBoxWithin(c.Request().Context(), project, id, room(charge))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderBox(box))
+	return writeBox(c, http.StatusOK, charge, box)
 }
 
 func (r *CardBoxRoutes) deleteBox(c echo.Context) error {
@@ -290,6 +304,21 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 		return fault.New(fault.Invalid, `return=%q: the only value is "box" (answer the whole box)`, ret)
 	}
 	ctx := c.Request().Context()
+	// The box answered is charged before the append, at its size and the
+	// ids appended, so that a refusal leaves nothing appended.
+	charge := r.charge(c, project)
+	defer charge.Release()
+	if ret == "box" {
+		size, live, err := r.svc.BoxJSONSize(ctx, project, id)
+		if err != nil {
+			return err
+		}
+		if live {
+			if err := charge.Reserve(cardbox.AppendedBoxJSONSize(size, req.CardIDs)); err != nil {
+				return err
+			}
+		}
+	}
 	appended, err := r.svc.AppendToBox(ctx, project, id, req.CardIDs)
 	if err != nil {
 		return err
@@ -301,7 +330,7 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, renderBox(box))
+	return writeBox(c, http.StatusOK, charge, box)
 }
 
 func (r *CardBoxRoutes) boxesBatch(c echo.Context) error {

@@ -85,6 +85,11 @@ func reserveFrame(a *answers.Charge, ids []string) error {
 // answer larger still (a box replaced between its measure and its read)
 // is charged the difference, or refused.
 func sendChargedCards(c echo.Context, charge *answers.Charge, size int, render func(b []byte) ([]byte, error)) error {
+	return sendCharged(c, http.StatusOK, charge, size, render)
+}
+
+// sendCharged is sendChargedCards answering status.
+func sendCharged(c echo.Context, status int, charge *answers.Charge, size int, render func(b []byte) ([]byte, error)) error {
 	buf := bodyPool.Get().(*[]byte)
 	defer func() {
 		// net/http has copied or sent the body when Write returns.
@@ -106,7 +111,20 @@ func sendChargedCards(c echo.Context, charge *answers.Charge, size int, render f
 		}
 	}
 	charge.Settle(int64(len(out)))
-	return sendJSON(c, http.StatusOK, out)
+	return sendJSON(c, status, out)
+}
+
+// writeBox answers one box, charged before it was loaded (or, for a
+// write, before it was written), as encoding/json writes it and echo's
+// c.JSON a newline after it.
+func writeBox(c echo.Context, status int, charge *answers.Charge, box cardbox.Box) error {
+	return sendCharged(c, status, charge, int(charge.Total()), func(b []byte) ([]byte, error) {
+		js, err := json.Marshal(renderBox(box))
+		if err != nil {
+			return nil, err
+		}
+		return append(append(b, js...), '\n'), nil
+	})
 }
 
 // boundedCardsBody appends {"cards": [...], "missing_ids": [...],

@@ -31,7 +31,7 @@ func TestContextListsAndSearchesStopAtTheAnswerBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	apitest.Eventually(t, "every context's title to be extracted", func() bool {
-		all, err := h.Svc.Metadata(context.Background(), tenant, nil)
+		all, err := h.Svc.MetaStore().Metadata(context.Background(), tenant, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

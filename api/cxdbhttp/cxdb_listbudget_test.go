@@ -33,7 +33,7 @@ func titledContexts(t *testing.T, h *apitest.CXDB, n, titleBytes int) {
 		t.Fatal(err)
 	}
 	apitest.Eventually(t, "every context's title to be extracted", func() bool {
-		all, err := h.Svc.Metadata(context.Background(), tenant, nil)
+		all, err := h.Svc.MetaStore().Metadata(context.Background(), tenant, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
@@ -72,10 +74,46 @@ func Count(name, text string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if text == "" {
-		return 0, nil
+	n := 0
+	for _, piece := range pieces(text) {
+		n += len(enc.EncodeOrdinary(piece))
 	}
-	return len(enc.EncodeOrdinary(text)), nil
+	return n, nil
+}
+
+const (
+	// maxPiece is about how much text is encoded at once: pieces end
+	// before a whitespace once they are this long, where the tokenizers
+	// split words anyway, so the count is the same as of the whole.
+	maxPiece = 8 << 10
+	// maxRun is the longest run without whitespace encoded at once. Byte
+	// pair merging is quadratic in the length of a word: a card of 512 KiB
+	// of one letter took minutes. Runs are cut at this length (tokens are
+	// far shorter), which may change the count of such a run by a token
+	// at each cut.
+	maxRun = 128
+)
+
+// pieces cuts text where encoding each piece apart gives its count (or
+// within a token of it, for runs longer than maxRun).
+func pieces(text string) []string {
+	var out []string
+	start, run := 0, 0
+	for i, r := range text {
+		switch {
+		case unicode.IsSpace(r):
+			if i-start >= maxPiece {
+				out, start = append(out, text[start:i]), i
+			}
+			run = i + utf8.RuneLen(r)
+		case i-run >= maxRun:
+			out, start, run = append(out, text[start:i]), i, i
+		}
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
 }
 
 // CountAll returns the number of tokens of text under each of Names, in
