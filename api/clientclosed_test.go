@@ -236,7 +236,7 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 		name, path, route string
 		// block makes the route wait on Postgres; waiting waits until a
 		// request does. release ends the wait.
-		block   func(e *goneEnv, t *testing.T) (release func())
+		block   func(t *testing.T, e *goneEnv) (release func())
 		waiting func(t *testing.T, e *goneEnv, done <-chan error)
 		// leave: the client cancels its request while it waits; else the
 		// server's own deadline ends it.
@@ -244,12 +244,13 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 	}{
 		{
 			name: "health check, Postgres out of connections", path: "/healthz", route: "/healthz", leave: true,
-			block:   (*goneEnv).starveConnections,
+			block:   func(t *testing.T, e *goneEnv) func() { t.Helper(); return e.starveConnections(t) },
 			waiting: healthEntered,
 		},
 		{
 			name: "card read, table locked", path: "/projects/p1/cards/c1", route: "/projects/:project_id/cards/:card_id", leave: true,
-			block: func(e *goneEnv, t *testing.T) func() {
+			block: func(t *testing.T, e *goneEnv) func() {
+				t.Helper()
 				if _, err := e.cards.AddCard(context.Background(), "p1", cardbox.NewCard{
 					CardID: "c1", Content: json.RawMessage(`"hi"`), Metadata: json.RawMessage(`{"type":"task.instruction"}`),
 				}); err != nil {
@@ -261,7 +262,8 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 		},
 		{
 			name: "CXDB context list, table locked", path: "/v1/contexts", route: "/v1/contexts", leave: true,
-			block: func(e *goneEnv, t *testing.T) func() {
+			block: func(t *testing.T, e *goneEnv) func() {
+				t.Helper()
 				tenant, err := e.engine.Tenant(context.Background(), ident.DefaultTenantID)
 				if err != nil {
 					t.Fatal(err)
@@ -275,14 +277,14 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 		},
 		{
 			name: "health check past the server's deadline", path: "/healthz", route: "/healthz", leave: false,
-			block:   (*goneEnv).readyThenStarve,
+			block:   func(t *testing.T, e *goneEnv) func() { t.Helper(); return e.readyThenStarve(t) },
 			waiting: healthEntered,
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newGoneEnv(t)
-			release := tc.block(e, t)
+			release := tc.block(t, e)
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+tc.path, nil)

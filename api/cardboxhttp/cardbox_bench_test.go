@@ -123,6 +123,7 @@ func bulkLoad(b *testing.B, svc *cardbox.Service, projects map[string]int) {
 // batchReads posts the bodies in turn to url from parallel clients and
 // reports requests per second; each answer must be a 200 with cards.
 func batchReads(b *testing.B, url string, bodies [][]byte) {
+	b.Helper()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.Cleanup(client.CloseIdleConnections)
 	b.ResetTimer()

@@ -2,7 +2,6 @@ package cardboxhttp
 
 import (
 	"encoding/json"
-	"net/http"
 	"strconv"
 	"sync"
 
@@ -55,22 +54,6 @@ var bodyPool = sync.Pool{New: func() any { return new([]byte) }}
 // maxPooledBody caps the buffers kept in bodyPool; the rare larger ones
 // go to the garbage collector.
 const maxPooledBody = 1 << 20
-
-// sendCards writes the answer that render appends to an empty buffer of
-// at least size bytes.
-func sendCards(c echo.Context, size int, render func(b []byte) []byte) error {
-	buf := bodyPool.Get().(*[]byte)
-	if cap(*buf) < size {
-		*buf = make([]byte, 0, size)
-	}
-	*buf = render((*buf)[:0])
-	err := sendJSON(c, http.StatusOK, *buf)
-	// net/http has copied or sent the body when Write returns.
-	if cap(*buf) <= maxPooledBody {
-		bodyPool.Put(buf)
-	}
-	return err
-}
 
 // cardsBatchBody appends {"cards": [...], "missing_ids": [...]}.
 func cardsBatchBody(b []byte, res cardbox.CardsJSON) []byte {

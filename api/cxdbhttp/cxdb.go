@@ -5,7 +5,6 @@
 package cxdbhttp
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -432,16 +431,4 @@ type turnsMeta struct {
 	HeadTurnID       string  `json:"head_turn_id"`
 	HeadDepth        uint32  `json:"head_depth"`
 	RegistryBundleID *string `json:"registry_bundle_id"`
-}
-
-// streamsStopped reports whether live streams must end.
-func (r *CXDBRoutes) streamsStopped(ctx context.Context) bool {
-	select {
-	case <-ctx.Done():
-		return true
-	case <-r.stop:
-		return true
-	default:
-		return false
-	}
 }

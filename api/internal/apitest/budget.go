@@ -18,6 +18,7 @@ type HeldWatch struct {
 
 // WatchHeld watches b until the test ends or Most is called.
 func WatchHeld(t testing.TB, b *membudget.Budget) *HeldWatch {
+	t.Helper()
 	w := &HeldWatch{stop: make(chan struct{}), done: make(chan int64, 1)}
 	go func() {
 		most := int64(0)

@@ -59,7 +59,10 @@ type Options struct {
 }
 
 // NewCXDB starts a whole server in dev mode.
-func NewCXDB(t testing.TB) *CXDB { return NewCXDBWith(t, Options{}) }
+func NewCXDB(t testing.TB) *CXDB {
+	t.Helper()
+	return NewCXDBWith(t, Options{})
+}
 
 // NewCXDBWith starts a whole server as o says.
 func NewCXDBWith(t testing.TB, o Options) *CXDB {

@@ -41,6 +41,7 @@ type DocCheck struct {
 
 // NewDocCheck checks the exchanges with the server at url.
 func NewDocCheck(t testing.TB, url string) *DocCheck {
+	t.Helper()
 	return &DocCheck{T: t, doc: OpenAPIDoc(t), URL: url}
 }
 

@@ -201,7 +201,7 @@ func checkType(t any, v any, at string) error {
 		return nil
 	}
 	okType := false
-	switch v.(type) {
+	switch v := v.(type) {
 	case map[string]any:
 		okType = want == "object"
 	case []any:
@@ -211,7 +211,7 @@ func checkType(t any, v any, at string) error {
 	case bool:
 		okType = want == "boolean"
 	case json.Number:
-		_, err := v.(json.Number).Int64()
+		_, err := v.Int64()
 		okType = want == "number" || (want == "integer" && err == nil)
 	}
 	if !okType {
