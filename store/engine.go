@@ -20,6 +20,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -98,11 +99,11 @@ type Engine struct {
 	blobs *blobpack.Pack
 	turns *turnlog.Log
 
-	table    *turnTable
-	contexts *contextTable
-	types    *typeTable
-	tenants  *tenantCache
-	trees    wholeTrees // fs trees found whole (see checkFSRoot)
+	// index is what is committed, in memory; it hides the tenants gate
+	// closed.
+	index   *memindex.Index
+	tenants *tenantCache
+	trees   wholeTrees // fs trees found whole (see checkFSRoot)
 	// gate admits writes of live tenants; a deleted tenant's is closed
 	// (see ForgetTenant), and reads check it too.
 	gate  tenantgate.Gate[uint32]
@@ -149,10 +150,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
-		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
-		types: newTypeTable(), tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: newUsage(),
+		tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: newUsage(),
 		holes: newHoleRecorder(),
 	}
+	e.index = memindex.New(&e.gate)
 	if err := e.recover(ctx); err != nil {
 		_ = e.closeFiles() // the recovery's error is the one to report
 		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)
@@ -248,7 +249,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	bs := e.blobs.Stats()
 	return Stats{
-		Contexts: e.contexts.len(), Turns: e.table.count.Load(), LastTurn: e.table.visible.Load(),
+		Contexts: e.index.Contexts.Len(), Turns: e.index.Turns.Count(), LastTurn: e.index.Turns.Visible(),
 		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(), PackHoles: len(e.blobs.Holes()),
 		Appends: e.committer.appends.Load(), Groups: e.committer.groups.Load(),
 		FilesTime: time.Duration(e.committer.filesNs.Load()), StatementTime: time.Duration(e.committer.statementNs.Load()),
@@ -281,7 +282,7 @@ func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID u
 		if !ok {
 			return Head{}, fault.New(fault.NotFound, "base turn %d not found", baseTurnID)
 		}
-		depth = m.depth
+		depth = m.Depth
 	}
 	if err := e.checkQuota(ctx, t, ContextCharge); err != nil {
 		return Head{}, err
@@ -294,7 +295,7 @@ func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID u
 	}
 	h := Head{ContextID: uint64(row.ContextID), TurnID: baseTurnID, Depth: depth}
 	at := row.CreatedAt.UnixMilli()
-	e.contexts.put(h.ContextID, contextState{tenant: t.No, head: baseTurnID, depth: depth, created: at, updated: at})
+	e.index.Contexts.Put(h.ContextID, memindex.ContextState{Tenant: t.No, Head: baseTurnID, Depth: depth, Created: at, Updated: at})
 	e.usage.add(t.No, ContextCharge)
 	return h, nil
 }
@@ -305,27 +306,18 @@ func (e *Engine) Head(_ context.Context, t ident.Tenant, contextID uint64) (Head
 	if err != nil {
 		return Head{}, err
 	}
-	return Head{ContextID: contextID, TurnID: s.head, Depth: s.depth}, nil
+	return Head{ContextID: contextID, TurnID: s.Head, Depth: s.Depth}, nil
 }
 
-// contextOf returns the tenant's context, or NOT_FOUND (also for another
-// tenant's context: its existence is not revealed; and for a deleted
-// tenant's).
-func (e *Engine) contextOf(t ident.Tenant, id uint64) (contextState, error) {
-	s, ok := e.contexts.get(id)
-	if !ok || s.tenant != t.No || e.gate.Gone(t.No) {
-		return contextState{}, fault.New(fault.NotFound, "context %d not found", id)
-	}
-	return s, nil
+// contextOf returns the tenant's context, or NOT_FOUND (see
+// memindex.Index.Context).
+func (e *Engine) contextOf(t ident.Tenant, id uint64) (memindex.ContextState, error) {
+	return e.index.Context(t, id)
 }
 
 // turnOf returns the tenant's committed turn.
-func (e *Engine) turnOf(t ident.Tenant, id uint64) (turnMeta, bool) {
-	m, ok := e.table.get(id)
-	if !ok || m.tenant != t.No || e.gate.Gone(t.No) {
-		return turnMeta{}, false
-	}
-	return m, true
+func (e *Engine) turnOf(t ident.Tenant, id uint64) (memindex.TurnMeta, bool) {
+	return e.index.Turn(t, id)
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -254,17 +254,17 @@ func (c *committer) publish(p *plan) {
 // are not brought back.
 func (c *committer) apply(p *plan, late bool) {
 	for _, t := range p.turns {
-		c.e.table.set(t.id, t.meta)
+		c.e.index.Turns.Set(t.id, t.meta)
 	}
-	c.e.table.publish(p.maxTurn)
+	c.e.index.Turns.Publish(p.maxTurn)
 	for id, s := range p.heads {
-		if !late || !c.e.gate.Gone(s.tenant) {
-			c.e.contexts.put(id, s)
+		if !late || !c.e.gate.Gone(s.Tenant) {
+			c.e.index.Contexts.Put(id, s)
 		}
 	}
 	for _, t := range p.newTypes {
 		if !late || !c.e.gate.Gone(t.tenant) {
-			c.e.types.add(t.tenant, t.ref, t.typeID)
+			c.e.index.Types.Add(t.tenant, t.ref, t.typeID)
 		}
 	}
 	c.e.chargeGroup(p)
@@ -287,9 +287,9 @@ func (c *committer) appended(p *plan) []Appended {
 	out := make([]Appended, len(p.turns))
 	for i, t := range p.turns {
 		out[i] = Appended{
-			Tenant: ident.Tenant{ID: t.tenantID(c.e), No: t.meta.tenant}, ContextID: t.contextID,
-			TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth,
-			TypeID: t.job.app.TypeID, TypeVersion: t.meta.typeVersion, UncompressedLen: t.meta.uncompressedLen,
+			Tenant: ident.Tenant{ID: t.tenantID(c.e), No: t.meta.Tenant}, ContextID: t.contextID,
+			TurnID: t.id, ParentID: t.meta.Parent, Depth: t.meta.Depth,
+			TypeID: t.job.app.TypeID, TypeVersion: t.meta.TypeVersion, UncompressedLen: t.meta.UncompressedLen,
 			CreatedAt: p.now, Keyed: len(t.job.app.IdempotencyKey) > 0, Payload: t.job.handed,
 		}
 	}

@@ -74,10 +74,8 @@ func (e *Engine) ForgetTenant(ctx context.Context, id string) (ident.Tenant, err
 		return t, nil
 	}
 	e.tenants.forget(t)
-	e.types.forget(t.No)
 	e.trees.forget(t.No)
-	contexts := e.contexts.forget(t.No)
-	turns := e.table.uncount(t.No)
+	contexts, turns := e.index.Forget(t.No)
 	e.log.Info("forgot a deleted tenant", "tenant", id, "contexts", contexts, "turns", turns)
 	return t, nil
 }
@@ -92,36 +90,6 @@ func (c *tenantCache) forget(t ident.Tenant) {
 	delete(c.ids, t.No)
 }
 
-// forget drops the tenant's contexts and returns how many there were.
-func (c *contextTable) forget(tenant uint32) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for id, s := range c.m {
-		if s.tenant == tenant {
-			delete(c.m, id)
-			n++
-		}
-	}
-	return n
-}
-
-func (t *typeTable) forget(tenant uint32) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for k := range t.refs {
-		if k.tenant == tenant {
-			delete(t.refs, k)
-		}
-	}
-	for k := range t.names {
-		if k.tenant == tenant {
-			delete(t.names, k)
-		}
-	}
-	delete(t.latest, tenant)
-}
-
 func (w *wholeTrees) forget(tenant uint32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -130,19 +98,4 @@ func (w *wholeTrees) forget(tenant uint32) {
 			delete(w.m, k)
 		}
 	}
-}
-
-// uncount stops counting the tenant's turns and returns how many there
-// were. Their entries stay: readers take them without a lock, so only the
-// committer writes entries, and only new ones; nothing reaches them once
-// the tenant's gate is closed.
-func (t *turnTable) uncount(tenant uint32) int64 {
-	var n int64
-	for id, last := uint64(1), t.visible.Load(); id <= last; id++ {
-		if m, ok := t.get(id); ok && m.tenant == tenant {
-			n++
-		}
-	}
-	t.count.Add(-n)
-	return n
 }

@@ -88,18 +88,18 @@ func (e *Engine) replayFromDB(ctx context.Context, t ident.Tenant, req *AppendRe
 		return AppendResult{}, true, fault.Wrap(fault.Unavailable, err, "look up idempotency key")
 	}
 	turn := uint64(row.TurnID)
-	m, ok := e.table.get(turn)
+	m, ok := e.index.Turns.Get(turn)
 	if !ok {
 		return AppendResult{}, true, fault.New(fault.Internal, "idempotency key names turn %d, which is not loaded", turn)
 	}
 	orig := keyedRequest{
-		hash: m.hash, typeID: e.types.name(m.tenant, m.typeRef), typeVersion: m.typeVersion,
+		hash: m.Hash, typeID: e.index.Types.Name(m.Tenant, m.TypeRef), typeVersion: m.TypeVersion,
 		parent: uint64(row.RequestedParentTurnID.Int64), parentKnown: row.RequestedParentTurnID.Valid,
 	}
 	if err := checkRepeat(req, orig, turn); err != nil {
 		return AppendResult{}, true, err
 	}
-	return AppendResult{ContextID: req.ContextID, TurnID: turn, ParentID: m.parent, Depth: m.depth, ContentHash: m.hash, Replayed: true}, true, nil
+	return AppendResult{ContextID: req.ContextID, TurnID: turn, ParentID: m.Parent, Depth: m.Depth, ContentHash: m.Hash, Replayed: true}, true, nil
 }
 
 // purgeInterval is how often expired idempotency keys are deleted from

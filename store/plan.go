@@ -9,6 +9,7 @@ import (
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -17,10 +18,10 @@ type plannedTurn struct {
 	job       *job
 	id        uint64
 	contextID uint64
-	meta      turnMeta
+	meta      memindex.TurnMeta
 }
 
-func (t *plannedTurn) tenantID(e *Engine) string { return e.tenants.idOf(t.meta.tenant) }
+func (t *plannedTurn) tenantID(e *Engine) string { return e.tenants.idOf(t.meta.Tenant) }
 
 // newType is a type ref the group introduces.
 type newType struct {
@@ -54,10 +55,10 @@ type plan struct {
 	packEnd  int64 // the blob pack's size once the group's blobs are written
 	maxTurn  uint64
 
-	heads    map[uint64]contextState
-	pending  map[uint64]turnMeta // turns of this group, by id, for parents
+	heads    map[uint64]memindex.ContextState
+	pending  map[uint64]memindex.TurnMeta // turns of this group, by id, for parents
 	newTypes []newType
-	typeRefs map[typeKey]uint32
+	typeRefs map[memindex.TypeKey]uint32
 	keys     map[idemindex.Key]int // new idempotency keys: index into turns
 	grants   map[grant]struct{}
 
@@ -74,7 +75,7 @@ func (c *committer) plan(batch []*job, now time.Time) *plan {
 	n := len(batch) // sizes the group's slices and maps once
 	p := &plan{
 		now: now, jobs: batch, outcomes: map[*job]outcome{}, follows: map[*job]int{}, putJobs: map[*job]int{},
-		heads: make(map[uint64]contextState, n), pending: make(map[uint64]turnMeta, n), typeRefs: map[typeKey]uint32{},
+		heads: make(map[uint64]memindex.ContextState, n), pending: make(map[uint64]memindex.TurnMeta, n), typeRefs: map[memindex.TypeKey]uint32{},
 		keys: map[idemindex.Key]int{}, grants: map[grant]struct{}{}, putOwners: make(map[ident.Hash]uint32, n),
 		puts: make([]blobpack.PutItem, 0, n), turns: make([]plannedTurn, 0, n), records: make([]turnlog.Record, 0, n),
 	}
@@ -103,7 +104,7 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 			return nil
 		}
 	}
-	if req.IfHead && req.ParentTurnID != state.head {
+	if req.IfHead && req.ParentTurnID != state.Head {
 		return headMoved(req.ContextID, req.ParentTurnID, state)
 	}
 	parent, depth, err := p.parent(c, t, req.ParentTurnID, state)
@@ -112,10 +113,10 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 	}
 	id := c.nextTurn
 	c.nextTurn++
-	meta := turnMeta{
-		parent: parent, hash: req.ContentHash, depth: depth, tenant: t.No,
-		typeRef: p.typeRef(c, t.No, req.TypeID), typeVersion: req.TypeVersion,
-		encoding: req.Encoding, compression: req.Compression, uncompressedLen: req.UncompressedLen,
+	meta := memindex.TurnMeta{
+		Parent: parent, Hash: req.ContentHash, Depth: depth, Tenant: t.No,
+		TypeRef: p.typeRef(c, t.No, req.TypeID), TypeVersion: req.TypeVersion,
+		Encoding: req.Encoding, Compression: req.Compression, UncompressedLen: req.UncompressedLen,
 	}
 	p.addBlob(c.e, j)
 	p.addTurn(j, id, meta, now)
@@ -143,7 +144,7 @@ func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	m, ok := c.e.table.get(e.Turn)
+	m, ok := c.e.index.Turns.Get(e.Turn)
 	if !ok {
 		m, ok = c.shadow.turns[e.Turn]
 	}
@@ -151,7 +152,7 @@ func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 		return false
 	}
 	orig := keyedRequest{
-		hash: m.hash, typeID: c.typeName(m.tenant, m.typeRef), typeVersion: m.typeVersion,
+		hash: m.Hash, typeID: c.typeName(m.Tenant, m.TypeRef), typeVersion: m.TypeVersion,
 		parent: e.Parent, parentKnown: e.ParentKnown,
 	}
 	if err := checkRepeat(j.app, orig, e.Turn); err != nil {
@@ -159,18 +160,18 @@ func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 		return true
 	}
 	p.outcomes[j] = outcome{res: AppendResult{
-		ContextID: j.app.ContextID, TurnID: e.Turn, ParentID: m.parent, Depth: m.depth, ContentHash: m.hash, Replayed: true,
+		ContextID: j.app.ContextID, TurnID: e.Turn, ParentID: m.Parent, Depth: m.Depth, ContentHash: m.Hash, Replayed: true,
 	}}
 	return true
 }
 
 // context returns the tenant's context as this group, or a group in
 // flight, has left it.
-func (p *plan) context(c *committer, t ident.Tenant, id uint64) (contextState, error) {
-	if s, ok := p.heads[id]; ok && s.tenant == t.No {
+func (p *plan) context(c *committer, t ident.Tenant, id uint64) (memindex.ContextState, error) {
+	if s, ok := p.heads[id]; ok && s.Tenant == t.No {
 		return s, nil
 	}
-	if h, ok := c.shadow.heads[id]; ok && h.state.tenant == t.No {
+	if h, ok := c.shadow.heads[id]; ok && h.state.Tenant == t.No {
 		return h.state, nil
 	}
 	return c.e.contextOf(t, id)
@@ -178,13 +179,13 @@ func (p *plan) context(c *committer, t ident.Tenant, id uint64) (contextState, e
 
 // parent resolves the parent turn and the new depth: an explicit parent
 // (committed or earlier in the group) or the context's head.
-func (p *plan) parent(c *committer, t ident.Tenant, parentID uint64, state contextState) (uint64, uint32, error) {
+func (p *plan) parent(c *committer, t ident.Tenant, parentID uint64, state memindex.ContextState) (uint64, uint32, error) {
 	if parentID == 0 {
-		parentID = state.head
+		parentID = state.Head
 		if parentID == 0 {
 			return 0, 1, nil
 		}
-		return parentID, state.depth + 1, nil
+		return parentID, state.Depth + 1, nil
 	}
 	m, ok := p.pending[parentID]
 	if !ok {
@@ -193,28 +194,28 @@ func (p *plan) parent(c *committer, t ident.Tenant, parentID uint64, state conte
 	if !ok {
 		m, ok = c.e.turnOf(t, parentID)
 	}
-	if !ok || m.tenant != t.No {
+	if !ok || m.Tenant != t.No {
 		return 0, 0, fault.New(fault.NotFound, "parent turn %d not found", parentID)
 	}
-	if m.depth == math.MaxUint32 {
+	if m.Depth == math.MaxUint32 {
 		return 0, 0, fault.New(fault.Unprocessable, "parent turn %d is at the maximum depth", parentID)
 	}
-	return parentID, m.depth + 1, nil
+	return parentID, m.Depth + 1, nil
 }
 
 // typeRef interns typeID for the tenant, allocating a new ref if needed.
 func (p *plan) typeRef(c *committer, tenant uint32, typeID string) uint32 {
-	if r, ok := c.e.types.ref(tenant, typeID); ok {
+	if r, ok := c.e.index.Types.Ref(tenant, typeID); ok {
 		return r
 	}
-	k := typeKey{tenant, typeID}
+	k := memindex.TypeKey{Tenant: tenant, TypeID: typeID}
 	if r, ok := p.typeRefs[k]; ok {
 		return r
 	}
 	if st, ok := c.shadow.types[k]; ok {
 		return st.ref
 	}
-	r := max(c.e.types.next(tenant), c.shadow.nextTypeRef(tenant))
+	r := max(c.e.index.Types.Next(tenant), c.shadow.nextTypeRef(tenant))
 	for _, nt := range p.newTypes {
 		if nt.tenant == tenant && nt.ref >= r {
 			r = nt.ref + 1
@@ -228,12 +229,12 @@ func (p *plan) typeRef(c *committer, tenant uint32, typeID string) uint32 {
 // typeName returns the type id of a ref that is published or introduced
 // by a group in flight.
 func (c *committer) typeName(tenant, ref uint32) string {
-	if name := c.e.types.name(tenant, ref); name != "" {
+	if name := c.e.index.Types.Name(tenant, ref); name != "" {
 		return name
 	}
 	for k, st := range c.shadow.types {
-		if k.tenant == tenant && st.ref == ref {
-			return k.typeID
+		if k.Tenant == tenant && st.ref == ref {
+			return k.TypeID
 		}
 	}
 	return ""
@@ -263,21 +264,21 @@ func (p *plan) queueBlob(j *job) {
 	p.puts = append(p.puts, blobpack.PutItem{Hash: j.hash, Data: j.raw, Owner: j.tenant.No, Stored: j.stored, Codec: j.codec})
 }
 
-func (p *plan) addTurn(j *job, id uint64, meta turnMeta, now time.Time) {
+func (p *plan) addTurn(j *job, id uint64, meta memindex.TurnMeta, now time.Time) {
 	req := j.app
 	p.turns = append(p.turns, plannedTurn{job: j, id: id, contextID: req.ContextID, meta: meta})
 	p.pending[id] = meta
-	p.heads[req.ContextID] = contextState{tenant: meta.tenant, head: id, depth: meta.depth, updated: now.UnixMilli()}
+	p.heads[req.ContextID] = memindex.ContextState{Tenant: meta.Tenant, Head: id, Depth: meta.Depth, Updated: now.UnixMilli()}
 	p.maxTurn = id
 	var flags uint32
 	if req.FSRoot != nil {
 		flags |= turnlog.FlagFSRoot
 	}
 	p.records = append(p.records, turnlog.Record{
-		TurnID: id, ParentTurnID: meta.parent, ContextID: req.ContextID, Depth: meta.depth,
-		Tenant: meta.tenant, TypeRef: meta.typeRef, TypeVersion: meta.typeVersion,
-		Encoding: meta.encoding, Compression: meta.compression, UncompressedLen: meta.uncompressedLen,
-		Flags: flags, CreatedAtUnixMs: uint64(now.UnixMilli()), PayloadHash: meta.hash,
+		TurnID: id, ParentTurnID: meta.Parent, ContextID: req.ContextID, Depth: meta.Depth,
+		Tenant: meta.Tenant, TypeRef: meta.TypeRef, TypeVersion: meta.TypeVersion,
+		Encoding: meta.Encoding, Compression: meta.Compression, UncompressedLen: meta.UncompressedLen,
+		Flags: flags, CreatedAtUnixMs: uint64(now.UnixMilli()), PayloadHash: meta.Hash,
 	})
 }
 
@@ -317,13 +318,13 @@ func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
 		a.TypeIds = append(a.TypeIds, nt.typeID)
 	}
 	for id, s := range p.heads {
-		a.HeadTenantIds = append(a.HeadTenantIds, e.tenants.idOf(s.tenant))
+		a.HeadTenantIds = append(a.HeadTenantIds, e.tenants.idOf(s.Tenant))
 		a.HeadContextIds = append(a.HeadContextIds, int64(id))
-		a.HeadTurnIds = append(a.HeadTurnIds, int64(s.head))
-		a.HeadDepths = append(a.HeadDepths, int64(s.depth))
+		a.HeadTurnIds = append(a.HeadTurnIds, int64(s.Head))
+		a.HeadDepths = append(a.HeadDepths, int64(s.Depth))
 	}
 	for _, i := range p.keys {
-		a.KeyTenantIds = append(a.KeyTenantIds, e.tenants.idOf(p.turns[i].meta.tenant))
+		a.KeyTenantIds = append(a.KeyTenantIds, e.tenants.idOf(p.turns[i].meta.Tenant))
 		a.KeyContextIds = append(a.KeyContextIds, int64(p.turns[i].job.app.ContextID))
 		a.KeyValues = append(a.KeyValues, p.turns[i].job.app.IdempotencyKey)
 		a.KeyTurnIds = append(a.KeyTurnIds, int64(p.turns[i].id))
@@ -338,7 +339,7 @@ func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
 }
 
 func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, e *Engine, t plannedTurn, now time.Time) {
-	req, tenant := t.job.app, e.tenants.idOf(t.meta.tenant)
+	req, tenant := t.job.app, e.tenants.idOf(t.meta.Tenant)
 	var fsRoot, key []byte
 	if req.FSRoot != nil {
 		fsRoot = req.FSRoot[:]
@@ -352,14 +353,14 @@ func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, e *Engine, t planned
 	a.TenantIds = append(a.TenantIds, tenant)
 	a.TurnIds = append(a.TurnIds, int64(t.id))
 	a.ContextIds = append(a.ContextIds, int64(t.contextID))
-	a.ParentTurnIds = append(a.ParentTurnIds, int64(t.meta.parent))
-	a.Depths = append(a.Depths, int64(t.meta.depth))
+	a.ParentTurnIds = append(a.ParentTurnIds, int64(t.meta.Parent))
+	a.Depths = append(a.Depths, int64(t.meta.Depth))
 	a.TurnTypeIds = append(a.TurnTypeIds, req.TypeID)
-	a.TypeVersions = append(a.TypeVersions, int64(t.meta.typeVersion))
-	a.Encodings = append(a.Encodings, int64(t.meta.encoding))
-	a.Compressions = append(a.Compressions, int64(t.meta.compression))
-	a.UncompressedLens = append(a.UncompressedLens, int64(t.meta.uncompressedLen))
-	a.PayloadHashes = append(a.PayloadHashes, t.meta.hash[:])
+	a.TypeVersions = append(a.TypeVersions, int64(t.meta.TypeVersion))
+	a.Encodings = append(a.Encodings, int64(t.meta.Encoding))
+	a.Compressions = append(a.Compressions, int64(t.meta.Compression))
+	a.UncompressedLens = append(a.UncompressedLens, int64(t.meta.UncompressedLen))
+	a.PayloadHashes = append(a.PayloadHashes, t.meta.Hash[:])
 	a.FsRootHashes = append(a.FsRootHashes, fsRoot)
 	a.IdempotencyKeys = append(a.IdempotencyKeys, key)
 	a.CreatedAts = append(a.CreatedAts, now)
@@ -369,7 +370,7 @@ func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, e *Engine, t planned
 func (p *plan) answer() {
 	results := make(map[*job]AppendResult, len(p.turns))
 	for _, t := range p.turns {
-		results[t.job] = AppendResult{ContextID: t.contextID, TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth, ContentHash: t.meta.hash}
+		results[t.job] = AppendResult{ContextID: t.contextID, TurnID: t.id, ParentID: t.meta.Parent, Depth: t.meta.Depth, ContentHash: t.meta.Hash}
 	}
 	for _, j := range p.jobs {
 		j.done <- p.outcomeOf(j, results)

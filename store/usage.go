@@ -162,7 +162,7 @@ func (e *Engine) chargeGroup(p *plan) {
 	e.usage.mu.Lock()
 	defer e.usage.mu.Unlock()
 	for i := range p.turns {
-		e.usage.bytes[p.turns[i].meta.tenant] += TurnCharge
+		e.usage.bytes[p.turns[i].meta.Tenant] += TurnCharge
 	}
 	for g, size := range sizes {
 		e.usage.grantLocked(g, size)
