@@ -20,7 +20,10 @@ import (
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -65,15 +68,15 @@ type Options struct {
 	// group from when the append was queued to its COMMIT's answer. An
 	// append whose group does not finish in time is answered unavailable
 	// (503) and its group's outcome is resolved afterwards (see
-	// committer.unknownOutcome). Start-up recovery and background work
+	// groupcommit.Committer). Start-up recovery and background work
 	// are not bounded.
 	PGTimeout time.Duration
 	// Now is the clock of idempotency keys and their expiry (time.Now
 	// when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
-	// hooks are test-only fault injection points (see hooks.go).
-	hooks *hooks
+	// hooks are test-only fault injection points (see groupcommit.Hooks).
+	hooks *groupcommit.Hooks
 }
 
 // DefaultFileReserve is the default Options.FileReserve.
@@ -107,7 +110,7 @@ type Engine struct {
 	// gate admits writes of live tenants; a deleted tenant's is closed
 	// (see ForgetTenant), and reads check it too.
 	gate  tenantgate.Gate[uint32]
-	usage *usage // what tenants store beyond the blobs the pack counts
+	usage *usage.Ledger // what tenants store beyond the blobs the pack counts
 	// damaged counts and logs the turns served without their damaged
 	// payloads (see Turn.PayloadDamaged).
 	damaged damagedTurns
@@ -117,7 +120,10 @@ type Engine struct {
 	lost  lostBlobs
 	holes *holeRecorder
 
-	committer *committer
+	committer *groupcommit.Committer
+	// idem is the in-memory index of idempotency keys, which the
+	// committer keeps current.
+	idem *idemindex.Table
 
 	// stopPurge ends the goroutine that purges expired idempotency keys;
 	// purgeDone closes when it has.
@@ -150,7 +156,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
-		tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: newUsage(),
+		tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
 		holes: newHoleRecorder(),
 	}
 	e.index = memindex.New(&e.gate)
@@ -174,7 +180,7 @@ func (e *Engine) Close() error {
 			<-e.purgeDone
 		}
 		if e.committer != nil {
-			e.committer.stop()
+			e.committer.Stop()
 		}
 		e.stopHoleRecorder()
 		e.closeErr = e.closeFiles()
@@ -197,10 +203,7 @@ func (e *Engine) closeFiles() error {
 // ctx's deadline), the files are open and no append's outcome is being
 // resolved.
 func (e *Engine) Healthy(ctx context.Context) error {
-	if err := e.committer.failed(); err != nil {
-		return err
-	}
-	if err := e.committer.resolvingErr(); err != nil {
+	if err := e.committer.Healthy(); err != nil {
 		return err
 	}
 	ctx, cancel := pgbound.Context(ctx, e.opts.PGTimeout)
@@ -247,13 +250,12 @@ type Stats struct {
 
 // Stats returns the store's current size.
 func (e *Engine) Stats() Stats {
-	bs := e.blobs.Stats()
+	bs, cs := e.blobs.Stats(), e.committer.Stats()
 	return Stats{
 		Contexts: e.index.Contexts.Len(), Turns: e.index.Turns.Count(), LastTurn: e.index.Turns.Visible(),
 		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(), PackHoles: len(e.blobs.Holes()),
-		Appends: e.committer.appends.Load(), Groups: e.committer.groups.Load(),
-		FilesTime: time.Duration(e.committer.filesNs.Load()), StatementTime: time.Duration(e.committer.statementNs.Load()),
-		CommitTime: time.Duration(e.committer.commitNs.Load()), DamagedTurnsServed: e.damaged.served.Load(),
+		Appends: cs.Appends, Groups: cs.Groups, FilesTime: cs.FilesTime, StatementTime: cs.StatementTime,
+		CommitTime: cs.CommitTime, DamagedTurnsServed: e.damaged.served.Load(),
 	}
 }
 
@@ -296,7 +298,7 @@ func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID u
 	h := Head{ContextID: uint64(row.ContextID), TurnID: baseTurnID, Depth: depth}
 	at := row.CreatedAt.UnixMilli()
 	e.index.Contexts.Put(h.ContextID, memindex.ContextState{Tenant: t.No, Head: baseTurnID, Depth: depth, Created: at, Updated: at})
-	e.usage.add(t.No, ContextCharge)
+	e.usage.Add(t.No, ContextCharge)
 	return h, nil
 }
 

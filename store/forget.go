@@ -6,6 +6,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 )
 
 // A deleted tenant (tenancy.Admin.DeleteTenant, from any process) has no rows
@@ -37,16 +38,16 @@ func (e *Engine) Leave() { e.gate.Leave() }
 // may still commit: the gate is then left only once j is answered, so that
 // a deletion of the tenant waits for it, and submit reports handedOff (the
 // caller must not leave the gate itself).
-func (e *Engine) submit(ctx context.Context, j *job) (o outcome, handedOff bool) {
-	o = e.committer.submit(ctx, j)
-	if !o.pending {
+func (e *Engine) submit(ctx context.Context, j *groupcommit.Job) (o groupcommit.Outcome, handedOff bool) {
+	o = e.committer.Submit(ctx, j)
+	if !o.Pending {
 		return o, false
 	}
 	go func() {
 		defer e.gate.Leave()
 		select {
-		case <-j.done:
-		case <-e.committer.exited:
+		case <-j.Answered():
+		case <-e.committer.Done():
 		}
 	}()
 	return o, true

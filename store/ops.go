@@ -16,7 +16,9 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/usage"
 )
 
 // MaxPayload is the largest uncompressed payload or blob the store takes:
@@ -86,7 +88,7 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 			return AppendResult{}, err
 		}
 	}
-	if len(req.IdempotencyKey) > 0 && e.committer.idem.MayMiss(e.now().Add(-IdempotencyWindow)) {
+	if len(req.IdempotencyKey) > 0 && e.idem.MayMiss(e.now().Add(-IdempotencyWindow)) {
 		if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
 			return res, err
 		}
@@ -95,17 +97,17 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 		return AppendResult{}, err
 	}
 	e.tenants.learn(t)
-	j := &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)}
+	j := &groupcommit.Job{Tenant: t, Request: req, Raw: raw, Hash: req.ContentHash}
 	if e.opts.OnAppendPayloads > 0 && len(raw) <= e.opts.OnAppendPayloads {
 		// Copied here, on the caller's goroutine rather than the
 		// committer's: raw may be the request's buffer, which its
 		// connection reuses once answered.
-		j.handed = bytes.Clone(raw)
+		j.Handed = bytes.Clone(raw)
 	}
 	e.encodeBlob(j, req)
 	o, handedOff := e.submit(ctx, j)
 	leave = !handedOff
-	return o.res, o.err
+	return o.Result, o.Err
 }
 
 // packCompressMax is the largest blob the pack compresses itself when the
@@ -120,19 +122,19 @@ const packCompressMax = 4 << 10
 // another on warm encoder tables: that costs markedly less CPU than
 // compressing each on its own connection's goroutine, and adds little to
 // the group's write.
-func (e *Engine) encodeBlob(j *job, req *AppendRequest) {
-	clientFrame := req != nil && req.Compression == CompressionZstd && len(req.Payload) < len(j.raw)
-	if !clientFrame && len(j.raw) <= packCompressMax {
+func (e *Engine) encodeBlob(j *groupcommit.Job, req *AppendRequest) {
+	clientFrame := req != nil && req.Compression == CompressionZstd && len(req.Payload) < len(j.Raw)
+	if !clientFrame && len(j.Raw) <= packCompressMax {
 		return // the pack compresses it, if it is new (the plan looks it up)
 	}
-	if _, ok := e.blobs.Lookup(j.hash); ok {
+	if _, ok := e.blobs.Lookup(j.Hash); ok {
 		return
 	}
 	if clientFrame {
-		j.stored, j.codec = req.Payload, blobpack.CodecZstd
+		j.Stored, j.Codec = req.Payload, blobpack.CodecZstd
 		return
 	}
-	j.stored, j.codec = blobpack.Encode(j.raw)
+	j.Stored, j.Codec = blobpack.Encode(j.Raw)
 }
 
 // checkAppendFields refuses what Postgres could not store, before anything
@@ -398,15 +400,15 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	entry, ok := e.blobs.Lookup(h)
 	if !ok {
 		e.tenants.learn(t)
-		j := &job{tenant: t, raw: data, hash: h, done: make(chan outcome, 1)}
+		j := &groupcommit.Job{Tenant: t, Raw: data, Hash: h}
 		e.encodeBlob(j, nil)
 		o, handedOff := e.submit(ctx, j)
 		leave = !handedOff
-		if o.err != nil {
-			return false, o.err
+		if o.Err != nil {
+			return false, o.Err
 		}
-		entry = o.entry
-		if o.isNew {
+		entry = o.Entry
+		if o.IsNew {
 			return true, nil
 		}
 	}
@@ -417,7 +419,7 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	if err != nil {
 		return false, fault.Wrap(fault.Unavailable, err, "grant blob %x", h)
 	}
-	e.usage.grant(grant{t.No, h}, int64(len(data)))
+	e.usage.Grant(usage.Grant{Tenant: t.No, Hash: h}, int64(len(data)))
 	return isNew, nil
 }
 

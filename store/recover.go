@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/syncfile"
 
@@ -48,7 +49,7 @@ const storeIDFile = "STORE_ID"
 //     whose blobs are unknown is remembered as lost, see lostBlobs);
 //  6. load tenants, type refs, heads and recent idempotency keys, and check
 //     that every head names a loaded turn; count what each tenant stores
-//     (see usage.go).
+//     (see package usage).
 func (e *Engine) recover(ctx context.Context) error {
 	if err := e.endEarlierSessions(ctx); err != nil {
 		return err
@@ -84,7 +85,12 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	next := max(uint64(state.NextTurnID), maxTurn+1)
-	e.committer = newCommitter(e, next, idem)
+	e.idem = idem
+	e.committer = groupcommit.New(groupcommit.Config{
+		Pool: e.pool, StoreID: e.storeID, Blobs: e.blobs, Turns: e.turns, Index: e.index, Idem: idem, Usage: e.usage,
+		TenantID: e.tenants.idOf, NextTurn: next, MaxBatch: e.opts.MaxBatch, PGTimeout: e.opts.PGTimeout,
+		OnAppend: e.opts.OnAppend, Now: e.opts.Now, Log: e.log, Hooks: e.opts.hooks,
+	})
 	e.log.Info("turn store open", "dir", e.opts.Dir, "turns", e.index.Turns.Count(), "last_turn_id", maxTurn, "contexts", e.index.Contexts.Len(),
 		"blobs", e.blobs.Stats().Blobs, "recovery", e.blobs.Recovery())
 	return nil
@@ -266,7 +272,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 			"records", deleted)
 	}
 	for tenant, n := range turns {
-		e.usage.add(tenant, n*TurnCharge)
+		e.usage.Add(tenant, n*TurnCharge)
 	}
 	return maxTurn, nil
 }
@@ -320,7 +326,7 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 			}
 		}
 		e.index.Contexts.Put(uint64(r.ContextID), s)
-		e.usage.add(s.Tenant, ContextCharge)
+		e.usage.Add(s.Tenant, ContextCharge)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package store
+package groupcommit
 
 import "github.com/cardboxhq/cardbox/store/internal/memindex"
 
