@@ -22,6 +22,7 @@ import (
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
+	"github.com/cardboxhq/cardbox/store/internal/holerecorder"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -116,9 +117,9 @@ type Engine struct {
 	damaged damagedTurns
 	// lost are the committed payloads recovery found missing from the
 	// pack, by tenant (see lostBlobs); holes queues the records found
-	// damaged when read until pack_holes has them (see holeRecorder).
+	// damaged when read until pack_holes has them.
 	lost  lostBlobs
-	holes *holeRecorder
+	holes *holerecorder.Recorder
 
 	committer *groupcommit.Committer
 	// idem is the in-memory index of idempotency keys, which the
@@ -157,15 +158,17 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
-		holes: newHoleRecorder(),
 	}
+	e.holes = holerecorder.New(func(ctx context.Context, h blobpack.Hole) error {
+		return e.recordHole(ctx, h, opts.PGTimeout)
+	}, opts.Logger)
 	e.index = memindex.New(&e.gate)
 	if err := e.recover(ctx); err != nil {
 		_ = e.closeFiles() // the recovery's error is the one to report
 		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)
 	}
 	e.startPurge()
-	e.startHoleRecorder()
+	e.holes.Start()
 	return e, nil
 }
 
@@ -182,7 +185,7 @@ func (e *Engine) Close() error {
 		if e.committer != nil {
 			e.committer.Stop()
 		}
-		e.stopHoleRecorder()
+		e.holes.Stop()
 		e.closeErr = e.closeFiles()
 	})
 	return e.closeErr
