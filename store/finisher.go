@@ -11,7 +11,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // finishLoop is the finisher stage: it commits the written groups in order,
@@ -230,7 +230,7 @@ func (c *committer) wasCommitted(tenant string, turn uint64, pid uint32) (resolu
 	if err != nil {
 		return resolution{}, err
 	}
-	exists, err := q.TurnExists(ctx, db.TurnExistsParams{TenantID: tenant, TurnID: int64(turn)})
+	exists, err := q.TurnExists(ctx, storedb.TurnExistsParams{TenantID: tenant, TurnID: int64(turn)})
 	switch {
 	case err != nil:
 		return resolution{}, err

@@ -6,9 +6,9 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -291,9 +291,9 @@ func (p *plan) committedEnd() int64 {
 }
 
 // params builds the group's one Postgres statement.
-func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
+func (p *plan) params(e *Engine, nextTurn uint64) storedb.CommitAppendBatchParams {
 	now := p.now
-	a := db.CommitAppendBatchParams{
+	a := storedb.CommitAppendBatchParams{
 		StoreID:      e.storeID,
 		CommittedEnd: p.committedEnd(),
 		NextTurnID:   int64(nextTurn),
@@ -337,7 +337,7 @@ func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
 	return a
 }
 
-func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, e *Engine, t plannedTurn, now time.Time) {
+func (p *plan) appendTurnRow(a *storedb.CommitAppendBatchParams, e *Engine, t plannedTurn, now time.Time) {
 	req, tenant := t.job.app, e.tenants.idOf(t.meta.tenant)
 	var fsRoot, key []byte
 	if req.FSRoot != nil {
