@@ -13,8 +13,8 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // Formats of an assembly.
@@ -101,7 +101,7 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req Assem
 	}
 	now := s.now()
 	q := s.as(project)
-	row, err := q.AssemblyBox(ctx, db.AssemblyBoxParams{TenantID: project, BoxID: boxID})
+	row, err := q.AssemblyBox(ctx, cardboxdb.AssemblyBoxParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
 		return Assembled{}, notFound("box", boxID)
 	}
@@ -187,7 +187,7 @@ type cardState struct {
 
 // assemblyEntries returns the box's entries in box order and the state of
 // the cards of those that are not drafts, by card id.
-func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project string, row db.AssemblyBoxRow, at factsAt) ([]Entry, map[string]cardState, error) {
+func (s *Service) assemblyEntries(ctx context.Context, q *cardboxdb.Queries, project string, row cardboxdb.AssemblyBoxRow, at factsAt) ([]Entry, map[string]cardState, error) {
 	if row.Structured {
 		l := layoutFromRows(row.CardIds, row.EntryIds, row.Zones, row.Positions, row.Drafts, row.EntrySeq)
 		ids := make([]string, 0, len(l.entries))
@@ -228,7 +228,7 @@ func deadReason(e Entry, st cardState) string {
 // tokenizer), from Postgres for the others, counting the tokens of cards
 // stored without a count under the tokenizer (cards written before counts
 // were stored). It caches the facts of the live cards it read.
-func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string, ids []string, at factsAt) (map[string]cardState, error) {
+func (s *Service) cardStates(ctx context.Context, q *cardboxdb.Queries, project string, ids []string, at factsAt) (map[string]cardState, error) {
 	states := make(map[string]cardState, len(ids))
 	var misses []string
 	for _, id := range ids {
@@ -243,7 +243,7 @@ func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string,
 	if len(misses) == 0 {
 		return states, nil
 	}
-	rows, err := q.AssemblyCards(ctx, db.AssemblyCardsParams{
+	rows, err := q.AssemblyCards(ctx, cardboxdb.AssemblyCardsParams{
 		TenantID: project, CardIds: misses, Tokenizers: tokens.Names, Now: at.now,
 	})
 	if err != nil {
@@ -272,7 +272,7 @@ func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string,
 }
 
 // rowDeadReason says why a card AssemblyCards read is not live, or "".
-func rowDeadReason(r db.AssemblyCardsRow) string {
+func rowDeadReason(r cardboxdb.AssemblyCardsRow) string {
 	switch {
 	case !r.Found:
 		return LeftOutMissing

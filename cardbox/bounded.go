@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 )
 
 // Bounded reads (GetCardsJSONWithin, BoxCardsJSONWithin,
@@ -212,7 +212,7 @@ func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []str
 	if len(ids) == 0 {
 		return 0, nil, nil
 	}
-	sizes, err := s.as(project).LiveBoxSizes(ctx, db.LiveBoxSizesParams{TenantID: project, BoxIds: ids})
+	sizes, err := s.as(project).LiveBoxSizes(ctx, cardboxdb.LiveBoxSizesParams{TenantID: project, BoxIds: ids})
 	if err != nil {
 		return 0, nil, fmt.Errorf("get boxes: %w", err)
 	}
@@ -238,17 +238,17 @@ func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []str
 	if len(wanted) == 0 {
 		return answered, nil, nil
 	}
-	rows, err := s.as(project).GetLiveBoxes(ctx, db.GetLiveBoxesParams{TenantID: project, BoxIds: wanted})
+	rows, err := s.as(project).GetLiveBoxes(ctx, cardboxdb.GetLiveBoxesParams{TenantID: project, BoxIds: wanted})
 	if err != nil {
 		return 0, nil, fmt.Errorf("get boxes: %w", err)
 	}
-	byID := make(map[string]db.GetLiveBoxesRow, len(rows))
+	byID := make(map[string]cardboxdb.GetLiveBoxesRow, len(rows))
 	for _, r := range rows {
 		byID[r.BoxID] = r
 	}
 	for i, id := range ids[:answered] {
 		if r, ok := byID[id]; ok { // a box deleted since it was measured is missing
-			boxes = append(boxes, boundedBox{HydratedBoxOf: HydratedBoxOf[json.RawMessage]{Box: boxFromRow(db.GetLiveBoxRow(r))}, position: i})
+			boxes = append(boxes, boundedBox{HydratedBoxOf: HydratedBoxOf[json.RawMessage]{Box: boxFromRow(cardboxdb.GetLiveBoxRow(r))}, position: i})
 		}
 	}
 	return answered, boxes, nil
@@ -363,7 +363,7 @@ func (s *Service) sizeLive(ctx context.Context, project string, ids []string) (*
 	}
 	c.stamp = stamp
 	if len(misses) > 0 {
-		row, err := s.as(project).LiveCardSizes(ctx, db.LiveCardSizesParams{TenantID: project, CardIds: misses, Now: c.now})
+		row, err := s.as(project).LiveCardSizes(ctx, cardboxdb.LiveCardSizesParams{TenantID: project, CardIds: misses, Now: c.now})
 		if err != nil {
 			return nil, fmt.Errorf("get cards: %w", err)
 		}
@@ -476,7 +476,7 @@ func (s *Service) BoxJSONSize(ctx context.Context, project, boxID string) (int64
 	if err := ValidateID("box_id", boxID); err != nil {
 		return 0, false, err
 	}
-	row, err := s.as(project).LiveBoxSizes(ctx, db.LiveBoxSizesParams{TenantID: project, BoxIds: []string{boxID}})
+	row, err := s.as(project).LiveBoxSizes(ctx, cardboxdb.LiveBoxSizesParams{TenantID: project, BoxIds: []string{boxID}})
 	if err != nil {
 		return 0, false, fmt.Errorf("measure box %q: %w", boxID, err)
 	}

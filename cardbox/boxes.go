@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 )
 
 // Limits of box reads.
@@ -99,14 +99,14 @@ func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (B
 	}
 	defer s.gate.Leave()
 	now := s.now()
-	row, err := s.as(project).InsertBox(ctx, db.InsertBoxParams{
+	row, err := s.as(project).InsertBox(ctx, cardboxdb.InsertBoxParams{
 		TenantID: project, BoxID: id.String(), CardIds: nonNil(in.CardIDs),
 		ParentIds: nonNil(in.ParentIDs), Metadata: meta, Now: now,
 	})
 	if err != nil {
 		return Box{}, fmt.Errorf("create box: %w", err)
 	}
-	return boxFromRow(db.GetLiveBoxRow(row)), nil
+	return boxFromRow(cardboxdb.GetLiveBoxRow(row)), nil
 }
 
 // SaveBox creates or replaces a box. Every card id must name a live card
@@ -124,14 +124,14 @@ func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInpu
 		return Box{}, err
 	}
 	defer s.gate.Leave()
-	row, err := s.as(project).UpsertBox(ctx, db.UpsertBoxParams{
+	row, err := s.as(project).UpsertBox(ctx, cardboxdb.UpsertBoxParams{
 		TenantID: project, BoxID: boxID, CardIds: nonNil(in.CardIDs),
 		ParentIds: nonNil(in.ParentIDs), Metadata: meta, Now: s.now(),
 	})
 	if err != nil {
 		return Box{}, fmt.Errorf("save box %q: %w", boxID, err)
 	}
-	return boxFromRow(db.GetLiveBoxRow(row)), nil
+	return boxFromRow(cardboxdb.GetLiveBoxRow(row)), nil
 }
 
 // checkBoxWrite validates a box body, checks its cards exist, admits its
@@ -196,7 +196,7 @@ func (s *Service) checkCards(ctx context.Context, project string, ids []string) 
 	if len(ids) == 0 {
 		return nil
 	}
-	missing, err := s.as(project).MissingCardIDs(ctx, db.MissingCardIDsParams{
+	missing, err := s.as(project).MissingCardIDs(ctx, cardboxdb.MissingCardIDsParams{
 		TenantID: project, CardIds: dedupe(ids), Now: s.now(),
 	})
 	if err != nil {
@@ -240,7 +240,7 @@ func (s *Service) AppendToBox(ctx context.Context, project, boxID string, cardID
 	if err := s.admitWrite(ctx, project, idBytes(cardIDs)); err != nil {
 		return Appended{}, err
 	}
-	row, err := s.as(project).AppendToBox(ctx, db.AppendToBoxParams{
+	row, err := s.as(project).AppendToBox(ctx, cardboxdb.AppendToBoxParams{
 		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(), MaxCards: MaxBoxCards,
 	})
 	if isNoRows(err) {
@@ -293,7 +293,7 @@ func (s *Service) appendRefused(ctx context.Context, project, boxID string, addi
 
 // boxLength returns how many card ids a live box holds.
 func (s *Service) boxLength(ctx context.Context, project, boxID string) (int, error) {
-	n, err := s.as(project).LiveBoxLength(ctx, db.LiveBoxLengthParams{TenantID: project, BoxID: boxID})
+	n, err := s.as(project).LiveBoxLength(ctx, cardboxdb.LiveBoxLengthParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
 		return 0, notFound("box", boxID)
 	}
@@ -311,7 +311,7 @@ func (s *Service) LoadBox(ctx context.Context, project, boxID string) (Box, erro
 	if err := ValidateID("box_id", boxID); err != nil {
 		return Box{}, err
 	}
-	row, err := s.as(project).GetLiveBox(ctx, db.GetLiveBoxParams{TenantID: project, BoxID: boxID})
+	row, err := s.as(project).GetLiveBox(ctx, cardboxdb.GetLiveBoxParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
 		return Box{}, notFound("box", boxID)
 	}
@@ -330,7 +330,7 @@ func (s *Service) DeleteBox(ctx context.Context, project, boxID string) error {
 	if err := ValidateID("box_id", boxID); err != nil {
 		return err
 	}
-	n, err := s.as(project).SoftDeleteBox(ctx, db.SoftDeleteBoxParams{TenantID: project, BoxID: boxID, Now: s.now()})
+	n, err := s.as(project).SoftDeleteBox(ctx, cardboxdb.SoftDeleteBoxParams{TenantID: project, BoxID: boxID, Now: s.now()})
 	if err != nil {
 		return fmt.Errorf("delete box %q: %w", boxID, err)
 	}
@@ -363,17 +363,17 @@ func getBoxes[C any](ctx context.Context, s *Service, project string, query Boxe
 	if len(ids) == 0 {
 		return res, nil
 	}
-	rows, err := s.as(project).GetLiveBoxes(ctx, db.GetLiveBoxesParams{TenantID: project, BoxIds: ids})
+	rows, err := s.as(project).GetLiveBoxes(ctx, cardboxdb.GetLiveBoxesParams{TenantID: project, BoxIds: ids})
 	if err != nil {
 		return BoxesOf[C]{}, fmt.Errorf("get boxes: %w", err)
 	}
-	byID := make(map[string]db.GetLiveBoxesRow, len(rows))
+	byID := make(map[string]cardboxdb.GetLiveBoxesRow, len(rows))
 	for _, r := range rows {
 		byID[r.BoxID] = r
 	}
 	for _, id := range ids {
 		if r, ok := byID[id]; ok {
-			res.Boxes = append(res.Boxes, HydratedBoxOf[C]{Box: boxFromRow(db.GetLiveBoxRow(r))})
+			res.Boxes = append(res.Boxes, HydratedBoxOf[C]{Box: boxFromRow(cardboxdb.GetLiveBoxRow(r))})
 		} else {
 			res.MissingBoxIDs = append(res.MissingBoxIDs, id)
 		}
@@ -454,25 +454,25 @@ func boxCards[C any](ctx context.Context, s *Service, project, boxID string, lim
 }
 
 // boxPage reads the card ids of one page of a box (see BoxCards).
-func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int, cursor string) (db.GetBoxPageRow, error) {
+func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int, cursor string) (cardboxdb.GetBoxPageRow, error) {
 	if err := checkProject(project); err != nil {
-		return db.GetBoxPageRow{}, err
+		return cardboxdb.GetBoxPageRow{}, err
 	}
 	if err := ValidateID("box_id", boxID); err != nil {
-		return db.GetBoxPageRow{}, err
+		return cardboxdb.GetBoxPageRow{}, err
 	}
 	before, err := parseCursor(cursor)
 	if err != nil {
-		return db.GetBoxPageRow{}, err
+		return cardboxdb.GetBoxPageRow{}, err
 	}
-	page, err := s.as(project).GetBoxPage(ctx, db.GetBoxPageParams{
+	page, err := s.as(project).GetBoxPage(ctx, cardboxdb.GetBoxPageParams{
 		TenantID: project, BoxID: boxID, PageLimit: int32(ClampLimit(limit)), Before: before,
 	})
 	if isNoRows(err) {
-		return db.GetBoxPageRow{}, notFound("box", boxID)
+		return cardboxdb.GetBoxPageRow{}, notFound("box", boxID)
 	}
 	if err != nil {
-		return db.GetBoxPageRow{}, fmt.Errorf("read box %q: %w", boxID, err)
+		return cardboxdb.GetBoxPageRow{}, fmt.Errorf("read box %q: %w", boxID, err)
 	}
 	return page, nil
 }
@@ -505,7 +505,7 @@ func nonNil(ids []string) []string {
 	return ids
 }
 
-func boxFromRow(r db.GetLiveBoxRow) Box {
+func boxFromRow(r cardboxdb.GetLiveBoxRow) Box {
 	meta := r.Metadata
 	if len(bytes.TrimSpace(meta)) == 0 {
 		meta = []byte("{}")
@@ -519,7 +519,7 @@ func boxFromRow(r db.GetLiveBoxRow) Box {
 
 // structured reports whether a live box has entries (zones and positions).
 func (s *Service) structured(ctx context.Context, project, boxID string) (bool, error) {
-	row, err := s.as(project).GetBoxEntries(ctx, db.GetBoxEntriesParams{TenantID: project, BoxID: boxID})
+	row, err := s.as(project).GetBoxEntries(ctx, cardboxdb.GetBoxEntriesParams{TenantID: project, BoxID: boxID})
 	if err != nil {
 		return false, err
 	}

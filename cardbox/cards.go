@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 )
 
 // AddCard writes one card; see AddCards.
@@ -41,7 +41,7 @@ func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard)
 	}
 	defer s.gate.Leave()
 	var stored map[string]Card
-	err = s.inTx(ctx, project, func(q *db.Queries) error {
+	err = s.inTx(ctx, project, func(q *cardboxdb.Queries) error {
 		stored, err = insertCards(ctx, q, project, s.now(), norm)
 		return err
 	})
@@ -89,7 +89,7 @@ func normalizeAll(cards []NewCard) ([]normalCard, error) {
 
 // insertCards inserts the new cards and checks that the others are exact
 // replays; it returns every card as stored, by id.
-func insertCards(ctx context.Context, q *db.Queries, project string, now time.Time, norm []normalCard) (map[string]Card, error) {
+func insertCards(ctx context.Context, q *cardboxdb.Queries, project string, now time.Time, norm []normalCard) (map[string]Card, error) {
 	p, err := insertParams(project, now, norm)
 	if err != nil {
 		return nil, err
@@ -100,7 +100,7 @@ func insertCards(ctx context.Context, q *db.Queries, project string, now time.Ti
 	}
 	stored := make(map[string]Card, len(norm))
 	for _, r := range rows {
-		stored[r.CardID] = cardFromRow(db.GetLiveCardsRow(r))
+		stored[r.CardID] = cardFromRow(cardboxdb.GetLiveCardsRow(r))
 	}
 	if len(stored) == len(norm) {
 		return stored, nil
@@ -116,8 +116,8 @@ func insertCards(ctx context.Context, q *db.Queries, project string, now time.Ti
 
 // insertParams makes the insert of cards: their columns, content hashes
 // and token counts.
-func insertParams(project string, now time.Time, norm []normalCard) (db.InsertCardsParams, error) {
-	p := db.InsertCardsParams{TenantID: project, Now: now}
+func insertParams(project string, now time.Time, norm []normalCard) (cardboxdb.InsertCardsParams, error) {
+	p := cardboxdb.InsertCardsParams{TenantID: project, Now: now}
 	fillColumns(norm, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
 	for _, n := range norm {
 		h, err := ContentHash(n.content)
@@ -138,8 +138,8 @@ func insertParams(project string, now time.Time, norm []normalCard) (db.InsertCa
 
 // checkReplays compares cards that already exist with the stored ones and
 // adds them to stored; any difference is a ConflictError.
-func checkReplays(ctx context.Context, q *db.Queries, project string, rest []normalCard, stored map[string]Card) error {
-	p := db.CompareCardsParams{TenantID: project}
+func checkReplays(ctx context.Context, q *cardboxdb.Queries, project string, rest []normalCard, stored map[string]Card) error {
+	p := cardboxdb.CompareCardsParams{TenantID: project}
 	fillColumns(rest, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
 	rows, err := q.CompareCards(ctx, p)
 	if err != nil {
@@ -151,7 +151,7 @@ func checkReplays(ctx context.Context, q *db.Queries, project string, rest []nor
 			conflicts = append(conflicts, r.CardID)
 			continue
 		}
-		c := cardFromRow(db.GetLiveCardsRow{
+		c := cardFromRow(cardboxdb.GetLiveCardsRow{
 			TenantID: r.TenantID, CardID: r.CardID, Content: r.Content, ToolCalls: r.ToolCalls,
 			ToolCallID: r.ToolCallID, TtlSeconds: r.TtlSeconds, ExpiresAt: r.ExpiresAt,
 			DeletedAt: r.DeletedAt, Metadata: r.Metadata, CreatedAt: r.CreatedAt,
@@ -192,7 +192,7 @@ func (s *Service) DeleteCard(ctx context.Context, project, cardID string) error 
 	if err := ValidateID("card_id", cardID); err != nil {
 		return err
 	}
-	n, err := s.as(project).SoftDeleteCard(ctx, db.SoftDeleteCardParams{TenantID: project, CardID: cardID, Now: s.now()})
+	n, err := s.as(project).SoftDeleteCard(ctx, cardboxdb.SoftDeleteCardParams{TenantID: project, CardID: cardID, Now: s.now()})
 	if err != nil {
 		return fmt.Errorf("delete card %q: %w", cardID, err)
 	}
@@ -203,7 +203,7 @@ func (s *Service) DeleteCard(ctx context.Context, project, cardID string) error 
 }
 
 // cardFromRow converts a stored row.
-func cardFromRow(r db.GetLiveCardsRow) Card {
+func cardFromRow(r cardboxdb.GetLiveCardsRow) Card {
 	return Card{
 		ProjectID:  r.TenantID,
 		CardID:     r.CardID,

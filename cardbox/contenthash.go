@@ -11,8 +11,8 @@ import (
 
 	"github.com/zeebo/blake3"
 
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // MaxSameContent is how many cards a lookup by content hash returns.
@@ -150,7 +150,7 @@ func (s *Service) CardsWithContentHash(ctx context.Context, project, hash string
 	if err != nil {
 		return nil, err
 	}
-	ids, err := s.as(project).CardIDsByContentHash(ctx, db.CardIDsByContentHashParams{
+	ids, err := s.as(project).CardIDsByContentHash(ctx, cardboxdb.CardIDsByContentHashParams{
 		TenantID: project, ContentHash: h, Now: s.now(), MaxCards: MaxSameContent,
 	})
 	if err != nil {

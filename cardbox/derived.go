@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 	"github.com/cardboxhq/cardbox/cardbox/position"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // DerivedCard is a card made from a CXDB turn. The turn's context and id
@@ -67,7 +67,7 @@ func (s *Service) insertDerived(ctx context.Context, project string, norm []norm
 		return err
 	}
 	defer s.gate.Leave()
-	return s.inTx(ctx, project, func(q *db.Queries) error {
+	return s.inTx(ctx, project, func(q *cardboxdb.Queries) error {
 		for start := 0; start < len(norm); start += derivedChunk {
 			chunk := norm[start:min(len(norm), start+derivedChunk)]
 			stored, err := insertNew(ctx, q, project, s, chunk)
@@ -83,7 +83,7 @@ func (s *Service) insertDerived(ctx context.Context, project string, norm []norm
 }
 
 // insertNew inserts the cards that do not exist yet and returns their ids.
-func insertNew(ctx context.Context, q *db.Queries, project string, s *Service, chunk []normalCard) (map[string]bool, error) {
+func insertNew(ctx context.Context, q *cardboxdb.Queries, project string, s *Service, chunk []normalCard) (map[string]bool, error) {
 	p, err := insertParams(project, s.now(), chunk)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func insertNew(ctx context.Context, q *db.Queries, project string, s *Service, c
 
 // checkDerived checks that the cards that existed were derived from the
 // same turns.
-func checkDerived(ctx context.Context, q *db.Queries, project string, s *Service, chunk []normalCard, stored map[string]bool) error {
+func checkDerived(ctx context.Context, q *cardboxdb.Queries, project string, s *Service, chunk []normalCard, stored map[string]bool) error {
 	want := map[string]uint64{}
 	var ids []string
 	for _, n := range chunk {
@@ -113,7 +113,7 @@ func checkDerived(ctx context.Context, q *db.Queries, project string, s *Service
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := q.DerivedCards(ctx, db.DerivedCardsParams{TenantID: project, CardIds: ids, Now: s.now()})
+	rows, err := q.DerivedCards(ctx, cardboxdb.DerivedCardsParams{TenantID: project, CardIds: ids, Now: s.now()})
 	if err != nil {
 		return fmt.Errorf("check derived cards: %w", err)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 	"github.com/cardboxhq/cardbox/cardbox/position"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // Zone is where an entry of a box sits: assembly keeps the permanent zone
@@ -163,7 +163,7 @@ func layoutFromRows(cards, ids []string, zones []int16, positions []string, draf
 // plainLayout makes the entries of a plain list of card ids: ids e1, e2...
 // in list order, each card in its default zone, positions in list order
 // within each zone.
-func (s *Service) plainLayout(ctx context.Context, q *db.Queries, project string, cardIDs []string) (*layout, error) {
+func (s *Service) plainLayout(ctx context.Context, q *cardboxdb.Queries, project string, cardIDs []string) (*layout, error) {
 	zones := make(map[string]Zone, len(cardIDs))
 	if err := defaultZones(ctx, q, project, dedupe(cardIDs), zones); err != nil {
 		return nil, err
@@ -173,11 +173,11 @@ func (s *Service) plainLayout(ctx context.Context, q *db.Queries, project string
 
 // defaultZones adds to zones the default zone of each card among distinct
 // ids, whatever its state; an absent card's is its type's ("").
-func defaultZones(ctx context.Context, q *db.Queries, project string, ids []string, zones map[string]Zone) error {
+func defaultZones(ctx context.Context, q *cardboxdb.Queries, project string, ids []string, zones map[string]Zone) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := q.CardTypes(ctx, db.CardTypesParams{TenantID: project, CardIds: ids})
+	rows, err := q.CardTypes(ctx, cardboxdb.CardTypesParams{TenantID: project, CardIds: ids})
 	if err != nil {
 		return fmt.Errorf("read card types: %w", err)
 	}
@@ -214,7 +214,7 @@ func (s *Service) Entries(ctx context.Context, project, boxID string) (BoxEntrie
 		return BoxEntries{}, err
 	}
 	q := s.as(project)
-	row, err := q.GetBoxEntries(ctx, db.GetBoxEntriesParams{TenantID: project, BoxID: boxID})
+	row, err := q.GetBoxEntries(ctx, cardboxdb.GetBoxEntriesParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
 		return BoxEntries{}, notFound("box", boxID)
 	}
@@ -228,7 +228,7 @@ func (s *Service) Entries(ctx context.Context, project, boxID string) (BoxEntrie
 	return BoxEntries{BoxID: boxID, Structured: row.Structured, Entries: l.entries, UpdatedAt: row.UpdatedAt}, nil
 }
 
-func (s *Service) layoutOf(ctx context.Context, q *db.Queries, project string, structured bool, cards, ids []string,
+func (s *Service) layoutOf(ctx context.Context, q *cardboxdb.Queries, project string, structured bool, cards, ids []string,
 	zones []int16, positions []string, drafts []bool, seq int64) (*layout, error) {
 	if structured {
 		return layoutFromRows(cards, ids, zones, positions, drafts, seq), nil
@@ -248,8 +248,8 @@ func checkBoxID(project, boxID string) error {
 // each on the entries the one before left.
 func (s *Service) editBox(ctx context.Context, project, boxID string, edit func(l *layout) error) (BoxEntries, error) {
 	var out BoxEntries
-	err := s.inTx(ctx, project, func(q *db.Queries) error {
-		row, err := q.LockBoxEntries(ctx, db.LockBoxEntriesParams{TenantID: project, BoxID: boxID})
+	err := s.inTx(ctx, project, func(q *cardboxdb.Queries) error {
+		row, err := q.LockBoxEntries(ctx, cardboxdb.LockBoxEntriesParams{TenantID: project, BoxID: boxID})
 		if isNoRows(err) {
 			return notFound("box", boxID)
 		}
@@ -273,9 +273,9 @@ func (s *Service) editBox(ctx context.Context, project, boxID string, edit func(
 	return out, err
 }
 
-func saveLayout(ctx context.Context, q *db.Queries, project, boxID string, l *layout, now time.Time) (BoxEntries, error) {
+func saveLayout(ctx context.Context, q *cardboxdb.Queries, project, boxID string, l *layout, now time.Time) (BoxEntries, error) {
 	cards, ids, zones, positions, drafts := l.rows()
-	updated, err := q.SaveBoxEntries(ctx, db.SaveBoxEntriesParams{
+	updated, err := q.SaveBoxEntries(ctx, cardboxdb.SaveBoxEntriesParams{
 		TenantID: project, BoxID: boxID, CardIds: nonNil(cards), EntryIds: nonNil(ids), Zones: nonNilOf(zones),
 		Positions: nonNil(positions), Drafts: nonNilOf(drafts), EntrySeq: l.seq, Now: now,
 	})
@@ -409,7 +409,7 @@ func insertInto(l *layout, cardIDs []string, types map[string]string, place Plac
 }
 
 func (s *Service) cardTypes(ctx context.Context, project string, ids []string) (map[string]string, error) {
-	rows, err := s.as(project).CardTypes(ctx, db.CardTypesParams{TenantID: project, CardIds: dedupe(ids)})
+	rows, err := s.as(project).CardTypes(ctx, cardboxdb.CardTypesParams{TenantID: project, CardIds: dedupe(ids)})
 	if err != nil {
 		return nil, fmt.Errorf("read card types: %w", err)
 	}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // Assembly reads what it needs of a box's cards (their default zone, tool
@@ -49,7 +49,7 @@ func tokenizerIndex(name string) int {
 }
 
 // factsFromRow reads the facts of a card AssemblyCards found.
-func factsFromRow(r db.AssemblyCardsRow) cardFacts {
+func factsFromRow(r cardboxdb.AssemblyCardsRow) cardFacts {
 	f := cardFacts{zone: DefaultZone(r.Type), toolCallID: r.ToolCallID, toolCallIDs: r.ToolCallIds,
 		tokens: make([]int32, len(tokens.Names))}
 	for i := range f.tokens {

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // A project deleted in Postgres and forgotten: its cached cards are gone,
@@ -31,13 +28,8 @@ func TestForgetProject(t *testing.T) {
 			t.Fatalf("%s: %+v, %v", p, res, err)
 		}
 	}
-	q := db.New(tx)
-	if err := q.MarkTenantDeleted(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.PurgeDeletedTenants(ctx, pgtype.Text{String: "acme", Valid: true}); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MarkTenantDeleted(t, tx, "acme")
+	pgtest.PurgeDeletedTenant(t, tx, "acme")
 	s.ForgetProject("acme")
 
 	if n := s.cache.DropIf(func(k cacheKey) bool { return k.project == "acme" }); n != 0 {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 )
 
 // Card reads come in two forms with one logic: the Card reads (GetCard,
@@ -114,7 +114,7 @@ func (s *Service) liveCards(ctx context.Context, project string, ids []string) (
 	if len(ids) == 0 {
 		return byID, nil
 	}
-	rows, err := s.as(project).GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: s.now()})
+	rows, err := s.as(project).GetLiveCards(ctx, cardboxdb.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: s.now()})
 	if err != nil {
 		return nil, fmt.Errorf("get cards: %w", err)
 	}
@@ -256,7 +256,7 @@ func (s *Service) recheck(ctx context.Context, project string, cached []cachedCa
 	for i, c := range cached {
 		ids[i] = c.id
 	}
-	live, err := s.as(project).LiveCardVersions(ctx, db.LiveCardVersionsParams{TenantID: project, CardIds: ids, Now: now})
+	live, err := s.as(project).LiveCardVersions(ctx, cardboxdb.LiveCardVersionsParams{TenantID: project, CardIds: ids, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("get cards: %w", err)
 	}
@@ -283,7 +283,7 @@ func (s *Service) recheck(ctx context.Context, project string, cached []cachedCa
 // them into byID and caches them, stamped with stamp (read before the
 // query, so no later than the rows).
 func (s *Service) renderLive(ctx context.Context, project string, ids []string, now time.Time, stamp uint64, byID map[string]json.RawMessage) error {
-	rows, err := s.as(project).GetLiveCards(ctx, db.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: now})
+	rows, err := s.as(project).GetLiveCards(ctx, cardboxdb.GetLiveCardsParams{TenantID: project, CardIds: ids, Now: now})
 	if err != nil {
 		return fmt.Errorf("get cards: %w", err)
 	}

@@ -27,10 +27,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // DefaultCardCacheBytes is the card cache's budget when
@@ -161,14 +161,14 @@ type BoxInput struct {
 
 // as returns the queries of a request of project: row-level security
 // holds them to its rows.
-func (s *Service) as(project string) *db.Queries {
-	return db.New(pgrole.As(s.db, pgrole.Tenant, project))
+func (s *Service) as(project string) *cardboxdb.Queries {
+	return cardboxdb.New(pgrole.As(s.db, pgrole.Tenant, project))
 }
 
 // sweeper returns the queries of the sweeper, which purges every
 // project's expired rows.
-func (s *Service) sweeper() *db.Queries {
-	return db.New(pgrole.As(s.db, pgrole.Sweeper, ""))
+func (s *Service) sweeper() *cardboxdb.Queries {
+	return cardboxdb.New(pgrole.As(s.db, pgrole.Sweeper, ""))
 }
 
 // admit lets in a write that adds rows to project, creating the project
@@ -262,13 +262,13 @@ func checkProject(project string) error {
 }
 
 // inTx runs fn in a transaction, committing when fn returns nil.
-func (s *Service) inTx(ctx context.Context, project string, fn func(q *db.Queries) error) error {
+func (s *Service) inTx(ctx context.Context, project string, fn func(q *cardboxdb.Queries) error) error {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(db.New(pgrole.As(tx, pgrole.Tenant, project))); err != nil {
+	if err := fn(cardboxdb.New(pgrole.As(tx, pgrole.Tenant, project))); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

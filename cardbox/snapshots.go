@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 )
 
 // Snapshot is a box's entries frozen at one moment: entry ids, card ids,
@@ -44,7 +44,7 @@ func (s *Service) TakeSnapshot(ctx context.Context, project, boxID string, metad
 	if err := s.admitWrite(ctx, project, idBytes(cards)+idBytes(ids)+idBytes(positions)+int64(len(meta))); err != nil {
 		return Snapshot{}, err
 	}
-	created, err := s.as(project).InsertSnapshot(ctx, db.InsertSnapshotParams{
+	created, err := s.as(project).InsertSnapshot(ctx, cardboxdb.InsertSnapshotParams{
 		TenantID: project, BoxID: boxID, SnapshotID: id.String(), EntryIds: nonNil(ids), CardIds: nonNil(cards),
 		Zones: nonNilOf(zones), Positions: nonNil(positions), Drafts: nonNilOf(drafts), Metadata: meta, Now: s.now(),
 	})
@@ -61,7 +61,7 @@ func (s *Service) Snapshots(ctx context.Context, project, boxID string) ([]Snaps
 	if _, err := s.boxLengthChecked(ctx, project, boxID); err != nil {
 		return nil, err
 	}
-	rows, err := s.as(project).ListSnapshots(ctx, db.ListSnapshotsParams{TenantID: project, BoxID: boxID})
+	rows, err := s.as(project).ListSnapshots(ctx, cardboxdb.ListSnapshotsParams{TenantID: project, BoxID: boxID})
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots of box %q: %w", boxID, err)
 	}
@@ -87,7 +87,7 @@ func (s *Service) GetSnapshot(ctx context.Context, project, boxID, snapshotID st
 	if err := ValidateID("snapshot_id", snapshotID); err != nil {
 		return Snapshot{}, err
 	}
-	r, err := s.as(project).GetSnapshot(ctx, db.GetSnapshotParams{TenantID: project, BoxID: boxID, SnapshotID: snapshotID})
+	r, err := s.as(project).GetSnapshot(ctx, cardboxdb.GetSnapshotParams{TenantID: project, BoxID: boxID, SnapshotID: snapshotID})
 	if isNoRows(err) {
 		return Snapshot{}, notFound("snapshot", snapshotID)
 	}
@@ -225,8 +225,8 @@ func (s *Service) writeEntries(ctx context.Context, project, boxID string, entri
 	}
 	defer s.gate.Leave()
 	var out BoxEntries
-	err := s.inTx(ctx, project, func(q *db.Queries) error {
-		box, err := q.GetLiveBox(ctx, db.GetLiveBoxParams{TenantID: project, BoxID: boxID})
+	err := s.inTx(ctx, project, func(q *cardboxdb.Queries) error {
+		box, err := q.GetLiveBox(ctx, cardboxdb.GetLiveBoxParams{TenantID: project, BoxID: boxID})
 		meta := []byte("{}")
 		if err == nil {
 			meta = box.Metadata
@@ -236,12 +236,12 @@ func (s *Service) writeEntries(ctx context.Context, project, boxID string, entri
 		} else if !isNoRows(err) {
 			return fmt.Errorf("read box %q: %w", boxID, err)
 		}
-		if _, err := q.UpsertBox(ctx, db.UpsertBoxParams{
+		if _, err := q.UpsertBox(ctx, cardboxdb.UpsertBoxParams{
 			TenantID: project, BoxID: boxID, CardIds: nonNil(cards), ParentIds: nonNil(parents), Metadata: meta, Now: s.now(),
 		}); err != nil {
 			return fmt.Errorf("save box %q: %w", boxID, err)
 		}
-		if _, err := q.LockBoxEntries(ctx, db.LockBoxEntriesParams{TenantID: project, BoxID: boxID}); err != nil {
+		if _, err := q.LockBoxEntries(ctx, cardboxdb.LockBoxEntriesParams{TenantID: project, BoxID: boxID}); err != nil {
 			return fmt.Errorf("lock box %q: %w", boxID, err)
 		}
 		out, err = saveLayout(ctx, q, project, boxID, l, s.now())

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 )
 
 // Sweeper defaults.
@@ -106,7 +106,7 @@ func (w *Sweeper) purge(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
 	batch := int32(w.cfg.BatchSize)
 	for {
-		n, err := w.s.sweeper().PurgeCards(ctx, db.PurgeCardsParams{
+		n, err := w.s.sweeper().PurgeCards(ctx, cardboxdb.PurgeCardsParams{
 			ExpiredBefore: now.Add(-w.cfg.ExpiredRetention),
 			DeletedBefore: now.Add(-w.cfg.DeletedRetention),
 			BatchSize:     batch,
@@ -120,7 +120,7 @@ func (w *Sweeper) purge(ctx context.Context) (SweepStats, error) {
 		}
 	}
 	for {
-		n, err := w.s.sweeper().PurgeBoxes(ctx, db.PurgeBoxesParams{
+		n, err := w.s.sweeper().PurgeBoxes(ctx, cardboxdb.PurgeBoxesParams{
 			DeletedBefore: now.Add(-w.cfg.DeletedRetention), BatchSize: batch,
 		})
 		st.Boxes += n

@@ -7,7 +7,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // Contexts returns every context of the tenant, in no order.
@@ -85,7 +85,7 @@ func (e *Engine) FSRoot(ctx context.Context, t ident.Tenant, id uint64) (root id
 	}
 	for id != 0 {
 		chain := e.ancestors(t, id, fsLookupBatch)
-		rows, err := e.as(pgrole.Tenant, t.ID).FSAttachments(ctx, db.FSAttachmentsParams{TenantID: t.ID, TurnIds: chain})
+		rows, err := e.as(pgrole.Tenant, t.ID).FSAttachments(ctx, storedb.FSAttachmentsParams{TenantID: t.ID, TurnIds: chain})
 		if err != nil {
 			return ident.Hash{}, 0, false, fault.Wrap(fault.Unavailable, err, "look up fs roots")
 		}
@@ -116,7 +116,7 @@ func (e *Engine) parentOf(t ident.Tenant, id uint64) uint64 {
 }
 
 // nearest picks the attachment of the first turn of chain that has one.
-func nearest(chain []int64, rows []db.FSAttachmentsRow) (ident.Hash, uint64, bool) {
+func nearest(chain []int64, rows []storedb.FSAttachmentsRow) (ident.Hash, uint64, bool) {
 	byTurn := make(map[int64][]byte, len(rows))
 	for _, r := range rows {
 		byTurn[r.TurnID] = r.FsRootHash

@@ -18,12 +18,12 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/holerecorder"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
@@ -157,7 +157,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
-		tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
+		tenants: newTenantCache(storedb.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
 	}
 	e.holes = holerecorder.New(func(ctx context.Context, h blobpack.Hole) error {
 		return e.recordHole(ctx, h, opts.PGTimeout)
@@ -292,7 +292,7 @@ func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID u
 	if err := e.checkQuota(ctx, t, ContextCharge); err != nil {
 		return Head{}, err
 	}
-	row, err := e.as(pgrole.Tenant, t.ID).CreateContext(ctx, db.CreateContextParams{
+	row, err := e.as(pgrole.Tenant, t.ID).CreateContext(ctx, storedb.CreateContextParams{
 		TenantID: t.ID, BaseTurnID: int64(baseTurnID), HeadDepth: int64(depth), ClientTag: clientTag,
 	})
 	if err != nil {
@@ -341,9 +341,9 @@ func turnLogPath(dir string) string { return TurnLogPath(dir) }
 // within Options.PGTimeout; those of recovery (start-up, and the metadata
 // extraction's scans) and of the sweeper (background purges) are not
 // bounded, since they may legitimately take longer.
-func (e *Engine) as(role pgrole.Role, tenant string) *db.Queries {
+func (e *Engine) as(role pgrole.Role, tenant string) *storedb.Queries {
 	if role == pgrole.Recovery || role == pgrole.Sweeper {
-		return db.New(pgrole.As(e.pool, role, tenant))
+		return storedb.New(pgrole.As(e.pool, role, tenant))
 	}
-	return db.New(pgrole.As(pgbound.Batcher{D: e.pool, Timeout: e.opts.PGTimeout}, role, tenant))
+	return storedb.New(pgrole.As(pgbound.Batcher{D: e.pool, Timeout: e.opts.PGTimeout}, role, tenant))
 }

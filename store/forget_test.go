@@ -8,14 +8,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // tenantData is what a test tenant wrote: a context with turns, a fork,
@@ -64,7 +64,7 @@ func (s *testStore) fill(id string, shared []byte) *tenantData {
 func (s *testStore) addBundle(t ident.Tenant, id string, body []byte) {
 	s.t.Helper()
 	ctx := context.Background()
-	n, err := s.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: id, Body: body})
+	n, err := s.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, storedb.InsertRegistryBundleParams{TenantID: t.ID, BundleID: id, Body: body})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -77,14 +77,8 @@ func (s *testStore) addBundle(t ident.Tenant, id string, body []byte) {
 // does (the same queries, without the audit record).
 func (s *testStore) deleteInDB(id string) {
 	s.t.Helper()
-	ctx := context.Background()
-	q := db.New(s.pool)
-	if err := q.MarkTenantDeleted(ctx, id); err != nil {
-		s.t.Fatal(err)
-	}
-	if _, err := q.PurgeDeletedTenants(ctx, pgtype.Text{String: id, Valid: true}); err != nil {
-		s.t.Fatal(err)
-	}
+	pgtest.MarkTenantDeleted(s.t, s.pool, id)
+	pgtest.PurgeDeletedTenant(s.t, s.pool, id)
 }
 
 // checkIntact reads everything d wrote, as d's tenant.
@@ -260,9 +254,7 @@ func TestForgetTenantWaitsForWritesInFlight(t *testing.T) {
 	if _, err := s.ForgetTenant(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.New(s.pool).PurgeDeletedTenants(ctx, pgtype.Text{String: "acme", Valid: true}); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.PurgeDeletedTenant(t, s.pool, "acme")
 	close(stop)
 	wg.Wait()
 	for _, table := range []string{"turns", "contexts", "idempotency_keys", "turn_types"} {

@@ -10,9 +10,9 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // IdempotencyWindow is how long a repeated idempotency key returns the
@@ -28,7 +28,7 @@ const DefaultMaxIdempotencyKeys = idemindex.DefaultMax
 // conflict). Recent keys are always in memory, so a key committed while
 // this runs is caught by the planner.
 func (e *Engine) replayFromDB(ctx context.Context, t ident.Tenant, req *AppendRequest) (res AppendResult, found bool, err error) {
-	row, err := e.as(pgrole.Tenant, t.ID).GetIdempotencyKey(ctx, db.GetIdempotencyKeyParams{
+	row, err := e.as(pgrole.Tenant, t.ID).GetIdempotencyKey(ctx, storedb.GetIdempotencyKeyParams{
 		TenantID: t.ID, ContextID: int64(req.ContextID), IdempotencyKey: req.IdempotencyKey,
 		Since: e.now().Add(-IdempotencyWindow),
 	})

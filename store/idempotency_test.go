@@ -15,8 +15,8 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // A reused idempotency key is a retry only if the append is the same:
@@ -179,13 +179,13 @@ func TestRestartLoadsOnlyTheNewestIdempotencyKeys(t *testing.T) {
 	}
 	// The streamed rows are the generated query's.
 	q := s.as(pgrole.Recovery, "")
-	arg := db.ListNewestIdempotencyKeysParams{Since: time.Now().Add(-IdempotencyWindow), MaxKeys: bound}
+	arg := storedb.ListNewestIdempotencyKeysParams{Since: time.Now().Add(-IdempotencyWindow), MaxKeys: bound}
 	listed, err := q.ListNewestIdempotencyKeys(context.Background(), arg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var streamed []db.ListNewestIdempotencyKeysRow
-	if err := q.ForEachNewestIdempotencyKey(context.Background(), arg, func(r *db.ListNewestIdempotencyKeysRow) error {
+	var streamed []storedb.ListNewestIdempotencyKeysRow
+	if err := q.ForEachNewestIdempotencyKey(context.Background(), arg, func(r *storedb.ListNewestIdempotencyKeysRow) error {
 		c := *r
 		c.IdempotencyKey = bytes.Clone(r.IdempotencyKey) // the driver's memory
 		streamed = append(streamed, c)

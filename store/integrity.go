@@ -9,8 +9,8 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // What to run when the files and the database disagree.
@@ -23,7 +23,7 @@ const (
 // checkDirs refuses to start on a data directory that lost blobs/ or
 // turns/ while the database says it holds committed turns: starting would
 // create empty ones and serve nothing.
-func checkDirs(dir string, state db.GetTurnLogStateRow) error {
+func checkDirs(dir string, state storedb.GetTurnLogStateRow) error {
 	if state.CommittedEnd == 0 {
 		return nil // nothing committed yet
 	}
@@ -42,7 +42,7 @@ func checkDirs(dir string, state db.GetTurnLogStateRow) error {
 // openBlobs opens the blob pack, never cutting it below its committed end,
 // and records the damaged regions it kept. A store whose commits predate
 // the recorded end has it validated now and recorded.
-func (e *Engine) openBlobs(ctx context.Context, state db.GetTurnLogStateRow) error {
+func (e *Engine) openBlobs(ctx context.Context, state storedb.GetTurnLogStateRow) error {
 	var err error
 	e.blobs, err = blobpack.Open(blobDir(e.opts.Dir), blobpack.Options{
 		Reserve: e.opts.fileReserve(), MinValidSize: max(state.PackEnd, 0), OnDamage: e.onPackDamage,
@@ -54,7 +54,7 @@ func (e *Engine) openBlobs(ctx context.Context, state db.GetTurnLogStateRow) err
 		return err
 	}
 	if state.PackEnd < 0 && state.CommittedEnd > 0 {
-		err := e.as(pgrole.Recovery, "").SetPackEnd(ctx, db.SetPackEndParams{
+		err := e.as(pgrole.Recovery, "").SetPackEnd(ctx, storedb.SetPackEndParams{
 			PackEnd: e.blobs.Stats().PackBytes, StoreID: e.storeID, CommittedEnd: state.CommittedEnd,
 		})
 		if err != nil {

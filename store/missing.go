@@ -6,8 +6,8 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // MaxMissingBlobs is the most hashes one MissingBlobs call checks.
@@ -44,7 +44,7 @@ func (e *Engine) MissingBlobs(ctx context.Context, t ident.Tenant, hashes []iden
 		ask = append(ask, h[:])
 	}
 	if len(ask) > 0 {
-		rows, err := e.as(pgrole.Tenant, t.ID).TenantBlobsAmong(ctx, db.TenantBlobsAmongParams{TenantID: t.ID, BlobHashes: ask})
+		rows, err := e.as(pgrole.Tenant, t.ID).TenantBlobsAmong(ctx, storedb.TenantBlobsAmongParams{TenantID: t.ID, BlobHashes: ask})
 		if err != nil {
 			return nil, fault.Wrap(fault.Unavailable, err, "look up %d blobs", len(ask))
 		}

@@ -14,10 +14,10 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/usage"
 )
 
@@ -370,7 +370,7 @@ func (e *Engine) ownsBlob(ctx context.Context, t ident.Tenant, h ident.Hash) (bo
 	if (stored && entry.Owner == t.No) || e.lost.of(t.No, h) {
 		return true, nil
 	}
-	claimed, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, db.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
+	claimed, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, storedb.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
 	if err != nil {
 		return false, fault.Wrap(fault.Unavailable, err, "look up blob %x", h)
 	}
@@ -415,7 +415,7 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	if entry.Owner == t.No {
 		return false, nil
 	}
-	isNew, err := e.as(pgrole.Tenant, t.ID).GrantBlob(ctx, db.GrantBlobParams{TenantID: t.ID, BlobHash: h[:]})
+	isNew, err := e.as(pgrole.Tenant, t.ID).GrantBlob(ctx, storedb.GrantBlobParams{TenantID: t.ID, BlobHash: h[:]})
 	if err != nil {
 		return false, fault.Wrap(fault.Unavailable, err, "grant blob %x", h)
 	}
@@ -438,7 +438,7 @@ func (e *Engine) AttachFS(ctx context.Context, t ident.Tenant, turnID uint64, ro
 	if err := e.checkQuota(ctx, t, 0); err != nil {
 		return err
 	}
-	err := e.as(pgrole.Tenant, t.ID).AttachFS(ctx, db.AttachFSParams{TenantID: t.ID, TurnID: int64(turnID), FsRootHash: root[:]})
+	err := e.as(pgrole.Tenant, t.ID).AttachFS(ctx, storedb.AttachFSParams{TenantID: t.ID, TurnID: int64(turnID), FsRootHash: root[:]})
 	if err != nil {
 		return fault.Wrap(fault.Unavailable, err, "attach fs root to turn %d", turnID)
 	}

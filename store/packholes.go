@@ -9,8 +9,8 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // Records of the blob pack found damaged when read (a flipped byte in
@@ -38,7 +38,7 @@ func (e *Engine) recordHole(ctx context.Context, h blobpack.Hole, timeout time.D
 	}
 	ctx, cancel := pgbound.Context(ctx, timeout)
 	defer cancel()
-	return e.as(pgrole.Recovery, "").RecordPackHole(ctx, db.RecordPackHoleParams{
+	return e.as(pgrole.Recovery, "").RecordPackHole(ctx, storedb.RecordPackHoleParams{
 		StoreID: e.storeID, StartOffset: h.Offset, EndOffset: h.End, BlobHash: hash, Reason: h.Reason,
 	})
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -101,7 +101,7 @@ func (e *Engine) recover(ctx context.Context) error {
 // neither needs the other, so a start with millions of turns takes about
 // the longer of the two rather than their sum. Each repairs only what lies
 // past its committed end, so one may do so while the other fails.
-func (e *Engine) openFiles(ctx context.Context, state db.GetTurnLogStateRow) (maxTurn uint64, err error) {
+func (e *Engine) openFiles(ctx context.Context, state storedb.GetTurnLogStateRow) (maxTurn uint64, err error) {
 	var blobErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { blobErr = e.openBlobs(ctx, state) })
@@ -143,10 +143,10 @@ func (e *Engine) endEarlierSessions(ctx context.Context) error {
 // loadState returns the database's turn log state for this directory,
 // initialising both on first use and refusing a directory and a database
 // that belong to different stores.
-func (e *Engine) loadState(ctx context.Context) (db.GetTurnLogStateRow, error) {
+func (e *Engine) loadState(ctx context.Context) (storedb.GetTurnLogStateRow, error) {
 	fileID, err := readStoreID(e.opts.Dir)
 	if err != nil {
-		return db.GetTurnLogStateRow{}, err
+		return storedb.GetTurnLogStateRow{}, err
 	}
 	state, err := e.as(pgrole.Recovery, "").GetTurnLogState(ctx)
 	switch {
@@ -167,23 +167,23 @@ func (e *Engine) loadState(ctx context.Context) (db.GetTurnLogStateRow, error) {
 
 // initState starts a new store, or finishes starting one whose STORE_ID was
 // written before the database row.
-func (e *Engine) initState(ctx context.Context, fileID uuid.UUID) (db.GetTurnLogStateRow, error) {
+func (e *Engine) initState(ctx context.Context, fileID uuid.UUID) (storedb.GetTurnLogStateRow, error) {
 	if fi, err := os.Stat(turnLogPath(e.opts.Dir)); err == nil && fi.Size() > 0 {
-		return db.GetTurnLogStateRow{}, fmt.Errorf("data directory %s holds turns but the database has no turn store: "+
+		return storedb.GetTurnLogStateRow{}, fmt.Errorf("data directory %s holds turns but the database has no turn store: "+
 			"is CARDBOX_DATABASE_URL the database this directory was used with?", e.opts.Dir)
 	}
 	if fileID == uuid.Nil {
 		fileID = uuid.New()
 		if err := writeStoreID(e.opts.Dir, fileID); err != nil {
-			return db.GetTurnLogStateRow{}, err
+			return storedb.GetTurnLogStateRow{}, err
 		}
 	}
 	id := pgtype.UUID{Bytes: fileID, Valid: true}
 	if err := e.as(pgrole.Recovery, "").InitTurnLogState(ctx, id); err != nil {
-		return db.GetTurnLogStateRow{}, fmt.Errorf("init turn log state: %w", err)
+		return storedb.GetTurnLogStateRow{}, fmt.Errorf("init turn log state: %w", err)
 	}
 	e.storeID = id
-	return db.GetTurnLogStateRow{StoreID: id, CommittedEnd: 0, NextTurnID: 1, PackEnd: -1}, nil
+	return storedb.GetTurnLogStateRow{StoreID: id, CommittedEnd: 0, NextTurnID: 1, PackEnd: -1}, nil
 }
 
 // ReadStoreID returns the id of the turn store a data directory belongs
@@ -337,9 +337,9 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 // window stay in Postgres, which answers for them (Engine.replayFromDB).
 func (e *Engine) loadIdempotencyKeys(ctx context.Context) (*idemindex.Table, error) {
 	t := idemindex.New(e.opts.MaxIdempotencyKeys)
-	err := e.as(pgrole.Recovery, "").ForEachNewestIdempotencyKey(ctx, db.ListNewestIdempotencyKeysParams{
+	err := e.as(pgrole.Recovery, "").ForEachNewestIdempotencyKey(ctx, storedb.ListNewestIdempotencyKeysParams{
 		Since: e.now().Add(-IdempotencyWindow), MaxKeys: int32(t.Cap()),
-	}, func(r *db.ListNewestIdempotencyKeysRow) error {
+	}, func(r *storedb.ListNewestIdempotencyKeysRow) error {
 		t.LoadOlder(idemindex.NewKey(uint32(r.TenantNo), uint64(r.ContextID), r.IdempotencyKey), idemindex.Entry{
 			Turn: uint64(r.TurnID), At: r.CreatedAt,
 			Parent: uint64(r.RequestedParentTurnID.Int64), ParentKnown: r.RequestedParentTurnID.Valid,

@@ -6,20 +6,20 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // tenantCache resolves tenant ids; tenants are never renumbered, so an
 // answer can be kept forever.
 type tenantCache struct {
-	q  *db.Queries
+	q  *storedb.Queries
 	mu sync.RWMutex
 	m  map[string]ident.Tenant
 	// ids maps tenant numbers back to ids for the batch statement.
 	ids map[uint32]string
 }
 
-func newTenantCache(q *db.Queries) *tenantCache {
+func newTenantCache(q *storedb.Queries) *tenantCache {
 	return &tenantCache{q: q, m: map[string]ident.Tenant{}, ids: map[uint32]string{}}
 }
 

@@ -9,14 +9,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/datadir"
-	"github.com/cardboxhq/cardbox/internal/pgrole"
-	sqlcdb "github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/metastore"
 )
@@ -71,16 +71,16 @@ func followServer(ctx context.Context, cfg *config.Config, progress *cli.Progres
 	}
 	defer db.Close(context.Background())
 	progress.Done("a server owns the data directory and re-projects by itself after each publish; following it")
-	return followBackfills(ctx, sqlcdb.New(pgrole.As(db.Pool, pgrole.Projector, "")), time.Second, progress)
+	return followBackfills(ctx, db.Pool, time.Second, progress)
 }
 
-// followBackfills shows the unfinished backfills every interval until
-// there are none.
-func followBackfills(ctx context.Context, q *sqlcdb.Queries, interval time.Duration, progress *cli.Progress) error {
+// followBackfills shows the unfinished backfills in pool's database every
+// interval until there are none.
+func followBackfills(ctx context.Context, pool *pgxpool.Pool, interval time.Duration, progress *cli.Progress) error {
 	for {
-		running, err := q.RunningBackfills(ctx)
+		running, err := analytics.RunningBackfills(ctx, pool)
 		if err != nil {
-			return fmt.Errorf("read backfills: %w", err)
+			return err
 		}
 		if len(running) == 0 {
 			progress.Done("no backfill left to run")
@@ -88,7 +88,7 @@ func followBackfills(ctx context.Context, q *sqlcdb.Queries, interval time.Durat
 		}
 		b := running[0]
 		progress.Show("%d backfills running; tenant %s, registry generation %d: at turn %d, %d re-projected",
-			len(running), b.TenantID, b.Generation, b.AfterTurnID, b.Reprojected)
+			len(running), b.Tenant, b.Generation, b.AfterTurnID, b.Reprojected)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

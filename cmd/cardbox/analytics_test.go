@@ -13,9 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
-	sqlcdb "github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/metastore"
 )
@@ -91,7 +89,7 @@ func TestFollowBackfills(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- followBackfills(ctx, sqlcdb.New(pgrole.As(pool, pgrole.Projector, "")), 10*time.Millisecond, cli.NewProgress(io.Discard))
+		done <- followBackfills(ctx, pool, 10*time.Millisecond, cli.NewProgress(io.Discard))
 	}()
 	select {
 	case err := <-done:

@@ -10,9 +10,12 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/analytics/internal/analyticsdb"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 )
 
 // Progress is how far a backfill went, as Backfill reports it after each
@@ -45,11 +48,11 @@ func (p *Projector) Backfill(ctx context.Context, t ident.Tenant, progress func(
 		report(progress, Progress{Tenant: t.ID, Done: true}) // no bundle: nothing is typed
 		return nil
 	}
-	st, err := p.q.StartBackfill(ctx, db.StartBackfillParams{TenantID: t.ID, Generation: gen})
+	st, err := p.q.StartBackfill(ctx, analyticsdb.StartBackfillParams{TenantID: t.ID, Generation: gen})
 	if err != nil {
 		return fmt.Errorf("backfill tenant %q: start: %w", t.ID, err)
 	}
-	if err := p.q.SupersedeBackfills(ctx, db.SupersedeBackfillsParams{TenantID: t.ID, Generation: gen}); err != nil {
+	if err := p.q.SupersedeBackfills(ctx, analyticsdb.SupersedeBackfillsParams{TenantID: t.ID, Generation: gen}); err != nil {
 		return fmt.Errorf("backfill tenant %q: supersede older: %w", t.ID, err)
 	}
 	pr := Progress{Tenant: t.ID, Generation: uint64(gen), Reprojected: st.Reprojected, Done: st.Done}
@@ -82,7 +85,7 @@ type backfill struct {
 }
 
 func (b *backfill) run(ctx context.Context, progress func(Progress)) error {
-	total, err := b.p.q.BackfillRemaining(ctx, db.BackfillRemainingParams{TenantID: b.t.ID, After: b.after, Generation: b.gen, TypeIds: b.types})
+	total, err := b.p.q.BackfillRemaining(ctx, analyticsdb.BackfillRemainingParams{TenantID: b.t.ID, After: b.after, Generation: b.gen, TypeIds: b.types})
 	if err != nil {
 		return fmt.Errorf("count rows: %w", err)
 	}
@@ -98,7 +101,7 @@ func (b *backfill) run(ctx context.Context, progress func(Progress)) error {
 
 // page re-projects the next page of rows and records the cursor.
 func (b *backfill) page(ctx context.Context) error {
-	rows, err := b.p.q.BackfillPage(ctx, db.BackfillPageParams{
+	rows, err := b.p.q.BackfillPage(ctx, analyticsdb.BackfillPageParams{
 		TenantID: b.t.ID, After: b.after, Generation: b.gen, TypeIds: b.types, Max: int32(b.p.opts.Batch),
 	})
 	if err != nil {
@@ -128,7 +131,7 @@ func (b *backfill) page(ctx context.Context) error {
 	b.pr.Reprojected += int64(len(changed))
 	b.pr.Done = len(rows) < b.p.opts.Batch
 	b.p.reproj.Add(int64(len(changed)))
-	err = b.p.q.AdvanceBackfill(ctx, db.AdvanceBackfillParams{
+	err = b.p.q.AdvanceBackfill(ctx, analyticsdb.AdvanceBackfillParams{
 		TenantID: b.t.ID, Generation: b.gen, AfterTurnID: b.after, Reprojected: int64(len(changed)), Done: b.pr.Done,
 	})
 	if err != nil {
@@ -255,4 +258,34 @@ func (p *Projector) resumeBackfills(ctx context.Context) error {
 		p.backfills.add(t)
 	}
 	return nil
+}
+
+// RunningBackfill is a backfill not finished yet, as far as its stored
+// cursor says.
+type RunningBackfill struct {
+	Tenant      string
+	Generation  uint64
+	AfterTurnID uint64 // the turn its next page starts after
+	// Reprojected counts rows whose projection changed so far.
+	Reprojected int64
+}
+
+// RunningBackfills returns the backfills not finished yet in pool's
+// database, by tenant and generation, whoever runs them: how the CLI
+// follows those of a running server.
+func RunningBackfills(ctx context.Context, pool *pgxpool.Pool) ([]RunningBackfill, error) {
+	rows, err := analyticsdb.New(pgrole.As(pool, pgrole.Projector, "")).RunningBackfills(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the running backfills: %w", err)
+	}
+	running := make([]RunningBackfill, len(rows))
+	for i, r := range rows {
+		running[i] = RunningBackfill{
+			Tenant:      r.TenantID,
+			Generation:  uint64(r.Generation),
+			AfterTurnID: uint64(r.AfterTurnID),
+			Reprojected: r.Reprojected,
+		}
+	}
+	return running, nil
 }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cxdbcompat/analytics/internal/analyticsdb"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // runCatchUp projects every committed turn without a turn_data row, tenant
@@ -51,14 +51,14 @@ func (p *Projector) CatchUp(ctx context.Context) error {
 }
 
 // catchUpTenant pages through the tenant's turns after its watermark.
-func (p *Projector) catchUpTenant(ctx context.Context, tr db.ProjectorTenantsRow) error {
+func (p *Projector) catchUpTenant(ctx context.Context, tr analyticsdb.ProjectorTenantsRow) error {
 	t, err := p.src.Tenant(ctx, tr.TenantID)
 	if err != nil {
 		return err
 	}
 	after := tr.Watermark
 	for {
-		page, err := p.q.ScanTurnsAfter(ctx, db.ScanTurnsAfterParams{TenantID: t.ID, After: after, Max: int32(p.opts.Batch)})
+		page, err := p.q.ScanTurnsAfter(ctx, analyticsdb.ScanTurnsAfterParams{TenantID: t.ID, After: after, Max: int32(p.opts.Batch)})
 		if err != nil {
 			return fmt.Errorf("scan turns after %d: %w", after, err)
 		}
@@ -69,7 +69,7 @@ func (p *Projector) catchUpTenant(ctx context.Context, tr db.ProjectorTenantsRow
 			return err
 		}
 		after = page[len(page)-1].TurnID
-		if err := p.q.SetWatermark(ctx, db.SetWatermarkParams{TenantID: t.ID, TurnID: after}); err != nil {
+		if err := p.q.SetWatermark(ctx, analyticsdb.SetWatermarkParams{TenantID: t.ID, TurnID: after}); err != nil {
 			return fmt.Errorf("set watermark: %w", err)
 		}
 		if len(page) < p.opts.Batch {
@@ -79,7 +79,7 @@ func (p *Projector) catchUpTenant(ctx context.Context, tr db.ProjectorTenantsRow
 }
 
 // catchUpPage projects the turns of page that have no row yet.
-func (p *Projector) catchUpPage(ctx context.Context, t ident.Tenant, page []db.ScanTurnsAfterRow) error {
+func (p *Projector) catchUpPage(ctx context.Context, t ident.Tenant, page []analyticsdb.ScanTurnsAfterRow) error {
 	var jobs []job
 	for _, r := range page {
 		if !r.Projected {

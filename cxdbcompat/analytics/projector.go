@@ -10,11 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/cxdbcompat/analytics/internal/analyticsdb"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -72,7 +72,7 @@ const retryAfter = time.Second
 type Projector struct {
 	src   Source
 	pool  *pgxpool.Pool
-	q     *db.Queries
+	q     *analyticsdb.Queries
 	opts  Options
 	log   *slog.Logger
 	queue *queue
@@ -119,7 +119,7 @@ func New(opts Options) *Projector {
 		opts.Now = time.Now
 	}
 	p := &Projector{
-		src: opts.Source, pool: opts.Pool, q: db.New(pgrole.As(opts.Pool, pgrole.Projector, "")), opts: opts,
+		src: opts.Source, pool: opts.Pool, q: analyticsdb.New(pgrole.As(opts.Pool, pgrole.Projector, "")), opts: opts,
 		log: opts.Logger, queue: newQueue(opts.QueueSize, opts.QueuePayloads), backfills: newBackfillSet(),
 	}
 	p.catchUp.Store(true)

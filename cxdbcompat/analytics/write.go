@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/cxdbcompat/analytics/internal/analyticsdb"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // write writes rows, their rollups and their tool calls in one
@@ -29,14 +29,14 @@ func (p *Projector) write(ctx context.Context, rows []row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	err := p.inBatchTx(ctx, rows, func(q *db.Queries) error {
+	err := p.inBatchTx(ctx, rows, func(q *analyticsdb.Queries) error {
 		if allFirst(rows) {
 			return p.insertRows(ctx, q, rows)
 		}
 		return p.upsertRows(ctx, q, rows)
 	})
 	if pgerr.UniqueViolation(err) && allFirst(rows) {
-		err = p.inBatchTx(ctx, rows, func(q *db.Queries) error { return p.upsertRows(ctx, q, rows) })
+		err = p.inBatchTx(ctx, rows, func(q *analyticsdb.Queries) error { return p.upsertRows(ctx, q, rows) })
 	}
 	if err != nil {
 		if pgerr.DataError(err) && len(rows) > 1 {
@@ -67,7 +67,7 @@ func allFirst(rows []row) bool {
 // inBatchTx runs fn in a transaction that first makes Postgres plan each
 // statement for its own arrays (PlanEachBatch) and holds off the deletion
 // of the rows' tenants (HoldOffTenantDeletion).
-func (p *Projector) inBatchTx(ctx context.Context, rows []row, fn func(q *db.Queries) error) error {
+func (p *Projector) inBatchTx(ctx context.Context, rows []row, fn func(q *analyticsdb.Queries) error) error {
 	var nos []int32
 	seen := map[string]bool{}
 	for _, r := range rows {
@@ -77,7 +77,7 @@ func (p *Projector) inBatchTx(ctx context.Context, rows []row, fn func(q *db.Que
 		}
 	}
 	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		q := db.New(pgrole.As(tx, pgrole.Projector, ""))
+		q := analyticsdb.New(pgrole.As(tx, pgrole.Projector, ""))
 		if err := q.PlanEachBatch(ctx); err != nil {
 			return fmt.Errorf("plan each batch: %w", err)
 		}
@@ -89,8 +89,8 @@ func (p *Projector) inBatchTx(ctx context.Context, rows []row, fn func(q *db.Que
 }
 
 // insertRows inserts rows of turns that have none, and counts them all.
-func (p *Projector) insertRows(ctx context.Context, q *db.Queries, rows []row) error {
-	written, err := q.InsertTurnData(ctx, db.InsertTurnDataParams(rowColumns(rows)))
+func (p *Projector) insertRows(ctx context.Context, q *analyticsdb.Queries, rows []row) error {
+	written, err := q.InsertTurnData(ctx, analyticsdb.InsertTurnDataParams(rowColumns(rows)))
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (p *Projector) insertRows(ctx context.Context, q *db.Queries, rows []row) e
 
 // upsertRows writes rows that may have one already, and counts those
 // inserted.
-func (p *Projector) upsertRows(ctx context.Context, q *db.Queries, rows []row) error {
+func (p *Projector) upsertRows(ctx context.Context, q *analyticsdb.Queries, rows []row) error {
 	written, err := q.UpsertTurnData(ctx, rowColumns(rows))
 	if err != nil {
 		return err
@@ -139,11 +139,11 @@ func (p *Projector) upsertRows(ctx context.Context, q *db.Queries, rows []row) e
 // finishBatch adds the batch's rollups and writes the tool calls of the
 // rows toolRows picks: those written with data (and every rewritten row,
 // whose old calls may have to go).
-func (p *Projector) finishBatch(ctx context.Context, q *db.Queries, rows []row, ro *rollups, toolRows func(row) bool) error {
+func (p *Projector) finishBatch(ctx context.Context, q *analyticsdb.Queries, rows []row, ro *rollups, toolRows func(row) bool) error {
 	if err := q.ApplyRollups(ctx, ro.params()); err != nil {
 		return fmt.Errorf("rollups: %w", err)
 	}
-	var calls db.WriteToolCallsParams
+	var calls analyticsdb.WriteToolCallsParams
 	for _, r := range rows {
 		if toolRows(r) {
 			calls.TenantIds = append(calls.TenantIds, r.tenant.ID)
@@ -160,9 +160,9 @@ func (p *Projector) finishBatch(ctx context.Context, q *db.Queries, rows []row, 
 }
 
 // rowColumns lays rows out as the statements' columns.
-func rowColumns(rows []row) db.UpsertTurnDataParams {
+func rowColumns(rows []row) analyticsdb.UpsertTurnDataParams {
 	n := len(rows)
-	c := db.UpsertTurnDataParams{
+	c := analyticsdb.UpsertTurnDataParams{
 		TenantIds: make([]string, n), TurnIds: make([]int64, n), TypeIds: make([]string, n), TypeVersions: make([]int64, n),
 		Datas: make([]string, n), Skipped: make([]string, n), Generations: make([]int64, n), ParentTurnIds: make([]int64, n),
 	}
@@ -285,8 +285,8 @@ func (ro *rollups) addDataBytes(tenant string, n int64) {
 // params lays the rollups out as ApplyRollups' columns, each table's
 // rows in key order: two batches (the projector's and a backfill's) lock
 // the rows they share in the same order, and never deadlock.
-func (ro *rollups) params() db.ApplyRollupsParams {
-	var a db.ApplyRollupsParams
+func (ro *rollups) params() analyticsdb.ApplyRollupsParams {
+	var a analyticsdb.ApplyRollupsParams
 	for _, k := range slices.SortedFunc(maps.Keys(ro.daily), compareDaily) {
 		a.DailyTenantIds = append(a.DailyTenantIds, k.tenant)
 		a.DailyDays = append(a.DailyDays, pgtype.Date{Time: k.day, Valid: true})

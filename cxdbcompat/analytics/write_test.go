@@ -11,7 +11,6 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // seedTurns writes turns 1..n of the default tenant's context 1, as the
@@ -126,14 +125,7 @@ func writeBesideDeletion(t *testing.T, again bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deletion.Rollback(context.Background()) })
-	q := db.New(deletion) // as internal/tenancy's DeleteTenant begins
-	acme, err := q.LockTenantForDelete(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.LockTenantAgainstProjection(ctx, acme); err != nil {
-		t.Fatal(err)
-	}
+	acme := pgtest.LockTenantForDeletion(t, deletion, "acme")
 
 	p := New(Options{Pool: pool})
 	rows := []row{

@@ -9,11 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/internal/auth/internal/authdb"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // Keys checks API keys against Postgres. Every check reads the key's
@@ -23,7 +23,7 @@ import (
 type Keys struct {
 	pool *pgxpool.Pool
 	// lookup finds keys (pgrole.Lookup).
-	lookup *db.Queries
+	lookup *authdb.Queries
 	log    *slog.Logger
 	now    func() time.Time
 }
@@ -34,7 +34,7 @@ func NewKeys(pool *pgxpool.Pool, log *slog.Logger) *Keys {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Keys{pool: pool, log: log, now: time.Now, lookup: db.New(pgrole.As(pool, pgrole.Lookup, ""))}
+	return &Keys{pool: pool, log: log, now: time.Now, lookup: authdb.New(pgrole.As(pool, pgrole.Lookup, ""))}
 }
 
 // Bound makes each of k's key lookups (every hosted request asks one) end
@@ -42,7 +42,7 @@ func NewKeys(pool *pgxpool.Pool, log *slog.Logger) *Keys {
 // unavailable rather than wait. Watch is not bounded: no request waits on
 // it. It returns k.
 func (k *Keys) Bound(d time.Duration) *Keys {
-	k.lookup = db.New(pgrole.As(pgbound.Batcher{D: k.pool, Timeout: d}, pgrole.Lookup, ""))
+	k.lookup = authdb.New(pgrole.As(pgbound.Batcher{D: k.pool, Timeout: d}, pgrole.Lookup, ""))
 	return k
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store"
 )
 
 // snapshot is an open REPEATABLE READ transaction whose snapshot is
@@ -58,12 +58,12 @@ func (s *snapshot) read(ctx context.Context) error {
 	if !exists {
 		return fmt.Errorf("the database holds no cardbox store (no turn_stores table)")
 	}
-	state, err := db.New(tx).GetTurnLogState(ctx)
+	committed, err := store.ReadCommitted(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("read the committed ends: %w", err)
 	}
-	s.storeID = state.StoreID.String()
-	s.ends = Ends{TurnLog: state.CommittedEnd, Pack: state.PackEnd, NextTurnID: state.NextTurnID}
+	s.storeID = committed.StoreID.String()
+	s.ends = Ends{TurnLog: committed.TurnLog, Pack: committed.Pack, NextTurnID: committed.NextTurnID}
 	if s.ends.Pack < 0 {
 		if s.ends.TurnLog > 0 {
 			return fmt.Errorf("the blob pack's committed end is not recorded yet: start cardboxd once on this store (it records it), then back up")

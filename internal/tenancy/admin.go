@@ -16,7 +16,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/internal/tenancy/internal/tenancydb"
 )
 
 // Errors of administration.
@@ -53,7 +53,7 @@ type Key struct {
 // CreateTenant creates a tenant, recording actor in the audit log.
 func (adm *Admin) CreateTenant(ctx context.Context, actor, id, name string) (Tenant, error) {
 	var t Tenant
-	err := adm.audited(ctx, func(q *db.Queries) (a audit, err error) {
+	err := adm.audited(ctx, func(q *tenancydb.Queries) (a audit, err error) {
 		t, a, err = createTenant(ctx, q, actor, id, name)
 		return a, err
 	})
@@ -65,11 +65,11 @@ func (adm *Admin) CreateTenant(ctx context.Context, actor, id, name string) (Ten
 
 // createTenant creates a tenant in q's transaction and returns the record
 // of it for the audit log.
-func createTenant(ctx context.Context, q *db.Queries, actor, id, name string) (Tenant, audit, error) {
+func createTenant(ctx context.Context, q *tenancydb.Queries, actor, id, name string) (Tenant, audit, error) {
 	if !tenantName.MatchString(id) {
 		return Tenant{}, audit{}, ErrBadTenantName
 	}
-	row, err := q.CreateTenant(ctx, db.CreateTenantParams{TenantID: id, Name: name})
+	row, err := q.CreateTenant(ctx, tenancydb.CreateTenantParams{TenantID: id, Name: name})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Tenant{}, audit{}, existing(ctx, q, id)
 	}
@@ -82,7 +82,7 @@ func createTenant(ctx context.Context, q *db.Queries, actor, id, name string) (T
 
 // existing says why tenant id could not be created: it exists, or it
 // was deleted.
-func existing(ctx context.Context, q *db.Queries, id string) error {
+func existing(ctx context.Context, q *tenancydb.Queries, id string) error {
 	if _, err := q.DeletedTenant(ctx, id); err == nil {
 		return ErrTenantDeleted
 	} else if !errors.Is(err, pgx.ErrNoRows) {
@@ -147,7 +147,7 @@ func (adm *Admin) createKey(ctx context.Context, actor, tenant string, role auth
 		return Key{}, "", ErrBadExpiry
 	}
 	id, secret, hash := auth.NewSecret()
-	err := adm.audited(ctx, func(q *db.Queries) (audit, error) {
+	err := adm.audited(ctx, func(q *tenancydb.Queries) (audit, error) {
 		if err := insertKey(ctx, q, id, tenant, role, hash[:], expires); err != nil {
 			return audit{}, err
 		}
@@ -162,7 +162,7 @@ func (adm *Admin) createKey(ctx context.Context, actor, tenant string, role auth
 // insertKey adds a key's row in q's transaction. A tenant's key locks
 // the tenant's row: a deletion waits for the key, or the key for it (and
 // then finds no tenant).
-func insertKey(ctx context.Context, q *db.Queries, id, tenant string, role auth.Role, hash []byte, expires *time.Time) error {
+func insertKey(ctx context.Context, q *tenancydb.Queries, id, tenant string, role auth.Role, hash []byte, expires *time.Time) error {
 	if tenant != "" {
 		if _, err := q.LockLiveTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
 			return auth.ErrNoTenant
@@ -170,7 +170,7 @@ func insertKey(ctx context.Context, q *db.Queries, id, tenant string, role auth.
 			return err
 		}
 	}
-	return q.CreateKey(ctx, db.CreateKeyParams{KeyID: id, TenantID: optionalText(tenant), Role: string(role), SecretHash: hash, ExpiresAt: timestamptz(expires)})
+	return q.CreateKey(ctx, tenancydb.CreateKeyParams{KeyID: id, TenantID: optionalText(tenant), Role: string(role), SecretHash: hash, ExpiresAt: timestamptz(expires)})
 }
 
 // EnsureOperatorKey makes secret an operator key unless it is one
@@ -183,7 +183,7 @@ func (adm *Admin) EnsureOperatorKey(ctx context.Context, secret string) error {
 	if !ok {
 		return fmt.Errorf("operator key from a secret: %w", ErrBadSecret)
 	}
-	err := adm.auditedTx(ctx, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
+	err := adm.auditedTx(ctx, func(_ pgx.Tx, q *tenancydb.Queries) ([]audit, error) {
 		row, err := q.GetKey(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			hash := sha256.Sum256([]byte(secret))
@@ -202,7 +202,7 @@ func (adm *Admin) EnsureOperatorKey(ctx context.Context, secret string) error {
 }
 
 // liveOperatorKey says why row is not the live operator key of secret.
-func (adm *Admin) liveOperatorKey(row db.GetKeyRow, secret string) error {
+func (adm *Admin) liveOperatorKey(row tenancydb.GetKeyRow, secret string) error {
 	switch {
 	case auth.Role(row.Role) != auth.RoleOperator:
 		return fmt.Errorf("the key exists with role %s, not operator", row.Role)
@@ -250,8 +250,8 @@ func (adm *Admin) RevokeKey(ctx context.Context, actor, keyID string) (Key, erro
 // or an operator's): another's key is ErrNoKey, as a missing one.
 func (adm *Admin) RevokeKeyOf(ctx context.Context, actor, tenant, keyID string) (Key, error) {
 	var key Key
-	err := adm.audited(ctx, func(q *db.Queries) (audit, error) {
-		row, err := q.RevokeKey(ctx, db.RevokeKeyParams{KeyID: keyID, TenantID: optionalText(tenant)})
+	err := adm.audited(ctx, func(q *tenancydb.Queries) (audit, error) {
+		row, err := q.RevokeKey(ctx, tenancydb.RevokeKeyParams{KeyID: keyID, TenantID: optionalText(tenant)})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return audit{}, ErrNoKey
 		}
@@ -279,8 +279,8 @@ type audit struct {
 
 // audited runs change in a transaction and records what it returns in the
 // audit log in the same transaction: no change without its record.
-func (adm *Admin) audited(ctx context.Context, change func(q *db.Queries) (audit, error)) error {
-	return adm.auditedTx(ctx, func(_ pgx.Tx, q *db.Queries) ([]audit, error) {
+func (adm *Admin) audited(ctx context.Context, change func(q *tenancydb.Queries) (audit, error)) error {
+	return adm.auditedTx(ctx, func(_ pgx.Tx, q *tenancydb.Queries) ([]audit, error) {
 		a, err := change(q)
 		return []audit{a}, err
 	})
@@ -288,27 +288,29 @@ func (adm *Admin) audited(ctx context.Context, change func(q *db.Queries) (audit
 
 // auditedTx is audited for a change of several records, or one that needs
 // the transaction itself (dynamic SQL).
-func (adm *Admin) auditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
+func (adm *Admin) auditedTx(ctx context.Context, change func(tx pgx.Tx, q *tenancydb.Queries) ([]audit, error)) error {
 	return adm.inAuditedTx(ctx, adm.begin, adminQueries, change)
 }
 
 // adminQueries are a transaction's queries as the administration role.
-func adminQueries(tx pgx.Tx) *db.Queries { return db.New(pgrole.As(tx, pgrole.Admin, "")) }
+func adminQueries(tx pgx.Tx) *tenancydb.Queries {
+	return tenancydb.New(pgrole.As(tx, pgrole.Admin, ""))
+}
 
 // ownerAuditedTx is auditedTx as the session's own role, which must be
 // the schema's owner with the right to make roles (a superuser, as in
 // the embedded cluster): for the SQL roles of analysts, whose DDL no path
 // role may run. Keys over a pool of pgrole.Server cannot. Each call,
 // the DDL included, is bounded as Bound says.
-func (adm *Admin) ownerAuditedTx(ctx context.Context, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
-	return adm.inAuditedTx(ctx, pgbound.DB{Pool: adm.pool, Timeout: adm.timeout}, func(tx pgx.Tx) *db.Queries { return db.New(tx) }, change)
+func (adm *Admin) ownerAuditedTx(ctx context.Context, change func(tx pgx.Tx, q *tenancydb.Queries) ([]audit, error)) error {
+	return adm.inAuditedTx(ctx, pgbound.DB{Pool: adm.pool, Timeout: adm.timeout}, func(tx pgx.Tx) *tenancydb.Queries { return tenancydb.New(tx) }, change)
 }
 
 // owner returns the queries of the session's own role (see
 // ownerAuditedTx); callers bound each call (bounded).
-func (adm *Admin) owner() *db.Queries { return db.New(adm.pool) }
+func (adm *Admin) owner() *tenancydb.Queries { return tenancydb.New(adm.pool) }
 
-func (adm *Admin) inAuditedTx(ctx context.Context, begin beginner, queries func(pgx.Tx) *db.Queries, change func(tx pgx.Tx, q *db.Queries) ([]audit, error)) error {
+func (adm *Admin) inAuditedTx(ctx context.Context, begin beginner, queries func(pgx.Tx) *tenancydb.Queries, change func(tx pgx.Tx, q *tenancydb.Queries) ([]audit, error)) error {
 	return pgx.BeginFunc(ctx, begin, func(tx pgx.Tx) error {
 		q := queries(tx)
 		records, err := change(tx, q)
@@ -325,12 +327,12 @@ func (adm *Admin) inAuditedTx(ctx context.Context, begin beginner, queries func(
 }
 
 // params are the audit log row of a.
-func (a audit) params() db.AddAuditParams {
+func (a audit) params() tenancydb.AddAuditParams {
 	detail, err := json.Marshal(a.detail)
 	if err != nil || a.detail == nil {
 		detail = []byte("{}")
 	}
-	return db.AddAuditParams{
+	return tenancydb.AddAuditParams{
 		Actor: a.actor, Action: a.action, TenantID: optionalText(a.tenant),
 		Target: a.target, Detail: detail,
 	}
@@ -367,7 +369,7 @@ type AuditEntry struct {
 // Audit returns the last max records of the audit log about tenant (all
 // tenants when tenant is ""), newest first.
 func (adm *Admin) Audit(ctx context.Context, tenant string, max int) ([]AuditEntry, error) {
-	rows, err := adm.admin.ListAudit(ctx, db.ListAuditParams{TenantID: optionalText(tenant), MaxRows: int32(max)})
+	rows, err := adm.admin.ListAudit(ctx, tenancydb.ListAuditParams{TenantID: optionalText(tenant), MaxRows: int32(max)})
 	if err != nil {
 		return nil, fmt.Errorf("read the audit log: %w", err)
 	}
@@ -391,8 +393,8 @@ func (adm *Admin) SetRate(ctx context.Context, actor, tenant string, r Rate) err
 	if r.PerSec < 0 || r.Burst < 0 || (r.PerSec == 0) != (r.Burst == 0) {
 		return fmt.Errorf("set rate of tenant %q: %w", tenant, ErrBadRate)
 	}
-	err := adm.audited(ctx, func(q *db.Queries) (audit, error) {
-		_, err := q.SetTenantRate(ctx, db.SetTenantRateParams{
+	err := adm.audited(ctx, func(q *tenancydb.Queries) (audit, error) {
+		_, err := q.SetTenantRate(ctx, tenancydb.SetTenantRateParams{
 			TenantID:   tenant,
 			RatePerSec: pgtype.Float8{Float64: r.PerSec, Valid: r.PerSec > 0},
 			RateBurst:  pgtype.Int4{Int32: int32(r.Burst), Valid: r.Burst > 0},

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/fault"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/internal/tenancy/internal/tenancydb"
 )
 
 // ErrBadQuota is a negative quota.
@@ -33,8 +33,8 @@ func (adm *Admin) SetQuota(ctx context.Context, actor, tenant string, bytes int6
 	if bytes < 0 {
 		return fmt.Errorf("set quota of tenant %q: %w", tenant, ErrBadQuota)
 	}
-	err := adm.audited(ctx, func(q *db.Queries) (audit, error) {
-		_, err := q.SetTenantQuota(ctx, db.SetTenantQuotaParams{
+	err := adm.audited(ctx, func(q *tenancydb.Queries) (audit, error) {
+		_, err := q.SetTenantQuota(ctx, tenancydb.SetTenantQuotaParams{
 			TenantID: tenant, QuotaBytes: pgtype.Int8{Int64: bytes, Valid: bytes > 0},
 		})
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/pgerr"
 	"github.com/cardboxhq/cardbox/internal/pgfreeze"
+	"github.com/cardboxhq/cardbox/internal/tenancy/internal/tenancydb"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
 // The DDL of analysts' SQL roles (CREATE ROLE, ALTER ROLE, GRANT, DROP
@@ -76,7 +76,7 @@ func TestSQLRoleDDLIsBounded(t *testing.T) {
 		if n := audited(); n != before+1 {
 			t.Errorf("%s: %d %s records, before %d; want one more", c.name, n, c.action, before)
 		}
-		if exists, err := db.New(pool).PGRoleExists(ctx, c.role); err != nil || exists != c.exists {
+		if exists, err := tenancydb.New(pool).PGRoleExists(ctx, c.role); err != nil || exists != c.exists {
 			t.Errorf("%s: role %s exists: %v (%v); want %v", c.name, c.role, exists, err, c.exists)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/internal/tenancy/internal/tenancydb"
 )
 
 // A SQL role is a Postgres login role of one analyst of one tenant
@@ -93,7 +93,7 @@ func SQLRoleName(tenant string) string {
 func (adm *Admin) CreateSQLRole(ctx context.Context, actor, tenant, role string) (SQLRole, string, error) {
 	var r SQLRole
 	var password string
-	err := adm.ownerAuditedTx(ctx, func(tx pgx.Tx, q *db.Queries) (_ []audit, err error) {
+	err := adm.ownerAuditedTx(ctx, func(tx pgx.Tx, q *tenancydb.Queries) (_ []audit, err error) {
 		if _, err := q.GetTenant(ctx, tenant); errors.Is(err, pgx.ErrNoRows) {
 			return nil, auth.ErrNoTenant
 		} else if err != nil {
@@ -118,7 +118,7 @@ func (adm *Admin) CreateTenantWithSQLRole(ctx context.Context, actor, id, name s
 	var t Tenant
 	var r SQLRole
 	var password string
-	err := adm.ownerAuditedTx(ctx, func(tx pgx.Tx, q *db.Queries) ([]audit, error) {
+	err := adm.ownerAuditedTx(ctx, func(tx pgx.Tx, q *tenancydb.Queries) ([]audit, error) {
 		var ta, ra audit
 		var err error
 		if t, ta, err = createTenant(ctx, q, actor, id, name); err != nil {
@@ -135,7 +135,7 @@ func (adm *Admin) CreateTenantWithSQLRole(ctx context.Context, actor, id, name s
 
 // createSQLRole creates or rotates a SQL role of tenant (which exists) in
 // tx, and returns it with its password and the record for the audit log.
-func createSQLRole(ctx context.Context, tx pgx.Tx, q *db.Queries, actor, tenant, role string) (SQLRole, string, audit, error) {
+func createSQLRole(ctx context.Context, tx pgx.Tx, q *tenancydb.Queries, actor, tenant, role string) (SQLRole, string, audit, error) {
 	role, rotate, err := prepareSQLRole(ctx, q, tenant, role)
 	if err != nil {
 		return SQLRole{}, "", audit{}, err
@@ -144,13 +144,13 @@ func createSQLRole(ctx context.Context, tx pgx.Tx, q *db.Queries, actor, tenant,
 	if err := writeLoginRole(ctx, tx, q, role, scramVerifier(password), rotate); err != nil {
 		return SQLRole{}, "", audit{}, err
 	}
-	var row db.SqlRole
+	var row tenancydb.SqlRole
 	action := "sqlrole.create"
 	if rotate {
 		action = "sqlrole.rotate"
 		row, err = q.RotateSQLRole(ctx, role)
 	} else {
-		row, err = q.AddSQLRole(ctx, db.AddSQLRoleParams{RoleName: role, TenantID: tenant})
+		row, err = q.AddSQLRole(ctx, tenancydb.AddSQLRoleParams{RoleName: role, TenantID: tenant})
 	}
 	if err != nil {
 		return SQLRole{}, "", audit{}, err
@@ -162,7 +162,7 @@ func createSQLRole(ctx context.Context, tx pgx.Tx, q *db.Queries, actor, tenant,
 // prepareSQLRole checks the role's name (deriving it when role is ""),
 // sets up the group role, its grants and policies if need be, and locks
 // the role's record: rotate says the role is tenant's already.
-func prepareSQLRole(ctx context.Context, q *db.Queries, tenant, role string) (name string, rotate bool, err error) {
+func prepareSQLRole(ctx context.Context, q *tenancydb.Queries, tenant, role string) (name string, rotate bool, err error) {
 	if role == "" {
 		role = SQLRoleName(tenant)
 	}
@@ -195,7 +195,7 @@ func prepareSQLRole(ctx context.Context, q *db.Queries, tenant, role string) (na
 // given or, when it is recorded already (rotate), sets that password, and
 // checks that the role has exactly an analyst's rights. A role that
 // exists without a record is someone else's: it is left alone.
-func writeLoginRole(ctx context.Context, tx pgx.Tx, q *db.Queries, role, verifier string, rotate bool) error {
+func writeLoginRole(ctx context.Context, tx pgx.Tx, q *tenancydb.Queries, role, verifier string, rotate bool) error {
 	exists, err := q.PGRoleExists(ctx, role)
 	if err != nil {
 		return err
@@ -262,9 +262,9 @@ func (adm *Admin) DropSQLRoles(ctx context.Context, actor, tenant, role string) 
 	if tenant == "" && role == "" {
 		return nil, errors.New("drop SQL roles: name a tenant or a role")
 	}
-	var dropped []db.DeleteSQLRolesRow
-	err := adm.ownerAuditedTx(ctx, func(tx pgx.Tx, q *db.Queries) (records []audit, err error) {
-		dropped, err = q.DeleteSQLRoles(ctx, db.DeleteSQLRolesParams{
+	var dropped []tenancydb.DeleteSQLRolesRow
+	err := adm.ownerAuditedTx(ctx, func(tx pgx.Tx, q *tenancydb.Queries) (records []audit, err error) {
+		dropped, err = q.DeleteSQLRoles(ctx, tenancydb.DeleteSQLRolesParams{
 			RoleName: pgtype.Text{String: role, Valid: role != ""}, TenantID: pgtype.Text{String: tenant, Valid: tenant != ""},
 		})
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/internal/tenancy/internal/tenancydb"
 )
 
 // Admin administers the tenants of the database behind its pool. Every
@@ -23,7 +23,7 @@ type Admin struct {
 	pool *pgxpool.Pool
 	// lookup reads tenant limits on the request path; admin administers
 	// (pgrole).
-	lookup, admin *db.Queries
+	lookup, admin *tenancydb.Queries
 	// begin starts the audited transactions of changes: the pool, or the
 	// pool with each call bounded (Bound).
 	begin beginner
@@ -43,7 +43,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *Admin {
 	}
 	return &Admin{
 		pool: pool, log: log, now: time.Now, begin: pool,
-		lookup: db.New(pgrole.As(pool, pgrole.Lookup, "")), admin: db.New(pgrole.As(pool, pgrole.Admin, "")),
+		lookup: tenancydb.New(pgrole.As(pool, pgrole.Lookup, "")), admin: tenancydb.New(pgrole.As(pool, pgrole.Admin, "")),
 	}
 }
 
@@ -58,7 +58,7 @@ func New(pool *pgxpool.Pool, log *slog.Logger) *Admin {
 // it. It returns adm.
 func (adm *Admin) Bound(d time.Duration) *Admin {
 	b := pgbound.Batcher{D: adm.pool, Timeout: d}
-	adm.lookup, adm.admin = db.New(pgrole.As(b, pgrole.Lookup, "")), db.New(pgrole.As(b, pgrole.Admin, ""))
+	adm.lookup, adm.admin = tenancydb.New(pgrole.As(b, pgrole.Lookup, "")), tenancydb.New(pgrole.As(b, pgrole.Admin, ""))
 	adm.begin = pgbound.DB{Pool: adm.pool, Timeout: d}
 	adm.timeout = d
 	return adm

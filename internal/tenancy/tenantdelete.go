@@ -11,7 +11,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/internal/tenancy/internal/tenancydb"
 )
 
 // Errors of tenant deletion.
@@ -105,7 +105,7 @@ func (adm *Admin) DeleteTenant(ctx context.Context, actor, id string) (Deletion,
 		return Deletion{}, fmt.Errorf("delete tenant %q: %w", id, ErrDefaultTenant)
 	}
 	d := Deletion{TenantID: id}
-	err := adm.inAuditedTx(ctx, adm.begin, adminQueries, func(tx pgx.Tx, q *db.Queries) ([]audit, error) {
+	err := adm.inAuditedTx(ctx, adm.begin, adminQueries, func(tx pgx.Tx, q *tenancydb.Queries) ([]audit, error) {
 		a, err := adm.markTenantDeleted(ctx, tx, q, id, actor, &d)
 		return []audit{a}, err
 	})
@@ -128,7 +128,7 @@ func (adm *Admin) DeleteTenant(ctx context.Context, actor, id string) (Deletion,
 
 // markTenantDeleted marks live tenant id deleted in tx (q its queries),
 // recording in d what it owns, and returns the audit record of it.
-func (adm *Admin) markTenantDeleted(ctx context.Context, tx pgx.Tx, q *db.Queries, id, actor string, d *Deletion) (audit, error) {
+func (adm *Admin) markTenantDeleted(ctx context.Context, tx pgx.Tx, q *tenancydb.Queries, id, actor string, d *Deletion) (audit, error) {
 	no, err := q.LockTenantForDelete(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return audit{}, auth.ErrNoTenant
@@ -148,7 +148,7 @@ func (adm *Admin) markTenantDeleted(ctx context.Context, tx pgx.Tx, q *db.Querie
 	}
 	// Its analysts read nothing from the commit on, even before the
 	// batches remove its rows.
-	roles, err := q.DeleteSQLRoles(ctx, db.DeleteSQLRolesParams{TenantID: pgtype.Text{String: id, Valid: true}})
+	roles, err := q.DeleteSQLRoles(ctx, tenancydb.DeleteSQLRolesParams{TenantID: pgtype.Text{String: id, Valid: true}})
 	if err != nil {
 		return audit{}, err
 	}
@@ -199,7 +199,7 @@ const purgeBatchRows = 5000
 // rest). Nothing happens for a live or unknown tenant.
 func (adm *Admin) purgeInBatches(ctx context.Context, id string) error {
 	for {
-		n, err := adm.admin.PurgeDeletedTenantBatch(ctx, db.PurgeDeletedTenantBatchParams{TenantID: id, Batch: purgeBatchRows})
+		n, err := adm.admin.PurgeDeletedTenantBatch(ctx, tenancydb.PurgeDeletedTenantBatchParams{TenantID: id, Batch: purgeBatchRows})
 		if err != nil || n == 0 {
 			return err
 		}
@@ -218,7 +218,7 @@ func (adm *Admin) PurgeDeleted(ctx context.Context, id string) ([]TableRows, err
 	return tables, nil
 }
 
-func purge(ctx context.Context, q *db.Queries, id string) ([]TableRows, error) {
+func purge(ctx context.Context, q *tenancydb.Queries, id string) ([]TableRows, error) {
 	rows, err := q.PurgeDeletedTenants(ctx, pgtype.Text{String: id, Valid: id != ""})
 	if err != nil {
 		return nil, err

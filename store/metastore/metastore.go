@@ -17,8 +17,8 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // Tenancy is what the metadata storage needs of the turn store
@@ -59,11 +59,11 @@ func New(pool *pgxpool.Pool, pgTimeout time.Duration, tenancy Tenancy) *Store {
 // as returns the queries of a Postgres role, bounded like the turn
 // store's: a request's statements end within the timeout, recovery's scans
 // are not bounded.
-func (s *Store) as(role pgrole.Role, tenant string) *db.Queries {
+func (s *Store) as(role pgrole.Role, tenant string) *storedb.Queries {
 	if role == pgrole.Recovery {
-		return db.New(pgrole.As(s.pool, role, tenant))
+		return storedb.New(pgrole.As(s.pool, role, tenant))
 	}
-	return db.New(pgrole.As(pgbound.Batcher{D: s.pool, Timeout: s.timeout}, role, tenant))
+	return storedb.New(pgrole.As(pgbound.Batcher{D: s.pool, Timeout: s.timeout}, role, tenant))
 }
 
 // Bundle is a type registry bundle as published.
@@ -98,7 +98,7 @@ func (s *Store) AddRegistryBundle(ctx context.Context, t ident.Tenant, b Bundle)
 	if err := s.tenancy.CheckQuota(ctx, t, int64(len(b.Body))); err != nil {
 		return false, err
 	}
-	n, err := s.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, db.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
+	n, err := s.as(pgrole.Tenant, t.ID).InsertRegistryBundle(ctx, storedb.InsertRegistryBundleParams{TenantID: t.ID, BundleID: b.ID, Body: b.Body})
 	if err != nil {
 		return false, fault.Wrap(fault.Unavailable, err, "store registry bundle %q", b.ID)
 	}
@@ -129,7 +129,7 @@ func (s *Store) SaveRootMetadata(ctx context.Context, t ident.Tenant, root uint6
 	for i, c := range contexts {
 		ids[i] = int64(c)
 	}
-	p := db.InsertTurnMetadataParams{TenantID: t.ID, TurnID: int64(root), ContextIds: ids, Found: m != nil}
+	p := storedb.InsertTurnMetadataParams{TenantID: t.ID, TurnID: int64(root), ContextIds: ids, Found: m != nil}
 	if m != nil {
 		p.ClientTag, p.Title = optText(m.ClientTag), optText(m.Title)
 		p.Labels, p.Provenance = m.Labels, m.Provenance
@@ -181,7 +181,7 @@ func (s *Store) Metadata(ctx context.Context, t ident.Tenant, ids []uint64) (map
 	if s.tenancy.Forgotten(t) {
 		return map[uint64]ContextMeta{}, nil
 	}
-	rows, err := s.as(pgrole.Tenant, t.ID).ContextMetadata(ctx, db.ContextMetadataParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
+	rows, err := s.as(pgrole.Tenant, t.ID).ContextMetadata(ctx, storedb.ContextMetadataParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "load context metadata")
 	}
@@ -200,7 +200,7 @@ func (s *Store) MetadataSizes(ctx context.Context, t ident.Tenant, ids []uint64)
 	if s.tenancy.Forgotten(t) {
 		return map[uint64]int64{}, nil
 	}
-	rows, err := s.as(pgrole.Tenant, t.ID).ContextMetadataSizes(ctx, db.ContextMetadataSizesParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
+	rows, err := s.as(pgrole.Tenant, t.ID).ContextMetadataSizes(ctx, storedb.ContextMetadataSizesParams{TenantID: t.ID, ContextIds: contextIDs(ids)})
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "measure context metadata")
 	}

@@ -5,14 +5,12 @@ import (
 	"context"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/metastore"
 )
@@ -175,16 +173,11 @@ func TestForgottenTenant(t *testing.T) {
 	if err := v.m.SaveRootMetadata(ctx, a, root, []uint64{c}, &metastore.ContextMeta{}); err != nil {
 		t.Fatal(err)
 	}
-	q := db.New(v.pool)
-	if err := q.MarkTenantDeleted(ctx, a.ID); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MarkTenantDeleted(t, v.pool, a.ID)
 	if _, err := v.e.ForgetTenant(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.PurgeDeletedTenants(ctx, pgtype.Text{String: a.ID, Valid: true}); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.PurgeDeletedTenant(t, v.pool, a.ID)
 	if got, err := v.m.RegistryBundles(ctx, a); err != nil || len(got) != 0 {
 		t.Errorf("bundles: %d, %v", len(got), err)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -37,12 +37,12 @@ func Recover(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress i
 	var actions []string
 	var a string
 	if needsLogRebuild(before) {
-		if a, err = rebuildLog(ctx, dataDir, db.New(pgrole.As(pool, pgrole.Recovery, ""))); err != nil {
+		if a, err = rebuildLog(ctx, dataDir, storedb.New(pgrole.As(pool, pgrole.Recovery, ""))); err != nil {
 			return nil, err
 		}
 		actions = append(actions, a)
 	}
-	a, err = rebuildIndex(ctx, dataDir, db.New(pgrole.As(pool, pgrole.Recovery, "")))
+	a, err = rebuildIndex(ctx, dataDir, storedb.New(pgrole.As(pool, pgrole.Recovery, "")))
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func needsLogRebuild(r *Report) bool {
 
 // rebuildLog writes the turn log anew from the turn rows, in id order (the
 // order they committed in), and resets the commit row to its end.
-func rebuildLog(ctx context.Context, dataDir string, q *db.Queries) (string, error) {
+func rebuildLog(ctx context.Context, dataDir string, q *storedb.Queries) (string, error) {
 	state, err := q.GetTurnLogState(ctx)
 	if err != nil {
 		return "", fmt.Errorf("read the turn store's state: %w", err)
@@ -82,7 +82,7 @@ func rebuildLog(ctx context.Context, dataDir string, q *db.Queries) (string, err
 	if err != nil {
 		return "", err
 	}
-	params := db.ResetTurnLogCommitsParams{
+	params := storedb.ResetTurnLogCommitsParams{
 		StoreID: state.StoreID, CommittedEnd: size, NextTurnID: max(state.NextTurnID, last()+1),
 		PackEnd: pgtype.Int8{Int64: state.PackEnd, Valid: state.PackEnd >= 0},
 	}
@@ -98,13 +98,13 @@ func rebuildLog(ctx context.Context, dataDir string, q *db.Queries) (string, err
 
 // pageTurns returns an iterator over the turn rows as turn log records,
 // and the highest turn id it has returned.
-func pageTurns(ctx context.Context, q *db.Queries) (next func() (turnlog.Record, bool, error), last func() int64) {
-	var page []db.ListTurnRecordsAfterRow
+func pageTurns(ctx context.Context, q *storedb.Queries) (next func() (turnlog.Record, bool, error), last func() int64) {
+	var page []storedb.ListTurnRecordsAfterRow
 	var after int64
 	done := false
 	next = func() (turnlog.Record, bool, error) {
 		if len(page) == 0 && !done {
-			rows, err := q.ListTurnRecordsAfter(ctx, db.ListTurnRecordsAfterParams{After: after, PageSize: pageSize})
+			rows, err := q.ListTurnRecordsAfter(ctx, storedb.ListTurnRecordsAfterParams{After: after, PageSize: pageSize})
 			if err != nil {
 				return turnlog.Record{}, false, fmt.Errorf("read turns after %d: %w", after, err)
 			}
@@ -123,7 +123,7 @@ func pageTurns(ctx context.Context, q *db.Queries) (next func() (turnlog.Record,
 	return next, func() int64 { return after }
 }
 
-func recordOf(row db.ListTurnRecordsAfterRow) turnlog.Record {
+func recordOf(row storedb.ListTurnRecordsAfterRow) turnlog.Record {
 	r := turnlog.Record{
 		TurnID: uint64(row.TurnID), ParentTurnID: uint64(row.ParentTurnID), ContextID: uint64(row.ContextID),
 		Depth: uint32(row.Depth), Tenant: uint32(row.TenantNo), TypeRef: uint32(row.TypeRef),
@@ -139,7 +139,7 @@ func recordOf(row db.ListTurnRecordsAfterRow) turnlog.Record {
 
 // rebuildIndex sets blobs.idx aside and opens the pack, which rebuilds it
 // by scanning the pack, never cutting below its committed end.
-func rebuildIndex(ctx context.Context, dataDir string, q *db.Queries) (string, error) {
+func rebuildIndex(ctx context.Context, dataDir string, q *storedb.Queries) (string, error) {
 	state, err := q.GetTurnLogState(ctx)
 	if err != nil {
 		return "", fmt.Errorf("read the turn store's state: %w", err)

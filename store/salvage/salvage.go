@@ -18,9 +18,9 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -105,7 +105,7 @@ type files struct {
 // row has its record and its payload, every head and fs root exists, the
 // log reaches its committed end. Progress goes to progress.
 func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io.Writer) (*Report, error) {
-	q := db.New(pgrole.As(pool, pgrole.Recovery, ""))
+	q := storedb.New(pgrole.As(pool, pgrole.Recovery, ""))
 	if err := sameStore(ctx, dataDir, q); err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io
 
 // deletedTenants returns the numbers of the deleted tenants, whose turn
 // records are known and not damage: their rows are gone on purpose.
-func deletedTenants(ctx context.Context, q *db.Queries) (map[uint32]bool, error) {
+func deletedTenants(ctx context.Context, q *storedb.Queries) (map[uint32]bool, error) {
 	rows, err := q.ListDeletedTenants(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list deleted tenants: %w", err)
@@ -137,7 +137,7 @@ func deletedTenants(ctx context.Context, q *db.Queries) (map[uint32]bool, error)
 
 // sameStore refuses a data directory and a database that belong to
 // different turn stores: rebuilding one from the other would destroy it.
-func sameStore(ctx context.Context, dataDir string, q *db.Queries) error {
+func sameStore(ctx context.Context, dataDir string, q *storedb.Queries) error {
 	fileID, err := store.ReadStoreID(dataDir)
 	if err != nil {
 		return err
@@ -186,7 +186,7 @@ func readFiles(dataDir string, deleted map[uint32]bool, r *Report, progress io.W
 // pageSize is how many turn rows one query reads.
 const pageSize = 10_000
 
-func crossCheck(ctx context.Context, q *db.Queries, f *files, r *Report, progress io.Writer) error {
+func crossCheck(ctx context.Context, q *storedb.Queries, f *files, r *Report, progress io.Writer) error {
 	state, err := q.GetTurnLogState(ctx)
 	if err != nil {
 		return fmt.Errorf("read the turn store's state: %w", err)
@@ -195,7 +195,7 @@ func crossCheck(ctx context.Context, q *db.Queries, f *files, r *Report, progres
 		r.problem("short turn log", "the turn log ends at %d but %d bytes were committed", f.logEnd, state.CommittedEnd)
 	}
 	step := newProgress(progress, "postgres turns")
-	err = eachTurn(ctx, q, func(row db.ListTurnRecordsAfterRow) {
+	err = eachTurn(ctx, q, func(row storedb.ListTurnRecordsAfterRow) {
 		r.Turns++
 		id := uint64(row.TurnID)
 		hash, ok := f.records[id]
@@ -218,7 +218,7 @@ func crossCheck(ctx context.Context, q *db.Queries, f *files, r *Report, progres
 	return checkHeadsAndRoots(ctx, q, f, r)
 }
 
-func checkHeadsAndRoots(ctx context.Context, q *db.Queries, f *files, r *Report) error {
+func checkHeadsAndRoots(ctx context.Context, q *storedb.Queries, f *files, r *Report) error {
 	heads, err := q.ListContexts(ctx)
 	if err != nil {
 		return fmt.Errorf("list contexts: %w", err)
@@ -241,10 +241,10 @@ func checkHeadsAndRoots(ctx context.Context, q *db.Queries, f *files, r *Report)
 }
 
 // eachTurn calls fn with every turn row, in id order.
-func eachTurn(ctx context.Context, q *db.Queries, fn func(db.ListTurnRecordsAfterRow)) error {
+func eachTurn(ctx context.Context, q *storedb.Queries, fn func(storedb.ListTurnRecordsAfterRow)) error {
 	var after int64
 	for {
-		rows, err := q.ListTurnRecordsAfter(ctx, db.ListTurnRecordsAfterParams{After: after, PageSize: pageSize})
+		rows, err := q.ListTurnRecordsAfter(ctx, storedb.ListTurnRecordsAfterParams{After: after, PageSize: pageSize})
 		if err != nil {
 			return fmt.Errorf("read turns after %d: %w", after, err)
 		}

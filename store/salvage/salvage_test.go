@@ -9,14 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/internal/filefault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/salvage"
@@ -250,13 +248,8 @@ func TestDeletedTenantIsNotDamage(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q := db.New(s.pool)
-	if err := q.MarkTenantDeleted(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.PurgeDeletedTenants(ctx, pgtype.Text{String: "acme", Valid: true}); err != nil {
-		t.Fatal(err)
-	}
+	pgtest.MarkTenantDeleted(t, s.pool, "acme")
+	pgtest.PurgeDeletedTenant(t, s.pool, "acme")
 
 	if r := s.verify(); !r.OK() || r.Turns != turns || r.Records != turns || r.DeletedRecords != acmeTurns {
 		t.Fatalf("verify after the deletion: %+v", r)

@@ -24,10 +24,10 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/storetype"
 	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/syncfile"
@@ -117,7 +117,7 @@ type Committer struct {
 	cfg Config
 	// queries asks Postgres about a group whose COMMIT went unanswered,
 	// each statement bounded by Config.PGTimeout.
-	queries *db.Queries
+	queries *storedb.Queries
 	queue   chan *Job
 	written chan *plan // writer → finisher
 	quit    chan struct{}
@@ -166,7 +166,7 @@ type rollbackRequest struct {
 func New(cfg Config) *Committer {
 	c := &Committer{
 		cfg:     cfg,
-		queries: db.New(pgrole.As(pgbound.Batcher{D: cfg.Pool, Timeout: cfg.PGTimeout}, pgrole.Committer, "")),
+		queries: storedb.New(pgrole.As(pgbound.Batcher{D: cfg.Pool, Timeout: cfg.PGTimeout}, pgrole.Committer, "")),
 		queue:   make(chan *Job, 4*cfg.MaxBatch), written: make(chan *plan, 1),
 		quit: make(chan struct{}), exited: make(chan struct{}),
 		idem: cfg.Idem, nextTurn: cfg.NextTurn, epoch: 1, shadow: newShadow(), lastSwep: cfg.Now(),

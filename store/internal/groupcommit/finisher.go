@@ -10,7 +10,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/storetype"
 	"github.com/cardboxhq/cardbox/store/internal/usage"
 )
@@ -231,7 +231,7 @@ func (c *Committer) wasCommitted(tenant string, turn uint64, pid uint32) (resolu
 	if err != nil {
 		return resolution{}, err
 	}
-	exists, err := q.TurnExists(ctx, db.TurnExistsParams{TenantID: tenant, TurnID: int64(turn)})
+	exists, err := q.TurnExists(ctx, storedb.TurnExistsParams{TenantID: tenant, TurnID: int64(turn)})
 	switch {
 	case err != nil:
 		return resolution{}, err

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/internal/pgrole"
-	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // groupTx is a group's open transaction: BEGIN and the group's statement
@@ -27,7 +27,7 @@ type groupTx struct {
 // connection and the statement's answer must come by deadline, else the
 // statement fails (the connection is closed, which ends the transaction:
 // its COMMIT was never sent).
-func (c *Committer) sendGroup(params db.CommitAppendBatchParams, deadline time.Time) (*groupTx, error) {
+func (c *Committer) sendGroup(params storedb.CommitAppendBatchParams, deadline time.Time) (*groupTx, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	conn, err := c.cfg.Pool.Acquire(ctx)
 	if err != nil {
@@ -40,7 +40,7 @@ func (c *Committer) sendGroup(params db.CommitAppendBatchParams, deadline time.T
 	// grants are the statement's inserts and updates (docs/security.md).
 	pgrole.Queue(b, pgrole.Committer, "")
 	// The query text and arguments come from sqlc; batchQueue only queues.
-	if err := queueGroup(ctx, db.New(batchQueue{b}), params); err != nil {
+	if err := queueGroup(ctx, storedb.New(batchQueue{b}), params); err != nil {
 		cancel()
 		conn.Release()
 		return nil, err
@@ -50,11 +50,11 @@ func (c *Committer) sendGroup(params db.CommitAppendBatchParams, deadline time.T
 
 // queueGroup queues the group's statement: CommitPlainAppends when the
 // group needs nothing more, else CommitAppendBatch.
-func queueGroup(ctx context.Context, q *db.Queries, a db.CommitAppendBatchParams) error {
+func queueGroup(ctx context.Context, q *storedb.Queries, a storedb.CommitAppendBatchParams) error {
 	if len(a.TypeTenantIds) > 0 || len(a.KeyTenantIds) > 0 || len(a.FsTenantIds) > 0 || a.PruneBelow != 0 {
 		return q.CommitAppendBatch(ctx, a)
 	}
-	return q.CommitPlainAppends(ctx, db.CommitPlainAppendsParams{
+	return q.CommitPlainAppends(ctx, storedb.CommitPlainAppendsParams{
 		StoreID: a.StoreID, CommittedEnd: a.CommittedEnd, NextTurnID: a.NextTurnID, PackEnd: a.PackEnd,
 		TenantIds: a.TenantIds, TurnIds: a.TurnIds, ContextIds: a.ContextIds,
 		ParentTurnIds: a.ParentTurnIds, Depths: a.Depths, TurnTypeIds: a.TurnTypeIds,
@@ -129,7 +129,7 @@ func (t *groupTx) abandon() {
 	_ = conn.Close(ctx) // a Terminate message, not waiting for an answer
 }
 
-// batchQueue is a db.DBTX that queues statements on a pgx.Batch instead of
+// batchQueue is a storedb.DBTX that queues statements on a pgx.Batch instead of
 // running them, so a sqlc query can share a round trip with BEGIN.
 type batchQueue struct{ b *pgx.Batch }
 

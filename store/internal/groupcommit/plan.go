@@ -6,10 +6,10 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/storetype"
 	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -287,10 +287,10 @@ func (p *plan) committedEnd() int64 {
 }
 
 // params builds the group's one Postgres statement.
-func (p *plan) params(c *Committer) db.CommitAppendBatchParams {
+func (p *plan) params(c *Committer) storedb.CommitAppendBatchParams {
 	tenantID := c.cfg.TenantID
 	now := p.now
-	a := db.CommitAppendBatchParams{
+	a := storedb.CommitAppendBatchParams{
 		StoreID:      c.cfg.StoreID,
 		CommittedEnd: p.committedEnd(),
 		NextTurnID:   int64(c.nextTurn),
@@ -334,7 +334,7 @@ func (p *plan) params(c *Committer) db.CommitAppendBatchParams {
 	return a
 }
 
-func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, tenant string, t plannedTurn, now time.Time) {
+func (p *plan) appendTurnRow(a *storedb.CommitAppendBatchParams, tenant string, t plannedTurn, now time.Time) {
 	req := t.job.Request
 	var fsRoot, key []byte
 	if req.FSRoot != nil {
