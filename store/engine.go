@@ -37,6 +37,12 @@ type Options struct {
 	// group commit flushes data only, not a new size or new blocks
 	// (default DefaultFileReserve; negative: none).
 	FileReserve int64
+	// SegmentSize bounds the segments of the blob pack and the turn log
+	// (see docs/storage.md, Segments): a group's write that would take a
+	// file's last segment past it starts the next segment, and a closed
+	// segment is sealed once committed. Zero: one unbounded segment
+	// each, blobs.pack and turns.log.
+	SegmentSize int64
 	// MaxIdempotencyKeys caps the idempotency keys held in memory
 	// (default DefaultMaxIdempotencyKeys); Postgres answers for older
 	// keys of the window.
@@ -115,6 +121,8 @@ type Engine struct {
 	// damaged when read until pack_holes has them (see holeRecorder).
 	lost  lostBlobs
 	holes *holeRecorder
+	// sealer seals closed segments of the files (see segments.go).
+	sealer *sealer
 
 	committer *committer
 
@@ -151,7 +159,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
 		types: newTypeTable(), tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: newUsage(),
-		holes: newHoleRecorder(),
+		holes: newHoleRecorder(), sealer: newSealer(),
 	}
 	if err := e.recover(ctx); err != nil {
 		_ = e.closeFiles() // the recovery's error is the one to report
@@ -159,6 +167,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.startPurge()
 	e.startHoleRecorder()
+	e.startSealer()
 	return e, nil
 }
 
@@ -176,6 +185,7 @@ func (e *Engine) Close() error {
 			e.committer.stop()
 		}
 		e.stopHoleRecorder()
+		e.stopSealer()
 		e.closeErr = e.closeFiles()
 	})
 	return e.closeErr

@@ -266,6 +266,16 @@ type RegistryBundle struct {
 	PublishedAt time.Time
 }
 
+type SealedSegment struct {
+	StoreID     pgtype.UUID
+	Stream      string
+	StartOffset int64
+	Generation  int32
+	Length      int64
+	Blake3      []byte
+	SealedAt    time.Time
+}
+
 type SqlRole struct {
 	RoleName  string
 	TenantID  string

@@ -180,12 +180,16 @@ func TestTruncateIntoAClosedSegment(t *testing.T) {
 	if _, err := s.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("after truncating and writing again: %v", err)
 	}
-	// Truncating at a segment's start removes it.
+	// Truncating at a segment's start empties it but keeps it, so that
+	// the closed segment before it is never written again.
 	if err := s.Truncate(90); err != nil {
 		t.Fatal(err)
 	}
-	if ids, _ := l.List(); len(ids) != 1 {
-		t.Fatalf("after Truncate(90): %+v, want blobs.pack alone", ids)
+	if ids, _ := l.List(); len(ids) != 2 || s.Active() != (ID{Start: 90}) {
+		t.Fatalf("after Truncate(90): %+v, active %+v; want turns.log and an empty active segment at 90", ids, s.Active())
+	}
+	if err := s.Write([]byte{1}, 90); err != nil || len(s.Segments()) != 2 {
+		t.Fatalf("a write at 90: %v, %d segments; want it in the segment at 90", err, len(s.Segments()))
 	}
 }
 

@@ -356,9 +356,11 @@ func (s *Set) setLength(seg *file, length int64) {
 }
 
 // Truncate cuts the stream at logical offset off and makes the cut
-// durable: segments that start at or past off (but the first) are
-// removed, last first, the directory fsynced, and the segment holding off
-// becomes the active one, cut there with its reservation.
+// durable: segments that start past off are removed, last first, the
+// directory fsynced, and the segment holding off becomes the active one,
+// cut there with its reservation. A segment that starts at off stays,
+// empty: the one before it is closed, and may be sealed, so no write
+// may go to it again.
 func (s *Set) Truncate(off int64) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -370,7 +372,7 @@ func (s *Set) Truncate(off int64) error {
 	}
 	files := s.list()
 	keep := len(files)
-	for keep > 1 && files[keep-1].id.Start >= off {
+	for keep > 1 && files[keep-1].id.Start > off {
 		keep--
 	}
 	if keep < len(files) {
