@@ -30,7 +30,8 @@ FUZZ_TARGETS = \
 	./cxdbcompat/typedjson:FuzzEncode \
 	./cxdbcompat/server:FuzzServerConn:3000x \
 	./store/blobpack:FuzzDecodeRecord \
-	./store/turnlog:FuzzUnmarshalRecord
+	./store/turnlog:FuzzUnmarshalRecord \
+	./store/segment:FuzzParse
 
 # The shared material beside the repository (fixtures, the official CXDB
 # client); CARDBOX_SHARED_DIR says where it is when it is not ../shared.

@@ -42,6 +42,12 @@ type Options struct {
 	// group commit flushes data only, not a new size or new blocks
 	// (default DefaultFileReserve; negative: none).
 	FileReserve int64
+	// SegmentSize bounds the segments of the blob pack and the turn log
+	// (see docs/storage.md, Segments): a group's write that would take a
+	// file's last segment past it starts the next segment, and a closed
+	// segment is sealed once committed. Zero: one unbounded segment
+	// each, blobs.pack and turns.log.
+	SegmentSize int64
 	// MaxIdempotencyKeys caps the idempotency keys held in memory
 	// (default DefaultMaxIdempotencyKeys); Postgres answers for older
 	// keys of the window.
@@ -120,6 +126,8 @@ type Engine struct {
 	// damaged when read until pack_holes has them.
 	lost  lostBlobs
 	holes *holerecorder.Recorder
+	// sealer seals closed segments of the files (see segments.go).
+	sealer *sealer
 
 	committer *groupcommit.Committer
 	// idem is the in-memory index of idempotency keys, which the
@@ -158,6 +166,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		tenants: newTenantCache(storedb.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
+		sealer: newSealer(),
 	}
 	e.holes = holerecorder.New(func(ctx context.Context, h blobpack.Hole) error {
 		return e.recordHole(ctx, h, opts.PGTimeout)
@@ -169,6 +178,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e.startPurge()
 	e.holes.Start()
+	e.startSealer()
 	return e, nil
 }
 
@@ -186,6 +196,7 @@ func (e *Engine) Close() error {
 			e.committer.Stop()
 		}
 		e.holes.Stop()
+		e.stopSealer()
 		e.closeErr = e.closeFiles()
 	})
 	return e.closeErr

@@ -46,6 +46,7 @@ func (e *Engine) openBlobs(ctx context.Context, state storedb.GetTurnLogStateRow
 	var err error
 	e.blobs, err = blobpack.Open(blobDir(e.opts.Dir), blobpack.Options{
 		Reserve: e.opts.fileReserve(), MinValidSize: max(state.PackEnd, 0), OnDamage: e.onPackDamage,
+		SegmentSize: e.opts.SegmentSize, OnRollover: e.onRollover,
 	})
 	if errors.Is(err, blobpack.ErrCorrupt) {
 		return fmt.Errorf("blob pack: %w: committed blobs are missing; refusing to start; %s, and %s", err, adviceVerify, adviceBackup)

@@ -35,13 +35,15 @@ const storeIDFile = "STORE_ID"
 //  1. match the directory's STORE_ID with the database's turn_stores row;
 //  2. refuse a directory that lost blobs/ or turns/ while the database
 //     holds committed turns;
-//  3. open the blob pack, never cutting below its committed end (a bad
+//  3. open the blob pack (its segments: the active one is recovered as
+//     below, see docs/storage.md, Segments), never cutting below its committed end (a bad
 //     record there is a hole, recorded and logged; only a torn tail past
 //     it is cut; orphan blobs are harmless);
 //  4. open the turn log, failing on damage below committed_end and cutting
 //     everything from committed_end on (records of groups that never
 //     committed), loading every record left into the turn table but those
 //     of deleted tenants (loaded with the tenants, before);
+//     then check the sealed segments of both against sealed_segments;
 //  5. read again the records pack_holes names that the index still lists
 //     (found damaged when read by an earlier process), and cross-check:
 //     every committed payload and fs root is in the pack or in a hole,
@@ -63,6 +65,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	maxTurn, err := e.openFiles(ctx, state)
 	if err != nil {
+		return err
+	}
+	if err := e.checkSealed(ctx); err != nil {
 		return err
 	}
 	if err := e.recheckRecordedHoles(ctx); err != nil {
@@ -257,7 +262,10 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 		turns[r.Tenant]++
 		return nil
 	}
-	log, err := turnlog.Open(path, turnlog.Options{MinValidSize: committedEnd, TruncateAt: committedEnd, Reserve: e.opts.fileReserve()}, load)
+	log, err := turnlog.Open(path, turnlog.Options{
+		MinValidSize: committedEnd, TruncateAt: committedEnd, Reserve: e.opts.fileReserve(),
+		SegmentSize: e.opts.SegmentSize, OnRollover: e.onRollover,
+	}, load)
 	if err != nil {
 		return 0, err
 	}

@@ -14,7 +14,9 @@
 // A pack directory holds two files. All integers are little-endian; CRCs
 // are CRC-32C (Castagnoli).
 //
-// blobs.pack is a sequence of records, each
+// blobs.pack is a sequence of records, kept in segments (package segment,
+// Options.SegmentSize): blobs.pack holds the first, and offsets are
+// positions in the whole stream. Each record is
 //
 //	magic:u32 "CBBP" | version:u8 (1) | codec:u8 (0 raw, 1 zstd) | reserved:u16 (0)
 //	| owner:u32 | raw_len:u32 | stored_len:u32 | hash:[32]     (52-byte header)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cardboxhq/cardbox/store/segment"
 	"github.com/cardboxhq/cardbox/store/syncfile"
 
 	"github.com/zeebo/blake3"
@@ -69,6 +70,15 @@ type Options struct {
 	// goroutine, after the pack's locks are released. It must return
 	// quickly: the read waits for it.
 	OnDamage func(Hole)
+
+	// SegmentSize bounds the pack's segments (see package segment): a Put
+	// that would take a non-empty segment past it starts the next one.
+	// Zero: one unbounded segment, the single blobs.pack.
+	SegmentSize int64
+
+	// OnRollover, if set, is told of each segment a Put closed, with the
+	// writer's lock held: it must return at once.
+	OnRollover func(segment.Info)
 }
 
 func (o Options) cacheBytes() int {
@@ -112,11 +122,9 @@ type Pack struct {
 	dir   string
 	opts  Options
 	z     *zcodec
-	cache *blobCache // nil: no cache
-	pack  *os.File
+	cache *blobCache   // nil: no cache
+	pack  *segment.Set // blobs.pack and the segments after it
 	idx   *os.File
-
-	app *syncfile.Appender // writes records; nil until recovery is done
 
 	closed   atomic.Bool
 	packSize atomic.Int64 // every byte below is a published, fsynced record
@@ -171,20 +179,19 @@ func (p *Pack) openFiles() error {
 	if err := mkdir(p.dir); err != nil {
 		return err
 	}
-	var createdPack, createdIdx bool
+	var createdIdx bool
 	var err error
-	if p.pack, createdPack, err = openOrCreate(filepath.Join(p.dir, PackFile)); err != nil {
-		return err
-	}
-	if err := syncfile.Lock(p.pack); err != nil {
-		p.closeFiles()
-		return fmt.Errorf("blobpack: lock %s: %w", p.pack.Name(), err)
+	p.pack, err = segment.Open(Layout(p.dir), segment.Options{
+		MaxSize: p.opts.SegmentSize, Reserve: p.opts.Reserve, OnRollover: p.opts.OnRollover,
+	})
+	if err != nil {
+		return fmt.Errorf("blobpack: open: %w", err)
 	}
 	if p.idx, createdIdx, err = openOrCreate(filepath.Join(p.dir, IndexFile)); err != nil {
 		p.closeFiles()
 		return err
 	}
-	if createdPack || createdIdx {
+	if createdIdx {
 		if err := syncfile.Dir(p.dir); err != nil {
 			p.closeFiles()
 			return err
@@ -221,11 +228,23 @@ func openOrCreate(name string) (*os.File, bool, error) {
 	return f, false, nil
 }
 
+// Layout names the segment files of the pack in dir: blobs.pack and the
+// segments after it.
+func Layout(dir string) segment.Layout { return segment.Layout{Dir: dir, Base: PackFile} }
+
+// Segments describes the pack's segment files, closed ones first (see
+// package segment).
+func (p *Pack) Segments() []segment.Info { return p.pack.Segments() }
+
+// Closed describes the pack's closed segments: every one but the last.
+func (p *Pack) Closed() []segment.Info { return p.pack.Closed() }
+
 func (p *Pack) closeFiles() {
-	for _, f := range []*os.File{p.pack, p.idx} {
-		if f != nil {
-			f.Close()
-		}
+	if p.pack != nil {
+		p.pack.Close()
+	}
+	if p.idx != nil {
+		p.idx.Close()
 	}
 }
 
@@ -379,9 +398,6 @@ func (p *Pack) Close() error {
 	defer p.wmu.Unlock()
 	if p.closed.Swap(true) {
 		return nil
-	}
-	if p.app != nil {
-		p.app.Close()
 	}
 	var errs []error
 	if p.idxErr == nil {

@@ -114,8 +114,8 @@ func (p *Pack) writable() error {
 	switch {
 	case p.closed.Load():
 		return fmt.Errorf("blobpack: put: %w", ErrClosed)
-	case p.app.Err() != nil:
-		return fmt.Errorf("blobpack: put: pack unusable after an earlier failure (reopen it): %w", p.app.Err())
+	case p.pack.Err() != nil:
+		return fmt.Errorf("blobpack: put: pack unusable after an earlier failure (reopen it): %w", p.pack.Err())
 	}
 	return nil
 }
@@ -202,9 +202,9 @@ func (p *Pack) writeBuf(n int) []byte {
 }
 
 // write writes buf at off in the pack and fsyncs it; on error nothing of
-// buf stays (see syncfile.Appender).
+// buf stays (see segment.Set.Write).
 func (p *Pack) write(buf []byte, off int64) error {
-	if err := p.app.Write(buf, off); err != nil {
+	if err := p.pack.Write(buf, off); err != nil {
 		return fmt.Errorf("blobpack: put: %w", err)
 	}
 	return nil

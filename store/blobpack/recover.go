@@ -1,8 +1,6 @@
 package blobpack
 
 import (
-	"github.com/cardboxhq/cardbox/store/syncfile"
-
 	"bufio"
 	"errors"
 	"fmt"
@@ -20,10 +18,7 @@ const (
 // recover rebuilds the in-memory index from blobs.idx and blobs.pack and
 // repairs both files; see the package documentation.
 func (p *Pack) recover() error {
-	packSize, err := fileSize(p.pack)
-	if err != nil {
-		return err
-	}
+	packSize := p.pack.Size()
 	idxSize, err := fileSize(p.idx)
 	if err != nil {
 		return err
@@ -45,10 +40,9 @@ func (p *Pack) recover() error {
 	if end, err = p.scan(end, packSize); err != nil {
 		return err
 	}
-	if packSize, err = p.cutTail(end, packSize); err != nil {
+	if err := p.cutTail(end, packSize); err != nil {
 		return err
 	}
-	p.app = syncfile.NewAppender(p.pack, packSize, p.opts.Reserve)
 	if p.recovery.Scanned > 0 || p.recovery.IndexDropped > 0 {
 		if err := p.idx.Sync(); err != nil {
 			return fmt.Errorf("blobpack: open: sync %s: %w", IndexFile, err)
@@ -172,7 +166,7 @@ func (p *Pack) insert(e *Entry) {
 // headerReader reads record headers at increasing offsets through a
 // window, so that small records cost far less than one pread each.
 type headerReader struct {
-	f     *os.File
+	f     io.ReaderAt
 	size  int64
 	buf   []byte
 	start int64 // buf holds the pack's bytes [start, start+len(buf))
@@ -299,34 +293,30 @@ func shortRead(err error, off int64) error {
 }
 
 // cutTail truncates a torn or corrupt tail [end, size) off blobs.pack,
-// unless that would lose bytes below Options.MinValidSize, and returns the
-// file's size after. Zeros after end are a reservation, not a torn tail,
+// unless that would lose bytes below Options.MinValidSize. Zeros after end are a reservation, not a torn tail,
 // and stay.
-func (p *Pack) cutTail(end, size int64) (int64, error) {
+func (p *Pack) cutTail(end, size int64) error {
 	torn := false
 	if end < size {
-		zero, err := syncfile.ZeroTail(p.pack, end, size)
+		zero, err := p.pack.ZeroTail(end, size)
 		if err != nil {
-			return 0, fmt.Errorf("blobpack: open: %w", err)
+			return fmt.Errorf("blobpack: open: %w", err)
 		}
 		torn = !zero
 	}
 	if end < p.opts.MinValidSize {
 		if torn {
-			return 0, fmt.Errorf("blobpack: open: bad record at %d, below min valid size %d (pack left untouched): %w",
+			return fmt.Errorf("blobpack: open: bad record at %d, below min valid size %d (pack left untouched): %w",
 				end, p.opts.MinValidSize, ErrCorrupt)
 		}
-		return 0, fmt.Errorf("blobpack: open: pack ends at %d, below min valid size %d: %w", end, p.opts.MinValidSize, ErrCorrupt)
+		return fmt.Errorf("blobpack: open: pack ends at %d, below min valid size %d: %w", end, p.opts.MinValidSize, ErrCorrupt)
 	}
 	if !torn {
-		return size, nil
+		return nil
 	}
 	if err := p.pack.Truncate(end); err != nil {
-		return 0, fmt.Errorf("blobpack: open: truncate %s at %d: %w", PackFile, end, err)
-	}
-	if err := p.pack.Sync(); err != nil {
-		return 0, fmt.Errorf("blobpack: open: sync %s: %w", PackFile, err)
+		return fmt.Errorf("blobpack: open: truncate %s at %d: %w", PackFile, end, err)
 	}
 	p.recovery.TornBytes = size - end
-	return end, nil
+	return nil
 }

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/zeebo/blake3"
 
-	"github.com/cardboxhq/cardbox/store/syncfile"
+	"github.com/cardboxhq/cardbox/store/segment"
 )
 
 // Defect is a damaged part of a file found by a verification.
@@ -19,23 +17,19 @@ type Defect struct {
 	Reason      string
 }
 
-// Verify reads every record of the pack in dir, read-only, without its
+// Verify reads every record of the pack in dir, in all its segments, read-only, without its
 // index: each record must pass its CRC and decompress to RawLen bytes whose
 // BLAKE3 is its hash. visit gets each good entry; a bad record is a Defect
 // and the scan goes on at the next valid record. progress, if not nil, is
 // told of the bytes read so far and the pack's size.
 func Verify(dir string, visit func(Entry), progress func(done, total int64)) ([]Defect, error) {
-	f, err := os.Open(filepath.Join(dir, PackFile))
+	set, err := segment.Open(Layout(dir), segment.Options{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("blobpack: verify: %w", err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("blobpack: verify: %w", err)
-	}
-	p := &Pack{pack: f, z: zc(), opts: Options{}}
-	v := verifier{p: p, size: fi.Size(), visit: visit, progress: progress}
+	defer set.Close()
+	p := &Pack{pack: set, z: zc(), opts: Options{}}
+	v := verifier{p: p, size: set.Size(), visit: visit, progress: progress}
 	return v.run()
 }
 
@@ -68,7 +62,7 @@ func (v *verifier) run() ([]Defect, error) {
 				return v.defects, rerr
 			}
 			if !found {
-				if zero, zerr := syncfile.ZeroTail(v.p.pack, off, v.size); zerr == nil && zero {
+				if zero, zerr := v.p.pack.ZeroTail(off, v.size); zerr == nil && zero {
 					return v.defects, nil // the reservation
 				}
 				v.defects = append(v.defects, Defect{off, v.size, err.Error()})

@@ -77,6 +77,13 @@ func rebuildLog(ctx context.Context, dataDir string, q *storedb.Queries) (string
 	if err != nil {
 		return "", fmt.Errorf("read the turn store's state: %w", err)
 	}
+	// The old log's sealed segments are forgotten before its files are
+	// moved aside: a crash in between leaves segments that are merely
+	// unsealed, which a start seals again.
+	err = q.ForgetSealedSegments(ctx, storedb.ForgetSealedSegmentsParams{StoreID: state.StoreID, Stream: "turns"})
+	if err != nil {
+		return "", fmt.Errorf("forget the old turn log's sealed segments: %w", err)
+	}
 	next, last := pageTurns(ctx, q)
 	size, backup, err := turnlog.Rebuild(store.TurnLogPath(dataDir), next)
 	if err != nil {

@@ -7,6 +7,7 @@
 package salvage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,12 +22,15 @@ import (
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
+	"github.com/cardboxhq/cardbox/store/segment"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
 // Report is what Verify or Recover found and did.
 type Report struct {
 	Blobs, Records, Turns int // good blobs, good turn records, turn rows
+	// Sealed counts the sealed segments found as they were sealed.
+	Sealed int
 	// DeletedRecords are good turn records of deleted tenants: known,
 	// never served, left for a compaction; not counted in Records.
 	DeletedRecords int
@@ -73,7 +77,7 @@ func (r *Report) Print(w io.Writer) {
 	for _, d := range r.LogDefects {
 		fmt.Fprintf(w, "  record at %d: %s\n", d.Offset, d.Reason)
 	}
-	fmt.Fprintf(w, "postgres: %d turns\n", r.Turns)
+	fmt.Fprintf(w, "postgres: %d turns, %d sealed segments intact\n", r.Turns, r.Sealed)
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  %s\n", p)
 	}
@@ -118,7 +122,41 @@ func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSealed(ctx, q, dataDir, r); err != nil {
+		return nil, err
+	}
 	return r, crossCheck(ctx, q, f, r, progress)
+}
+
+// checkSealed reads every sealed segment again: its file must be there,
+// as long as it was sealed, and hash to the BLAKE3 it was sealed with.
+func checkSealed(ctx context.Context, q *storedb.Queries, dataDir string, r *Report) error {
+	state, err := q.GetTurnLogState(ctx)
+	if err != nil {
+		return fmt.Errorf("read the turn store's state: %w", err)
+	}
+	rows, err := q.ListSealedSegments(ctx, state.StoreID)
+	if err != nil {
+		return fmt.Errorf("list sealed segments: %w", err)
+	}
+	layouts := map[string]segment.Layout{"blobs": blobpack.Layout(store.BlobDir(dataDir)), "turns": turnlog.Layout(store.TurnLogPath(dataDir))}
+	for _, row := range rows {
+		path := layouts[row.Stream].Path(segment.ID{Start: row.StartOffset, Gen: uint32(row.Generation)})
+		sum, n, err := segment.Sum(ctx, path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			r.problem("sealed segments", "sealed segment %s is missing", path)
+		case err != nil:
+			return err
+		case n != row.Length:
+			r.problem("sealed segments", "sealed segment %s has %d bytes, sealed with %d", path, n, row.Length)
+		case !bytes.Equal(sum[:], row.Blake3):
+			r.problem("sealed segments", "sealed segment %s does not hash to the BLAKE3 it was sealed with (%x)", path, row.Blake3)
+		default:
+			r.Sealed++
+		}
+	}
+	return nil
 }
 
 // deletedTenants returns the numbers of the deleted tenants, whose turn

@@ -3,8 +3,9 @@
 //
 // # Format
 //
-// The file is a sequence of 128-byte records, little-endian, with no file
-// header; record i is at offset i*128:
+// The log is a sequence of 128-byte records, little-endian, with no file
+// header, kept in segments (package segment, Options.SegmentSize) of which
+// turns.log is the first; record i is at offset i*128 of the stream:
 //
 //	turn_id:u64 @0 | parent_turn_id:u64 @8 | context_id:u64 @16
 //	| depth:u32 @24 | tenant:u32 @28 | type_ref:u32 @32 | type_version:u32 @36

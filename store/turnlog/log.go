@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 
-	"github.com/cardboxhq/cardbox/store/syncfile"
+	"github.com/cardboxhq/cardbox/store/segment"
 )
 
 // Sentinel errors. Errors returned by this package wrap them with context;
@@ -46,6 +45,15 @@ type Options struct {
 	// many bytes at a time, so that an Append's fdatasync flushes data
 	// only (see syncfile.Reserve). 0 grows the file with every Append.
 	Reserve int64
+
+	// SegmentSize bounds the log's segments (see package segment): an
+	// Append that would take a non-empty segment past it starts the next
+	// one. Zero: one unbounded segment, the single turns.log.
+	SegmentSize int64
+
+	// OnRollover, if set, is told of each segment an Append closed, with
+	// the writer's lock held: it must return at once.
+	OnRollover func(segment.Info)
 }
 
 // Recovery describes what Open found and cut.
@@ -61,50 +69,44 @@ type Recovery struct {
 // with Append and Truncate. Append and Truncate are meant for a single
 // writer (the group committer); concurrent calls are serialized.
 type Log struct {
-	f        *os.File
+	set      *segment.Set
 	path     string
 	size     atomic.Int64 // every byte below is a written, fsynced record
 	closed   atomic.Bool
 	recovery Recovery
-	app      *syncfile.Appender // writes records; nil until Open is done
 
 	wmu sync.Mutex // serializes Append, Truncate and Close; guards below
 	buf []byte
 }
 
-// Open opens the log at path, creating it if missing, verifies every
-// record and repairs the tail as Options say (see the package
-// documentation). visit, if not nil, is called in order with the offset
+// Open opens the log whose first segment is path, creating it if
+// missing, verifies every record of every segment and repairs the tail
+// as Options say (see the package documentation). visit, if not nil, is called in order with the offset
 // and contents of each verified record that is kept, so the caller can
 // rebuild its index in the same pass; an error from visit aborts Open. If
 // Open fails, records visited so far must be discarded.
 func Open(path string, opts Options, visit func(off int64, r Record) error) (*Log, error) {
-	f, created, err := openOrCreate(path)
+	set, err := segment.Open(Layout(path), segment.Options{
+		MaxSize: opts.SegmentSize, Reserve: opts.Reserve, OnRollover: opts.OnRollover,
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("turnlog: open: %w", err)
 	}
-	l := &Log{f: f, path: path}
-	if err := l.open(created, opts, visit); err != nil {
-		f.Close()
+	l := &Log{set: set, path: path}
+	if err := l.open(opts, visit); err != nil {
+		set.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
-func (l *Log) open(created bool, opts Options, visit func(int64, Record) error) error {
-	if err := syncfile.Lock(l.f); err != nil {
-		return fmt.Errorf("turnlog: lock %s: %w", l.path, err)
-	}
-	if created {
-		if err := syncfile.Dir(filepath.Dir(l.path)); err != nil {
-			return err
-		}
-	}
-	fi, err := l.f.Stat()
-	if err != nil {
-		return fmt.Errorf("turnlog: open: %w", err)
-	}
-	size := fi.Size()
+// Layout names the segment files of the log whose first segment is path.
+func Layout(path string) segment.Layout {
+	return segment.Layout{Dir: filepath.Dir(path), Base: filepath.Base(path)}
+}
+
+func (l *Log) open(opts Options, visit func(int64, Record) error) error {
+	size := l.set.Size()
 	end, err := l.scan(size, opts.TruncateAt, visit)
 	if err != nil {
 		return err
@@ -121,14 +123,12 @@ func (l *Log) open(created bool, opts Options, visit func(int64, Record) error) 
 		if err := l.truncateFile(cut); err != nil {
 			return err
 		}
-		size = cut
 	}
 	l.recovery = Recovery{ValidSize: end, DroppedBytes: end - cut}
 	if torn {
-		l.recovery.TornBytes = fi.Size() - end
+		l.recovery.TornBytes = size - end
 	}
 	l.size.Store(cut)
-	l.app = syncfile.NewAppender(l.f, size, opts.Reserve)
 	return nil
 }
 
@@ -138,27 +138,11 @@ func (l *Log) tornAfter(end, size int64) (bool, error) {
 	if end == size {
 		return false, nil
 	}
-	zero, err := syncfile.ZeroTail(l.f, end, size)
+	zero, err := l.set.ZeroTail(end, size)
 	if err != nil {
 		return false, fmt.Errorf("turnlog: open: %w", err)
 	}
 	return !zero, nil
-}
-
-// openOrCreate opens path for reading and writing and reports whether it
-// had to create it.
-func openOrCreate(path string) (*os.File, bool, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-	if err == nil {
-		return f, true, nil
-	}
-	if !errors.Is(err, os.ErrExist) {
-		return nil, false, fmt.Errorf("turnlog: open: %w", err)
-	}
-	if f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
-		return nil, false, fmt.Errorf("turnlog: open: %w", err)
-	}
-	return f, false, nil
 }
 
 // scanChunk is how many bytes scan reads at a time.
@@ -175,7 +159,7 @@ func (l *Log) scan(size, keepBelow int64, visit func(int64, Record) error) (int6
 	var off int64
 	for off < size {
 		n := min(int64(len(buf)), size-off)
-		if _, err := l.f.ReadAt(buf[:n], off); err != nil {
+		if _, err := l.set.ReadAt(buf[:n], off); err != nil {
 			return 0, fmt.Errorf("turnlog: open: read %s at %d: %w", l.path, off, err)
 		}
 		for i := int64(0); i < n; i += RecordSize {
@@ -215,22 +199,21 @@ func cutPoint(end int64, torn bool, opts Options) (int64, error) {
 	return opts.TruncateAt, nil
 }
 
-// truncateFile cuts the file at off, with its reservation, and fsyncs it.
+// truncateFile cuts the log at off, with its reservation and the
+// segments past it, and fsyncs it.
 func (l *Log) truncateFile(off int64) error {
-	if l.app != nil {
-		if err := l.app.Truncate(off); err != nil {
-			return fmt.Errorf("turnlog: truncate %s at %d: %w", l.path, off, err)
-		}
-		return nil
-	}
-	if err := l.f.Truncate(off); err != nil {
+	if err := l.set.Truncate(off); err != nil {
 		return fmt.Errorf("turnlog: truncate %s at %d: %w", l.path, off, err)
-	}
-	if err := l.f.Sync(); err != nil {
-		return fmt.Errorf("turnlog: sync %s: %w", l.path, err)
 	}
 	return nil
 }
+
+// Segments describes the log's segment files, closed ones first (see
+// package segment).
+func (l *Log) Segments() []segment.Info { return l.set.Segments() }
+
+// Closed describes the log's closed segments: every one but the last.
+func (l *Log) Closed() []segment.Info { return l.set.Closed() }
 
 // Recovery reports what Open found and cut.
 func (l *Log) Recovery() Recovery { return l.recovery }
@@ -263,7 +246,7 @@ func (l *Log) Append(recs []Record) (first int64, err error) {
 	for i := range recs {
 		recs[i].MarshalTo(buf[i*RecordSize:])
 	}
-	if err := l.app.Write(buf, off); err != nil {
+	if err := l.set.Write(buf, off); err != nil {
 		return 0, fmt.Errorf("turnlog: append %d records at %d: %w", len(recs), off, err)
 	}
 	l.size.Store(off + int64(len(buf)))
@@ -274,8 +257,8 @@ func (l *Log) writable() error {
 	switch {
 	case l.closed.Load():
 		return fmt.Errorf("turnlog: %s: %w", l.path, ErrClosed)
-	case l.app.Err() != nil:
-		return fmt.Errorf("turnlog: %s unusable after an earlier failure (reopen it): %w", l.path, l.app.Err())
+	case l.set.Err() != nil:
+		return fmt.Errorf("turnlog: %s unusable after an earlier failure (reopen it): %w", l.path, l.set.Err())
 	}
 	return nil
 }
@@ -305,7 +288,7 @@ func (l *Log) Truncate(off int64) error {
 	}
 	l.size.Store(off)
 	if err := l.truncateFile(off); err != nil {
-		l.app.Fail(err)
+		l.set.Fail(err)
 		return err
 	}
 	return nil
@@ -321,7 +304,7 @@ func (l *Log) ReadAt(off int64) (Record, error) {
 		return Record{}, fmt.Errorf("turnlog: read %s at %d (size %d): %w", l.path, off, size, ErrOutOfRange)
 	}
 	var b [RecordSize]byte
-	if _, err := l.f.ReadAt(b[:], off); err != nil {
+	if _, err := l.set.ReadAt(b[:], off); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = ErrOutOfRange // cut by a concurrent Truncate
 		}
@@ -342,10 +325,7 @@ func (l *Log) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	if l.app != nil {
-		l.app.Close()
-	}
-	if err := l.f.Close(); err != nil {
+	if err := l.set.Close(); err != nil {
 		return fmt.Errorf("turnlog: close %s: %w", l.path, err)
 	}
 	return nil

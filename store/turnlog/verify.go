@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cardboxhq/cardbox/store/segment"
 	"github.com/cardboxhq/cardbox/store/syncfile"
 )
 
@@ -18,23 +19,20 @@ type Defect struct {
 	Reason string
 }
 
-// Scan reads every record of the log at path, read-only. visit gets each
+// Scan reads every record of the log whose first segment is path, over
+// all its segments, read-only. visit gets each
 // valid record with its offset; a bad record is a Defect, and since
 // records have a fixed size the scan goes on at the next one. Zeros from a
 // record boundary to the end are the reservation and end the scan. It
 // returns where the records end.
 func Scan(path string, visit func(off int64, r Record)) (end int64, defects []Defect, err error) {
-	f, err := os.Open(path)
+	set, err := segment.Open(Layout(path), segment.Options{ReadOnly: true})
 	if err != nil {
 		return 0, nil, fmt.Errorf("turnlog: scan: %w", err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, nil, fmt.Errorf("turnlog: scan: %w", err)
-	}
-	size := fi.Size()
-	r := bufio.NewReaderSize(f, 1<<20)
+	defer set.Close()
+	size := set.Size()
+	r := bufio.NewReaderSize(io.NewSectionReader(set, 0, size), 1<<20)
 	var b [RecordSize]byte
 	var zero [RecordSize]byte
 	for off := int64(0); off < size; off += RecordSize {
@@ -46,7 +44,7 @@ func Scan(path string, visit func(off int64, r Record)) (end int64, defects []De
 			return off, defects, fmt.Errorf("turnlog: scan %s at %d: %w", path, off, err)
 		}
 		if bytes.Equal(b[:], zero[:]) {
-			if rest, err := syncfile.ZeroTail(f, off, size); err == nil && rest {
+			if rest, err := set.ZeroTail(off, size); err == nil && rest {
 				return off, defects, nil
 			}
 		}
@@ -65,9 +63,10 @@ func Scan(path string, visit func(off int64, r Record)) (end int64, defects []De
 
 // Rebuild writes a new log at path from the records next returns, in
 // order, and puts it in place durably: a temporary file is written and
-// fsynced, the old log (if any) is kept as path.bak-<n>, the new one is
-// renamed into place and the directory fsynced. It returns the new size
-// and the backup's name ("" when there was no old log).
+// fsynced, the old log's segments (if any) are kept as <name>.bak (or
+// .bak-<n>), the last first, the new log, one segment, is renamed into
+// place and the directory fsynced. It returns the new size and the name
+// the old first segment is kept under ("" when there was no old log).
 func Rebuild(path string, next func() (Record, bool, error)) (size int64, backup string, err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -78,16 +77,33 @@ func Rebuild(path string, next func() (Record, bool, error)) (size int64, backup
 		os.Remove(tmp)
 		return 0, "", err
 	}
-	if _, err := os.Stat(path); err == nil {
-		backup = freeName(path + ".bak")
-		if err := os.Rename(path, backup); err != nil {
-			return 0, "", fmt.Errorf("turnlog: rebuild: keep the old log: %w", err)
-		}
+	if backup, err = keepSegments(Layout(path)); err != nil {
+		return 0, "", err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return 0, backup, fmt.Errorf("turnlog: rebuild: %w", err)
 	}
 	return size, backup, syncfile.Dir(dir)
+}
+
+// keepSegments renames the log's segments out of the way, the last first
+// (so that a crash in between leaves contiguous segments), and returns
+// the first one's new name.
+func keepSegments(layout segment.Layout) (string, error) {
+	ids, err := layout.List()
+	if err != nil {
+		return "", fmt.Errorf("turnlog: rebuild: %w", err)
+	}
+	var first string
+	for i := len(ids) - 1; i >= 0; i-- {
+		old := layout.Path(ids[i])
+		kept := freeName(old + ".bak")
+		if err := os.Rename(old, kept); err != nil {
+			return "", fmt.Errorf("turnlog: rebuild: keep the old log: %w", err)
+		}
+		first = kept
+	}
+	return first, nil
 }
 
 func writeRecords(path string, next func() (Record, bool, error)) (int64, error) {
