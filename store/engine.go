@@ -123,6 +123,14 @@ type Engine struct {
 	stopPurge context.CancelFunc
 	purgeDone chan struct{}
 
+	// dead are the turns that died with deleted contexts; the reaper
+	// finds them (see ReapDeleted), woken by reapWake, until stopReaper.
+	dead       deadTurns
+	reapMu     sync.Mutex // one reaping at a time
+	reapWake   chan struct{}
+	stopReaper context.CancelFunc
+	reaperDone chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -158,6 +166,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)
 	}
 	e.startPurge()
+	e.startReaper()
 	e.startHoleRecorder()
 	return e, nil
 }
@@ -171,6 +180,10 @@ func (e *Engine) Close() error {
 		if e.stopPurge != nil {
 			e.stopPurge()
 			<-e.purgeDone
+		}
+		if e.stopReaper != nil {
+			e.stopReaper()
+			<-e.reaperDone
 		}
 		if e.committer != nil {
 			e.committer.stop()
@@ -322,7 +335,7 @@ func (e *Engine) contextOf(t ident.Tenant, id uint64) (contextState, error) {
 // turnOf returns the tenant's committed turn.
 func (e *Engine) turnOf(t ident.Tenant, id uint64) (turnMeta, bool) {
 	m, ok := e.table.get(id)
-	if !ok || m.tenant != t.No || e.gate.Gone(t.No) {
+	if !ok || m.tenant != t.No || e.gate.Gone(t.No) || e.dead.has(id) {
 		return turnMeta{}, false
 	}
 	return m, true

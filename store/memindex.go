@@ -115,6 +115,8 @@ type contextState struct {
 type contextTable struct {
 	mu sync.RWMutex
 	m  map[uint64]contextState
+	// deleted are the contexts deleted since start (see drop).
+	deleted map[uint64]struct{}
 }
 
 func (c *contextTable) get(id uint64) (contextState, bool) {
@@ -129,6 +131,9 @@ func (c *contextTable) get(id uint64) (contextState, bool) {
 func (c *contextTable) put(id uint64, s contextState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, gone := c.deleted[id]; gone {
+		return
+	}
 	if s.created == 0 {
 		s.created = c.m[id].created
 	}

@@ -99,6 +99,9 @@ func (e *Engine) openFiles(ctx context.Context, state db.GetTurnLogStateRow) (ma
 	wg.Go(func() { blobErr = e.openBlobs(ctx, state) })
 	logErr := e.loadTenants(ctx)
 	if logErr == nil {
+		logErr = e.loadDeadTurns(ctx)
+	}
+	if logErr == nil {
 		maxTurn, logErr = e.openTurnLog(state.CommittedEnd)
 	}
 	wg.Wait()
@@ -236,7 +239,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	turns := map[uint32]int64{} // by tenant, for the usage
 	load := func(_ int64, r turnlog.Record) error {
 		maxTurn = max(maxTurn, r.TurnID) // a deleted tenant's ids are not handed out again
-		if e.gate.Gone(r.Tenant) {
+		if e.gate.Gone(r.Tenant) || e.dead.has(r.TurnID) {
 			deleted++
 			return nil
 		}
@@ -260,7 +263,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	}
 	e.table.publish(maxTurn)
 	if deleted > 0 {
-		e.log.Info("turn log: records of deleted tenants skipped; their bytes stay in the files until a compaction",
+		e.log.Info("turn log: records of deleted tenants and dead turns skipped; their bytes stay in the files until a compaction",
 			"records", deleted)
 	}
 	for tenant, n := range turns {

@@ -231,6 +231,14 @@ type Context struct {
 	UpdatedAt    time.Time
 	RootTurnID   int64
 	MetadataDone bool
+	DeletedAt    pgtype.Timestamptz
+	ReapedAt     pgtype.Timestamptz
+}
+
+type DeadTurn struct {
+	TenantID string
+	TurnID   int64
+	DiedAt   time.Time
 }
 
 type FsAttachment struct {
@@ -264,6 +272,14 @@ type RegistryBundle struct {
 	Seq         int64
 	Body        []byte
 	PublishedAt time.Time
+}
+
+type RetentionPolicy struct {
+	TenantID      string
+	Label         string
+	IdleSeconds   pgtype.Int8
+	MaxAgeSeconds pgtype.Int8
+	UpdatedAt     time.Time
 }
 
 type SqlRole struct {
