@@ -283,6 +283,9 @@ var httpRoutes = map[string]route{
 			return request{"GET", fmt.Sprintf("/v1/contexts/%d/turns?type_hint_mode=explicit&as_type_id=%s&as_type_version=1", p.OwnContext, p.TypeID), ""}
 		}, twin},
 	}},
+	"DELETE /v1/contexts/:id": {write: true, ok: 204, variants: []variant{
+		{"acme's context", func(p ids) request { return request{"DELETE", fmt.Sprintf("/v1/contexts/%d", p.DoomedContext), ""} }, twin},
+	}},
 	"POST /v1/contexts/:id/append": {write: true, ok: 201, variants: []variant{
 		{"acme's context", func(p ids) request {
 			return request{"POST", fmt.Sprintf("/v1/contexts/%d/append", p.Context), `{"type_id":"cxdb.ConversationItem","type_version":3,"data":{"item_type":"system"}}`}
