@@ -31,10 +31,10 @@ type principalKey struct{}
 
 type validatorKey struct{}
 
-// stillValid reports whether the key a long request authenticated with is
+// StillValid reports whether the key a long request authenticated with is
 // still valid; true in dev mode, and when the check cannot be made (a
 // database hiccup is no reason to cut a stream).
-func stillValid(ctx context.Context) bool {
+func StillValid(ctx context.Context) bool {
 	p, ok := PrincipalFrom(ctx)
 	v, _ := ctx.Value(validatorKey{}).(KeyValidator)
 	if !ok || v == nil {
@@ -136,7 +136,7 @@ func principal(c echo.Context, a Authenticator) (auth.Principal, error) {
 
 // authorize checks the role against the operation: service-wide routes
 // want operators, administration routes operators or a tenant's admins
-// (AdminRoutes narrows them to the admin's tenant), data routes a key of
+// (adminhttp narrows them to the admin's tenant), data routes a key of
 // a tenant (operators read no tenant's data, analysts use SQL only),
 // writes a writer or admin.
 func authorize(c echo.Context, p auth.Principal) error {
@@ -167,9 +167,9 @@ func forbidden(role auth.Role, what string) *fault.Error {
 	return fault.New(fault.Forbidden, "%s", auth.Forbidden(role, what))
 }
 
-// requestTenant is the tenant a request acts for, as the store knows it:
+// RequestTenant is the tenant a request acts for, as lookup knows it:
 // its key's in hosted mode, else the default tenant.
-func requestTenant(c echo.Context, lookup func(context.Context, string) (ident.Tenant, error)) (ident.Tenant, error) {
+func RequestTenant(c echo.Context, lookup func(context.Context, string) (ident.Tenant, error)) (ident.Tenant, error) {
 	id := ident.DefaultTenantID
 	if p, ok := PrincipalFrom(c.Request().Context()); ok {
 		id = p.Tenant.ID

@@ -17,12 +17,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/api/cardboxhttp"
+	"github.com/cardboxhq/cardbox/api/cxdbhttp"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
 // levelLog is a slog.Handler that keeps every record with its level.
@@ -107,7 +110,7 @@ func newGoneEnv(t *testing.T) *goneEnv {
 	}
 	t.Cleanup(func() { engine.Close() })
 	e.engine = engine
-	svc := service.New(engine, service.Options{})
+	svc := service.New(engine, metastore.New(e.pool, 0, engine), service.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(ctx) }()
@@ -122,8 +125,8 @@ func newGoneEnv(t *testing.T) *goneEnv {
 	h := api.New(api.Options{
 		Health: enteredHealth{engine, e.entered},
 		Routes: []api.Routes{
-			api.CardBox(e.cards),
-			api.CXDB(svc, api.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: reg}),
+			cardboxhttp.CardBox(e.cards),
+			cxdbhttp.CXDB(svc, cxdbhttp.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: reg}),
 		},
 		HTTPMetrics: e.metrics, Metrics: reg, AccessLog: true, Logger: slog.New(e.logs),
 	})
@@ -233,7 +236,7 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 		name, path, route string
 		// block makes the route wait on Postgres; waiting waits until a
 		// request does. release ends the wait.
-		block   func(e *goneEnv, t *testing.T) (release func())
+		block   func(t *testing.T, e *goneEnv) (release func())
 		waiting func(t *testing.T, e *goneEnv, done <-chan error)
 		// leave: the client cancels its request while it waits; else the
 		// server's own deadline ends it.
@@ -241,12 +244,13 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 	}{
 		{
 			name: "health check, Postgres out of connections", path: "/healthz", route: "/healthz", leave: true,
-			block:   (*goneEnv).starveConnections,
+			block:   func(t *testing.T, e *goneEnv) func() { t.Helper(); return e.starveConnections(t) },
 			waiting: healthEntered,
 		},
 		{
 			name: "card read, table locked", path: "/projects/p1/cards/c1", route: "/projects/:project_id/cards/:card_id", leave: true,
-			block: func(e *goneEnv, t *testing.T) func() {
+			block: func(t *testing.T, e *goneEnv) func() {
+				t.Helper()
 				if _, err := e.cards.AddCard(context.Background(), "p1", cardbox.NewCard{
 					CardID: "c1", Content: json.RawMessage(`"hi"`), Metadata: json.RawMessage(`{"type":"task.instruction"}`),
 				}); err != nil {
@@ -258,7 +262,8 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 		},
 		{
 			name: "CXDB context list, table locked", path: "/v1/contexts", route: "/v1/contexts", leave: true,
-			block: func(e *goneEnv, t *testing.T) func() {
+			block: func(t *testing.T, e *goneEnv) func() {
+				t.Helper()
 				tenant, err := e.engine.Tenant(context.Background(), ident.DefaultTenantID)
 				if err != nil {
 					t.Fatal(err)
@@ -272,14 +277,14 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 		},
 		{
 			name: "health check past the server's deadline", path: "/healthz", route: "/healthz", leave: false,
-			block:   (*goneEnv).readyThenStarve,
+			block:   func(t *testing.T, e *goneEnv) func() { t.Helper(); return e.readyThenStarve(t) },
 			waiting: healthEntered,
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newGoneEnv(t)
-			release := tc.block(e, t)
+			release := tc.block(t, e)
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+tc.path, nil)

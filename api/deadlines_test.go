@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/api/cardboxhttp"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -21,7 +22,7 @@ import (
 func TestSlowBodyIsCut(t *testing.T) {
 	svc := cardbox.New(pgtest.NewPool(t), cardbox.Options{})
 	srv := httptest.NewServer(api.New(api.Options{
-		Routes:    []api.Routes{api.CardBox(svc)},
+		Routes:    []api.Routes{cardboxhttp.CardBox(svc)},
 		Deadlines: api.Deadlines{BodyGrace: time.Second, BodyMinRate: 1000, Write: 5 * time.Second},
 	}))
 	t.Cleanup(srv.Close)

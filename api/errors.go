@@ -149,10 +149,10 @@ func ErrorOf(err error) *Error { return toBody(err, nil) }
 // of its status, or, for a status no kind has, the status's text.
 func fromEchoError(he *echo.HTTPError) *Error {
 	msg := http.StatusText(he.Code)
-	switch {
-	case he.Code == http.StatusNotFound:
+	switch he.Code {
+	case http.StatusNotFound:
 		msg = "no such route"
-	case he.Code == http.StatusRequestEntityTooLarge:
+	case http.StatusRequestEntityTooLarge:
 		msg = "request body is larger than the configured limit"
 	default:
 		if s, ok := he.Message.(string); ok {

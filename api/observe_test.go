@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/api/cardboxhttp"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -33,7 +34,7 @@ func TestAccessLogAndRequestMetrics(t *testing.T) {
 	var logs syncBuffer
 	m := api.NewHTTPMetrics()
 	srv := httptest.NewServer(api.New(api.Options{
-		Routes:      []api.Routes{api.CardBox(cardbox.New(pgtest.NewPool(t), cardbox.Options{}))},
+		Routes:      []api.Routes{cardboxhttp.CardBox(cardbox.New(pgtest.NewPool(t), cardbox.Options{}))},
 		Logger:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		HTTPMetrics: m, AccessLog: true,
 	}))

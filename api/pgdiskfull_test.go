@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -21,27 +22,27 @@ func TestPostgresFullDiskIsHTTP507(t *testing.T) {
 	t.Parallel()
 	pool, url := pgtest.NewPoolAndURL(t)
 	dir := pgtest.SmallDisk(t, pgtest.DBName(url), 4<<20, "turns", "cards")
-	cx := newCXDBHarnessWith(t, harnessOptions{pool: pool})
-	cx.publishConversationBundle()
-	cards := newHarnessOn(t, pool, testBodyLimit)
+	cx := apitest.NewCXDBWith(t, apitest.Options{Pool: pool})
+	cx.PublishConversationBundle()
+	cards := apitest.NewCardBoxOn(t, pool, apitest.BodyLimit)
 	var created map[string]any
-	cx.call(http.MethodPost, "/v1/contexts/create", `{"base_turn_id":"0"}`).want(t, http.StatusCreated).JSON(t, &created)
+	cx.Call(http.MethodPost, "/v1/contexts/create", `{"base_turn_id":"0"}`).Want(t, http.StatusCreated).JSON(t, &created)
 	appendPath := "/v1/contexts/" + created["context_id"].(string) + "/append"
 	turn := func(i int) string {
 		return fmt.Sprintf(`{"type_id":"cxdb.ConversationItem","type_version":3,"data":{"item_type":"user_input","user_input":{"text":"turn %d"}}}`, i)
 	}
 
 	free := pgtest.FillDisk(t, dir)
-	var full response
+	var full apitest.Response
 	for i := 0; ; i++ {
 		if i > 10_000 {
 			t.Fatal("Postgres's disk never filled up")
 		}
-		if full = cx.call(http.MethodPost, appendPath, turn(i)); full.Status != http.StatusCreated {
+		if full = cx.Call(http.MethodPost, appendPath, turn(i)); full.Status != http.StatusCreated {
 			break
 		}
 	}
-	e := full.want(t, http.StatusInsufficientStorage).apiError(t)
+	e := full.Want(t, http.StatusInsufficientStorage).APIError(t)
 	if e.Kind != "DISK_FULL" || !strings.Contains(e.Message, "Postgres's disk is full") {
 		t.Fatalf("a CXDB append on Postgres's full disk: %+v", e)
 	}
@@ -50,9 +51,9 @@ func TestPostgresFullDiskIsHTTP507(t *testing.T) {
 		if i > 10_000 {
 			t.Fatal("Postgres's disk never refused a card")
 		}
-		r := cards.do(http.MethodPost, "/projects/p/cards", card(fmt.Sprintf("c%d", i), "task.instruction", "hello"))
+		r := cards.Do(http.MethodPost, "/projects/p/cards", apitest.Card(fmt.Sprintf("c%d", i), "task.instruction", "hello"))
 		if r.Status != http.StatusCreated {
-			c = r.want(t, http.StatusInsufficientStorage).apiError(t)
+			c = r.Want(t, http.StatusInsufficientStorage).APIError(t)
 			break
 		}
 	}
@@ -61,8 +62,8 @@ func TestPostgresFullDiskIsHTTP507(t *testing.T) {
 	}
 
 	free()
-	cx.call(http.MethodPost, appendPath, turn(-1)).want(t, http.StatusCreated)
-	cards.do(http.MethodPost, "/projects/p/cards", card("after", "task.instruction", "hello")).want(t, http.StatusCreated)
+	cx.Call(http.MethodPost, appendPath, turn(-1)).Want(t, http.StatusCreated)
+	cards.Do(http.MethodPost, "/projects/p/cards", apitest.Card("after", "task.instruction", "hello")).Want(t, http.StatusCreated)
 }
 
 // Postgres errors no domain mapper claims take their status from

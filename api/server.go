@@ -1,6 +1,10 @@
-// Package api is cardbox's HTTP listener: health, the CardBox REST API and
-// the CXDB HTTP API. Handlers are thin: they decode, call a domain
-// package and encode; errors become HTTP statuses in one place (errors.go).
+// Package api is the core of cardbox's HTTP listener: the server, its
+// middleware (authentication, rate limits, deadlines, body limits, the
+// access log and request metrics), health and the one error handler. The
+// route groups live in the packages beside it (cxdbhttp, cardboxhttp,
+// adminhttp), each importing this one; the daemon passes them in
+// Options.Routes. Handlers are thin: they decode, call a domain package
+// and encode; errors become HTTP statuses in one place (errors.go).
 package api
 
 import (

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/zeebo/blake3"
 
@@ -87,29 +88,43 @@ func (e *BudgetError) Error() string {
 // Assemble builds a box's context window within a token budget (see
 // package assembly for the rule). The same box state, budget, tokenizer
 // and format give the same bytes.
+//
+// It costs one query when the card and facts caches hold the box's cards
+// (the box with the project's change counter), and one more for the cards
+// they cannot vouch for (see facts.go).
 func (s *Service) Assemble(ctx context.Context, project, boxID string, req AssembleRequest) (Assembled, error) {
 	if err := checkAssemble(&req); err != nil {
 		return Assembled{}, err
 	}
-	box, err := s.Entries(ctx, project, boxID)
-	if err != nil {
+	if err := checkBoxID(project, boxID); err != nil {
 		return Assembled{}, err
 	}
-	facts, err := s.assemblyFacts(ctx, project, box.Entries, req.Tokenizer)
+	now := s.now()
+	q := s.as(project)
+	row, err := q.AssemblyBox(ctx, db.AssemblyBoxParams{TenantID: project, BoxID: boxID})
+	if isNoRows(err) {
+		return Assembled{}, notFound("box", boxID)
+	}
+	if err != nil {
+		return Assembled{}, fmt.Errorf("read entries of box %q: %w", boxID, err)
+	}
+	at := factsAt{now: now, stamp: uint64(row.CardChanges) + 1, exists: row.CardChanges >= 0, tokenizer: tokenizerIndex(req.Tokenizer)}
+	entries, states, err := s.assemblyEntries(ctx, q, project, row, at)
 	if err != nil {
 		return Assembled{}, err
 	}
 	out := Assembled{BoxID: boxID, Tokenizer: req.Tokenizer, Format: req.Format, Budget: req.Budget, LeftOut: []LeftOut{}, EntryIDs: []string{}}
-	var items []assembly.Item
-	var live []Entry
-	for _, e := range box.Entries {
-		f := facts[e.CardID]
-		if reason := deadReason(e, f); reason != "" {
+	items := make([]assembly.Item, 0, len(entries))
+	live := make([]Entry, 0, len(entries))
+	for _, e := range entries {
+		st := states[e.CardID]
+		if reason := deadReason(e, st); reason != "" {
 			out.LeftOut = append(out.LeftOut, LeftOut{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone, Reason: reason})
 			continue
 		}
 		live = append(live, e)
-		items = append(items, assembly.Item{Zone: int(e.Zone), Tokens: int(f.Tokens), ToolCallIDs: f.ToolCallIds, ToolCallID: f.ToolCallID})
+		items = append(items, assembly.Item{Zone: int(e.Zone), Tokens: int(st.facts.tokens[at.tokenizer]),
+			ToolCallIDs: st.facts.toolCallIDs, ToolCallID: st.facts.toolCallID})
 	}
 	keep, err := assembly.Choose(items, req.Budget)
 	var short *assembly.ShortError
@@ -128,7 +143,7 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req Assem
 		out.Zones[e.Zone].Entries++
 		out.Zones[e.Zone].Tokens += items[i].Tokens
 	}
-	if out.Window, err = s.window(ctx, project, kept, req.Format); err != nil {
+	if out.Window, err = s.window(ctx, project, kept, req.Format, at); err != nil {
 		return Assembled{}, err
 	}
 	sum := blake3.Sum256(out.Window)
@@ -153,67 +168,152 @@ func checkAssemble(req *AssembleRequest) error {
 	return nil
 }
 
-func deadReason(e Entry, f db.AssemblyCardsRow) string {
-	switch {
-	case e.Draft:
+// factsAt is the moment an assembly reads its cards at: the clock, the
+// project's change counter as a cache stamp (see cardStamp) and whether
+// the project has a live row, and the tokenizer's index in tokens.Names.
+type factsAt struct {
+	now       time.Time
+	stamp     uint64
+	exists    bool
+	tokenizer int
+}
+
+// cardState is what an assembly knows of a card: its facts (the zone even
+// when it is not live), and why it is not live ("" when it is).
+type cardState struct {
+	facts cardFacts
+	dead  string
+}
+
+// assemblyEntries returns the box's entries in box order and the state of
+// the cards of those that are not drafts, by card id.
+func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project string, row db.AssemblyBoxRow, at factsAt) ([]Entry, map[string]cardState, error) {
+	if row.Structured {
+		l := layoutFromRows(row.CardIds, row.EntryIds, row.Zones, row.Positions, row.Drafts, row.EntrySeq)
+		ids := make([]string, 0, len(l.entries))
+		for _, e := range l.entries {
+			if !e.Draft {
+				ids = append(ids, e.CardID)
+			}
+		}
+		states, err := s.cardStates(ctx, q, project, dedupe(ids), at)
+		return l.entries, states, err
+	}
+	// A plain box's entries take their zones from their cards' types, which
+	// the same lookup gives.
+	states, err := s.cardStates(ctx, q, project, dedupe(row.CardIds), at)
+	if err != nil {
+		return nil, nil, err
+	}
+	zones := make(map[string]Zone, len(states))
+	for id, st := range states {
+		zones[id] = st.facts.zone
+	}
+	l, err := plainLayoutOf(row.CardIds, zones)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.entries, states, nil
+}
+
+func deadReason(e Entry, st cardState) string {
+	if e.Draft {
 		return LeftOutDraft
-	case !f.Found:
+	}
+	return st.dead
+}
+
+// cardStates returns the state of each card among distinct ids: from the
+// facts cache for the cards it vouches for at at (with a count under the
+// tokenizer), from Postgres for the others, counting the tokens of cards
+// stored without a count under the tokenizer (cards written before counts
+// were stored). It caches the facts of the live cards it read.
+func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string, ids []string, at factsAt) (map[string]cardState, error) {
+	states := make(map[string]cardState, len(ids))
+	var misses []string
+	for _, id := range ids {
+		if at.exists {
+			if f, ok := s.cachedFacts(project, id, at.stamp, at.now); ok && f.tokens[at.tokenizer] >= 0 {
+				states[id] = cardState{facts: f}
+				continue
+			}
+		}
+		misses = append(misses, id)
+	}
+	if len(misses) == 0 {
+		return states, nil
+	}
+	rows, err := q.AssemblyCards(ctx, db.AssemblyCardsParams{
+		TenantID: project, CardIds: misses, Tokenizers: tokens.Names, Now: at.now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read cards to assemble: %w", err)
+	}
+	var uncounted []string
+	for _, r := range rows {
+		st := cardState{facts: factsFromRow(r), dead: rowDeadReason(r)}
+		states[r.CardID] = st
+		if st.dead == "" && st.facts.tokens[at.tokenizer] < 0 {
+			uncounted = append(uncounted, r.CardID)
+		}
+	}
+	if err := s.countTokens(ctx, project, uncounted, at, states); err != nil {
+		return nil, err
+	}
+	if at.exists {
+		for _, r := range rows {
+			if st := states[r.CardID]; st.dead == "" {
+				// Read after the counter was: live at the stamp at least.
+				s.cacheFacts(project, r.CardID, r.Version.UnixMicro(), at.stamp, &st.facts, r.Expires)
+			}
+		}
+	}
+	return states, nil
+}
+
+// rowDeadReason says why a card AssemblyCards read is not live, or "".
+func rowDeadReason(r db.AssemblyCardsRow) string {
+	switch {
+	case !r.Found:
 		return LeftOutMissing
-	case f.Deleted:
+	case r.Deleted:
 		return LeftOutDeleted
-	case f.Expired:
+	case r.Expired:
 		return LeftOutExpired
 	}
 	return ""
 }
 
-// assemblyFacts reads what assembly needs of the entries' cards, counting
-// the tokens of cards stored without a count under tokenizer (cards
-// written before counts were stored).
-func (s *Service) assemblyFacts(ctx context.Context, project string, entries []Entry, tokenizer string) (map[string]db.AssemblyCardsRow, error) {
-	ids := make([]string, 0, len(entries))
-	for _, e := range entries {
-		ids = append(ids, e.CardID)
+// countTokens counts the tokens of the live cards among ids under the
+// tokenizer into their states.
+func (s *Service) countTokens(ctx context.Context, project string, ids []string, at factsAt, states map[string]cardState) error {
+	if len(ids) == 0 {
+		return nil
 	}
-	rows, err := s.as(project).AssemblyCards(ctx, db.AssemblyCardsParams{
-		TenantID: project, CardIds: dedupe(ids), Tokenizer: tokenizer, Now: s.now(),
-	})
+	cards, err := s.liveCards(ctx, project, ids)
 	if err != nil {
-		return nil, fmt.Errorf("read cards to assemble: %w", err)
+		return err
 	}
-	facts := make(map[string]db.AssemblyCardsRow, len(rows))
-	var uncounted []string
-	for _, r := range rows {
-		facts[r.CardID] = r
-		if r.Found && r.Tokens < 0 {
-			uncounted = append(uncounted, r.CardID)
-		}
-	}
-	if len(uncounted) > 0 {
-		cards, err := s.liveCards(ctx, project, uncounted)
+	name := tokens.Names[at.tokenizer]
+	for id, c := range cards {
+		n, err := tokens.Count(name, CardText(c.Content, c.ToolCalls))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for id, c := range cards {
-			n, err := tokens.Count(tokenizer, CardText(c.Content, c.ToolCalls))
-			if err != nil {
-				return nil, err
-			}
-			f := facts[id]
-			f.Tokens = int32(n)
-			facts[id] = f
-		}
+		st := states[id]
+		st.facts.tokens[at.tokenizer] = int32(n)
+		states[id] = st
 	}
-	return facts, nil
+	return nil
 }
 
 // window renders the kept entries' cards as a JSON array, in format.
-func (s *Service) window(ctx context.Context, project string, kept []Entry, format string) (json.RawMessage, error) {
+func (s *Service) window(ctx context.Context, project string, kept []Entry, format string, at factsAt) (json.RawMessage, error) {
 	ids := make([]string, 0, len(kept))
 	for _, e := range kept {
 		ids = append(ids, e.CardID)
 	}
-	cards, err := s.liveJSON(ctx, project, dedupe(ids))
+	cards, err := s.liveJSONAt(ctx, project, dedupe(ids), at.now, at.stamp, at.exists)
 	if err != nil {
 		return nil, err
 	}

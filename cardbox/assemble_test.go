@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 // conversation writes a small conversation with a tool call into box b.
@@ -173,5 +176,74 @@ func TestCardsWithContentHash(t *testing.T) {
 	}
 	if _, err := s.CardsWithContentHash(ctx, "p", "zz"); !errors.Is(err, cardbox.ErrInvalid) {
 		t.Fatalf("bad hash: %v", err)
+	}
+}
+
+// TestAssembleCachedFactsFollowChanges assembles a box, changes its
+// cards, and checks that an assembly served from the facts and card
+// caches answers as one by a service with empty caches.
+func TestAssembleCachedFactsFollowChanges(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Tx(t)
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	s := cardbox.New(db, cardbox.Options{Now: clk.Now})
+	conversation(t, s)
+	for _, tt := range []struct {
+		name   string
+		change func(t *testing.T)
+		want   map[string]string // left out, by card id
+	}{
+		{"unchanged", func(*testing.T) {}, map[string]string{"gone": cardbox.LeftOutDeleted}},
+		{"deleted through the service", func(t *testing.T) {
+			t.Helper()
+			if err := s.DeleteCard(ctx, "p", "think"); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted}},
+		{"expired", func(*testing.T) { clk.Add(2 * time.Minute) },
+			map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted, "old": cardbox.LeftOutExpired}},
+		{"deleted by SQL", func(t *testing.T) {
+			t.Helper()
+			if _, err := db.Exec(ctx, `UPDATE cards SET deleted_at = now() WHERE tenant_id = 'p' AND card_id = 'answer'`); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted, "old": cardbox.LeftOutExpired, "answer": cardbox.LeftOutDeleted}},
+		{"purged and written again as a system card", func(t *testing.T) {
+			t.Helper()
+			if _, err := db.Exec(ctx, `DELETE FROM cards WHERE tenant_id = 'p' AND card_id = 'answer'`); err != nil {
+				t.Fatal(err)
+			}
+			clk.Add(time.Second) // a new version
+			if _, err := s.AddCard(ctx, "p", typed("answer", "sys.profile", "written again")); err != nil {
+				t.Fatal(err)
+			}
+		}, map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted, "old": cardbox.LeftOutExpired}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, format := range []string{cardbox.FormatCards, cardbox.FormatMessages} {
+				req := cardbox.AssembleRequest{Budget: 1000, Tokenizer: "o200k_base", Format: format}
+				if _, err := s.Assemble(ctx, "p", "b", req); err != nil { // fills the caches
+					t.Fatal(err)
+				}
+			}
+			tt.change(t)
+			for _, format := range []string{cardbox.FormatCards, cardbox.FormatMessages} {
+				req := cardbox.AssembleRequest{Budget: 1000, Tokenizer: "o200k_base", Format: format}
+				cached, err := s.Assemble(ctx, "p", "b", req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fresh, err := cardbox.New(db, cardbox.Options{Now: clk.Now}).Assemble(ctx, "p", "b", req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(cached, fresh) {
+					t.Fatalf("%s: from the caches\n%+v\nwith empty caches\n%+v", format, cached, fresh)
+				}
+				if got := reasons(cached); !maps.Equal(got, tt.want) {
+					t.Fatalf("%s: left out %v, want %v", format, got, tt.want)
+				}
+			}
+		})
 	}
 }

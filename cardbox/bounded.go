@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -444,4 +445,130 @@ func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string,
 		return nil, notFound("card", cardID)
 	}
 	return res.Cards[0], nil
+}
+
+// LoadBoxWithin is LoadBox asking room for the box, measured by Postgres
+// as GetBoxesJSONWithin measures one (LiveBoxSizes), before it loads it.
+func (s *Service) LoadBoxWithin(ctx context.Context, project, boxID string, room Room) (Box, error) {
+	if err := checkProject(project); err != nil {
+		return Box{}, err
+	}
+	if err := ValidateID("box_id", boxID); err != nil {
+		return Box{}, err
+	}
+	_, boxes, err := s.loadBoxesWithin(ctx, project, []string{boxID}, room)
+	if err != nil {
+		return Box{}, err
+	}
+	if len(boxes) == 0 {
+		return Box{}, notFound("box", boxID)
+	}
+	return boxes[0].Box, nil
+}
+
+// BoxJSONSize is at least the JSON of the live box boxID as LoadBox
+// answers it, measured by Postgres without loading it; false when there
+// is no such box.
+func (s *Service) BoxJSONSize(ctx context.Context, project, boxID string) (int64, bool, error) {
+	if err := checkProject(project); err != nil {
+		return 0, false, err
+	}
+	if err := ValidateID("box_id", boxID); err != nil {
+		return 0, false, err
+	}
+	row, err := s.as(project).LiveBoxSizes(ctx, db.LiveBoxSizesParams{TenantID: project, BoxIds: []string{boxID}})
+	if err != nil {
+		return 0, false, fmt.Errorf("measure box %q: %w", boxID, err)
+	}
+	if len(row.Sizes) == 0 {
+		return 0, false, nil
+	}
+	return row.Sizes[0] + int64(jsonStringBound(project)), true, nil
+}
+
+// createdBoxIDLength is the length of the ids CreateBox gives (UUIDs).
+const createdBoxIDLength = 36
+
+// BoxInputJSONSize is at least the JSON of the box that saving in as
+// boxID answers ("" for CreateBox's new id), measured as LiveBoxSizes
+// measures a stored box, so that the answer can be charged before the
+// save. Metadata is measured as sent: Postgres may write a number given
+// with an exponent longer, and an answer past the size is charged once
+// rendered. An input the save refuses for its size (too many ids, an id
+// or metadata too long) measures 0: it is never answered.
+func BoxInputJSONSize(project, boxID string, in BoxInput) int64 {
+	meta := compactJSONSize(in.Metadata)
+	if len(in.CardIDs) > MaxBoxCards || len(in.ParentIDs) > MaxBoxParents || meta > MaxMetadataBytes {
+		return 0
+	}
+	if boxID == "" {
+		boxID = strings.Repeat("0", createdBoxIDLength)
+	}
+	n, ok := idsJSONSize(in.CardIDs)
+	if !ok {
+		return 0
+	}
+	parents, ok := idsJSONSize(in.ParentIDs)
+	if !ok {
+		return 0
+	}
+	return 512 + int64(jsonStringBound(boxID)+jsonStringBound(project)) + n + parents + meta
+}
+
+// AppendedBoxJSONSize is at least the JSON of a box of size bytes (as
+// BoxJSONSize measures it) once cardIDs are appended; 0 when the append
+// is refused for its ids' sizes.
+func AppendedBoxJSONSize(size int64, cardIDs []string) int64 {
+	if len(cardIDs) > MaxBoxCards {
+		return 0
+	}
+	n, ok := idsJSONSize(cardIDs)
+	if !ok {
+		return 0
+	}
+	return size + n
+}
+
+// idsJSONSize is at least the bytes of ids in a JSON list, each quoted,
+// escaped as encoding/json escapes it and followed by a separator; false
+// when an id is longer than any valid one.
+func idsJSONSize(ids []string) (int64, bool) {
+	var n int64
+	for _, id := range ids {
+		if len(id) > MaxIDLength {
+			return 0, false
+		}
+		n += rawJSONSize(id) + 3
+		n += int64(strings.Count(id, `"`) + strings.Count(id, `\`))
+	}
+	return n, true
+}
+
+// compactJSONSize is at least the bytes of the JSON text b as
+// encoding/json writes it (rawJSONSize), without the whitespace between
+// its tokens.
+func compactJSONSize(b []byte) int64 {
+	var space int64
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			space++
+		}
+	}
+	return rawJSONSize(string(b)) - space
+}
+
+// rawJSONSize is at least the bytes of the JSON text s as encoding/json
+// writes it: compact, with <, >, & and the line and paragraph separators
+// escaped.
+func rawJSONSize(s string) int64 {
+	return int64(len(s) + 5*strings.Count(s, "<") + 5*strings.Count(s, ">") + 5*strings.Count(s, "&") +
+		3*strings.Count(s, "\u2028") + 3*strings.Count(s, "\u2029"))
 }

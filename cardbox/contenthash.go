@@ -81,7 +81,7 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 	case json.Number:
 		buf.WriteString(x.String())
 	case bool:
-		buf.WriteString(fmt.Sprint(x))
+		fmt.Fprint(buf, x)
 	case nil:
 		buf.WriteString("null")
 	default:
@@ -120,14 +120,13 @@ func CardText(content, toolCalls []byte) string {
 // tokenCounts returns a card's token count under every known tokenizer,
 // as the JSON object stored with the card.
 func tokenCounts(content, toolCalls []byte) ([]byte, error) {
-	text := CardText(content, toolCalls)
+	all, err := tokens.CountAll(CardText(content, toolCalls))
+	if err != nil {
+		return nil, err
+	}
 	counts := make(map[string]int, len(tokens.Names))
-	for _, name := range tokens.Names {
-		n, err := tokens.Count(name, text)
-		if err != nil {
-			return nil, err
-		}
-		counts[name] = n
+	for i, name := range tokens.Names {
+		counts[name] = all[i]
 	}
 	return json.Marshal(counts)
 }

@@ -164,20 +164,39 @@ func layoutFromRows(cards, ids []string, zones []int16, positions []string, draf
 // in list order, each card in its default zone, positions in list order
 // within each zone.
 func (s *Service) plainLayout(ctx context.Context, q *db.Queries, project string, cardIDs []string) (*layout, error) {
-	types := map[string]string{}
-	if len(cardIDs) > 0 {
-		rows, err := q.CardTypes(ctx, db.CardTypesParams{TenantID: project, CardIds: dedupe(cardIDs)})
-		if err != nil {
-			return nil, fmt.Errorf("read card types: %w", err)
-		}
-		for _, r := range rows {
-			types[r.CardID] = r.Type
-		}
+	zones := make(map[string]Zone, len(cardIDs))
+	if err := defaultZones(ctx, q, project, dedupe(cardIDs), zones); err != nil {
+		return nil, err
 	}
+	return plainLayoutOf(cardIDs, zones)
+}
+
+// defaultZones adds to zones the default zone of each card among distinct
+// ids, whatever its state; an absent card's is its type's ("").
+func defaultZones(ctx context.Context, q *db.Queries, project string, ids []string, zones map[string]Zone) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := q.CardTypes(ctx, db.CardTypesParams{TenantID: project, CardIds: ids})
+	if err != nil {
+		return fmt.Errorf("read card types: %w", err)
+	}
+	for _, id := range ids {
+		zones[id] = DefaultZone("")
+	}
+	for _, r := range rows {
+		zones[r.CardID] = DefaultZone(r.Type)
+	}
+	return nil
+}
+
+// plainLayoutOf makes the entries of a plain list of card ids, given the
+// default zone of each card.
+func plainLayoutOf(cardIDs []string, zones map[string]Zone) (*layout, error) {
 	l := &layout{}
 	last := make([]string, len(ZoneNames))
 	for _, id := range cardIDs {
-		z := DefaultZone(types[id])
+		z := zones[id]
 		key, err := position.Between(last[z], "")
 		if err != nil {
 			return nil, err

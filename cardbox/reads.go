@@ -135,12 +135,26 @@ func (s *Service) liveCards(ctx context.Context, project string, ids []string) (
 // the last change are checked again (LiveCardVersions); cards the cache
 // lacks are read in full (GetLiveCards).
 func (s *Service) liveJSON(ctx context.Context, project string, ids []string) (map[string]json.RawMessage, error) {
-	byID := make(map[string]json.RawMessage, len(ids))
 	if len(ids) == 0 {
-		return byID, nil
+		return map[string]json.RawMessage{}, nil
 	}
 	now := s.now()
-	misses, stamp, err := s.fromCacheChecked(ctx, project, ids, now, byID)
+	var stamp uint64
+	exists := true
+	if s.cache != nil {
+		var err error
+		if stamp, exists, err = s.cardStamp(ctx, project); err != nil {
+			return nil, err
+		}
+	}
+	return s.liveJSONAt(ctx, project, ids, now, stamp, exists)
+}
+
+// liveJSONAt is liveJSON at a stamp the caller read (cardStamp): exists
+// is false when the project has no live row.
+func (s *Service) liveJSONAt(ctx context.Context, project string, ids []string, now time.Time, stamp uint64, exists bool) (map[string]json.RawMessage, error) {
+	byID := make(map[string]json.RawMessage, len(ids))
+	misses, err := s.fromCacheAt(ctx, project, ids, now, stamp, exists, byID)
 	if err != nil {
 		return nil, err
 	}
@@ -170,16 +184,26 @@ func (s *Service) fromCacheChecked(ctx context.Context, project string, ids []st
 	if err != nil {
 		return nil, 0, err
 	}
+	misses, err = s.fromCacheAt(ctx, project, ids, now, stamp, exists, byID)
+	return misses, stamp, err
+}
+
+// fromCacheAt is fromCacheChecked at a stamp the caller read (cardStamp):
+// exists is false when the project has no live row.
+func (s *Service) fromCacheAt(ctx context.Context, project string, ids []string, now time.Time, stamp uint64, exists bool, byID map[string]json.RawMessage) (misses []string, err error) {
+	if s.cache == nil {
+		return ids, nil
+	}
 	if !exists { // no project, or a deleted one: no live cards
-		return nil, stamp, nil
+		return nil, nil
 	}
 	unchecked, misses := s.fromCache(project, ids, now, stamp, byID)
 	if len(unchecked) > 0 {
 		if misses, err = s.recheck(ctx, project, unchecked, now, stamp, byID, misses); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 	}
-	return misses, stamp, nil
+	return misses, nil
 }
 
 // cardStamp reads the project's change counter as a cache stamp (the

@@ -50,7 +50,8 @@ type Options struct {
 	Now func() time.Time
 	// CardCacheBytes bounds the memory of the cache of rendered cards that
 	// the JSON reads serve from: DefaultCardCacheBytes when 0, no cache
-	// when negative.
+	// when negative. The cache of what assembly needs of cards gets a
+	// quarter of it more.
 	CardCacheBytes int64
 	// Admit, if set, is asked before every card or box write whether the
 	// project may store about adding more bytes (see cardBytes and
@@ -75,6 +76,9 @@ type Service struct {
 	// also holds the card's expiry, and its stamp is the project's change
 	// counter when a read last saw the card live (see liveJSON).
 	cache *bytecache.Cache[cacheKey]
+	// facts holds what assembly needs of cards (see cardFacts), versioned
+	// and stamped as cache is; nil when the card cache is off.
+	facts *bytecache.Cache[cacheKey]
 	// projects records project ids known to exist, to skip EnsureTenant.
 	projects sync.Map
 	// gate admits the writes that add rows, per project; a deleted
@@ -92,7 +96,8 @@ func New(d DB, opts Options) *Service {
 	if size == 0 {
 		size = DefaultCardCacheBytes
 	}
-	return &Service{db: d, now: now, quota: opts.Admit, cache: bytecache.New[cacheKey](size)}
+	return &Service{db: d, now: now, quota: opts.Admit,
+		cache: bytecache.New[cacheKey](size), facts: bytecache.New[cacheKey](size / factsCacheShare)}
 }
 
 // Card is a stored card.
@@ -214,6 +219,7 @@ func (s *Service) ForgetProject(project string) {
 	s.gate.Close(project)
 	s.projects.Delete(project)
 	s.cache.DropIf(func(k cacheKey) bool { return k.project == project })
+	s.facts.DropIf(func(k cacheKey) bool { return k.project == project })
 }
 
 // admitWrite asks Options.Admit whether project may store adding more

@@ -11,6 +11,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/syncfile"
 )
 
@@ -67,7 +68,7 @@ type committer struct {
 	resolvers sync.WaitGroup
 
 	// Writer state.
-	idem      *idemTable
+	idem      *idemindex.Table
 	nextTurn  uint64
 	seq       uint64 // groups planned
 	lastGroup int    // size of the last group, for collect
@@ -102,7 +103,7 @@ type rollbackRequest struct {
 }
 
 // newCommitter starts both stages; stop ends them.
-func newCommitter(e *Engine, nextTurn uint64, idem *idemTable) *committer {
+func newCommitter(e *Engine, nextTurn uint64, idem *idemindex.Table) *committer {
 	c := &committer{
 		e: e, queue: make(chan *job, 4*e.opts.MaxBatch), written: make(chan *plan, 1),
 		quit: make(chan struct{}), exited: make(chan struct{}),
@@ -333,7 +334,7 @@ func (c *committer) applyRollback() error {
 		}
 	}
 	c.shadow = newShadow()
-	c.idem.forgetFrom(r.seq)
+	c.idem.ForgetFrom(r.seq)
 	c.epoch++
 	return nil
 }
@@ -344,11 +345,11 @@ func (c *committer) remember(p *plan) {
 	now := p.now
 	c.shadow.add(p)
 	for k, i := range p.keys {
-		c.idem.add(k, idemEntry{turn: p.turns[i].id, at: now, seq: p.seq, parent: p.turns[i].job.app.ParentTurnID, parentKnown: true})
+		c.idem.Add(k, idemindex.Entry{Turn: p.turns[i].id, At: now, Seq: p.seq, Parent: p.turns[i].job.app.ParentTurnID, ParentKnown: true})
 	}
 	if now.Sub(c.lastSwep) >= time.Minute {
 		c.lastSwep = now
-		c.idem.expire(now)
+		c.idem.Expire(now)
 	}
 }
 

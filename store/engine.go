@@ -162,7 +162,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		holes: newHoleRecorder(),
 	}
 	if err := e.recover(ctx); err != nil {
-		e.closeFiles()
+		_ = e.closeFiles() // the recovery's error is the one to report
 		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)
 	}
 	e.startPurge()

@@ -166,7 +166,7 @@ func (c *committer) settleLate(p *plan, r resolution, cause error) {
 		c.e.log.Warn("a group whose COMMIT was not confirmed in time did not commit", "appends", len(p.turns), "first_turn", p.turns[0].id)
 		c.rollback.Store(&rollbackRequest{seq: p.seq, logStart: p.logStart})
 	default:
-		c.fail(fault.Wrap(fault.Unavailable, cause, "commit turns: outcome unknown at shutdown, restart to reconcile"))
+		_ = c.fail(fault.Wrap(fault.Unavailable, cause, "commit turns: outcome unknown at shutdown, restart to reconcile")) // logged; the group's appends get it from the broken committer
 	}
 }
 

@@ -23,6 +23,15 @@ func (e *Engine) admit(t ident.Tenant) error {
 	return nil
 }
 
+// Admit lets a write of tenant t in from beside the store (the CXDB
+// metadata storage): it refuses a deleted tenant as one that does not
+// exist, and a tenant's deletion waits for the writes admitted until they
+// Leave.
+func (e *Engine) Admit(t ident.Tenant) error { return e.admit(t) }
+
+// Leave ends a write Admit let in.
+func (e *Engine) Leave() { e.gate.Leave() }
+
 // submit queues j and waits for its outcome, inside the gate the caller
 // entered for j's tenant. When ctx ends while j is queued or in flight, j
 // may still commit: the gate is then left only once j is answered, so that

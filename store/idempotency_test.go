@@ -3,9 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -18,6 +16,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/idemindex"
 )
 
 // A reused idempotency key is a retry only if the append is the same:
@@ -48,6 +47,7 @@ func TestIdempotencyKeyReusedForAnotherAppend(t *testing.T) {
 		}, []string{"payload", "type_id", "type_version", "parent_turn_id"}},
 	}
 	check := func(t *testing.T, when string) {
+		t.Helper()
 		for _, tt := range tests {
 			t.Run(when+"/"+tt.name, func(t *testing.T) {
 				req := *orig
@@ -133,7 +133,7 @@ func TestIdempotencyIndexIsBounded(t *testing.T) {
 		reqs[i].IdempotencyKey = []byte("key-" + strconv.Itoa(i))
 		first[i] = s.append(ten, reqs[i])
 	}
-	if n := s.committer.idem.held; n != 3 {
+	if n := s.committer.idem.Len(); n != 3 {
 		t.Fatalf("index holds %d keys, want 3", n)
 	}
 	for i, req := range reqs { // the first three only in Postgres
@@ -168,12 +168,11 @@ func TestRestartLoadsOnlyTheNewestIdempotencyKeys(t *testing.T) {
 	s.reopen()
 
 	idem := s.committer.idem
-	if idem.loadedRows != bound || idem.held != bound {
-		t.Fatalf("start-up read %d keys from Postgres and holds %d, want %d and %d", idem.loadedRows, idem.held, bound, bound)
+	if idem.LoadedRows() != bound || idem.Len() != bound {
+		t.Fatalf("start-up read %d keys from Postgres and holds %d, want %d and %d", idem.LoadedRows(), idem.Len(), bound, bound)
 	}
 	for i, req := range reqs {
-		k := newIdemKey(ten.No, h.ContextID, req.IdempotencyKey)
-		_, held := idem.find(&k)
+		held := idem.Holds(idemindex.NewKey(ten.No, h.ContextID, req.IdempotencyKey))
 		if want := i >= n-bound; held != want {
 			t.Fatalf("key %d held in memory: %v, want %v (the %d newest)", i, held, want, bound)
 		}
@@ -265,169 +264,5 @@ func TestIdempotencyKeysExpireAndArePurged(t *testing.T) {
 	r, err := e.Append(context.Background(), ten, req)
 	if err != nil || r.TurnID == first.TurnID || r.Replayed {
 		t.Fatalf("repeat after the window: %+v, %v; want a new turn", r, err)
-	}
-}
-
-// idemModel is idemTable's behaviour, plainly: a list of the entries in
-// the order added, dead ones included, at most max long.
-type idemModel struct {
-	list         []*idemModelEntry
-	live         map[idemKey]*idemModelEntry
-	max          int
-	evictedUntil int64
-}
-
-type idemModelEntry struct {
-	k    idemKey
-	e    idemEntry
-	dead bool
-}
-
-func (m *idemModel) kill(x *idemModelEntry) {
-	if !x.dead {
-		x.dead = true
-		delete(m.live, x.k)
-	}
-}
-
-func (m *idemModel) add(k idemKey, e idemEntry) {
-	if x, ok := m.live[k]; ok {
-		m.kill(x)
-	}
-	if len(m.list) == m.max {
-		if x := m.list[0]; !x.dead {
-			m.evictedUntil = max(m.evictedUntil, x.e.at.UnixNano())
-			m.kill(x)
-		}
-		m.list = m.list[1:]
-	}
-	x := &idemModelEntry{k: k, e: e}
-	m.list = append(m.list, x)
-	m.live[k] = x
-}
-
-func (m *idemModel) forgetFrom(seq uint64) {
-	for _, x := range m.list {
-		if x.e.seq >= seq {
-			m.kill(x)
-		}
-	}
-	for len(m.list) > 0 && m.list[len(m.list)-1].dead {
-		m.list = m.list[:len(m.list)-1]
-	}
-}
-
-func (m *idemModel) expire(now time.Time) {
-	for len(m.list) > 0 && (m.list[0].dead || now.Sub(m.list[0].e.at) >= IdempotencyWindow) {
-		m.kill(m.list[0])
-		m.list = m.list[1:]
-	}
-}
-
-// The idempotency table (a ring and an open-addressing index) holds what
-// a plain list of its entries would, through adds of new and reused keys,
-// evictions for the cap, rollbacks and expiry; keys share index homes a
-// lot, so that runs of the index form, move and close.
-func TestIdemTableMatchesAPlainList(t *testing.T) {
-	for seed := range uint64(10) {
-		rnd := rand.New(rand.NewPCG(seed, 0))
-		max := 1 + rnd.IntN(200)
-		tab, m := newIdemTable(max), &idemModel{max: max, live: map[idemKey]*idemModelEntry{}}
-		homes := make([]uint64, 24) // few homes, anywhere in the index
-		for i := range homes {
-			homes[i] = rnd.Uint64()
-		}
-		keys := make([]idemKey, 3*max+5)
-		for i := range keys {
-			binary.LittleEndian.PutUint64(keys[i][:8], homes[rnd.IntN(len(homes))])
-			binary.LittleEndian.PutUint64(keys[i][8:], uint64(i))
-		}
-		clock := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-		seq := uint64(1)
-		for op := range 2000 {
-			switch r := rnd.IntN(100); {
-			case r < 80:
-				k := keys[rnd.IntN(len(keys))]
-				e := idemEntry{turn: uint64(op + 1), at: clock, seq: seq, parent: uint64(rnd.IntN(3)), parentKnown: rnd.IntN(8) != 0}
-				if !e.parentKnown {
-					e.parent = 0
-				}
-				tab.add(k, e)
-				m.add(k, e)
-				if rnd.IntN(4) == 0 {
-					seq++
-				}
-			case r < 85:
-				s := seq - uint64(rnd.IntN(3))
-				tab.forgetFrom(s)
-				m.forgetFrom(s)
-			case r < 90:
-				tab.expire(clock)
-				m.expire(clock)
-			default:
-				clock = clock.Add(time.Duration(rnd.IntN(int(IdempotencyWindow / 50))))
-			}
-			held := 0
-			for _, k := range keys {
-				got, ok := tab.lookup(k, clock)
-				var want idemEntry
-				x, wantOK := m.live[k]
-				if wantOK {
-					held++
-					want = x.e
-					wantOK = clock.Sub(want.at) < IdempotencyWindow
-				}
-				if ok != wantOK || ok && (got.turn != want.turn || !got.at.Equal(want.at) || got.seq != want.seq ||
-					got.parent != want.parent || got.parentKnown != want.parentKnown) {
-					t.Fatalf("seed %d, op %d: lookup = %+v, %v; want %+v, %v", seed, op, got, ok, want, wantOK)
-				}
-			}
-			if tab.held != held || tab.evictedUntil.Load() != m.evictedUntil || tab.next-tab.first != uint64(len(m.list)) {
-				t.Fatalf("seed %d, op %d: held %d, evicted until %d, %d slots; want %d, %d, %d",
-					seed, op, tab.held, tab.evictedUntil.Load(), tab.next-tab.first, held, m.evictedUntil, len(m.list))
-			}
-		}
-	}
-}
-
-// The start-up load, newest first, holds what adding the same keys oldest
-// first would; at the cap, memory may miss keys up to the oldest held.
-func TestIdemTableLoadNewestFirst(t *testing.T) {
-	for _, tc := range []struct{ max, rows int }{{5, 3}, {5, 5}, {100, 99}, {100, 100}, {1000, 1000}} {
-		start := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
-		keys := make([]idemKey, tc.rows)
-		for i := range keys {
-			keys[i] = newIdemKey(1, 7, []byte(strconv.Itoa(i)))
-		}
-		tab := newIdemTable(tc.max)
-		for i := tc.rows - 1; i >= 0; i-- {
-			tab.loadOlder(keys[i], idemEntry{turn: uint64(i + 1), at: start.Add(time.Duration(i) * time.Second), parent: uint64(i), parentKnown: true})
-		}
-		tab.loaded()
-		if tab.held != tc.rows || tab.loadedRows != tc.rows {
-			t.Fatalf("%+v: held %d, loaded %d", tc, tab.held, tab.loadedRows)
-		}
-		if got, want := tab.mayMiss(start), tc.rows == tc.max; got != want {
-			t.Fatalf("%+v: may miss keys since the oldest: %v, want %v", tc, got, want)
-		}
-		if tab.mayMiss(start.Add(time.Second)) {
-			t.Fatalf("%+v: may miss keys newer than the oldest held", tc)
-		}
-		now := start.Add(time.Hour)
-		for i, k := range keys {
-			if e, ok := tab.lookup(k, now); !ok || e.turn != uint64(i+1) || e.parent != uint64(i) || !e.parentKnown {
-				t.Fatalf("%+v: key %d = %+v, %v", tc, i, e, ok)
-			}
-		}
-		// The oldest leave first; one more key evicts the oldest when full.
-		tab.add(newIdemKey(1, 7, []byte("new")), idemEntry{turn: 1 << 20, at: now})
-		_, ok := tab.lookup(keys[0], now)
-		if want := tc.rows < tc.max; ok != want {
-			t.Fatalf("%+v: oldest key held after one more: %v, want %v", tc, ok, want)
-		}
-		tab.expire(start.Add(IdempotencyWindow + time.Duration(tc.rows-2)*time.Second))
-		if tab.held != 2 {
-			t.Fatalf("%+v: %d keys held after expiry, want 2", tc, tab.held)
-		}
 	}
 }

@@ -85,7 +85,7 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 			return AppendResult{}, err
 		}
 	}
-	if len(req.IdempotencyKey) > 0 && e.committer.idem.mayMiss(e.now().Add(-IdempotencyWindow)) {
+	if len(req.IdempotencyKey) > 0 && e.committer.idem.MayMiss(e.now().Add(-IdempotencyWindow)) {
 		if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
 			return res, err
 		}
@@ -312,12 +312,27 @@ func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (
 // GetBlob returns a blob the tenant owns. The bytes are read-only: they
 // may be shared with the blob pack's cache.
 func (e *Engine) GetBlob(ctx context.Context, t ident.Tenant, h ident.Hash) ([]byte, error) {
+	return e.GetBlobWithin(ctx, t, h, nil)
+}
+
+// GetBlobWithin is GetBlob asking room (when not nil) for the blob's
+// uncompressed size, from the pack's index, before it reads the bytes:
+// an error from room is returned and the blob left unread. Room is asked
+// only of a blob the tenant owns, so that its answer tells nothing of
+// other tenants' blobs; a blob the index does not hold (damaged, lost)
+// is not asked for, as its read fails.
+func (e *Engine) GetBlobWithin(ctx context.Context, t ident.Tenant, h ident.Hash, room func(n int64) error) ([]byte, error) {
 	ok, err := e.ownsBlob(ctx, t, h)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, fault.New(fault.NotFound, "blob %x not found", h)
+	}
+	if entry, stored := e.blobs.Lookup(h); stored && room != nil {
+		if err := room(int64(entry.RawLen)); err != nil {
+			return nil, err
+		}
 	}
 	data, err := e.blobs.View(h)
 	if err != nil {

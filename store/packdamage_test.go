@@ -32,6 +32,7 @@ type damagedStore struct {
 const damageTurns = 300
 
 func newDamagedStore(t *testing.T) *damagedStore {
+	t.Helper()
 	s := &damagedStore{testStore: newTestStore(t)}
 	s.ten = s.defaultTenant()
 	s.ctxID = s.create(s.ten, 0).ContextID
@@ -145,21 +146,25 @@ func TestPackThatLostCommittedBlobsRefusesToStart(t *testing.T) {
 		damage     func(t *testing.T, s *damagedStore)
 	}{
 		{"pack cut 5 bytes short of its committed end", "cardbox verify", func(t *testing.T, s *damagedStore) {
+			t.Helper()
 			if err := os.Truncate(s.packPath(), s.entry(damageTurns-1).End()-5); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"blobs directory deleted", "blobs is missing", func(t *testing.T, s *damagedStore) {
+			t.Helper()
 			if err := os.RemoveAll(blobDir(s.dir)); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"turns directory deleted", "cardbox recover", func(t *testing.T, s *damagedStore) {
+			t.Helper()
 			if err := os.RemoveAll(filepath.Dir(turnLogPath(s.dir))); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"pack replaced by an empty one", "committed blobs", func(t *testing.T, s *damagedStore) {
+			t.Helper()
 			if err := os.Truncate(s.packPath(), 0); err != nil {
 				t.Fatal(err)
 			}

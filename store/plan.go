@@ -8,6 +8,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -57,7 +58,7 @@ type plan struct {
 	pending  map[uint64]turnMeta // turns of this group, by id, for parents
 	newTypes []newType
 	typeRefs map[typeKey]uint32
-	keys     map[idemKey]int // new idempotency keys: index into turns
+	keys     map[idemindex.Key]int // new idempotency keys: index into turns
 	grants   map[grant]struct{}
 
 	now   time.Time // when it was planned: its turns' created_at
@@ -74,7 +75,7 @@ func (c *committer) plan(batch []*job, now time.Time) *plan {
 	p := &plan{
 		now: now, jobs: batch, outcomes: map[*job]outcome{}, follows: map[*job]int{}, putJobs: map[*job]int{},
 		heads: make(map[uint64]contextState, n), pending: make(map[uint64]turnMeta, n), typeRefs: map[typeKey]uint32{},
-		keys: map[idemKey]int{}, grants: map[grant]struct{}{}, putOwners: make(map[ident.Hash]uint32, n),
+		keys: map[idemindex.Key]int{}, grants: map[grant]struct{}{}, putOwners: make(map[ident.Hash]uint32, n),
 		puts: make([]blobpack.PutItem, 0, n), turns: make([]plannedTurn, 0, n), records: make([]turnlog.Record, 0, n),
 	}
 	for _, j := range batch {
@@ -119,7 +120,7 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 	p.addBlob(c.e, j)
 	p.addTurn(j, id, meta, now)
 	if len(req.IdempotencyKey) > 0 {
-		p.keys[newIdemKey(t.No, req.ContextID, req.IdempotencyKey)] = len(p.turns) - 1
+		p.keys[idemindex.NewKey(t.No, req.ContextID, req.IdempotencyKey)] = len(p.turns) - 1
 	}
 	return nil
 }
@@ -128,7 +129,7 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 // published turn, a group in flight, or earlier in this group. The answer
 // goes out when j's group commits, which is after the original's.
 func (c *committer) replay(p *plan, j *job, now time.Time) bool {
-	k := newIdemKey(j.tenant.No, j.app.ContextID, j.app.IdempotencyKey)
+	k := idemindex.NewKey(j.tenant.No, j.app.ContextID, j.app.IdempotencyKey)
 	if i, ok := p.keys[k]; ok {
 		first := p.turns[i]
 		if err := checkRepeat(j.app, requestOf(first.job.app), first.id); err != nil {
@@ -138,27 +139,27 @@ func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 		}
 		return true
 	}
-	e, ok := c.idem.lookup(k, now)
+	e, ok := c.idem.Lookup(k, now)
 	if !ok {
 		return false
 	}
-	m, ok := c.e.table.get(e.turn)
+	m, ok := c.e.table.get(e.Turn)
 	if !ok {
-		m, ok = c.shadow.turns[e.turn]
+		m, ok = c.shadow.turns[e.Turn]
 	}
 	if !ok {
 		return false
 	}
 	orig := keyedRequest{
 		hash: m.hash, typeID: c.typeName(m.tenant, m.typeRef), typeVersion: m.typeVersion,
-		parent: e.parent, parentKnown: e.parentKnown,
+		parent: e.Parent, parentKnown: e.ParentKnown,
 	}
-	if err := checkRepeat(j.app, orig, e.turn); err != nil {
+	if err := checkRepeat(j.app, orig, e.Turn); err != nil {
 		p.outcomes[j] = outcome{err: err}
 		return true
 	}
 	p.outcomes[j] = outcome{res: AppendResult{
-		ContextID: j.app.ContextID, TurnID: e.turn, ParentID: m.parent, Depth: m.depth, ContentHash: m.hash, Replayed: true,
+		ContextID: j.app.ContextID, TurnID: e.Turn, ParentID: m.parent, Depth: m.depth, ContentHash: m.hash, Replayed: true,
 	}}
 	return true
 }

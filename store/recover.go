@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/syncfile"
 
 	"github.com/google/uuid"
@@ -330,20 +331,20 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 // in-memory index's cap, in a query that returns no more than that and is
 // read row by row: at start-up as at run time, the older keys of the
 // window stay in Postgres, which answers for them (Engine.replayFromDB).
-func (e *Engine) loadIdempotencyKeys(ctx context.Context) (*idemTable, error) {
-	t := newIdemTable(e.opts.MaxIdempotencyKeys)
+func (e *Engine) loadIdempotencyKeys(ctx context.Context) (*idemindex.Table, error) {
+	t := idemindex.New(e.opts.MaxIdempotencyKeys)
 	err := e.as(pgrole.Recovery, "").ForEachNewestIdempotencyKey(ctx, db.ListNewestIdempotencyKeysParams{
-		Since: e.now().Add(-IdempotencyWindow), MaxKeys: int32(t.max),
+		Since: e.now().Add(-IdempotencyWindow), MaxKeys: int32(t.Cap()),
 	}, func(r *db.ListNewestIdempotencyKeysRow) error {
-		t.loadOlder(newIdemKey(uint32(r.TenantNo), uint64(r.ContextID), r.IdempotencyKey), idemEntry{
-			turn: uint64(r.TurnID), at: r.CreatedAt,
-			parent: uint64(r.RequestedParentTurnID.Int64), parentKnown: r.RequestedParentTurnID.Valid,
+		t.LoadOlder(idemindex.NewKey(uint32(r.TenantNo), uint64(r.ContextID), r.IdempotencyKey), idemindex.Entry{
+			Turn: uint64(r.TurnID), At: r.CreatedAt,
+			Parent: uint64(r.RequestedParentTurnID.Int64), ParentKnown: r.RequestedParentTurnID.Valid,
 		})
 		return nil
 	})
 	if err != nil {
 		return t, fmt.Errorf("load idempotency keys: %w", err)
 	}
-	t.loaded()
+	t.Loaded()
 	return t, nil
 }

@@ -111,6 +111,17 @@ func (e *Engine) Usage(t ident.Tenant) int64 {
 	return e.blobs.OwnerBytes(t.No) + e.usage.of(t.No)
 }
 
+// CheckQuota asks Options.Quota whether t may store adding more bytes,
+// for a write beside the store (a registry bundle) that is charged with
+// Charge once it is durable.
+func (e *Engine) CheckQuota(ctx context.Context, t ident.Tenant, adding int64) error {
+	return e.checkQuota(ctx, t, adding)
+}
+
+// Charge adds the bytes of a registry bundle just stored to what t
+// stores; start-up counts them from the bundles' rows (see loadUsage).
+func (e *Engine) Charge(t ident.Tenant, bytes int64) { e.usage.add(t.No, bytes) }
+
 // checkQuota asks Options.Quota whether t may store adding more bytes.
 func (e *Engine) checkQuota(ctx context.Context, t ident.Tenant, adding int64) error {
 	if e.opts.Quota == nil {

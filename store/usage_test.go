@@ -45,7 +45,7 @@ func TestUsageChargesEachTenantAsIfAlone(t *testing.T) {
 			return err
 		}
 	}
-	bundle := Bundle{ID: "b1", Body: []byte(`{"registry_version":1,"bundle_id":"b1","types":{}}`)}
+	bundle := []byte(`{"registry_version":1,"bundle_id":"b1","types":{}}`)
 	for _, step := range []struct {
 		name   string
 		tenant ident.Tenant
@@ -64,8 +64,8 @@ func TestUsageChargesEachTenantAsIfAlone(t *testing.T) {
 		{"acme attaches it", a, func(t ident.Tenant) error { return s.AttachFS(ctx, t, acmeTurn, blake3.Sum256(tree)) }, 0},
 		{"acme creates a context", a, func(t ident.Tenant) error { _, err := s.CreateContext(ctx, t, 0, ""); return err }, ContextCharge},
 		{"acme forks", a, func(t ident.Tenant) error { _, err := s.CreateContext(ctx, t, acmeTurn, ""); return err }, ContextCharge},
-		{"acme publishes a bundle", a, func(t ident.Tenant) error { _, err := s.AddRegistryBundle(ctx, t, bundle); return err }, int64(len(bundle.Body))},
-		{"acme publishes it again", a, func(t ident.Tenant) error { _, err := s.AddRegistryBundle(ctx, t, bundle); return err }, 0},
+		{"acme publishes a bundle", a, func(t ident.Tenant) error { s.addBundle(t, "b1", bundle); return nil }, int64(len(bundle))},
+		{"acme publishes it again", a, func(t ident.Tenant) error { s.addBundle(t, "b1", bundle); return nil }, 0},
 	} {
 		other := b
 		if step.tenant == b {
@@ -237,10 +237,7 @@ func TestQuotaRefusesWritesAndLeavesNothing(t *testing.T) {
 		}, ident.Hash{}},
 		{"context", func() error { _, err := s.CreateContext(ctx, a, 0, ""); return err }, ident.Hash{}},
 		{"fork", func() error { _, err := s.CreateContext(ctx, a, first.TurnID, ""); return err }, ident.Hash{}},
-		{"bundle", func() error {
-			_, err := s.AddRegistryBundle(ctx, a, Bundle{ID: "b", Body: bytes.Repeat([]byte("x"), 700)})
-			return err
-		}, ident.Hash{}},
+		{"bundle", func() error { return s.CheckQuota(ctx, a, 700) }, ident.Hash{}},
 	} {
 		err := w.do()
 		if fault.KindOf(err) != fault.QuotaExceeded {

@@ -18,6 +18,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	sqlcdb "github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
 // analyticsCommand is `cardbox analytics`.
@@ -50,7 +51,7 @@ func analyticsBackfill(ctx context.Context, inv *cli.Invocation, only string) er
 			return err
 		}
 		defer engine.Close()
-		svc := service.New(engine, service.Options{})
+		svc := service.New(engine, metastore.New(db.Pool, 0, engine), service.Options{})
 		proj := analytics.New(analytics.Options{Source: svc, Pool: db.Background, MaxPayload: cfg.AnalyticsMaxPayload})
 		return runBackfill(ctx, proj, svc, only, progress)
 	})

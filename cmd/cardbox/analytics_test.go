@@ -17,6 +17,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	sqlcdb "github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
 // `cardbox analytics backfill` re-projects, offline, turns written before
@@ -46,7 +47,7 @@ func writeUnknownTurns(t *testing.T, pool *pgxpool.Pool, dir string, n int) {
 		t.Fatal(err)
 	}
 	defer engine.Close()
-	svc := service.New(engine, service.Options{})
+	svc := service.New(engine, metastore.New(pool, 0, engine), service.Options{})
 	tenant, err := engine.Tenant(ctx, ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)

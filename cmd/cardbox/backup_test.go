@@ -80,7 +80,7 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 }
 
 // killedBackupLeavesPrevious kill -9s a slow backup once it has begun
-// writing segments: the directory still holds the previous backup, whole.
+// writing: the directory still holds the previous backup, whole.
 func killedBackupLeavesPrevious(t *testing.T, bins, dataDir, dest string) {
 	t.Helper()
 	before, err := backup.ReadManifest(dest)
@@ -93,9 +93,12 @@ func killedBackupLeavesPrevious(t *testing.T, bins, dataDir, dest string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitfor.True(t, "the backup to write a segment", 30*time.Second, func() bool {
-		tmp, _ := filepath.Glob(filepath.Join(dest, "data", "*.tmp"))
-		return len(tmp) > 0
+	// It writes the database's dump and the files' segments under
+	// temporary names (the dump may come first, slowly on a busy machine).
+	waitfor.True(t, "the backup to write its dump or a segment", 90*time.Second, func() bool {
+		dump, _ := filepath.Glob(filepath.Join(dest, "*.tmp"))
+		segments, _ := filepath.Glob(filepath.Join(dest, "data", "*.tmp"))
+		return len(dump)+len(segments) > 0
 	})
 	cmd.Process.Kill()
 	cmd.Wait()

@@ -17,6 +17,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -70,7 +71,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	h.engine = engine
 	mu.Lock()
-	h.svc = service.New(engine, service.Options{OnPublish: func(t ident.Tenant) { h.proj.Published(t) }})
+	h.svc = service.New(engine, metastore.New(h.pool, 0, engine), service.Options{OnPublish: func(t ident.Tenant) { h.proj.Published(t) }})
 	o.opts.Source, o.opts.Pool = h.svc, h.pool
 	if o.wrap != nil {
 		o.opts.Source = o.wrap(h.svc)

@@ -253,7 +253,7 @@ func (s *session) attachFS(f cxdbcompat.Frame) ([]byte, error) {
 	if err := s.srv.opts.Store.AttachFS(s.ctx, s.tenant, req.TurnID, ident.Hash(req.FSRootHash)); err != nil {
 		return nil, err
 	}
-	resp := cxdbcompat.AttachFSResponse{TurnID: req.TurnID, FSRootHash: req.FSRootHash}
+	resp := cxdbcompat.AttachFSResponse(req)
 	return frame(f.Type, f.ReqID, resp.AppendTo), nil
 }
 

@@ -228,10 +228,12 @@ func (s *session) chargeDeclared(f cxdbcompat.Frame, charge *frameCharge) error 
 }
 
 // release gives the charged bytes back.
+// The gauge goes down first: bytes given back may be taken at once by a
+// frame that waited for them, which then counts them.
 func (c *frameCharge) release() {
 	if c.charged > 0 {
-		c.s.srv.bytes.release(c.tenant, c.charged)
 		c.s.srv.metrics.requestBytes.Add(-c.charged)
+		c.s.srv.bytes.release(c.tenant, c.charged)
 		c.charged = 0
 	}
 }

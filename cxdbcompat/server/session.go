@@ -174,8 +174,9 @@ func (s *session) clientGone() bool { return context.Cause(s.ctx) == errClientCl
 // at debug, and in cardbox_binary_client_closed_total (not in
 // cardbox_binary_requests_total: nobody takes the answer).
 func (s *session) abandoned(f cxdbcompat.Frame) {
-	s.srv.metrics.clientClosed.Inc()
+	// Logged before it is counted: whoever sees the count finds the line.
 	s.srv.log.Debug("binary request abandoned: the client closed the connection", "type", f.Type, "session", s.id)
+	s.srv.metrics.clientClosed.Inc()
 }
 
 // dispatch handles HELLO inline, since it decides the tenant every later

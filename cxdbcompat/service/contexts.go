@@ -15,6 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/ctxmeta"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
 // Context list limits: the reference's default, and the most one page
@@ -81,7 +82,7 @@ type ContextList struct {
 // context is one context with what listings need of it.
 type contextRow struct {
 	info store.ContextInfo
-	meta *store.ContextMeta
+	meta *metastore.ContextMeta
 }
 
 // ListContexts returns a page of the tenant's contexts, most recently
@@ -243,7 +244,7 @@ func (s *Service) ContextEntry(ctx context.Context, t ident.Tenant, id uint64) (
 	if err != nil {
 		return ContextEntry{}, err
 	}
-	found, err := s.Metadata(ctx, t, []uint64{id})
+	found, err := s.metas.Metadata(ctx, t, []uint64{id})
 	if err != nil {
 		return ContextEntry{}, err
 	}

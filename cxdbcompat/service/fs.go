@@ -41,10 +41,20 @@ type FSNode struct {
 	File *FSFile
 }
 
+// Borrow charges n bytes of working memory, the tree object about to be
+// read, until release is called; an error leaves the object unread and
+// fails the call.
+type Borrow func(n int64) (release func(), err error)
+
 // FS resolves path in the fs snapshot of turn id (its own or its nearest
 // ancestor's), as spec section 7.4 describes but with every component
 // taken literally and directories that are nil or empty both empty.
-func (s *Service) FS(ctx context.Context, t ident.Tenant, id uint64, path string) (FSNode, error) {
+//
+// Each tree object on the way (up to store.MaxPayload) is charged to
+// borrow, when not nil, at its size before it is read, and released once
+// decoded: the listing the answer holds is the caller's to charge. A
+// file's bytes are not charged here.
+func (s *Service) FS(ctx context.Context, t ident.Tenant, id uint64, path string, borrow Borrow) (FSNode, error) {
 	root, _, ok, err := s.FSRoot(ctx, t, id)
 	if err != nil {
 		return FSNode{}, err
@@ -55,7 +65,7 @@ func (s *Service) FS(ctx context.Context, t ident.Tenant, id uint64, path string
 	tree, entry := root, (*fstree.Entry)(nil)
 	parts := splitPath(path)
 	for i, name := range parts {
-		entries, err := s.readTree(ctx, t, tree)
+		entries, err := s.readTree(ctx, t, tree, borrow)
 		if err != nil {
 			return FSNode{}, err
 		}
@@ -78,7 +88,7 @@ func (s *Service) FS(ctx context.Context, t ident.Tenant, id uint64, path string
 		}
 		return FSNode{File: &FSFile{Entry: fsEntry(*entry), Content: content}}, nil
 	}
-	entries, err := s.readTree(ctx, t, tree)
+	entries, err := s.readTree(ctx, t, tree, borrow)
 	if err != nil {
 		return FSNode{}, err
 	}
@@ -109,8 +119,22 @@ func find(entries []fstree.Entry, name string) (fstree.Entry, bool) {
 	return fstree.Entry{}, false
 }
 
-func (s *Service) readTree(ctx context.Context, t ident.Tenant, h ident.Hash) ([]fstree.Entry, error) {
-	b, err := s.readBlob(ctx, t, h, "")
+// readTree reads and decodes a tree object, charged to borrow (when not
+// nil) from before it is read until it is decoded.
+func (s *Service) readTree(ctx context.Context, t ident.Tenant, h ident.Hash, borrow Borrow) ([]fstree.Entry, error) {
+	release := func() {}
+	defer func() { release() }()
+	var room func(int64) error
+	if borrow != nil {
+		room = func(n int64) error {
+			r, err := borrow(n)
+			if err == nil {
+				release = r
+			}
+			return err
+		}
+	}
+	b, err := s.readBlobWithin(ctx, t, h, "", room)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +146,13 @@ func (s *Service) readTree(ctx context.Context, t ident.Tenant, h ident.Hash) ([
 }
 
 func (s *Service) readBlob(ctx context.Context, t ident.Tenant, h ident.Hash, path string) ([]byte, error) {
-	b, err := s.GetBlob(ctx, t, h)
+	return s.readBlobWithin(ctx, t, h, path, nil)
+}
+
+// readBlobWithin reads a blob, asking room (when not nil) for its size
+// first (store.Engine.GetBlobWithin).
+func (s *Service) readBlobWithin(ctx context.Context, t ident.Tenant, h ident.Hash, path string, room func(int64) error) ([]byte, error) {
+	b, err := s.GetBlobWithin(ctx, t, h, room)
 	if fault.KindOf(err) == fault.NotFound {
 		details := map[string]any{"blob": hex.EncodeToString(h[:])}
 		if path != "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
 // metadataQueueSize bounds the first turns waiting for extraction; past
@@ -66,7 +67,7 @@ func (w *metadataWorker) run(ctx context.Context) error {
 // catchUp extracts the metadata of every context still without it.
 func (w *metadataWorker) catchUp(ctx context.Context) {
 	for ctx.Err() == nil {
-		todo, err := w.s.ContextsWithoutMetadata(ctx, catchUpBatch)
+		todo, err := w.s.metas.ContextsWithoutMetadata(ctx, catchUpBatch)
 		if err != nil {
 			w.s.log.Warn("list contexts without metadata", "err", err)
 			w.overflow.Store(true)
@@ -102,7 +103,7 @@ func (w *metadataWorker) extract(ctx context.Context, t ident.Tenant, root, cont
 		return err
 	}
 	// An unreadable payload has no metadata; the context is done.
-	err := w.s.SaveRootMetadata(ctx, t, root, []uint64{contextID}, toStored(found))
+	err := w.s.metas.SaveRootMetadata(ctx, t, root, []uint64{contextID}, toStored(found))
 	if fault.KindOf(err) == fault.NotFound {
 		return nil // the tenant was deleted: nothing to do
 	}
@@ -115,11 +116,11 @@ func (w *metadataWorker) extract(ctx context.Context, t ident.Tenant, root, cont
 	return nil
 }
 
-func toStored(m *ctxmeta.Metadata) *store.ContextMeta {
+func toStored(m *ctxmeta.Metadata) *metastore.ContextMeta {
 	if m == nil {
 		return nil
 	}
-	out := &store.ContextMeta{ClientTag: m.ClientTag, Title: m.Title, Labels: m.Labels}
+	out := &metastore.ContextMeta{ClientTag: m.ClientTag, Title: m.Title, Labels: m.Labels}
 	if m.Provenance != nil {
 		out.Provenance, _ = json.Marshal(m.Provenance)
 	}

@@ -8,11 +8,12 @@ import (
 
 // Lists and searches read contexts' metadata, whose titles, labels and
 // provenance have no length limit, in batches: Postgres measures it first
-// (store.MetadataSizes), and a batch holds at most metadataBatchBytes of
-// it (or one context's alone), charged before it is loaded. A filter
-// borrows each batch while it looks at it and lets it go; a page reserves
-// each entry's bytes before loading its metadata, so that a page the
-// budget cannot hold ends before loading what it cannot answer.
+// (metastore.Store.MetadataSizes), and a batch holds at most
+// metadataBatchBytes of it (or one context's alone), charged before it is
+// loaded. A filter borrows each batch while it looks at it and lets it go;
+// a page reserves each entry's bytes before loading its metadata, so that
+// a page the budget cannot hold ends before loading what it cannot
+// answer.
 const metadataBatchBytes = 1 << 20
 
 // metadataOverhead is at least what a context's metadata holds in memory
@@ -43,7 +44,7 @@ func (c Charge) borrow(n int64) (release func(), err error) {
 // each batch borrowed from charge while fn looks at it. The metadata is
 // detached again once fn returns: fn keeps what it needs of it.
 func (s *Service) scanMetadata(ctx context.Context, t ident.Tenant, rows []contextRow, charge Charge, fn func(batch []contextRow)) error {
-	sizes, err := s.MetadataSizes(ctx, t, nil)
+	sizes, err := s.metas.MetadataSizes(ctx, t, nil)
 	if err != nil {
 		return err
 	}
@@ -98,7 +99,7 @@ func (s *Service) loadPage(ctx context.Context, t ident.Tenant, rows []contextRo
 	for i, r := range rows {
 		ids[i] = r.info.ContextID
 	}
-	sizes, err := s.MetadataSizes(ctx, t, ids)
+	sizes, err := s.metas.MetadataSizes(ctx, t, ids)
 	if err != nil {
 		return 0, err
 	}
@@ -153,7 +154,7 @@ func (s *Service) attachMetadata(ctx context.Context, t ident.Tenant, rows []con
 	if len(ids) == 0 {
 		return nil
 	}
-	found, err := s.Metadata(ctx, t, ids)
+	found, err := s.metas.Metadata(ctx, t, ids)
 	if err != nil {
 		return err
 	}

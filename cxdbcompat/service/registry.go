@@ -6,7 +6,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
 // Registry returns the tenant's type registry, loading it from the store
@@ -44,7 +44,7 @@ func (s *Service) loadRegistry(ctx context.Context, t ident.Tenant, tr *tenantRe
 	if loaded {
 		return reg, nil
 	}
-	bundles, err := s.RegistryBundles(ctx, t)
+	bundles, err := s.metas.RegistryBundles(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (s *Service) PublishBundle(ctx context.Context, t ident.Tenant, pathID stri
 	if err != nil || !created {
 		return false, err
 	}
-	stored, err := s.AddRegistryBundle(ctx, t, store.Bundle{ID: b.BundleID, Body: body})
+	stored, err := s.metas.AddRegistryBundle(ctx, t, metastore.Bundle{ID: b.BundleID, Body: body})
 	if err != nil {
 		return false, err
 	}

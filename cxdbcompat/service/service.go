@@ -4,7 +4,8 @@
 // browsing, JSON appends, and the live events every write publishes
 // whichever surface it came in on. Wire formats and SQL stay outside: the
 // codecs and rules live in the sibling packages (registry, projection,
-// ctxmeta, cql, typedjson, fstree), the bytes and rows in package store.
+// ctxmeta, cql, typedjson, fstree), the bytes and rows in package store
+// and, for registries and context metadata, store/metastore.
 package service
 
 import (
@@ -19,9 +20,11 @@ import (
 	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
-// Store is what the service needs of the turn store (*store.Engine).
+// Store is what the service needs of the turn store (*store.Engine); the
+// registry bundles and context metadata it keeps in a metastore.Store.
 type Store interface {
 	store.TurnStore
 	Contexts(t ident.Tenant) []store.ContextInfo
@@ -30,14 +33,9 @@ type Store interface {
 	Root(t ident.Tenant, id uint64) uint64
 	OnChain(t ident.Tenant, contextID, id uint64) bool
 	TurnPayload(ctx context.Context, t ident.Tenant, id uint64) ([]byte, error)
+	GetBlobWithin(ctx context.Context, t ident.Tenant, h ident.Hash, room func(n int64) error) ([]byte, error)
 	MissingBlobs(ctx context.Context, t ident.Tenant, hashes []ident.Hash) ([]ident.Hash, error)
 	FSRoot(ctx context.Context, t ident.Tenant, id uint64) (root ident.Hash, from uint64, ok bool, err error)
-	RegistryBundles(ctx context.Context, t ident.Tenant) ([]store.Bundle, error)
-	AddRegistryBundle(ctx context.Context, t ident.Tenant, b store.Bundle) (bool, error)
-	SaveRootMetadata(ctx context.Context, t ident.Tenant, root uint64, contexts []uint64, m *store.ContextMeta) error
-	ContextsWithoutMetadata(ctx context.Context, max int) ([]store.PendingMetadata, error)
-	Metadata(ctx context.Context, t ident.Tenant, ids []uint64) (map[uint64]store.ContextMeta, error)
-	MetadataSizes(ctx context.Context, t ident.Tenant, ids []uint64) (map[uint64]int64, error)
 }
 
 // Options configure a Service.
@@ -66,9 +64,10 @@ const DefaultRenderCacheBytes = 64 << 20
 // session; appends pass through (the store tells Appended of them).
 type Service struct {
 	Store
-	hub *live.Hub
-	log *slog.Logger
-	now func() time.Time
+	metas *metastore.Store
+	hub   *live.Hub
+	log   *slog.Logger
+	now   func() time.Time
 
 	onPublish func(ident.Tenant)
 
@@ -89,8 +88,9 @@ type tenantRegistry struct {
 	loaded  bool
 }
 
-// New returns a service over st. Run its background work with Run.
-func New(st Store, opts Options) *Service {
+// New returns a service over st, keeping registries and context metadata
+// in metas. Run its background work with Run.
+func New(st Store, metas *metastore.Store, opts Options) *Service {
 	if opts.Hub == nil {
 		opts.Hub = live.NewHub(0)
 	}
@@ -104,7 +104,7 @@ func New(st Store, opts Options) *Service {
 		opts.RenderCacheBytes = DefaultRenderCacheBytes
 	}
 	s := &Service{
-		Store: st, hub: opts.Hub, log: opts.Logger, now: opts.Now, onPublish: opts.OnPublish,
+		Store: st, metas: metas, hub: opts.Hub, log: opts.Logger, now: opts.Now, onPublish: opts.OnPublish,
 		registries: map[string]*tenantRegistry{},
 		rendered:   bytecache.New[renderKey](opts.RenderCacheBytes),
 	}
@@ -123,6 +123,10 @@ func (s *Service) ForgetTenant(t ident.Tenant) {
 	s.hub.Stream.Forget(t.ID)
 }
 
+// MetaStore is where the service keeps registry bundles and context
+// metadata.
+func (s *Service) MetaStore() *metastore.Store { return s.metas }
+
 // Hub is the service's live state.
 func (s *Service) Hub() *live.Hub { return s.hub }
 
@@ -139,7 +143,7 @@ func (s *Service) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID 
 		return h, err
 	}
 	if root := s.Root(t, baseTurnID); root != 0 {
-		if err := s.SaveRootMetadata(ctx, t, root, []uint64{h.ContextID}, nil); err != nil {
+		if err := s.metas.SaveRootMetadata(ctx, t, root, []uint64{h.ContextID}, nil); err != nil {
 			// The start-up catch-up links it later; the fork exists.
 			s.log.Warn("link forked context to its chain's metadata", "context", h.ContextID, "err", err)
 		}

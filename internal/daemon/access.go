@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/api/adminhttp"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/quota"
@@ -77,7 +78,7 @@ func (a access) cardboxAdmit(engine *store.Engine) func(ctx context.Context, pro
 
 // usage reports a tenant's stored bytes and quota (0: none) for GET
 // /admin/tenants; nil in dev mode.
-func (a access) usage(engine *store.Engine) api.UsageFunc {
+func (a access) usage(engine *store.Engine) adminhttp.UsageFunc {
 	if a.quota == nil {
 		return nil
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/metastore"
 )
 
 // Daemon is a cardbox server: everything cardboxd runs, built and owned.
@@ -170,7 +171,7 @@ func (d *Daemon) buildServices() {
 	if cfg.Test.WrapStore != nil {
 		turns = cfg.Test.WrapStore(turns)
 	}
-	d.cxdb = service.New(turns, service.Options{Logger: d.log, RenderCacheBytes: cfg.RenderCacheBytes, OnPublish: d.publishes.publish})
+	d.cxdb = service.New(turns, metastore.New(d.db.Pool, cfg.PGTimeout, d.engine), service.Options{Logger: d.log, RenderCacheBytes: cfg.RenderCacheBytes, OnPublish: d.publishes.publish})
 	d.commits.subscribe(d.cxdb.Appended)
 	if cfg.Analytics {
 		background := d.db.Background

@@ -10,6 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/api/adminhttp"
+	"github.com/cardboxhq/cardbox/api/cardboxhttp"
+	"github.com/cardboxhq/cardbox/api/cxdbhttp"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/internal/connlimit"
 )
@@ -39,15 +42,15 @@ func (d *Daemon) buildServers() {
 		answers = cfg.Test.Answers
 	}
 	routes := []api.Routes{
-		api.CardBoxWith(d.cards, api.CardBoxOptions{Answers: answers, AnswerWait: cfg.Test.AnswerWait}),
-		api.Assembly(d.cards, d.cxdb),
-		api.CXDB(d.cxdb, api.CXDBOptions{
+		cardboxhttp.CardBoxWith(d.cards, cardboxhttp.CardBoxOptions{Answers: answers, AnswerWait: cfg.Test.AnswerWait}),
+		cardboxhttp.Assembly(d.cards, d.cxdb),
+		cxdbhttp.CXDB(d.cxdb, cxdbhttp.CXDBOptions{
 			Stop: d.life.Done(), Stats: d.engine, DataDir: cfg.DataDir, Gatherer: metrics, Answers: answers,
 			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait,
 		}),
 	}
 	if d.access.tenants != nil {
-		routes = append(routes, api.Admin(d.access.tenants).WithUsage(d.access.usage(d.engine)))
+		routes = append(routes, adminhttp.Admin(d.access.tenants).WithUsage(d.access.usage(d.engine)))
 	}
 	deadlines := api.DefaultDeadlines
 	deadlines.Write = cfg.WriteTimeout

@@ -10,17 +10,65 @@ import (
 	"time"
 )
 
+const assemblyBox = `-- name: AssemblyBox :one
+SELECT b.card_ids, b.entry_ids, b.zones, b.positions, b.drafts, b.entry_seq,
+       (b.entry_ids IS NOT NULL)::boolean AS structured,
+       coalesce((SELECT t.card_changes FROM tenants t
+                 WHERE t.tenant_id = $1::text AND t.deleted_at IS NULL), -1)::bigint AS card_changes
+FROM boxes b
+WHERE b.tenant_id = $1::text AND b.box_id = $2::text AND b.deleted_at IS NULL
+`
+
+type AssemblyBoxParams struct {
+	TenantID string
+	BoxID    string
+}
+
+type AssemblyBoxRow struct {
+	CardIds     []string
+	EntryIds    []string
+	Zones       []int16
+	Positions   []string
+	Drafts      []bool
+	EntrySeq    int64
+	Structured  bool
+	CardChanges int64
+}
+
+// A box's entries for an assembly, with the project's card change counter
+// (as CardChanges; -1 when the project has no live row): the stamp that
+// tells which cached card facts are still current.
+func (q *Queries) AssemblyBox(ctx context.Context, arg AssemblyBoxParams) (AssemblyBoxRow, error) {
+	row := q.db.QueryRow(ctx, assemblyBox, arg.TenantID, arg.BoxID)
+	var i AssemblyBoxRow
+	err := row.Scan(
+		&i.CardIds,
+		&i.EntryIds,
+		&i.Zones,
+		&i.Positions,
+		&i.Drafts,
+		&i.EntrySeq,
+		&i.Structured,
+		&i.CardChanges,
+	)
+	return i, err
+}
+
 const assemblyCards = `-- name: AssemblyCards :many
 SELECT u.id::text AS card_id,
        (c.card_id IS NOT NULL)::boolean AS found,
        coalesce(c.deleted_at IS NOT NULL, false)::boolean AS deleted,
        coalesce(c.expires_at <= $1::timestamptz, false)::boolean AS expired,
+       coalesce(c.metadata->>'type', '')::text AS type,
        coalesce(c.metadata->>'role', '')::text AS role,
        coalesce(c.tool_call_id, '')::text AS tool_call_id,
        coalesce(ARRAY(SELECT x->>'id' FROM jsonb_array_elements(
                     CASE WHEN jsonb_typeof(c.tool_calls) = 'array' THEN c.tool_calls ELSE '[]'::jsonb END) x
                 WHERE x->>'id' IS NOT NULL), '{}')::text[] AS tool_call_ids,
-       coalesce((c.token_counts ->> $2::text)::integer, -1)::integer AS tokens
+       ARRAY(SELECT coalesce((c.token_counts ->> t.name)::integer, -1)
+             FROM unnest($2::text[]) WITH ORDINALITY AS t(name, n) ORDER BY t.n)::integer[] AS tokens,
+       coalesce(c.created_at, 'epoch')::timestamptz AS version,
+       coalesce((extract(epoch FROM c.expires_at) * 1000000)::bigint, 0)::bigint AS expires
 FROM unnest($3::text[]) AS u(id)
 LEFT JOIN LATERAL (
     SELECT tenant_id, card_id, content, tool_calls, tool_call_id, ttl_seconds, expires_at, deleted_at, metadata, created_at, content_hash, token_counts, cxdb_context_id, cxdb_turn_id FROM cards
@@ -30,10 +78,10 @@ LEFT JOIN LATERAL (
 `
 
 type AssemblyCardsParams struct {
-	Now       time.Time
-	Tokenizer string
-	CardIds   []string
-	TenantID  string
+	Now        time.Time
+	Tokenizers []string
+	CardIds    []string
+	TenantID   string
 }
 
 type AssemblyCardsRow struct {
@@ -41,20 +89,24 @@ type AssemblyCardsRow struct {
 	Found       bool
 	Deleted     bool
 	Expired     bool
+	Type        string
 	Role        string
 	ToolCallID  string
 	ToolCallIds []string
-	Tokens      int32
+	Tokens      []int32
+	Version     time.Time
+	Expires     int64
 }
 
 // What assembly needs of each card named (each looked up by the primary
-// key, as in GetLiveCards): whether it is live, its role, the tool calls
-// it makes or answers, and its token count under @tokenizer (-1 when not
-// stored).
+// key, as in GetLiveCards): whether it is live, its type and role, the
+// tool calls it makes or answers, its token count under each of
+// @tokenizers (-1 when not stored), and its version (created_at) and
+// expiry (Unix microseconds, 0 for none) to cache these facts with.
 func (q *Queries) AssemblyCards(ctx context.Context, arg AssemblyCardsParams) ([]AssemblyCardsRow, error) {
 	rows, err := q.db.Query(ctx, assemblyCards,
 		arg.Now,
-		arg.Tokenizer,
+		arg.Tokenizers,
 		arg.CardIds,
 		arg.TenantID,
 	)
@@ -70,10 +122,13 @@ func (q *Queries) AssemblyCards(ctx context.Context, arg AssemblyCardsParams) ([
 			&i.Found,
 			&i.Deleted,
 			&i.Expired,
+			&i.Type,
 			&i.Role,
 			&i.ToolCallID,
 			&i.ToolCallIds,
 			&i.Tokens,
+			&i.Version,
+			&i.Expires,
 		); err != nil {
 			return nil, err
 		}

@@ -40,21 +40,37 @@ CROSS JOIN LATERAL (
     LIMIT 1
 ) c;
 
+-- name: AssemblyBox :one
+-- A box's entries for an assembly, with the project's card change counter
+-- (as CardChanges; -1 when the project has no live row): the stamp that
+-- tells which cached card facts are still current.
+SELECT b.card_ids, b.entry_ids, b.zones, b.positions, b.drafts, b.entry_seq,
+       (b.entry_ids IS NOT NULL)::boolean AS structured,
+       coalesce((SELECT t.card_changes FROM tenants t
+                 WHERE t.tenant_id = @tenant_id::text AND t.deleted_at IS NULL), -1)::bigint AS card_changes
+FROM boxes b
+WHERE b.tenant_id = @tenant_id::text AND b.box_id = @box_id::text AND b.deleted_at IS NULL;
+
 -- name: AssemblyCards :many
 -- What assembly needs of each card named (each looked up by the primary
--- key, as in GetLiveCards): whether it is live, its role, the tool calls
--- it makes or answers, and its token count under @tokenizer (-1 when not
--- stored).
+-- key, as in GetLiveCards): whether it is live, its type and role, the
+-- tool calls it makes or answers, its token count under each of
+-- @tokenizers (-1 when not stored), and its version (created_at) and
+-- expiry (Unix microseconds, 0 for none) to cache these facts with.
 SELECT u.id::text AS card_id,
        (c.card_id IS NOT NULL)::boolean AS found,
        coalesce(c.deleted_at IS NOT NULL, false)::boolean AS deleted,
        coalesce(c.expires_at <= @now::timestamptz, false)::boolean AS expired,
+       coalesce(c.metadata->>'type', '')::text AS type,
        coalesce(c.metadata->>'role', '')::text AS role,
        coalesce(c.tool_call_id, '')::text AS tool_call_id,
        coalesce(ARRAY(SELECT x->>'id' FROM jsonb_array_elements(
                     CASE WHEN jsonb_typeof(c.tool_calls) = 'array' THEN c.tool_calls ELSE '[]'::jsonb END) x
                 WHERE x->>'id' IS NOT NULL), '{}')::text[] AS tool_call_ids,
-       coalesce((c.token_counts ->> sqlc.arg('tokenizer')::text)::integer, -1)::integer AS tokens
+       ARRAY(SELECT coalesce((c.token_counts ->> t.name)::integer, -1)
+             FROM unnest(@tokenizers::text[]) WITH ORDINALITY AS t(name, n) ORDER BY t.n)::integer[] AS tokens,
+       coalesce(c.created_at, 'epoch')::timestamptz AS version,
+       coalesce((extract(epoch FROM c.expires_at) * 1000000)::bigint, 0)::bigint AS expires
 FROM unnest(@card_ids::text[]) AS u(id)
 LEFT JOIN LATERAL (
     SELECT * FROM cards

@@ -25,6 +25,7 @@ func BenchmarkPut1KiB(b *testing.B) {
 }
 
 func benchmarkPut(b *testing.B, preEncode bool) {
+	b.Helper()
 	const batch = 64
 	p := openPack(b, b.TempDir(), Options{})
 	items := make([]PutItem, batch)

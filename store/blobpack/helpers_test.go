@@ -120,7 +120,10 @@ func copyFile(t testing.TB, src, dst string) {
 	}
 }
 
-func flipByte(t testing.TB, path string, off int64) { filefault.Flip(t, path, off) }
+func flipByte(t testing.TB, path string, off int64) {
+	t.Helper()
+	filefault.Flip(t, path, off)
+}
 
 // checkBlobs fails unless every blob in want reads back from p.
 func checkBlobs(t testing.TB, p *Pack, want ...[]byte) {

@@ -129,25 +129,31 @@ func TestIndexRecovery(t *testing.T) {
 		wantDropped int64
 	}{
 		{"intact", func(*testing.T, string) {}, len(all), 0},
-		{"missing", func(t *testing.T, dir string) { os.Remove(f.idx(dir)) }, 0, 0},
-		{"empty", func(t *testing.T, dir string) { os.Truncate(f.idx(dir), 0) }, 0, 0},
+		{"missing", func(t *testing.T, dir string) { t.Helper(); os.Remove(f.idx(dir)) }, 0, 0},
+		{"empty", func(t *testing.T, dir string) { t.Helper(); os.Truncate(f.idx(dir), 0) }, 0, 0},
 		{"truncated mid-entry", func(t *testing.T, dir string) {
+			t.Helper()
 			os.Truncate(f.idx(dir), 7*idxEntrySize+30)
 		}, 7, 30},
 		{"corrupt entry", func(t *testing.T, dir string) {
+			t.Helper()
 			flipByte(t, f.idx(dir), 12*idxEntrySize+40)
 		}, 12, (n - 12) * idxEntrySize},
 		{"garbage appended", func(t *testing.T, dir string) {
+			t.Helper()
 			appendFile(t, f.idx(dir), randBytes(5, 3*idxEntrySize))
 		}, len(all), 3 * idxEntrySize},
 		{"all garbage", func(t *testing.T, dir string) {
+			t.Helper()
 			os.WriteFile(f.idx(dir), randBytes(6, int(n)*idxEntrySize), 0o644)
 		}, 0, n * idxEntrySize},
 		{"entry duplicated", func(t *testing.T, dir string) {
+			t.Helper()
 			b := readFile(t, f.idx(dir))
 			appendFile(t, f.idx(dir), b[len(b)-idxEntrySize:])
 		}, len(all), idxEntrySize},
 		{"from another pack", func(t *testing.T, dir string) {
+			t.Helper()
 			other := t.TempDir()
 			p := openPack(t, other, Options{})
 			for _, data := range all {
@@ -220,21 +226,23 @@ func TestMinValidSize(t *testing.T) {
 		wantErr bool
 		holes   []Hole
 	}{
-		{"torn tail above min", func(t *testing.T, dir string) { os.Truncate(f.pack(dir), f.lastTo-1) },
+		{"torn tail above min", func(t *testing.T, dir string) { t.Helper(); os.Truncate(f.pack(dir), f.lastTo-1) },
 			Options{MinValidSize: f.lastFrom}, false, nil},
-		{"torn tail below min", func(t *testing.T, dir string) { os.Truncate(f.pack(dir), f.lastTo-1) },
+		{"torn tail below min", func(t *testing.T, dir string) { t.Helper(); os.Truncate(f.pack(dir), f.lastTo-1) },
 			committed, true, nil},
 		{"early corruption, no index", func(t *testing.T, dir string) {
+			t.Helper()
 			flipByte(t, f.pack(dir), early.Offset+headerSize)
 			os.Remove(f.idx(dir))
 		}, committed, false, []Hole{{Offset: early.Offset, End: early.end()}}},
-		{"early header corruption", func(t *testing.T, dir string) { flipByte(t, f.pack(dir), early.Offset+offRawLen) },
+		{"early header corruption", func(t *testing.T, dir string) { t.Helper(); flipByte(t, f.pack(dir), early.Offset+offRawLen) },
 			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true, Owner: early.Owner}}},
-		{"early magic corruption", func(t *testing.T, dir string) { flipByte(t, f.pack(dir), early.Offset) },
+		{"early magic corruption", func(t *testing.T, dir string) { t.Helper(); flipByte(t, f.pack(dir), early.Offset) },
 			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true, Owner: early.Owner}}},
-		{"early payload corruption", func(t *testing.T, dir string) { flipByte(t, f.pack(dir), early.Offset+headerSize) },
+		{"early payload corruption", func(t *testing.T, dir string) { t.Helper(); flipByte(t, f.pack(dir), early.Offset+headerSize) },
 			committed, false, []Hole{{Offset: early.Offset, End: early.end(), Hash: early.Hash, HashKnown: true, Owner: early.Owner}}},
 		{"early corruption, no committed end", func(t *testing.T, dir string) {
+			t.Helper()
 			flipByte(t, f.pack(dir), early.Offset+headerSize)
 			os.Remove(f.idx(dir))
 		}, Options{}, false, []Hole{{Offset: early.Offset, End: early.end()}}},

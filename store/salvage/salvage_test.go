@@ -37,6 +37,7 @@ type stopped struct {
 }
 
 func newStopped(t *testing.T) *stopped {
+	t.Helper()
 	s := &stopped{t: t, dir: t.TempDir(), pool: pgtest.NewPool(t), payloads: map[uint64][]byte{}}
 	e := s.open()
 	ten, err := e.Tenant(context.Background(), ident.DefaultTenantID)
@@ -126,8 +127,12 @@ func TestRecoverRebuildsTheTurnLog(t *testing.T) {
 		name   string
 		damage func(t *testing.T, s *stopped)
 	}{
-		{"damaged record", func(t *testing.T, s *stopped) { filefault.Flip(t, store.TurnLogPath(s.dir), 10*turnlog.RecordSize+3) }},
+		{"damaged record", func(t *testing.T, s *stopped) {
+			t.Helper()
+			filefault.Flip(t, store.TurnLogPath(s.dir), 10*turnlog.RecordSize+3)
+		}},
 		{"missing log", func(t *testing.T, s *stopped) {
+			t.Helper()
 			if err := os.RemoveAll(filepath.Dir(store.TurnLogPath(s.dir))); err != nil {
 				t.Fatal(err)
 			}

@@ -177,9 +177,11 @@ func TestRestartWhenTheDiskHasRoomAgain(t *testing.T) {
 		t.Skipf("WARNING: full-disk test skipped: cannot mount a tmpfs (needs root): %v: %s", err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount: %v: %s", err, out)
-		}
+		// The cluster's last processes may still be closing their files
+		// when Stop returns (under load): the mount stays busy until then.
+		waitfor.True(t, "the tmpfs to unmount", 30*time.Second, func() bool {
+			return exec.Command("umount", dir).Run() == nil
+		})
 	})
 	ctx := context.Background()
 	srv, err := pgembed.Start(ctx, pgembed.Options{Dir: filepath.Join(dir, "pg"), Settings: map[string]string{

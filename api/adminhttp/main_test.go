@@ -1,0 +1,9 @@
+package adminhttp_test
+
+import (
+	"testing"
+
+	"github.com/cardboxhq/cardbox/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
