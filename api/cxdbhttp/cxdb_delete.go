@@ -1,4 +1,4 @@
-package api
+package cxdbhttp
 
 import (
 	"net/http"
