@@ -44,6 +44,7 @@ func commands() *cli.Command {
 			backupCommand(),
 			restoreCommand(),
 			sampleCommand(),
+			contextCommand(),
 			analyticsCommand(),
 		},
 	}
