@@ -52,9 +52,12 @@ GRANT SELECT, DELETE ON turns, idempotency_keys, fs_attachments, turn_metadata, 
 GRANT SELECT, INSERT ON dead_turns TO cardbox_sweeper;
 GRANT SELECT, UPDATE (deleted_at) ON cards TO cardbox_sweeper;
 GRANT SELECT ON retention_policies TO cardbox_sweeper, cardbox_tenant;
+-- The retention sweeper leaves deleted tenants' contexts to their deletion.
+GRANT SELECT (tenant_id, deleted_at) ON tenants TO cardbox_sweeper;
 GRANT SELECT, INSERT, UPDATE, DELETE ON retention_policies, dead_turns TO cardbox_admin;
 
 -- +goose Down
+REVOKE SELECT (tenant_id, deleted_at) ON tenants FROM cardbox_sweeper;
 DROP TABLE retention_policies;
 DROP TABLE dead_turns;
 DROP INDEX contexts_unreaped;
