@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,6 +50,32 @@ func (r Retention) Check() error {
 		return fmt.Errorf("%w: give idle, max_age or both", ErrBadRetention)
 	}
 	return nil
+}
+
+// ParseRetentionDuration parses a retention duration given as field: a
+// Go duration ("90m", "720h") or a whole number of days ("30d"). Empty is
+// 0, no limit of its kind; anything else that is not above a second, or
+// does not parse, is ErrBadRetention naming field.
+func ParseRetentionDuration(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int64
+		n, err = strconv.ParseInt(days, 10, 32)
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(s)
+	}
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%w: %s %q: want a duration such as 36h or 30d", ErrBadRetention, field, s)
+	case d < time.Second:
+		return 0, fmt.Errorf("%w: %s %q: must be at least 1s", ErrBadRetention, field, s)
+	}
+	return d, nil
 }
 
 // SetRetention sets a tenant's retention policy for r.Label, recording
