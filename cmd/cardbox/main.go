@@ -45,6 +45,7 @@ func commands() *cli.Command {
 			restoreCommand(),
 			sampleCommand(),
 			contextCommand(),
+			retentionCommand(),
 			analyticsCommand(),
 		},
 	}
