@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
@@ -29,47 +27,14 @@ func (e *Engine) DeleteContext(ctx context.Context, t ident.Tenant, id uint64) e
 	if n == 0 {
 		return fault.New(fault.NotFound, "context %d not found", id)
 	}
-	e.gate.Quiesce(func() { e.contexts.drop(id) })
-	e.usage.add(t.No, -ContextCharge)
+	e.gate.Quiesce(func() { e.index.Contexts.Drop(id) })
+	e.usage.Add(t.No, -ContextCharge)
 	e.wakeReaper()
 	return nil
 }
 
-// drop forgets a deleted context for good: a late put (a commit finishing
-// after the deletion) does not bring it back.
-func (c *contextTable) drop(id uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, id)
-	if c.deleted == nil {
-		c.deleted = map[uint64]struct{}{}
-	}
-	c.deleted[id] = struct{}{}
-}
-
-// deadTurns is the set of turns that died (see reapDeleted). Reads check
-// it on every turn lookup, so an empty set costs one atomic load.
-type deadTurns struct {
-	n atomic.Int64
-	m sync.Map // uint64 → struct{}
-}
-
-func (d *deadTurns) has(id uint64) bool {
-	if d.n.Load() == 0 {
-		return false
-	}
-	_, ok := d.m.Load(id)
-	return ok
-}
-
-func (d *deadTurns) add(id uint64) {
-	if _, loaded := d.m.LoadOrStore(id, struct{}{}); !loaded {
-		d.n.Add(1)
-	}
-}
-
 // Dead reports whether turn id died with the contexts that held it.
-func (e *Engine) Dead(id uint64) bool { return e.dead.has(id) }
+func (e *Engine) Dead(id uint64) bool { return e.index.Dead.Has(id) }
 
 // loadDeadTurns reads the dead turns before the turn log is loaded, whose
 // load then skips their records.
@@ -79,7 +44,7 @@ func (e *Engine) loadDeadTurns(ctx context.Context) error {
 		return fault.Wrap(fault.Unavailable, err, "load dead turns")
 	}
 	for _, id := range ids {
-		e.dead.add(uint64(id))
+		e.index.Dead.Add(uint64(id))
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
@@ -11,22 +10,8 @@ import (
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
-// ContextInfo is a context's head and its times.
-type ContextInfo struct {
-	Head
-	CreatedAt time.Time
-	UpdatedAt time.Time // the last append (the creation, before one)
-}
-
-func (s contextState) info(id uint64) ContextInfo {
-	return ContextInfo{
-		Head:      Head{ContextID: id, TurnID: s.head, Depth: s.depth},
-		CreatedAt: time.UnixMilli(s.created), UpdatedAt: time.UnixMilli(max(s.updated, s.created)),
-	}
-}
-
 // Contexts returns every context of the tenant, in no order.
-func (e *Engine) Contexts(t ident.Tenant) []ContextInfo { return e.contexts.all(t.No) }
+func (e *Engine) Contexts(t ident.Tenant) []ContextInfo { return e.index.Contexts.All(t.No) }
 
 // Context returns one context of the tenant.
 func (e *Engine) Context(t ident.Tenant, id uint64) (ContextInfo, error) {
@@ -34,7 +19,7 @@ func (e *Engine) Context(t ident.Tenant, id uint64) (ContextInfo, error) {
 	if err != nil {
 		return ContextInfo{}, err
 	}
-	return s.info(id), nil
+	return s.Info(id), nil
 }
 
 // TurnInfo returns a committed turn of the tenant, without its payload.
@@ -43,7 +28,7 @@ func (e *Engine) TurnInfo(t ident.Tenant, id uint64) (Turn, bool) {
 	if !ok {
 		return Turn{}, false
 	}
-	turn, _ := e.turn(id, &m, e.types.name(t.No, m.typeRef), false)
+	turn, _ := e.turn(id, &m, e.index.Types.Name(t.No, m.TypeRef), false)
 	return turn, true
 }
 
@@ -55,10 +40,10 @@ func (e *Engine) Root(t ident.Tenant, id uint64) uint64 {
 		if !ok {
 			return 0
 		}
-		if m.depth <= 1 {
+		if m.Depth <= 1 {
 			return id
 		}
-		id = m.parent
+		id = m.Parent
 	}
 	return 0
 }
@@ -71,7 +56,7 @@ func (e *Engine) OnChain(t ident.Tenant, contextID, id uint64) bool {
 		return false
 	}
 	m, ok := e.turnOf(t, id)
-	return ok && e.onChain(s.head, id, m.depth)
+	return ok && e.onChain(s.Head, id, m.Depth)
 }
 
 // TurnPayload returns a turn's uncompressed payload, read-only.
@@ -80,9 +65,9 @@ func (e *Engine) TurnPayload(_ context.Context, t ident.Tenant, id uint64) ([]by
 	if !ok {
 		return nil, fault.New(fault.NotFound, "turn %d not found", id)
 	}
-	data, err := e.blobs.View(m.hash)
+	data, err := e.blobs.View(m.Hash)
 	if err != nil {
-		return nil, e.blobReadError(err, m.hash, fmt.Sprintf("payload of turn %d", id))
+		return nil, e.blobReadError(err, m.Hash, fmt.Sprintf("payload of turn %d", id))
 	}
 	return data, nil
 }
@@ -127,7 +112,7 @@ func (e *Engine) parentOf(t ident.Tenant, id uint64) uint64 {
 	if !ok {
 		return 0
 	}
-	return m.parent
+	return m.Parent
 }
 
 // nearest picks the attachment of the first turn of chain that has one.

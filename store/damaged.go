@@ -9,6 +9,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/memindex"
 )
 
 // maxLoggedDamagedTurns bounds how many damaged turns are remembered as
@@ -57,12 +58,12 @@ func payloadUnreadable(err error) bool {
 
 // servedDamaged counts turn id, served without its unreadable payload
 // (err is why), and logs it at WARN the first time.
-func (e *Engine) servedDamaged(id uint64, m *turnMeta, err error) {
+func (e *Engine) servedDamaged(id uint64, m *memindex.TurnMeta, err error) {
 	e.damaged.served.Add(1)
 	first, capped := e.damaged.first(id)
 	switch {
 	case first:
-		attrs := []any{"turn", id, "blob", fmt.Sprintf("%x", m.hash), "advice", adviceVerify}
+		attrs := []any{"turn", id, "blob", fmt.Sprintf("%x", m.Hash), "advice", adviceVerify}
 		var d *blobpack.DamageError
 		if errors.As(err, &d) {
 			attrs = append(attrs, "damaged_from", d.Offset, "damaged_to", d.End, "reason", d.Reason)

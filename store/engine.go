@@ -20,6 +20,11 @@ import (
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
+	"github.com/cardboxhq/cardbox/store/internal/holerecorder"
+	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -64,15 +69,15 @@ type Options struct {
 	// group from when the append was queued to its COMMIT's answer. An
 	// append whose group does not finish in time is answered unavailable
 	// (503) and its group's outcome is resolved afterwards (see
-	// committer.unknownOutcome). Start-up recovery and background work
+	// groupcommit.Committer). Start-up recovery and background work
 	// are not bounded.
 	PGTimeout time.Duration
 	// Now is the clock of idempotency keys and their expiry (time.Now
 	// when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
-	// hooks are test-only fault injection points (see hooks.go).
-	hooks *hooks
+	// hooks are test-only fault injection points (see groupcommit.Hooks).
+	hooks *groupcommit.Hooks
 }
 
 // DefaultFileReserve is the default Options.FileReserve.
@@ -98,34 +103,37 @@ type Engine struct {
 	blobs *blobpack.Pack
 	turns *turnlog.Log
 
-	table    *turnTable
-	contexts *contextTable
-	types    *typeTable
-	tenants  *tenantCache
-	trees    wholeTrees // fs trees found whole (see checkFSRoot)
+	// index is what is committed, in memory; it hides the tenants gate
+	// closed.
+	index   *memindex.Index
+	tenants *tenantCache
+	trees   wholeTrees // fs trees found whole (see checkFSRoot)
 	// gate admits writes of live tenants; a deleted tenant's is closed
 	// (see ForgetTenant), and reads check it too.
 	gate  tenantgate.Gate[uint32]
-	usage *usage // what tenants store beyond the blobs the pack counts
+	usage *usage.Ledger // what tenants store beyond the blobs the pack counts
 	// damaged counts and logs the turns served without their damaged
 	// payloads (see Turn.PayloadDamaged).
 	damaged damagedTurns
 	// lost are the committed payloads recovery found missing from the
 	// pack, by tenant (see lostBlobs); holes queues the records found
-	// damaged when read until pack_holes has them (see holeRecorder).
+	// damaged when read until pack_holes has them.
 	lost  lostBlobs
-	holes *holeRecorder
+	holes *holerecorder.Recorder
 
-	committer *committer
+	committer *groupcommit.Committer
+	// idem is the in-memory index of idempotency keys, which the
+	// committer keeps current.
+	idem *idemindex.Table
 
 	// stopPurge ends the goroutine that purges expired idempotency keys;
 	// purgeDone closes when it has.
 	stopPurge context.CancelFunc
 	purgeDone chan struct{}
 
-	// dead are the turns that died with deleted contexts; the reaper
-	// finds them (see ReapDeleted), woken by reapWake, until stopReaper.
-	dead       deadTurns
+	// The reaper works out the turns that died with deleted contexts (see
+	// ReapDeleted), woken by reapWake, until stopReaper; the index hides
+	// the dead turns (memindex.Index.Dead).
 	reapMu     sync.Mutex // one reaping at a time
 	reapWake   chan struct{}
 	stopReaper context.CancelFunc
@@ -157,17 +165,19 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
-		table: newTurnTable(), contexts: &contextTable{m: map[uint64]contextState{}},
-		types: newTypeTable(), tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: newUsage(),
-		holes: newHoleRecorder(),
+		tenants: newTenantCache(db.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
 	}
+	e.holes = holerecorder.New(func(ctx context.Context, h blobpack.Hole) error {
+		return e.recordHole(ctx, h, opts.PGTimeout)
+	}, opts.Logger)
+	e.index = memindex.New(&e.gate)
 	if err := e.recover(ctx); err != nil {
 		_ = e.closeFiles() // the recovery's error is the one to report
 		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)
 	}
 	e.startPurge()
 	e.startReaper()
-	e.startHoleRecorder()
+	e.holes.Start()
 	return e, nil
 }
 
@@ -186,9 +196,9 @@ func (e *Engine) Close() error {
 			<-e.reaperDone
 		}
 		if e.committer != nil {
-			e.committer.stop()
+			e.committer.Stop()
 		}
-		e.stopHoleRecorder()
+		e.holes.Stop()
 		e.closeErr = e.closeFiles()
 	})
 	return e.closeErr
@@ -209,10 +219,7 @@ func (e *Engine) closeFiles() error {
 // ctx's deadline), the files are open and no append's outcome is being
 // resolved.
 func (e *Engine) Healthy(ctx context.Context) error {
-	if err := e.committer.failed(); err != nil {
-		return err
-	}
-	if err := e.committer.resolvingErr(); err != nil {
+	if err := e.committer.Healthy(); err != nil {
 		return err
 	}
 	ctx, cancel := pgbound.Context(ctx, e.opts.PGTimeout)
@@ -259,13 +266,12 @@ type Stats struct {
 
 // Stats returns the store's current size.
 func (e *Engine) Stats() Stats {
-	bs := e.blobs.Stats()
+	bs, cs := e.blobs.Stats(), e.committer.Stats()
 	return Stats{
-		Contexts: e.contexts.len(), Turns: e.table.count.Load(), LastTurn: e.table.visible.Load(),
+		Contexts: e.index.Contexts.Len(), Turns: e.index.Turns.Count(), LastTurn: e.index.Turns.Visible(),
 		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(), PackHoles: len(e.blobs.Holes()),
-		Appends: e.committer.appends.Load(), Groups: e.committer.groups.Load(),
-		FilesTime: time.Duration(e.committer.filesNs.Load()), StatementTime: time.Duration(e.committer.statementNs.Load()),
-		CommitTime: time.Duration(e.committer.commitNs.Load()), DamagedTurnsServed: e.damaged.served.Load(),
+		Appends: cs.Appends, Groups: cs.Groups, FilesTime: cs.FilesTime, StatementTime: cs.StatementTime,
+		CommitTime: cs.CommitTime, DamagedTurnsServed: e.damaged.served.Load(),
 	}
 }
 
@@ -294,7 +300,7 @@ func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID u
 		if !ok {
 			return Head{}, fault.New(fault.NotFound, "base turn %d not found", baseTurnID)
 		}
-		depth = m.depth
+		depth = m.Depth
 	}
 	if err := e.checkQuota(ctx, t, ContextCharge); err != nil {
 		return Head{}, err
@@ -307,8 +313,8 @@ func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID u
 	}
 	h := Head{ContextID: uint64(row.ContextID), TurnID: baseTurnID, Depth: depth}
 	at := row.CreatedAt.UnixMilli()
-	e.contexts.put(h.ContextID, contextState{tenant: t.No, head: baseTurnID, depth: depth, created: at, updated: at})
-	e.usage.add(t.No, ContextCharge)
+	e.index.Contexts.Put(h.ContextID, memindex.ContextState{Tenant: t.No, Head: baseTurnID, Depth: depth, Created: at, Updated: at})
+	e.usage.Add(t.No, ContextCharge)
 	return h, nil
 }
 
@@ -318,27 +324,18 @@ func (e *Engine) Head(_ context.Context, t ident.Tenant, contextID uint64) (Head
 	if err != nil {
 		return Head{}, err
 	}
-	return Head{ContextID: contextID, TurnID: s.head, Depth: s.depth}, nil
+	return Head{ContextID: contextID, TurnID: s.Head, Depth: s.Depth}, nil
 }
 
-// contextOf returns the tenant's context, or NOT_FOUND (also for another
-// tenant's context: its existence is not revealed; and for a deleted
-// tenant's).
-func (e *Engine) contextOf(t ident.Tenant, id uint64) (contextState, error) {
-	s, ok := e.contexts.get(id)
-	if !ok || s.tenant != t.No || e.gate.Gone(t.No) {
-		return contextState{}, fault.New(fault.NotFound, "context %d not found", id)
-	}
-	return s, nil
+// contextOf returns the tenant's context, or NOT_FOUND (see
+// memindex.Index.Context).
+func (e *Engine) contextOf(t ident.Tenant, id uint64) (memindex.ContextState, error) {
+	return e.index.Context(t, id)
 }
 
 // turnOf returns the tenant's committed turn.
-func (e *Engine) turnOf(t ident.Tenant, id uint64) (turnMeta, bool) {
-	m, ok := e.table.get(id)
-	if !ok || m.tenant != t.No || e.gate.Gone(t.No) || e.dead.has(id) {
-		return turnMeta{}, false
-	}
-	return m, true
+func (e *Engine) turnOf(t ident.Tenant, id uint64) (memindex.TurnMeta, bool) {
+	return e.index.Turn(t, id)
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -17,6 +17,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -43,7 +44,7 @@ func newTestStore(t *testing.T) *testStore {
 	return s
 }
 
-func (s *testStore) open(h *hooks) {
+func (s *testStore) open(h *groupcommit.Hooks) {
 	s.t.Helper()
 	opts := Options{Dir: s.dir, Pool: s.pool, FSTree: decodeFSTree, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota}
 	if s.appended != nil {

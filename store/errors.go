@@ -1,6 +1,6 @@
 package store
 
-import "github.com/cardboxhq/cardbox/internal/fault"
+import "github.com/cardboxhq/cardbox/store/internal/storetype"
 
 // The store's errors are *fault.Error values (internal/fault): each
 // surface maps their kinds to its own codes in one place. A Postgres
@@ -8,4 +8,4 @@ import "github.com/cardboxhq/cardbox/internal/fault"
 // fault.DiskFull whatever kind the caller named.
 
 // ErrClosed is returned by calls made after Close.
-var ErrClosed = fault.New(fault.Unavailable, "store is shutting down")
+var ErrClosed = storetype.ErrClosed

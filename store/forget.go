@@ -6,6 +6,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 )
 
 // A deleted tenant (tenancy.Admin.DeleteTenant, from any process) has no rows
@@ -37,16 +38,16 @@ func (e *Engine) Leave() { e.gate.Leave() }
 // may still commit: the gate is then left only once j is answered, so that
 // a deletion of the tenant waits for it, and submit reports handedOff (the
 // caller must not leave the gate itself).
-func (e *Engine) submit(ctx context.Context, j *job) (o outcome, handedOff bool) {
-	o = e.committer.submit(ctx, j)
-	if !o.pending {
+func (e *Engine) submit(ctx context.Context, j *groupcommit.Job) (o groupcommit.Outcome, handedOff bool) {
+	o = e.committer.Submit(ctx, j)
+	if !o.Pending {
 		return o, false
 	}
 	go func() {
 		defer e.gate.Leave()
 		select {
-		case <-j.done:
-		case <-e.committer.exited:
+		case <-j.Answered():
+		case <-e.committer.Done():
 		}
 	}()
 	return o, true
@@ -74,10 +75,8 @@ func (e *Engine) ForgetTenant(ctx context.Context, id string) (ident.Tenant, err
 		return t, nil
 	}
 	e.tenants.forget(t)
-	e.types.forget(t.No)
 	e.trees.forget(t.No)
-	contexts := e.contexts.forget(t.No)
-	turns := e.table.uncount(t.No)
+	contexts, turns := e.index.Forget(t.No)
 	e.log.Info("forgot a deleted tenant", "tenant", id, "contexts", contexts, "turns", turns)
 	return t, nil
 }
@@ -92,36 +91,6 @@ func (c *tenantCache) forget(t ident.Tenant) {
 	delete(c.ids, t.No)
 }
 
-// forget drops the tenant's contexts and returns how many there were.
-func (c *contextTable) forget(tenant uint32) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for id, s := range c.m {
-		if s.tenant == tenant {
-			delete(c.m, id)
-			n++
-		}
-	}
-	return n
-}
-
-func (t *typeTable) forget(tenant uint32) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for k := range t.refs {
-		if k.tenant == tenant {
-			delete(t.refs, k)
-		}
-	}
-	for k := range t.names {
-		if k.tenant == tenant {
-			delete(t.names, k)
-		}
-	}
-	delete(t.latest, tenant)
-}
-
 func (w *wholeTrees) forget(tenant uint32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -130,19 +99,4 @@ func (w *wholeTrees) forget(tenant uint32) {
 			delete(w.m, k)
 		}
 	}
-}
-
-// uncount stops counting the tenant's turns and returns how many there
-// were. Their entries stay: readers take them without a lock, so only the
-// committer writes entries, and only new ones; nothing reaches them once
-// the tenant's gate is closed.
-func (t *turnTable) uncount(tenant uint32) int64 {
-	var n int64
-	for id, last := uint64(1), t.visible.Load(); id <= last; id++ {
-		if m, ok := t.get(id); ok && m.tenant == tenant {
-			n++
-		}
-	}
-	t.count.Add(-n)
-	return n
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgfreeze"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 )
 
 // answered is an append's answer and how long it took.
@@ -50,7 +51,7 @@ func TestFrozenPostgresAnswersInTimeAndLosesNothing(t *testing.T) {
 	var armed atomic.Bool
 	var frozen atomic.Pointer[pgfreeze.Frozen]
 	freezeErr := make(chan error, 1)
-	h := &hooks{beforeCommit: func() {
+	h := &groupcommit.Hooks{BeforeCommit: func() {
 		if !armed.CompareAndSwap(true, false) {
 			return
 		}
@@ -61,7 +62,7 @@ func TestFrozenPostgresAnswersInTimeAndLosesNothing(t *testing.T) {
 		}
 		frozen.Store(f)
 	}}
-	open := func(h *hooks) *Engine {
+	open := func(h *groupcommit.Hooks) *Engine {
 		e, err := Open(context.Background(), Options{Dir: dir, Pool: pool, PGTimeout: bound, hooks: h})
 		if err != nil {
 			t.Fatalf("open store: %v", err)

@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,55 +12,8 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 )
-
-// keyedRequest is what an idempotency key stands for: an exact repeat of
-// these is a retry and gets the original turn; anything else under the
-// same key is a mistake the client must hear about.
-type keyedRequest struct {
-	hash        ident.Hash // of the uncompressed payload
-	typeID      string
-	typeVersion uint32
-	parent      uint64 // as sent: 0 means after the head
-	parentKnown bool   // false for keys stored before the parent was
-}
-
-func requestOf(req *AppendRequest) keyedRequest {
-	return keyedRequest{
-		hash: req.ContentHash, typeID: req.TypeID, typeVersion: req.TypeVersion,
-		parent: req.ParentTurnID, parentKnown: true,
-	}
-}
-
-// checkRepeat returns a fault.Conflict error when req reuses the key of the
-// append orig (which made turn) for something else; nil for an exact
-// repeat. The error's details name the original turn and what differs.
-func checkRepeat(req *AppendRequest, orig keyedRequest, turn uint64) error {
-	var differs []string
-	if req.ContentHash != orig.hash {
-		differs = append(differs, "payload")
-	}
-	if req.TypeID != orig.typeID {
-		differs = append(differs, "type_id")
-	}
-	if req.TypeVersion != orig.typeVersion {
-		differs = append(differs, "type_version")
-	}
-	if orig.parentKnown && req.ParentTurnID != orig.parent {
-		differs = append(differs, "parent_turn_id")
-	}
-	if len(differs) == 0 {
-		return nil
-	}
-	err := fault.New(fault.Conflict, "idempotency key %q was used for turn %d with a different %s; an exact repeat returns that turn, a different append needs a new key",
-		req.IdempotencyKey, turn, strings.Join(differs, ", "))
-	err.Details = map[string]any{
-		"original_turn_id": strconv.FormatUint(turn, 10),
-		"context_id":       strconv.FormatUint(req.ContextID, 10),
-		"differs":          differs,
-	}
-	return err
-}
 
 // IdempotencyWindow is how long a repeated idempotency key returns the
 // original turn.
@@ -88,18 +39,18 @@ func (e *Engine) replayFromDB(ctx context.Context, t ident.Tenant, req *AppendRe
 		return AppendResult{}, true, fault.Wrap(fault.Unavailable, err, "look up idempotency key")
 	}
 	turn := uint64(row.TurnID)
-	m, ok := e.table.get(turn)
+	m, ok := e.index.Turns.Get(turn)
 	if !ok {
 		return AppendResult{}, true, fault.New(fault.Internal, "idempotency key names turn %d, which is not loaded", turn)
 	}
-	orig := keyedRequest{
-		hash: m.hash, typeID: e.types.name(m.tenant, m.typeRef), typeVersion: m.typeVersion,
-		parent: uint64(row.RequestedParentTurnID.Int64), parentKnown: row.RequestedParentTurnID.Valid,
+	orig := groupcommit.KeyedRequest{
+		Hash: m.Hash, TypeID: e.index.Types.Name(m.Tenant, m.TypeRef), TypeVersion: m.TypeVersion,
+		Parent: uint64(row.RequestedParentTurnID.Int64), ParentKnown: row.RequestedParentTurnID.Valid,
 	}
-	if err := checkRepeat(req, orig, turn); err != nil {
+	if err := groupcommit.CheckRepeat(req, orig, turn); err != nil {
 		return AppendResult{}, true, err
 	}
-	return AppendResult{ContextID: req.ContextID, TurnID: turn, ParentID: m.parent, Depth: m.depth, ContentHash: m.hash, Replayed: true}, true, nil
+	return AppendResult{ContextID: req.ContextID, TurnID: turn, ParentID: m.Parent, Depth: m.Depth, ContentHash: m.Hash, Replayed: true}, true, nil
 }
 
 // purgeInterval is how often expired idempotency keys are deleted from

@@ -133,7 +133,7 @@ func TestIdempotencyIndexIsBounded(t *testing.T) {
 		reqs[i].IdempotencyKey = []byte("key-" + strconv.Itoa(i))
 		first[i] = s.append(ten, reqs[i])
 	}
-	if n := s.committer.idem.Len(); n != 3 {
+	if n := s.idem.Len(); n != 3 {
 		t.Fatalf("index holds %d keys, want 3", n)
 	}
 	for i, req := range reqs { // the first three only in Postgres
@@ -167,7 +167,7 @@ func TestRestartLoadsOnlyTheNewestIdempotencyKeys(t *testing.T) {
 	}
 	s.reopen()
 
-	idem := s.committer.idem
+	idem := s.idem
 	if idem.LoadedRows() != bound || idem.Len() != bound {
 		t.Fatalf("start-up read %d keys from Postgres and holds %d, want %d and %d", idem.LoadedRows(), idem.Len(), bound, bound)
 	}

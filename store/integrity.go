@@ -115,8 +115,8 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 		}
 	}
 	for id := uint64(1); id <= maxTurn; id++ {
-		if m, ok := e.table.get(id); ok && m.tenant != 0 {
-			note(m.hash, m.tenant, func() string { return fmt.Sprintf("payload of turn %d", id) })
+		if m, ok := e.index.Turns.Get(id); ok && m.Tenant != 0 {
+			note(m.Hash, m.Tenant, func() string { return fmt.Sprintf("payload of turn %d", id) })
 		}
 	}
 	roots, err := e.as(pgrole.Recovery, "").ListFSRoots(ctx)

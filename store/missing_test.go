@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zeebo/blake3"
+
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/zeebo/blake3"
 )
 
 func TestMissingBlobsAreThoseTheTenantCannotRead(t *testing.T) {

@@ -16,6 +16,9 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
+	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/usage"
 )
 
 // MaxPayload is the largest uncompressed payload or blob the store takes:
@@ -85,7 +88,7 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 			return AppendResult{}, err
 		}
 	}
-	if len(req.IdempotencyKey) > 0 && e.committer.idem.MayMiss(e.now().Add(-IdempotencyWindow)) {
+	if len(req.IdempotencyKey) > 0 && e.idem.MayMiss(e.now().Add(-IdempotencyWindow)) {
 		if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
 			return res, err
 		}
@@ -94,17 +97,17 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 		return AppendResult{}, err
 	}
 	e.tenants.learn(t)
-	j := &job{tenant: t, app: req, raw: raw, hash: req.ContentHash, done: make(chan outcome, 1)}
+	j := &groupcommit.Job{Tenant: t, Request: req, Raw: raw, Hash: req.ContentHash}
 	if e.opts.OnAppendPayloads > 0 && len(raw) <= e.opts.OnAppendPayloads {
 		// Copied here, on the caller's goroutine rather than the
 		// committer's: raw may be the request's buffer, which its
 		// connection reuses once answered.
-		j.handed = bytes.Clone(raw)
+		j.Handed = bytes.Clone(raw)
 	}
 	e.encodeBlob(j, req)
 	o, handedOff := e.submit(ctx, j)
 	leave = !handedOff
-	return o.res, o.err
+	return o.Result, o.Err
 }
 
 // packCompressMax is the largest blob the pack compresses itself when the
@@ -119,19 +122,19 @@ const packCompressMax = 4 << 10
 // another on warm encoder tables: that costs markedly less CPU than
 // compressing each on its own connection's goroutine, and adds little to
 // the group's write.
-func (e *Engine) encodeBlob(j *job, req *AppendRequest) {
-	clientFrame := req != nil && req.Compression == CompressionZstd && len(req.Payload) < len(j.raw)
-	if !clientFrame && len(j.raw) <= packCompressMax {
+func (e *Engine) encodeBlob(j *groupcommit.Job, req *AppendRequest) {
+	clientFrame := req != nil && req.Compression == CompressionZstd && len(req.Payload) < len(j.Raw)
+	if !clientFrame && len(j.Raw) <= packCompressMax {
 		return // the pack compresses it, if it is new (the plan looks it up)
 	}
-	if _, ok := e.blobs.Lookup(j.hash); ok {
+	if _, ok := e.blobs.Lookup(j.Hash); ok {
 		return
 	}
 	if clientFrame {
-		j.stored, j.codec = req.Payload, blobpack.CodecZstd
+		j.Stored, j.Codec = req.Payload, blobpack.CodecZstd
 		return
 	}
-	j.stored, j.codec = blobpack.Encode(j.raw)
+	j.Stored, j.Codec = blobpack.Encode(j.Raw)
 }
 
 // checkAppendFields refuses what Postgres could not store, before anything
@@ -200,7 +203,7 @@ func (e *Engine) Last(ctx context.Context, t ident.Tenant, contextID uint64, lim
 	if err != nil {
 		return nil, err
 	}
-	return e.walk(t, s.head, limit, withPayload)
+	return e.walk(t, s.Head, limit, withPayload)
 }
 
 // Before returns up to limit turns older than beforeTurnID, oldest first.
@@ -215,24 +218,24 @@ func (e *Engine) Before(ctx context.Context, t ident.Tenant, contextID, beforeTu
 		return nil, err
 	}
 	cursor, ok := e.turnOf(t, beforeTurnID)
-	if !ok || !e.onChain(s.head, beforeTurnID, cursor.depth) {
+	if !ok || !e.onChain(s.Head, beforeTurnID, cursor.Depth) {
 		return nil, fault.New(fault.NotFound, "turn %d not found in context %d", beforeTurnID, contextID)
 	}
-	return e.walk(t, cursor.parent, limit, withPayload)
+	return e.walk(t, cursor.Parent, limit, withPayload)
 }
 
 // onChain reports whether turn id (at depth) is an ancestor of head or head
 // itself.
 func (e *Engine) onChain(head, id uint64, depth uint32) bool {
 	for head != 0 {
-		m, ok := e.table.get(head)
-		if !ok || m.depth < depth {
+		m, ok := e.index.Turns.Get(head)
+		if !ok || m.Depth < depth {
 			return false
 		}
-		if m.depth == depth {
+		if m.Depth == depth {
 			return head == id
 		}
-		head = m.parent
+		head = m.Parent
 	}
 	return false
 }
@@ -243,13 +246,13 @@ func (e *Engine) walk(t ident.Tenant, from uint64, limit uint32, withPayload boo
 	n := min(int(limit), maxListTurns)
 	out := make([]Turn, 0, min(n, 1024))
 	budget := maxListBytes
-	names := typeNames{types: e.types, tenant: t.No}
+	names := typeNames{types: e.index.Types, tenant: t.No}
 	for id := from; id != 0 && len(out) < n; {
-		m, ok := e.table.get(id)
+		m, ok := e.index.Turns.Get(id)
 		if !ok {
 			return nil, fault.New(fault.Internal, "turn %d: parent chain broken", id)
 		}
-		turn, err := e.turn(id, &m, names.name(m.typeRef), withPayload)
+		turn, err := e.turn(id, &m, names.name(m.TypeRef), withPayload)
 		if err != nil {
 			return nil, err
 		}
@@ -257,7 +260,7 @@ func (e *Engine) walk(t ident.Tenant, from uint64, limit uint32, withPayload boo
 			break
 		}
 		out = append(out, turn)
-		id = m.parent
+		id = m.Parent
 	}
 	slices.Reverse(out)
 	return out, nil
@@ -266,7 +269,7 @@ func (e *Engine) walk(t ident.Tenant, from uint64, limit uint32, withPayload boo
 // typeNames looks up a tenant's type names for one walk, remembering the
 // last one: a chain's turns mostly share their type.
 type typeNames struct {
-	types  *typeTable
+	types  *memindex.TypeTable
 	tenant uint32
 	ref    uint32 // of last, when known
 	last   string
@@ -275,7 +278,7 @@ type typeNames struct {
 
 func (n *typeNames) name(ref uint32) string {
 	if !n.known || n.ref != ref {
-		n.ref, n.last, n.known = ref, n.types.name(n.tenant, ref), true
+		n.ref, n.last, n.known = ref, n.types.Name(n.tenant, ref), true
 	}
 	return n.last
 }
@@ -286,16 +289,16 @@ func (n *typeNames) name(ref uint32) string {
 // payload whose bytes are damaged is left out and the turn marked
 // (Turn.PayloadDamaged), counted and logged: the rest of a window still
 // reads.
-func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (Turn, error) {
+func (e *Engine) turn(id uint64, m *memindex.TurnMeta, typeID string, withPayload bool) (Turn, error) {
 	turn := Turn{
-		ID: id, ParentID: m.parent, Depth: m.depth, TypeID: typeID,
-		TypeVersion: m.typeVersion, Encoding: m.encoding, Compression: m.compression,
-		UncompressedLen: m.uncompressedLen, Hash: m.hash,
+		ID: id, ParentID: m.Parent, Depth: m.Depth, TypeID: typeID,
+		TypeVersion: m.TypeVersion, Encoding: m.Encoding, Compression: m.Compression,
+		UncompressedLen: m.UncompressedLen, Hash: m.Hash,
 	}
 	if !withPayload {
 		return turn, nil
 	}
-	data, err := e.blobs.View(m.hash)
+	data, err := e.blobs.View(m.Hash)
 	switch {
 	case err == nil:
 	case payloadUnreadable(err):
@@ -303,7 +306,7 @@ func (e *Engine) turn(id uint64, m *turnMeta, typeID string, withPayload bool) (
 		turn.Compression, turn.UncompressedLen, turn.PayloadDamaged = CompressionNone, 0, true
 		return turn, nil
 	default:
-		return Turn{}, e.blobReadError(err, m.hash, fmt.Sprintf("payload of turn %d", id))
+		return Turn{}, e.blobReadError(err, m.Hash, fmt.Sprintf("payload of turn %d", id))
 	}
 	turn.Payload, turn.Compression, turn.UncompressedLen = data, CompressionNone, uint32(len(data))
 	return turn, nil
@@ -397,15 +400,15 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	entry, ok := e.blobs.Lookup(h)
 	if !ok {
 		e.tenants.learn(t)
-		j := &job{tenant: t, raw: data, hash: h, done: make(chan outcome, 1)}
+		j := &groupcommit.Job{Tenant: t, Raw: data, Hash: h}
 		e.encodeBlob(j, nil)
 		o, handedOff := e.submit(ctx, j)
 		leave = !handedOff
-		if o.err != nil {
-			return false, o.err
+		if o.Err != nil {
+			return false, o.Err
 		}
-		entry = o.entry
-		if o.isNew {
+		entry = o.Entry
+		if o.IsNew {
 			return true, nil
 		}
 	}
@@ -416,7 +419,7 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	if err != nil {
 		return false, fault.Wrap(fault.Unavailable, err, "grant blob %x", h)
 	}
-	e.usage.grant(grant{t.No, h}, int64(len(data)))
+	e.usage.Grant(usage.Grant{Tenant: t.No, Hash: h}, int64(len(data)))
 	return isNew, nil
 }
 

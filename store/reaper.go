@@ -118,7 +118,7 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []db.List
 	e.gate.Quiesce(func() {
 		e.spareReachable(t, candidates)
 		for id := range candidates {
-			e.dead.add(id)
+			e.index.Dead.Add(id)
 			dead = append(dead, int64(id))
 		}
 	})
@@ -132,8 +132,8 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []db.List
 	if err := sweep.MarkContextsReaped(ctx, db.MarkContextsReapedParams{TenantID: t.ID, ContextIds: ids}); err != nil {
 		return 0, fmt.Errorf("mark contexts of tenant %q reaped: %w", t.ID, err)
 	}
-	e.table.count.Add(-int64(len(candidates)))
-	e.usage.add(t.No, -int64(len(candidates))*TurnCharge)
+	e.index.Turns.Bury(int64(len(candidates)))
+	e.usage.Add(t.No, -int64(len(candidates))*TurnCharge)
 	return int64(len(candidates)), nil
 }
 
@@ -144,8 +144,8 @@ func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []db.ListU
 	sweep := e.as(pgrole.Sweeper, t.ID)
 	out := map[uint64]uint32{}
 	note := func(id uint64) {
-		if m, ok := e.table.get(id); ok && m.tenant == t.No && !e.dead.has(id) {
-			out[id] = m.depth
+		if m, ok := e.index.Turn(t, id); ok {
+			out[id] = m.Depth
 		}
 	}
 	for _, r := range rows {
@@ -180,12 +180,13 @@ func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []db.ListU
 func (e *Engine) chain(t ident.Tenant, id uint64) []int64 {
 	var out []int64
 	for id != 0 {
-		m, ok := e.table.get(id)
-		if !ok || m.tenant != t.No {
+		// Dead turns too: what lies below them may still die.
+		m, ok := e.index.Turns.Get(id)
+		if !ok || m.Tenant != t.No {
 			break
 		}
 		out = append(out, int64(id))
-		id = m.parent
+		id = m.Parent
 	}
 	return out
 }
@@ -203,18 +204,18 @@ func (e *Engine) spareReachable(t ident.Tenant, candidates map[uint64]uint32) {
 		lowest = min(lowest, d)
 	}
 	seen := map[uint64]struct{}{}
-	for _, c := range e.contexts.all(t.No) {
+	for _, c := range e.index.Contexts.All(t.No) {
 		for id := c.TurnID; id != 0; {
 			if _, ok := seen[id]; ok {
 				break
 			}
-			m, ok := e.table.get(id)
-			if !ok || m.depth < lowest {
+			m, ok := e.index.Turns.Get(id)
+			if !ok || m.Depth < lowest {
 				break
 			}
 			seen[id] = struct{}{}
 			delete(candidates, id)
-			id = m.parent
+			id = m.Parent
 		}
 	}
 }

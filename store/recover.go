@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
+	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/syncfile"
 
 	"github.com/google/uuid"
@@ -47,7 +49,7 @@ const storeIDFile = "STORE_ID"
 //     whose blobs are unknown is remembered as lost, see lostBlobs);
 //  6. load tenants, type refs, heads and recent idempotency keys, and check
 //     that every head names a loaded turn; count what each tenant stores
-//     (see usage.go).
+//     (see package usage).
 func (e *Engine) recover(ctx context.Context) error {
 	if err := e.endEarlierSessions(ctx); err != nil {
 		return err
@@ -83,8 +85,13 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	next := max(uint64(state.NextTurnID), maxTurn+1)
-	e.committer = newCommitter(e, next, idem)
-	e.log.Info("turn store open", "dir", e.opts.Dir, "turns", e.table.count.Load(), "last_turn_id", maxTurn, "contexts", e.contexts.len(),
+	e.idem = idem
+	e.committer = groupcommit.New(groupcommit.Config{
+		Pool: e.pool, StoreID: e.storeID, Blobs: e.blobs, Turns: e.turns, Index: e.index, Idem: idem, Usage: e.usage,
+		TenantID: e.tenants.idOf, NextTurn: next, MaxBatch: e.opts.MaxBatch, PGTimeout: e.opts.PGTimeout,
+		OnAppend: e.opts.OnAppend, Now: e.opts.Now, Log: e.log, Hooks: e.opts.hooks,
+	})
+	e.log.Info("turn store open", "dir", e.opts.Dir, "turns", e.index.Turns.Count(), "last_turn_id", maxTurn, "contexts", e.index.Contexts.Len(),
 		"blobs", e.blobs.Stats().Blobs, "recovery", e.blobs.Recovery())
 	return nil
 }
@@ -240,14 +247,14 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	turns := map[uint32]int64{} // by tenant, for the usage
 	load := func(_ int64, r turnlog.Record) error {
 		maxTurn = max(maxTurn, r.TurnID) // a deleted tenant's ids are not handed out again
-		if e.gate.Gone(r.Tenant) || e.dead.has(r.TurnID) {
+		if e.gate.Gone(r.Tenant) || e.index.Dead.Has(r.TurnID) {
 			deleted++
 			return nil
 		}
-		e.table.set(r.TurnID, turnMeta{
-			parent: r.ParentTurnID, hash: r.PayloadHash, depth: r.Depth, tenant: r.Tenant,
-			typeRef: r.TypeRef, typeVersion: r.TypeVersion, encoding: r.Encoding,
-			compression: r.Compression, uncompressedLen: r.UncompressedLen,
+		e.index.Turns.Set(r.TurnID, memindex.TurnMeta{
+			Parent: r.ParentTurnID, Hash: r.PayloadHash, Depth: r.Depth, Tenant: r.Tenant,
+			TypeRef: r.TypeRef, TypeVersion: r.TypeVersion, Encoding: r.Encoding,
+			Compression: r.Compression, UncompressedLen: r.UncompressedLen,
 		})
 		maxTurn = max(maxTurn, r.TurnID)
 		turns[r.Tenant]++
@@ -262,13 +269,13 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 		return 0, fmt.Errorf("turn log %s is %d bytes but %d bytes were committed: committed turns are missing "+
 			"(restore the data directory from a backup)", path, log.Size(), committedEnd)
 	}
-	e.table.publish(maxTurn)
+	e.index.Turns.Publish(maxTurn)
 	if deleted > 0 {
 		e.log.Info("turn log: records of deleted tenants and dead turns skipped; their bytes stay in the files until a compaction",
 			"records", deleted)
 	}
 	for tenant, n := range turns {
-		e.usage.add(tenant, n*TurnCharge)
+		e.usage.Add(tenant, n*TurnCharge)
 	}
 	return maxTurn, nil
 }
@@ -298,7 +305,7 @@ func (e *Engine) loadTypes(ctx context.Context) error {
 		return fmt.Errorf("load turn types: %w", err)
 	}
 	for _, r := range rows {
-		e.types.add(uint32(r.TenantNo), uint32(r.TypeRef), r.TypeID)
+		e.index.Types.Add(uint32(r.TenantNo), uint32(r.TypeRef), r.TypeID)
 	}
 	return nil
 }
@@ -311,18 +318,18 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 		return fmt.Errorf("load contexts: %w", err)
 	}
 	for _, r := range rows {
-		s := contextState{
-			tenant: uint32(r.TenantNo), head: uint64(r.HeadTurnID), depth: uint32(r.HeadDepth),
-			created: r.CreatedAt.UnixMilli(), updated: r.UpdatedAt.UnixMilli(),
+		s := memindex.ContextState{
+			Tenant: uint32(r.TenantNo), Head: uint64(r.HeadTurnID), Depth: uint32(r.HeadDepth),
+			Created: r.CreatedAt.UnixMilli(), Updated: r.UpdatedAt.UnixMilli(),
 		}
-		if s.head != 0 {
-			m, ok := e.table.get(s.head)
-			if !ok || m.tenant != s.tenant || m.depth != s.depth {
-				return fmt.Errorf("context %d: head turn %d is not in the turn log", r.ContextID, s.head)
+		if s.Head != 0 {
+			m, ok := e.index.Turns.Get(s.Head)
+			if !ok || m.Tenant != s.Tenant || m.Depth != s.Depth {
+				return fmt.Errorf("context %d: head turn %d is not in the turn log", r.ContextID, s.Head)
 			}
 		}
-		e.contexts.put(uint64(r.ContextID), s)
-		e.usage.add(s.tenant, ContextCharge)
+		e.index.Contexts.Put(uint64(r.ContextID), s)
+		e.usage.Add(s.Tenant, ContextCharge)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -20,11 +21,11 @@ import (
 func TestCrashAtEveryStepKeepsAcknowledgedTurns(t *testing.T) {
 	for _, tt := range []struct {
 		name          string
-		at            step
+		at            groupcommit.Step
 		crashedExists bool
 	}{
-		{"after files", stepFilesWritten, false},
-		{"after commit", stepCommitted, true},
+		{"after files", groupcommit.StepFilesWritten, false},
+		{"after commit", groupcommit.StepCommitted, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newTestStore(t)
@@ -37,9 +38,9 @@ func TestCrashAtEveryStepKeepsAcknowledgedTurns(t *testing.T) {
 			var armed atomic.Bool
 			armed.Store(true)
 			s.Engine.Close()
-			s.open(&hooks{crashAt: func(st step) bool { return st == tt.at && armed.Load() }})
+			s.open(&groupcommit.Hooks{CrashAt: func(st groupcommit.Step) bool { return st == tt.at && armed.Load() }})
 			crashed := turnReq(h.ContextID, 0, []byte("in flight at the crash"))
-			if _, err := s.Append(context.Background(), ten, crashed); !errors.Is(err, errCrashed) {
+			if _, err := s.Append(context.Background(), ten, crashed); !errors.Is(err, groupcommit.ErrCrashed) {
 				t.Fatalf("crashed append: %v", err)
 			}
 			if _, err := s.Append(context.Background(), ten, turnReq(h.ContextID, 0, []byte("after"))); err == nil {
@@ -148,7 +149,7 @@ func TestFailedCommitFailsTheGroupsBuiltOnIt(t *testing.T) {
 	h := s.create(ten, 0)
 	s.Engine.Close()
 	var groups atomic.Int64
-	s.open(&hooks{failCommit: func() bool { return groups.Add(1)%7 == 3 }})
+	s.open(&groupcommit.Hooks{FailCommit: func() bool { return groups.Add(1)%7 == 3 }})
 
 	var mu sync.Mutex
 	acked := map[uint64][]byte{}

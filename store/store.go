@@ -15,69 +15,26 @@ package store
 
 import (
 	"context"
-	"time"
 
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/store/internal/storetype"
 )
 
-// Head is a context's current head turn (0 for an empty context).
-type Head struct {
-	ContextID uint64
-	TurnID    uint64
-	Depth     uint32
-}
-
-// AppendRequest is one turn to append. Payload is the bytes as sent:
-// compressed when Compression is 1 (zstd).
-type AppendRequest struct {
-	ContextID       uint64
-	ParentTurnID    uint64 // 0 = the context's current head
-	TypeID          string
-	TypeVersion     uint32
-	Encoding        uint32
-	Compression     uint32
-	UncompressedLen uint32
-	ContentHash     ident.Hash // BLAKE3-256 of the uncompressed payload
-	Payload         []byte
-	IdempotencyKey  []byte
-	FSRoot          *ident.Hash // attach this fs tree to the new turn
-	// IfHead makes the append conditional: it commits only while
-	// ParentTurnID is the context's head (0: while the context is empty),
-	// else it fails with KindHeadMoved naming the head. A repeat of a
-	// committed idempotency key is answered before the head is checked.
-	IfHead bool
-}
-
-// AppendResult describes the appended turn, or the original one when the
-// idempotency key was seen before (Replayed).
-type AppendResult struct {
-	ContextID   uint64
-	TurnID      uint64
-	ParentID    uint64 // the turn's parent; 0 for the first of a chain
-	Depth       uint32
-	ContentHash ident.Hash
-	Replayed    bool
-}
-
-// Appended is a committed turn, as Options.OnAppend is told of it.
-type Appended struct {
-	Tenant      ident.Tenant
-	ContextID   uint64
-	TurnID      uint64
-	ParentID    uint64
-	Depth       uint32
-	TypeID      string
-	TypeVersion uint32
-	// UncompressedLen, CreatedAt and Keyed (appended with an idempotency
-	// key) are as its turns row has them.
-	UncompressedLen uint32
-	CreatedAt       time.Time
-	Keyed           bool
-	// Payload is the turn's uncompressed payload when it is at most
-	// Options.OnAppendPayloads bytes, nil otherwise: a copy the listener
-	// may keep.
-	Payload []byte
-}
+// The API's value types live in storetype, which the store's internal
+// packages share; they are re-exported here under their names.
+type (
+	// Head is a context's current head turn (0 for an empty context).
+	Head = storetype.Head
+	// AppendRequest is one turn to append (see storetype.AppendRequest).
+	AppendRequest = storetype.AppendRequest
+	// AppendResult describes the appended turn, or the original one when
+	// the idempotency key was seen before (Replayed).
+	AppendResult = storetype.AppendResult
+	// Appended is a committed turn, as Options.OnAppend is told of it.
+	Appended = storetype.Appended
+	// ContextInfo is a context's head and its times.
+	ContextInfo = storetype.ContextInfo
+)
 
 // Turn is a turn's metadata and, when asked for, its uncompressed payload.
 type Turn struct {

@@ -1,4 +1,4 @@
-package store
+package groupcommit
 
 import (
 	"math"
@@ -9,18 +9,19 @@ import (
 	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/storetype"
+	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
 // plannedTurn is a new turn of the group being committed.
 type plannedTurn struct {
-	job       *job
+	job       *Job
 	id        uint64
 	contextID uint64
-	meta      turnMeta
+	meta      memindex.TurnMeta
 }
-
-func (t *plannedTurn) tenantID(e *Engine) string { return e.tenants.idOf(t.meta.tenant) }
 
 // newType is a type ref the group introduces.
 type newType struct {
@@ -29,23 +30,17 @@ type newType struct {
 	typeID string
 }
 
-// grant records that a tenant stores bytes another tenant stored first.
-type grant struct {
-	tenant uint32
-	hash   ident.Hash
-}
-
 // plan is one group resolved against memory: ids and depths assigned, the
 // bytes to write and the rows to commit. Jobs that fail validation are
 // answered while planning; replays are answered with the group.
 type plan struct {
-	jobs     []*job
-	outcomes map[*job]outcome // decided while planning (errors, replays)
-	follows  map[*job]int     // replays of a key first used in this group: index into turns
+	jobs     []*Job
+	outcomes map[*Job]Outcome // decided while planning (errors, replays)
+	follows  map[*Job]int     // replays of a key first used in this group: index into turns
 
 	puts       []blobpack.PutItem
 	putOwners  map[ident.Hash]uint32 // first owner of each blob put by this group
-	putJobs    map[*job]int          // blob puts: index into puts
+	putJobs    map[*Job]int          // blob puts: index into puts
 	putResults []blobpack.Result
 
 	turns    []plannedTurn
@@ -54,12 +49,12 @@ type plan struct {
 	packEnd  int64 // the blob pack's size once the group's blobs are written
 	maxTurn  uint64
 
-	heads    map[uint64]contextState
-	pending  map[uint64]turnMeta // turns of this group, by id, for parents
+	heads    map[uint64]memindex.ContextState
+	pending  map[uint64]memindex.TurnMeta // turns of this group, by id, for parents
 	newTypes []newType
-	typeRefs map[typeKey]uint32
+	typeRefs map[memindex.TypeKey]uint32
 	keys     map[idemindex.Key]int // new idempotency keys: index into turns
-	grants   map[grant]struct{}
+	grants   map[usage.Grant]struct{}
 
 	now   time.Time // when it was planned: its turns' created_at
 	seq   uint64    // position in the pipeline
@@ -70,30 +65,30 @@ type plan struct {
 	deadline time.Time
 }
 
-func (c *committer) plan(batch []*job, now time.Time) *plan {
+func (c *Committer) plan(batch []*Job, now time.Time) *plan {
 	n := len(batch) // sizes the group's slices and maps once
 	p := &plan{
-		now: now, jobs: batch, outcomes: map[*job]outcome{}, follows: map[*job]int{}, putJobs: map[*job]int{},
-		heads: make(map[uint64]contextState, n), pending: make(map[uint64]turnMeta, n), typeRefs: map[typeKey]uint32{},
-		keys: map[idemindex.Key]int{}, grants: map[grant]struct{}{}, putOwners: make(map[ident.Hash]uint32, n),
+		now: now, jobs: batch, outcomes: map[*Job]Outcome{}, follows: map[*Job]int{}, putJobs: map[*Job]int{},
+		heads: make(map[uint64]memindex.ContextState, n), pending: make(map[uint64]memindex.TurnMeta, n), typeRefs: map[memindex.TypeKey]uint32{},
+		keys: map[idemindex.Key]int{}, grants: map[usage.Grant]struct{}{}, putOwners: make(map[ident.Hash]uint32, n),
 		puts: make([]blobpack.PutItem, 0, n), turns: make([]plannedTurn, 0, n), records: make([]turnlog.Record, 0, n),
 	}
 	for _, j := range batch {
-		if j.app == nil {
+		if j.Request == nil {
 			p.putJobs[j] = len(p.puts)
 			p.queueBlob(j)
 			continue
 		}
 		if err := c.planAppend(p, j, now); err != nil {
-			p.outcomes[j] = outcome{err: err}
+			p.outcomes[j] = Outcome{Err: err}
 		}
 	}
 	return p
 }
 
 // planAppend resolves one append against memory and the group so far.
-func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
-	req, t := j.app, j.tenant
+func (c *Committer) planAppend(p *plan, j *Job, now time.Time) error {
+	req, t := j.Request, j.Tenant
 	state, err := p.context(c, t, req.ContextID)
 	if err != nil {
 		return err
@@ -103,7 +98,7 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 			return nil
 		}
 	}
-	if req.IfHead && req.ParentTurnID != state.head {
+	if req.IfHead && req.ParentTurnID != state.Head {
 		return headMoved(req.ContextID, req.ParentTurnID, state)
 	}
 	parent, depth, err := p.parent(c, t, req.ParentTurnID, state)
@@ -112,12 +107,12 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 	}
 	id := c.nextTurn
 	c.nextTurn++
-	meta := turnMeta{
-		parent: parent, hash: req.ContentHash, depth: depth, tenant: t.No,
-		typeRef: p.typeRef(c, t.No, req.TypeID), typeVersion: req.TypeVersion,
-		encoding: req.Encoding, compression: req.Compression, uncompressedLen: req.UncompressedLen,
+	meta := memindex.TurnMeta{
+		Parent: parent, Hash: req.ContentHash, Depth: depth, Tenant: t.No,
+		TypeRef: p.typeRef(c, t.No, req.TypeID), TypeVersion: req.TypeVersion,
+		Encoding: req.Encoding, Compression: req.Compression, UncompressedLen: req.UncompressedLen,
 	}
-	p.addBlob(c.e, j)
+	p.addBlob(c.cfg.Blobs, j)
 	p.addTurn(j, id, meta, now)
 	if len(req.IdempotencyKey) > 0 {
 		p.keys[idemindex.NewKey(t.No, req.ContextID, req.IdempotencyKey)] = len(p.turns) - 1
@@ -128,12 +123,12 @@ func (c *committer) planAppend(p *plan, j *job, now time.Time) error {
 // replay answers j from its idempotency key if the key is known: from a
 // published turn, a group in flight, or earlier in this group. The answer
 // goes out when j's group commits, which is after the original's.
-func (c *committer) replay(p *plan, j *job, now time.Time) bool {
-	k := idemindex.NewKey(j.tenant.No, j.app.ContextID, j.app.IdempotencyKey)
+func (c *Committer) replay(p *plan, j *Job, now time.Time) bool {
+	k := idemindex.NewKey(j.Tenant.No, j.Request.ContextID, j.Request.IdempotencyKey)
 	if i, ok := p.keys[k]; ok {
 		first := p.turns[i]
-		if err := checkRepeat(j.app, requestOf(first.job.app), first.id); err != nil {
-			p.outcomes[j] = outcome{err: err}
+		if err := CheckRepeat(j.Request, requestOf(first.job.Request), first.id); err != nil {
+			p.outcomes[j] = Outcome{Err: err}
 		} else {
 			p.follows[j] = i
 		}
@@ -143,78 +138,78 @@ func (c *committer) replay(p *plan, j *job, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	m, ok := c.e.table.get(e.Turn)
+	m, ok := c.cfg.Index.Turns.Get(e.Turn)
 	if !ok {
 		m, ok = c.shadow.turns[e.Turn]
 	}
 	if !ok {
 		return false
 	}
-	orig := keyedRequest{
-		hash: m.hash, typeID: c.typeName(m.tenant, m.typeRef), typeVersion: m.typeVersion,
-		parent: e.Parent, parentKnown: e.ParentKnown,
+	orig := KeyedRequest{
+		Hash: m.Hash, TypeID: c.typeName(m.Tenant, m.TypeRef), TypeVersion: m.TypeVersion,
+		Parent: e.Parent, ParentKnown: e.ParentKnown,
 	}
-	if err := checkRepeat(j.app, orig, e.Turn); err != nil {
-		p.outcomes[j] = outcome{err: err}
+	if err := CheckRepeat(j.Request, orig, e.Turn); err != nil {
+		p.outcomes[j] = Outcome{Err: err}
 		return true
 	}
-	p.outcomes[j] = outcome{res: AppendResult{
-		ContextID: j.app.ContextID, TurnID: e.Turn, ParentID: m.parent, Depth: m.depth, ContentHash: m.hash, Replayed: true,
+	p.outcomes[j] = Outcome{Result: storetype.AppendResult{
+		ContextID: j.Request.ContextID, TurnID: e.Turn, ParentID: m.Parent, Depth: m.Depth, ContentHash: m.Hash, Replayed: true,
 	}}
 	return true
 }
 
 // context returns the tenant's context as this group, or a group in
 // flight, has left it.
-func (p *plan) context(c *committer, t ident.Tenant, id uint64) (contextState, error) {
-	if s, ok := p.heads[id]; ok && s.tenant == t.No {
+func (p *plan) context(c *Committer, t ident.Tenant, id uint64) (memindex.ContextState, error) {
+	if s, ok := p.heads[id]; ok && s.Tenant == t.No {
 		return s, nil
 	}
-	if h, ok := c.shadow.heads[id]; ok && h.state.tenant == t.No {
+	if h, ok := c.shadow.heads[id]; ok && h.state.Tenant == t.No {
 		return h.state, nil
 	}
-	return c.e.contextOf(t, id)
+	return c.cfg.Index.Context(t, id)
 }
 
 // parent resolves the parent turn and the new depth: an explicit parent
 // (committed or earlier in the group) or the context's head.
-func (p *plan) parent(c *committer, t ident.Tenant, parentID uint64, state contextState) (uint64, uint32, error) {
+func (p *plan) parent(c *Committer, t ident.Tenant, parentID uint64, state memindex.ContextState) (uint64, uint32, error) {
 	if parentID == 0 {
-		parentID = state.head
+		parentID = state.Head
 		if parentID == 0 {
 			return 0, 1, nil
 		}
-		return parentID, state.depth + 1, nil
+		return parentID, state.Depth + 1, nil
 	}
 	m, ok := p.pending[parentID]
 	if !ok {
 		m, ok = c.shadow.turns[parentID]
 	}
 	if !ok {
-		m, ok = c.e.turnOf(t, parentID)
+		m, ok = c.cfg.Index.Turn(t, parentID)
 	}
-	if !ok || m.tenant != t.No {
+	if !ok || m.Tenant != t.No {
 		return 0, 0, fault.New(fault.NotFound, "parent turn %d not found", parentID)
 	}
-	if m.depth == math.MaxUint32 {
+	if m.Depth == math.MaxUint32 {
 		return 0, 0, fault.New(fault.Unprocessable, "parent turn %d is at the maximum depth", parentID)
 	}
-	return parentID, m.depth + 1, nil
+	return parentID, m.Depth + 1, nil
 }
 
 // typeRef interns typeID for the tenant, allocating a new ref if needed.
-func (p *plan) typeRef(c *committer, tenant uint32, typeID string) uint32 {
-	if r, ok := c.e.types.ref(tenant, typeID); ok {
+func (p *plan) typeRef(c *Committer, tenant uint32, typeID string) uint32 {
+	if r, ok := c.cfg.Index.Types.Ref(tenant, typeID); ok {
 		return r
 	}
-	k := typeKey{tenant, typeID}
+	k := memindex.TypeKey{Tenant: tenant, TypeID: typeID}
 	if r, ok := p.typeRefs[k]; ok {
 		return r
 	}
 	if st, ok := c.shadow.types[k]; ok {
 		return st.ref
 	}
-	r := max(c.e.types.next(tenant), c.shadow.nextTypeRef(tenant))
+	r := max(c.cfg.Index.Types.Next(tenant), c.shadow.nextTypeRef(tenant))
 	for _, nt := range p.newTypes {
 		if nt.tenant == tenant && nt.ref >= r {
 			r = nt.ref + 1
@@ -227,13 +222,13 @@ func (p *plan) typeRef(c *committer, tenant uint32, typeID string) uint32 {
 
 // typeName returns the type id of a ref that is published or introduced
 // by a group in flight.
-func (c *committer) typeName(tenant, ref uint32) string {
-	if name := c.e.types.name(tenant, ref); name != "" {
+func (c *Committer) typeName(tenant, ref uint32) string {
+	if name := c.cfg.Index.Types.Name(tenant, ref); name != "" {
 		return name
 	}
 	for k, st := range c.shadow.types {
-		if k.tenant == tenant && st.ref == ref {
-			return k.typeID
+		if k.Tenant == tenant && st.ref == ref {
+			return k.TypeID
 		}
 	}
 	return ""
@@ -241,10 +236,10 @@ func (c *committer) typeName(tenant, ref uint32) string {
 
 // addBlob queues the payload for the pack unless it is stored, and grants
 // it to the tenant when another tenant stored it first.
-func (p *plan) addBlob(e *Engine, j *job) {
-	if entry, ok := e.blobs.Lookup(j.hash); ok {
-		if entry.Owner != j.tenant.No {
-			p.grants[grant{j.tenant.No, j.hash}] = struct{}{}
+func (p *plan) addBlob(blobs *blobpack.Pack, j *Job) {
+	if entry, ok := blobs.Lookup(j.Hash); ok {
+		if entry.Owner != j.Tenant.No {
+			p.grants[usage.Grant{Tenant: j.Tenant.No, Hash: j.Hash}] = struct{}{}
 		}
 		return
 	}
@@ -253,31 +248,32 @@ func (p *plan) addBlob(e *Engine, j *job) {
 
 // queueBlob adds j's bytes to the group's pack write. The pack stores one
 // copy per hash; a second tenant appending the same bytes in the group gets
-// a grant (a blob put's caller grants after the fact, see PutBlob).
-func (p *plan) queueBlob(j *job) {
-	if owner, ok := p.putOwners[j.hash]; ok && owner != j.tenant.No && j.app != nil {
-		p.grants[grant{j.tenant.No, j.hash}] = struct{}{}
+// a grant (a blob put's caller grants after the fact, see
+// store.Engine.PutBlob).
+func (p *plan) queueBlob(j *Job) {
+	if owner, ok := p.putOwners[j.Hash]; ok && owner != j.Tenant.No && j.Request != nil {
+		p.grants[usage.Grant{Tenant: j.Tenant.No, Hash: j.Hash}] = struct{}{}
 	} else if !ok {
-		p.putOwners[j.hash] = j.tenant.No
+		p.putOwners[j.Hash] = j.Tenant.No
 	}
-	p.puts = append(p.puts, blobpack.PutItem{Hash: j.hash, Data: j.raw, Owner: j.tenant.No, Stored: j.stored, Codec: j.codec})
+	p.puts = append(p.puts, blobpack.PutItem{Hash: j.Hash, Data: j.Raw, Owner: j.Tenant.No, Stored: j.Stored, Codec: j.Codec})
 }
 
-func (p *plan) addTurn(j *job, id uint64, meta turnMeta, now time.Time) {
-	req := j.app
+func (p *plan) addTurn(j *Job, id uint64, meta memindex.TurnMeta, now time.Time) {
+	req := j.Request
 	p.turns = append(p.turns, plannedTurn{job: j, id: id, contextID: req.ContextID, meta: meta})
 	p.pending[id] = meta
-	p.heads[req.ContextID] = contextState{tenant: meta.tenant, head: id, depth: meta.depth, updated: now.UnixMilli()}
+	p.heads[req.ContextID] = memindex.ContextState{Tenant: meta.Tenant, Head: id, Depth: meta.Depth, Updated: now.UnixMilli()}
 	p.maxTurn = id
 	var flags uint32
 	if req.FSRoot != nil {
 		flags |= turnlog.FlagFSRoot
 	}
 	p.records = append(p.records, turnlog.Record{
-		TurnID: id, ParentTurnID: meta.parent, ContextID: req.ContextID, Depth: meta.depth,
-		Tenant: meta.tenant, TypeRef: meta.typeRef, TypeVersion: meta.typeVersion,
-		Encoding: meta.encoding, Compression: meta.compression, UncompressedLen: meta.uncompressedLen,
-		Flags: flags, CreatedAtUnixMs: uint64(now.UnixMilli()), PayloadHash: meta.hash,
+		TurnID: id, ParentTurnID: meta.Parent, ContextID: req.ContextID, Depth: meta.Depth,
+		Tenant: meta.Tenant, TypeRef: meta.TypeRef, TypeVersion: meta.TypeVersion,
+		Encoding: meta.Encoding, Compression: meta.Compression, UncompressedLen: meta.UncompressedLen,
+		Flags: flags, CreatedAtUnixMs: uint64(now.UnixMilli()), PayloadHash: meta.Hash,
 	})
 }
 
@@ -291,12 +287,13 @@ func (p *plan) committedEnd() int64 {
 }
 
 // params builds the group's one Postgres statement.
-func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
+func (p *plan) params(c *Committer) db.CommitAppendBatchParams {
+	tenantID := c.cfg.TenantID
 	now := p.now
 	a := db.CommitAppendBatchParams{
-		StoreID:      e.storeID,
+		StoreID:      c.cfg.StoreID,
 		CommittedEnd: p.committedEnd(),
-		NextTurnID:   int64(nextTurn),
+		NextTurnID:   int64(c.nextTurn),
 		PackEnd:      p.packEnd,
 	}
 	if p.seq%pruneEvery == 0 {
@@ -309,36 +306,36 @@ func (p *plan) params(e *Engine, nextTurn uint64) db.CommitAppendBatchParams {
 	a.PayloadHashes, a.FsRootHashes, a.IdempotencyKeys = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
 	a.CreatedAts = make([]time.Time, 0, n)
 	for _, t := range p.turns {
-		p.appendTurnRow(&a, e, t, now)
+		p.appendTurnRow(&a, tenantID(t.meta.Tenant), t, now)
 	}
 	for _, nt := range p.newTypes {
-		a.TypeTenantIds = append(a.TypeTenantIds, e.tenants.idOf(nt.tenant))
+		a.TypeTenantIds = append(a.TypeTenantIds, tenantID(nt.tenant))
 		a.TypeRefs = append(a.TypeRefs, int32(nt.ref))
 		a.TypeIds = append(a.TypeIds, nt.typeID)
 	}
 	for id, s := range p.heads {
-		a.HeadTenantIds = append(a.HeadTenantIds, e.tenants.idOf(s.tenant))
+		a.HeadTenantIds = append(a.HeadTenantIds, tenantID(s.Tenant))
 		a.HeadContextIds = append(a.HeadContextIds, int64(id))
-		a.HeadTurnIds = append(a.HeadTurnIds, int64(s.head))
-		a.HeadDepths = append(a.HeadDepths, int64(s.depth))
+		a.HeadTurnIds = append(a.HeadTurnIds, int64(s.Head))
+		a.HeadDepths = append(a.HeadDepths, int64(s.Depth))
 	}
 	for _, i := range p.keys {
-		a.KeyTenantIds = append(a.KeyTenantIds, e.tenants.idOf(p.turns[i].meta.tenant))
-		a.KeyContextIds = append(a.KeyContextIds, int64(p.turns[i].job.app.ContextID))
-		a.KeyValues = append(a.KeyValues, p.turns[i].job.app.IdempotencyKey)
+		a.KeyTenantIds = append(a.KeyTenantIds, tenantID(p.turns[i].meta.Tenant))
+		a.KeyContextIds = append(a.KeyContextIds, int64(p.turns[i].job.Request.ContextID))
+		a.KeyValues = append(a.KeyValues, p.turns[i].job.Request.IdempotencyKey)
 		a.KeyTurnIds = append(a.KeyTurnIds, int64(p.turns[i].id))
 		a.KeyCreatedAts = append(a.KeyCreatedAts, now)
-		a.KeyRequestedParents = append(a.KeyRequestedParents, int64(p.turns[i].job.app.ParentTurnID))
+		a.KeyRequestedParents = append(a.KeyRequestedParents, int64(p.turns[i].job.Request.ParentTurnID))
 	}
 	for g := range p.grants {
-		a.GrantTenantIds = append(a.GrantTenantIds, e.tenants.idOf(g.tenant))
-		a.GrantHashes = append(a.GrantHashes, g.hash[:])
+		a.GrantTenantIds = append(a.GrantTenantIds, tenantID(g.Tenant))
+		a.GrantHashes = append(a.GrantHashes, g.Hash[:])
 	}
 	return a
 }
 
-func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, e *Engine, t plannedTurn, now time.Time) {
-	req, tenant := t.job.app, e.tenants.idOf(t.meta.tenant)
+func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, tenant string, t plannedTurn, now time.Time) {
+	req := t.job.Request
 	var fsRoot, key []byte
 	if req.FSRoot != nil {
 		fsRoot = req.FSRoot[:]
@@ -352,14 +349,14 @@ func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, e *Engine, t planned
 	a.TenantIds = append(a.TenantIds, tenant)
 	a.TurnIds = append(a.TurnIds, int64(t.id))
 	a.ContextIds = append(a.ContextIds, int64(t.contextID))
-	a.ParentTurnIds = append(a.ParentTurnIds, int64(t.meta.parent))
-	a.Depths = append(a.Depths, int64(t.meta.depth))
+	a.ParentTurnIds = append(a.ParentTurnIds, int64(t.meta.Parent))
+	a.Depths = append(a.Depths, int64(t.meta.Depth))
 	a.TurnTypeIds = append(a.TurnTypeIds, req.TypeID)
-	a.TypeVersions = append(a.TypeVersions, int64(t.meta.typeVersion))
-	a.Encodings = append(a.Encodings, int64(t.meta.encoding))
-	a.Compressions = append(a.Compressions, int64(t.meta.compression))
-	a.UncompressedLens = append(a.UncompressedLens, int64(t.meta.uncompressedLen))
-	a.PayloadHashes = append(a.PayloadHashes, t.meta.hash[:])
+	a.TypeVersions = append(a.TypeVersions, int64(t.meta.TypeVersion))
+	a.Encodings = append(a.Encodings, int64(t.meta.Encoding))
+	a.Compressions = append(a.Compressions, int64(t.meta.Compression))
+	a.UncompressedLens = append(a.UncompressedLens, int64(t.meta.UncompressedLen))
+	a.PayloadHashes = append(a.PayloadHashes, t.meta.Hash[:])
 	a.FsRootHashes = append(a.FsRootHashes, fsRoot)
 	a.IdempotencyKeys = append(a.IdempotencyKeys, key)
 	a.CreatedAts = append(a.CreatedAts, now)
@@ -367,29 +364,29 @@ func (p *plan) appendTurnRow(a *db.CommitAppendBatchParams, e *Engine, t planned
 
 // answer sends every job its outcome after the group committed.
 func (p *plan) answer() {
-	results := make(map[*job]AppendResult, len(p.turns))
+	results := make(map[*Job]storetype.AppendResult, len(p.turns))
 	for _, t := range p.turns {
-		results[t.job] = AppendResult{ContextID: t.contextID, TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth, ContentHash: t.meta.hash}
+		results[t.job] = storetype.AppendResult{ContextID: t.contextID, TurnID: t.id, ParentID: t.meta.Parent, Depth: t.meta.Depth, ContentHash: t.meta.Hash}
 	}
 	for _, j := range p.jobs {
 		j.done <- p.outcomeOf(j, results)
 	}
 }
 
-func (p *plan) outcomeOf(j *job, results map[*job]AppendResult) outcome {
+func (p *plan) outcomeOf(j *Job, results map[*Job]storetype.AppendResult) Outcome {
 	if o, ok := p.outcomes[j]; ok {
 		return o
 	}
 	if i, ok := p.follows[j]; ok {
 		r := results[p.turns[i].job]
-		r.ContextID, r.Replayed = j.app.ContextID, true
-		return outcome{res: r}
+		r.ContextID, r.Replayed = j.Request.ContextID, true
+		return Outcome{Result: r}
 	}
 	if i, ok := p.putJobs[j]; ok {
 		r := p.putResults[i]
-		return outcome{entry: r.Entry, isNew: r.New}
+		return Outcome{Entry: r.Entry, IsNew: r.New}
 	}
-	return outcome{res: results[j]}
+	return Outcome{Result: results[j]}
 }
 
 // failPending answers err to every job of a group that did not commit,
@@ -397,10 +394,10 @@ func (p *plan) outcomeOf(j *job, results map[*job]AppendResult) outcome {
 // original may be in a group that failed as well.
 func (p *plan) failPending(err error) {
 	for _, j := range p.jobs {
-		if o, ok := p.outcomes[j]; ok && o.err != nil {
+		if o, ok := p.outcomes[j]; ok && o.Err != nil {
 			j.done <- o
 			continue
 		}
-		j.done <- outcome{err: err}
+		j.done <- Outcome{Err: err}
 	}
 }

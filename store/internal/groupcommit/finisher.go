@@ -1,4 +1,4 @@
-package store
+package groupcommit
 
 import (
 	"context"
@@ -10,19 +10,20 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgerr"
-	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/sqlc/db"
+	"github.com/cardboxhq/cardbox/store/internal/storetype"
+	"github.com/cardboxhq/cardbox/store/internal/usage"
 )
 
 // finishLoop is the finisher stage: it commits the written groups in order,
 // publishes and answers them.
-func (c *committer) finishLoop() {
+func (c *Committer) finishLoop() {
 	for p := range c.written {
 		c.finish(p)
 	}
 }
 
-func (c *committer) finish(p *plan) {
+func (c *Committer) finish(p *plan) {
 	if err := c.doomed(p); err != nil {
 		p.failPending(err)
 		p.tx.abandon() // Postgres may not be answering: nothing waits for it
@@ -36,7 +37,7 @@ func (c *committer) finish(p *plan) {
 			c.groupFailed(p, err)
 			return
 		}
-		if c.e.opts.hooks.crash(stepCommitted) {
+		if c.cfg.Hooks.crash(StepCommitted) {
 			p.failPending(c.crash())
 			return
 		}
@@ -46,7 +47,7 @@ func (c *committer) finish(p *plan) {
 
 // groupFailed fails a group that did not commit, and every group planned
 // on top of it, and asks the writer to cut their records.
-func (c *committer) groupFailed(p *plan, err error) {
+func (c *Committer) groupFailed(p *plan, err error) {
 	if fault.KindOf(err) == fault.Unavailable {
 		c.dbDown.Store(true)
 	}
@@ -57,7 +58,7 @@ func (c *committer) groupFailed(p *plan, err error) {
 
 // doomed says why a group must not commit: the store broke, or a group it
 // was planned on failed.
-func (c *committer) doomed(p *plan) error {
+func (c *Committer) doomed(p *plan) error {
 	if err := c.failed(); err != nil {
 		return err
 	}
@@ -74,12 +75,12 @@ var errAnsweredUnknown = errors.New("commit outcome unknown: answered, resolving
 // commitGroup commits the group's transaction by the group's deadline.
 // When the outcome is unknown (no answer in time, or the connection broke
 // around COMMIT) it asks Postgres which it was (unknownOutcome).
-func (c *committer) commitGroup(p *plan) error {
-	if c.e.opts.hooks.commitFails() {
+func (c *Committer) commitGroup(p *plan) error {
+	if c.cfg.Hooks.commitFails() {
 		p.tx.rollback()
 		return commitError(errInjected)
 	}
-	c.e.opts.hooks.commitSending()
+	c.cfg.Hooks.commitSending()
 	start := time.Now()
 	pid := p.tx.pid()
 	err := p.tx.commit(p.deadline)
@@ -126,7 +127,7 @@ type resolution struct {
 // Its later groups' transactions never commit (their COMMIT is never
 // sent), so either way every turn the files keep has its row and no row
 // names a turn the files cut.
-func (c *committer) unknownOutcome(p *plan, pid uint32, cause error) error {
+func (c *Committer) unknownOutcome(p *plan, pid uint32, cause error) error {
 	c.dbDown.Store(true)
 	found := make(chan resolution, 1)
 	c.resolvers.Go(func() { found <- c.resolve(p, pid) })
@@ -145,7 +146,7 @@ func (c *committer) unknownOutcome(p *plan, pid uint32, cause error) error {
 	}
 	c.resolving.Store(true)
 	c.failedEpoch.Store(p.epoch)
-	c.e.log.Warn("Postgres did not confirm a group's COMMIT in time; answering its appends unavailable and resolving whether it committed",
+	c.cfg.Log.Warn("Postgres did not confirm a group's COMMIT in time; answering its appends unavailable and resolving whether it committed",
 		"appends", len(p.turns), "first_turn", p.turns[0].id, "err", cause)
 	p.failPending(fault.Wrap(fault.Unavailable, cause,
 		"commit turns: Postgres did not confirm the commit in time; the append may yet have committed: retry with the same idempotency key"))
@@ -155,15 +156,15 @@ func (c *committer) unknownOutcome(p *plan, pid uint32, cause error) error {
 
 // settleLate settles a group whose appends were answered before its
 // outcome was known (see unknownOutcome), then lets the writer go on.
-func (c *committer) settleLate(p *plan, r resolution, cause error) {
+func (c *Committer) settleLate(p *plan, r resolution, cause error) {
 	defer c.resolving.Store(false) // after the rollback request: see write
 	switch {
 	case r.known && r.committed:
-		c.e.log.Warn("a group whose COMMIT was not confirmed in time did commit; its turns are published", "appends", len(p.turns), "first_turn", p.turns[0].id)
+		c.cfg.Log.Warn("a group whose COMMIT was not confirmed in time did commit; its turns are published", "appends", len(p.turns), "first_turn", p.turns[0].id)
 		c.apply(p, true)
 		c.rollback.Store(&rollbackRequest{seq: p.seq + 1, logStart: p.committedEnd()})
 	case r.known:
-		c.e.log.Warn("a group whose COMMIT was not confirmed in time did not commit", "appends", len(p.turns), "first_turn", p.turns[0].id)
+		c.cfg.Log.Warn("a group whose COMMIT was not confirmed in time did not commit", "appends", len(p.turns), "first_turn", p.turns[0].id)
 		c.rollback.Store(&rollbackRequest{seq: p.seq, logStart: p.logStart})
 	default:
 		_ = c.fail(fault.Wrap(fault.Unavailable, cause, "commit turns: outcome unknown at shutdown, restart to reconcile")) // logged; the group's appends get it from the broken committer
@@ -171,7 +172,7 @@ func (c *committer) settleLate(p *plan, r resolution, cause error) {
 }
 
 // resolvingErr is what appends hear while a group's outcome is resolved.
-func (c *committer) resolvingErr() error {
+func (c *Committer) resolvingErr() error {
 	if c.resolving.Load() {
 		return fault.New(fault.Unavailable, "Postgres did not answer an earlier commit in time; writes resume once it answers; retry")
 	}
@@ -196,16 +197,16 @@ func commitError(err error) error {
 
 // resolve finds out whether the group committed, asking Postgres until it
 // can tell or the store shuts down (known false).
-func (c *committer) resolve(p *plan, pid uint32) resolution {
+func (c *Committer) resolve(p *plan, pid uint32) resolution {
 	first := p.turns[0]
-	tenant := first.tenantID(c.e)
+	tenant := c.cfg.TenantID(first.meta.Tenant)
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		r, err := c.wasCommitted(tenant, first.id, pid)
 		if err == nil && r.known {
 			return r
 		}
 		if err != nil {
-			c.e.log.Warn("cannot tell whether a group committed; retrying", "err", err, "retry_in", delay)
+			c.cfg.Log.Warn("cannot tell whether a group committed; retrying", "err", err, "retry_in", delay)
 		}
 		select {
 		case <-c.quit:
@@ -223,8 +224,8 @@ func (c *committer) resolve(p *plan, pid uint32) resolution {
 // closed). So the session is looked for first, and the row after: if the
 // session had ended by then, no COMMIT of it can come after the look for
 // the row.
-func (c *committer) wasCommitted(tenant string, turn uint64, pid uint32) (resolution, error) {
-	q := c.e.as(pgrole.Committer, "") // each statement bounded by Options.PGTimeout
+func (c *Committer) wasCommitted(tenant string, turn uint64, pid uint32) (resolution, error) {
+	q := c.queries // each statement bounded by Config.PGTimeout
 	ctx := context.Background()
 	running, err := q.SessionRunning(ctx, int32(pid))
 	if err != nil {
@@ -243,31 +244,31 @@ func (c *committer) wasCommitted(tenant string, turn uint64, pid uint32) (resolu
 }
 
 // publish makes the group visible to reads, then answers it.
-func (c *committer) publish(p *plan) {
+func (c *Committer) publish(p *plan) {
 	c.apply(p, false)
 }
 
 // apply makes a committed group visible to reads, answers it unless late
 // (its appends were answered before its outcome was known), and tells
-// Options.OnAppend. A late group's tenant may have been forgotten
-// meanwhile (ForgetTenant does not wait for it): its contexts and types
-// are not brought back.
-func (c *committer) apply(p *plan, late bool) {
+// Config.OnAppend. A late group's tenant may have been forgotten
+// meanwhile (store.Engine.ForgetTenant does not wait for it): its
+// contexts and types are not brought back.
+func (c *Committer) apply(p *plan, late bool) {
 	for _, t := range p.turns {
-		c.e.table.set(t.id, t.meta)
+		c.cfg.Index.Turns.Set(t.id, t.meta)
 	}
-	c.e.table.publish(p.maxTurn)
+	c.cfg.Index.Turns.Publish(p.maxTurn)
 	for id, s := range p.heads {
-		if !late || !c.e.gate.Gone(s.tenant) {
-			c.e.contexts.put(id, s)
+		if !late || !c.cfg.Index.Gone(s.Tenant) {
+			c.cfg.Index.Contexts.Put(id, s)
 		}
 	}
 	for _, t := range p.newTypes {
-		if !late || !c.e.gate.Gone(t.tenant) {
-			c.e.types.add(t.tenant, t.ref, t.typeID)
+		if !late || !c.cfg.Index.Gone(t.tenant) {
+			c.cfg.Index.Types.Add(t.tenant, t.ref, t.typeID)
 		}
 	}
-	c.e.chargeGroup(p)
+	c.charge(p)
 	c.published.Store(p.seq)
 	if len(p.turns) > 0 && !late {
 		c.dbDown.Store(false)
@@ -277,21 +278,45 @@ func (c *committer) apply(p *plan, late bool) {
 	if !late {
 		p.answer()
 	}
-	if c.e.opts.OnAppend != nil && len(p.turns) > 0 {
-		c.e.opts.OnAppend(c.appended(p))
+	if c.cfg.OnAppend != nil && len(p.turns) > 0 {
+		c.cfg.OnAppend(c.appended(p))
 	}
 }
 
-// appended describes a published group's turns for Options.OnAppend.
-func (c *committer) appended(p *plan) []Appended {
-	out := make([]Appended, len(p.turns))
+// appended describes a published group's turns for Config.OnAppend.
+func (c *Committer) appended(p *plan) []storetype.Appended {
+	out := make([]storetype.Appended, len(p.turns))
 	for i, t := range p.turns {
-		out[i] = Appended{
-			Tenant: ident.Tenant{ID: t.tenantID(c.e), No: t.meta.tenant}, ContextID: t.contextID,
-			TurnID: t.id, ParentID: t.meta.parent, Depth: t.meta.depth,
-			TypeID: t.job.app.TypeID, TypeVersion: t.meta.typeVersion, UncompressedLen: t.meta.uncompressedLen,
-			CreatedAt: p.now, Keyed: len(t.job.app.IdempotencyKey) > 0, Payload: t.job.handed,
+		out[i] = storetype.Appended{
+			Tenant: ident.Tenant{ID: c.cfg.TenantID(t.meta.Tenant), No: t.meta.Tenant}, ContextID: t.contextID,
+			TurnID: t.id, ParentID: t.meta.Parent, Depth: t.meta.Depth,
+			TypeID: t.job.Request.TypeID, TypeVersion: t.meta.TypeVersion, UncompressedLen: t.meta.UncompressedLen,
+			CreatedAt: p.now, Keyed: len(t.job.Request.IdempotencyKey) > 0, Payload: t.job.Handed,
 		}
 	}
 	return out
+}
+
+// charge charges a committed group's turns and grants to their tenants
+// (its new blobs were counted by the pack when they were written).
+func (c *Committer) charge(p *plan) {
+	if len(p.turns) == 0 && len(p.grants) == 0 {
+		return
+	}
+	var sizes map[usage.Grant]int64 // looked up before the ledger's lock is taken
+	if len(p.grants) > 0 {
+		sizes = make(map[usage.Grant]int64, len(p.grants))
+		for g := range p.grants {
+			if entry, ok := c.cfg.Blobs.Lookup(g.Hash); ok {
+				sizes[g] = int64(entry.RawLen)
+			}
+		}
+	}
+	c.cfg.Usage.ChargeGroup(func(yield func(uint32) bool) {
+		for i := range p.turns {
+			if !yield(p.turns[i].meta.Tenant) {
+				return
+			}
+		}
+	}, sizes)
 }

@@ -1,8 +1,8 @@
 //go:build !unix
 
-package store
+package memindex
 
 // mapTurnChunk is not available here: turn chunks live on the Go heap.
-func mapTurnChunk() (_ *[chunkSize]turnMeta, mapping []byte, ok bool) { return nil, nil, false }
+func mapTurnChunk() (_ *[chunkSize]TurnMeta, mapping []byte, ok bool) { return nil, nil, false }
 
 func unmapTurnChunk([]byte) {}

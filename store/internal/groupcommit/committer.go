@@ -1,48 +1,105 @@
-package store
+// Package groupcommit is the turn store's committer: the one writer of
+// the blob pack, the turn log and the in-memory index once the store is
+// open. It takes appends and blob puts from any goroutine, commits them in
+// groups (one write and one fdatasync per file and one Postgres statement
+// for every append queued while the previous group was committing) and
+// answers each once its group is durable and published, or failed.
+// docs/storage.md states the protocol: what is written in which order,
+// what is fsynced when, and what a group that does not commit leaves.
+package groupcommit
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/pgbound"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/sqlc/db"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/storetype"
+	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/syncfile"
+	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
-// job is one append or one blob put waiting for the committer.
-type job struct {
-	tenant ident.Tenant
-	app    *AppendRequest // nil for a blob put
-	raw    []byte         // uncompressed payload, or the blob to put
-	hash   ident.Hash     // BLAKE3 of raw
-	stored []byte         // raw as the pack stores it (see blobpack.Encode); nil if the pack has it
-	codec  blobpack.Codec // how stored is encoded
-	handed []byte         // a copy of raw for Options.OnAppend; nil if none
-	done   chan outcome   // buffered: the committer never blocks on it
-	// deadline is when an append must be answered: Options.PGTimeout
+// Config is what a Committer writes to and how it behaves; recovery
+// opens the files and loads the index before the Committer starts.
+type Config struct {
+	Pool    *pgxpool.Pool
+	StoreID pgtype.UUID // the turn_stores row the group statements name
+	Blobs   *blobpack.Pack
+	Turns   *turnlog.Log
+	// Index is published to as groups commit; Idem holds the idempotency
+	// keys of the window, and learns each group's as it is written.
+	Index *memindex.Index
+	Idem  *idemindex.Table
+	// Usage is charged each committed group's turns and grants.
+	Usage *usage.Ledger
+	// TenantID names tenant number no, for the rows of the group's
+	// statement; every tenant a job names must be known to it.
+	TenantID func(no uint32) string
+	// NextTurn is the first turn id to hand out.
+	NextTurn uint64
+	// MaxBatch caps how many jobs one group takes.
+	MaxBatch int
+	// PGTimeout bounds a job from when it is queued to its group's
+	// COMMIT's answer, and each question of a resolver.
+	PGTimeout time.Duration
+	// OnAppend, if set, is told of every group of turns once committed
+	// and readable, in commit order; it must return quickly.
+	OnAppend func([]storetype.Appended)
+	// Now is the clock of the turns' created_at and of the idempotency
+	// keys.
+	Now func() time.Time
+	Log *slog.Logger
+	// Hooks are test-only fault injection points; nil in production.
+	Hooks *Hooks
+}
+
+// Job is one append or one blob put waiting for the committer.
+type Job struct {
+	Tenant  ident.Tenant
+	Request *storetype.AppendRequest // nil for a blob put
+	Raw     []byte                   // uncompressed payload, or the blob to put
+	Hash    ident.Hash               // BLAKE3 of Raw
+	Stored  []byte                   // Raw as the pack stores it (see blobpack.Encode); nil: the pack encodes it
+	Codec   blobpack.Codec           // how Stored is encoded
+	Handed  []byte                   // a copy of Raw for Config.OnAppend; nil if none
+	done    chan Outcome             // buffered: the committer never blocks on it
+	// deadline is when an append must be answered: Config.PGTimeout
 	// after it was queued. Its group's statement and COMMIT must be
 	// answered by then (see plan.deadline).
 	deadline time.Time
 }
 
-// outcome answers a job.
-type outcome struct {
-	res   AppendResult
-	entry blobpack.Entry // for blob puts
-	isNew bool           // for blob puts
-	err   error
-	// pending: the caller stopped waiting (its ctx ended) while the job
-	// was queued or in flight; its outcome still comes on the job's done.
-	pending bool
+// Answered delivers j's outcome once Submit has queued j: for the caller
+// whose Submit returned a pending outcome.
+func (j *Job) Answered() <-chan Outcome { return j.done }
+
+// Outcome answers a job.
+type Outcome struct {
+	Result storetype.AppendResult
+	Entry  blobpack.Entry // for blob puts
+	IsNew  bool           // for blob puts: the pack did not hold the blob
+	Err    error
+	// Pending: the caller stopped waiting (its ctx ended) while the job
+	// was queued or in flight; its outcome still comes (Job.Answered).
+	Pending bool
 }
 
-// committer owns every write to the files and the turn tables. It is a
+// Committer owns every write to the files and the index. It is a
 // two-stage pipeline:
 //
 //   - the writer (one goroutine) takes whatever is queued as one group,
@@ -56,9 +113,12 @@ type outcome struct {
 // and statement are already under way. If a group fails to commit, every
 // group planned on top of it fails too, and the writer cuts their records
 // from the turn log before planning again.
-type committer struct {
-	e       *Engine
-	queue   chan *job
+type Committer struct {
+	cfg Config
+	// queries asks Postgres about a group whose COMMIT went unanswered,
+	// each statement bounded by Config.PGTimeout.
+	queries *db.Queries
+	queue   chan *Job
 	written chan *plan // writer → finisher
 	quit    chan struct{}
 	exited  chan struct{} // closed when both stages and every resolver have ended
@@ -102,12 +162,14 @@ type rollbackRequest struct {
 	logStart int64
 }
 
-// newCommitter starts both stages; stop ends them.
-func newCommitter(e *Engine, nextTurn uint64, idem *idemindex.Table) *committer {
-	c := &committer{
-		e: e, queue: make(chan *job, 4*e.opts.MaxBatch), written: make(chan *plan, 1),
+// New starts the committer's two stages; Stop ends them.
+func New(cfg Config) *Committer {
+	c := &Committer{
+		cfg:     cfg,
+		queries: db.New(pgrole.As(pgbound.Batcher{D: cfg.Pool, Timeout: cfg.PGTimeout}, pgrole.Committer, "")),
+		queue:   make(chan *Job, 4*cfg.MaxBatch), written: make(chan *plan, 1),
 		quit: make(chan struct{}), exited: make(chan struct{}),
-		idem: idem, nextTurn: nextTurn, epoch: 1, shadow: newShadow(), lastSwep: e.now(),
+		idem: cfg.Idem, nextTurn: cfg.NextTurn, epoch: 1, shadow: newShadow(), lastSwep: cfg.Now(),
 	}
 	finished := make(chan struct{})
 	go func() { defer close(finished); c.finishLoop() }()
@@ -121,36 +183,69 @@ func newCommitter(e *Engine, nextTurn uint64, idem *idemindex.Table) *committer 
 	return c
 }
 
-// stop answers what is queued, then ends both stages.
-func (c *committer) stop() {
+// Stop answers what is queued, then ends both stages and every resolver.
+func (c *Committer) Stop() {
 	c.once.Do(func() { close(c.quit) })
 	<-c.exited
 }
 
+// Done is closed once the committer has stopped.
+func (c *Committer) Done() <-chan struct{} { return c.exited }
+
+// Healthy returns why the committer refuses appends, if it does: it
+// broke (its files or Postgres are in a state only a restart sorts
+// out), or a group's outcome is being resolved.
+func (c *Committer) Healthy() error {
+	if err := c.failed(); err != nil {
+		return err
+	}
+	return c.resolvingErr()
+}
+
+// Stats counts the work of the committer since it started.
+type Stats struct {
+	Appends, Groups int64 // committed
+	// The time groups with turns spent making their files durable,
+	// running their statement and committing (see store.Stats).
+	FilesTime, StatementTime, CommitTime time.Duration
+}
+
+// Stats returns the committer's counts.
+func (c *Committer) Stats() Stats {
+	return Stats{
+		Appends: c.appends.Load(), Groups: c.groups.Load(),
+		FilesTime: time.Duration(c.filesNs.Load()), StatementTime: time.Duration(c.statementNs.Load()),
+		CommitTime: time.Duration(c.commitNs.Load()),
+	}
+}
+
 // failed returns why the committer refuses work, if it does.
-func (c *committer) failed() error {
+func (c *Committer) failed() error {
 	if p := c.broken.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-func (c *committer) breakDown(err error) {
+func (c *Committer) breakDown(err error) {
 	c.broken.CompareAndSwap(nil, &err)
 }
 
-// submit queues j and waits for its outcome.
-func (c *committer) submit(ctx context.Context, j *job) outcome {
+// Submit queues j and waits for its outcome. When ctx ends while j is
+// queued or in flight, the outcome is Pending: j may still commit, and
+// its outcome comes on j.Answered.
+func (c *Committer) Submit(ctx context.Context, j *Job) Outcome {
 	if err := c.failed(); err != nil {
-		return outcome{err: err}
+		return Outcome{Err: err}
 	}
-	j.deadline = time.Now().Add(c.e.opts.PGTimeout)
+	j.done = make(chan Outcome, 1)
+	j.deadline = time.Now().Add(c.cfg.PGTimeout)
 	select {
 	case c.queue <- j:
 	case <-c.quit:
-		return outcome{err: ErrClosed}
+		return Outcome{Err: storetype.ErrClosed}
 	case <-ctx.Done():
-		return outcome{err: ctx.Err()}
+		return Outcome{Err: ctx.Err()}
 	}
 	select {
 	case o := <-j.done:
@@ -160,16 +255,16 @@ func (c *committer) submit(ctx context.Context, j *job) outcome {
 		case o := <-j.done:
 			return o
 		default:
-			return outcome{err: ErrClosed}
+			return Outcome{Err: storetype.ErrClosed}
 		}
 	case <-ctx.Done():
 		// The append may still commit; a retry with the same idempotency
 		// key finds it.
-		return outcome{err: ctx.Err(), pending: true}
+		return Outcome{Err: ctx.Err(), Pending: true}
 	}
 }
 
-func (c *committer) writeLoop() {
+func (c *Committer) writeLoop() {
 	for {
 		select {
 		case j := <-c.queue:
@@ -182,7 +277,7 @@ func (c *committer) writeLoop() {
 }
 
 // drain writes whatever was queued before stop.
-func (c *committer) drain() {
+func (c *Committer) drain() {
 	for {
 		select {
 		case j := <-c.queue:
@@ -199,9 +294,9 @@ func (c *committer) drain() {
 // writer lingers briefly for the rest. Without it, writers that wait for
 // their answers fall into a rhythm of one group of one (the first request
 // back) and one group of everyone else, wasting every other round trip.
-func (c *committer) collect(first *job) []*job {
-	batch := c.takeQueued([]*job{first})
-	if want := c.lastGroup / 2; len(batch) < want && len(batch) < c.e.opts.MaxBatch {
+func (c *Committer) collect(first *Job) []*Job {
+	batch := c.takeQueued([]*Job{first})
+	if want := c.lastGroup / 2; len(batch) < want && len(batch) < c.cfg.MaxBatch {
 		batch = c.linger(batch, want)
 	}
 	c.lastGroup = len(batch)
@@ -209,8 +304,8 @@ func (c *committer) collect(first *job) []*job {
 }
 
 // takeQueued appends what is queued now to batch, up to MaxBatch.
-func (c *committer) takeQueued(batch []*job) []*job {
-	for len(batch) < c.e.opts.MaxBatch {
+func (c *Committer) takeQueued(batch []*Job) []*Job {
+	for len(batch) < c.cfg.MaxBatch {
 		select {
 		case j := <-c.queue:
 			batch = append(batch, j)
@@ -225,7 +320,7 @@ func (c *committer) takeQueued(batch []*job) []*job {
 const maxLinger = time.Millisecond
 
 // linger waits up to maxLinger for batch to reach want jobs.
-func (c *committer) linger(batch []*job, want int) []*job {
+func (c *Committer) linger(batch []*Job, want int) []*Job {
 	timer := time.NewTimer(maxLinger)
 	defer timer.Stop()
 	for len(batch) < want {
@@ -241,19 +336,19 @@ func (c *committer) linger(batch []*job, want int) []*job {
 
 // write is the writer stage for one group: plan, write the files and run
 // the statement, then hand the group to the finisher.
-func (c *committer) write(batch []*job) {
+func (c *Committer) write(batch []*Job) {
 	// resolving first: a resolver posts its rollback before it clears
 	// resolving, so the rollback is seen below.
 	if err := c.resolvingErr(); err != nil {
-		answerAll(batch, outcome{err: err})
+		answerAll(batch, Outcome{Err: err})
 		return
 	}
 	if err := c.applyRollback(); err != nil {
-		answerAll(batch, outcome{err: err})
+		answerAll(batch, Outcome{Err: err})
 		return
 	}
 	if err := c.failed(); err != nil {
-		answerAll(batch, outcome{err: err})
+		answerAll(batch, Outcome{Err: err})
 		return
 	}
 	if batch = expire(batch, time.Now()); len(batch) == 0 {
@@ -261,7 +356,7 @@ func (c *committer) write(batch []*job) {
 	}
 	c.shadow.forget(c.published.Load())
 	c.seq++
-	p := c.plan(batch, c.e.now())
+	p := c.plan(batch, c.cfg.Now())
 	p.seq, p.epoch, p.deadline = c.seq, c.epoch, groupDeadline(batch)
 	if err := c.writeGroup(p); err != nil {
 		if !c.retryAlone(p, err) {
@@ -276,11 +371,11 @@ func (c *committer) write(batch []*job) {
 // expire answers the appends of batch that waited past their deadline
 // (the writer was held up by a Postgres or a disk that did not answer)
 // and returns the others. Blob puts need no Postgres and stay.
-func expire(batch []*job, now time.Time) []*job {
+func expire(batch []*Job, now time.Time) []*Job {
 	kept := batch[:0]
 	for _, j := range batch {
-		if j.app != nil && !now.Before(j.deadline) {
-			j.done <- outcome{err: fault.New(fault.Unavailable, "the append waited longer than its deadline for the appends before it (Postgres or the disk did not answer in time); retry")}
+		if j.Request != nil && !now.Before(j.deadline) {
+			j.done <- Outcome{Err: fault.New(fault.Unavailable, "the append waited longer than its deadline for the appends before it (Postgres or the disk did not answer in time); retry")}
 			continue
 		}
 		kept = append(kept, j)
@@ -291,10 +386,10 @@ func expire(batch []*job, now time.Time) []*job {
 // groupDeadline is when a group's statement and COMMIT must be answered:
 // the earliest deadline of its appends (zero for a group of blob puts,
 // which sends no statement).
-func groupDeadline(batch []*job) time.Time {
+func groupDeadline(batch []*Job) time.Time {
 	var d time.Time
 	for _, j := range batch {
-		if j.app != nil && (d.IsZero() || j.deadline.Before(d)) {
+		if j.Request != nil && (d.IsZero() || j.deadline.Before(d)) {
 			d = j.deadline
 		}
 	}
@@ -305,17 +400,17 @@ func groupDeadline(batch []*job) time.Time {
 // group's statement for its data, each of the group's appends is written
 // again as a group of its own, and only the one at fault fails. It reports
 // whether it did so.
-func (c *committer) retryAlone(p *plan, err error) bool {
+func (c *Committer) retryAlone(p *plan, err error) bool {
 	if fault.KindOf(err) != fault.Unprocessable || len(p.jobs) < 2 {
 		return false
 	}
-	c.e.log.Warn("Postgres refused a group's data; retrying its appends one by one", "appends", len(p.jobs), "err", err)
+	c.cfg.Log.Warn("Postgres refused a group's data; retrying its appends one by one", "appends", len(p.jobs), "err", err)
 	for _, j := range p.jobs {
-		if o, ok := p.outcomes[j]; ok && o.err != nil {
+		if o, ok := p.outcomes[j]; ok && o.Err != nil {
 			j.done <- o // refused while planning: nothing to retry
 			continue
 		}
-		c.write([]*job{j})
+		c.write([]*Job{j})
 	}
 	return true
 }
@@ -323,13 +418,13 @@ func (c *committer) retryAlone(p *plan, err error) bool {
 // applyRollback cuts the records of failed groups from the turn log and
 // forgets what was planned on top of them. Only the writer writes the log,
 // so the cut cannot race a write.
-func (c *committer) applyRollback() error {
+func (c *Committer) applyRollback() error {
 	r := c.rollback.Swap(nil)
 	if r == nil {
 		return nil
 	}
-	if c.e.turns.Size() > r.logStart {
-		if err := c.e.turns.Truncate(r.logStart); err != nil {
+	if c.cfg.Turns.Size() > r.logStart {
+		if err := c.cfg.Turns.Truncate(r.logStart); err != nil {
 			return c.fail(fault.Wrap(fault.Internal, err, "roll back turn log to %d", r.logStart))
 		}
 	}
@@ -341,11 +436,11 @@ func (c *committer) applyRollback() error {
 
 // remember records a written group in the planner's view: later groups
 // build on its heads, turns, types and idempotency keys.
-func (c *committer) remember(p *plan) {
+func (c *Committer) remember(p *plan) {
 	now := p.now
 	c.shadow.add(p)
 	for k, i := range p.keys {
-		c.idem.Add(k, idemindex.Entry{Turn: p.turns[i].id, At: now, Seq: p.seq, Parent: p.turns[i].job.app.ParentTurnID, ParentKnown: true})
+		c.idem.Add(k, idemindex.Entry{Turn: p.turns[i].id, At: now, Seq: p.seq, Parent: p.turns[i].job.Request.ParentTurnID, ParentKnown: true})
 	}
 	if now.Sub(c.lastSwep) >= time.Minute {
 		c.lastSwep = now
@@ -362,12 +457,12 @@ func (c *committer) remember(p *plan) {
 // After Postgres failed a group for being unreachable, the next groups run
 // their statement first and write their files only once it succeeded, so
 // that an outage does not fill the pack with blobs no row will name.
-func (c *committer) writeGroup(p *plan) error {
+func (c *Committer) writeGroup(p *plan) error {
 	// The writer is the log's only writer, so the group's records start at
 	// its current end; the statement records that offset, and where the
 	// pack will end once the group's blobs are written.
-	p.logStart = c.e.turns.Size()
-	staged, err := c.e.blobs.Stage(p.puts)
+	p.logStart = c.cfg.Turns.Size()
+	staged, err := c.cfg.Blobs.Stage(p.puts)
 	if err != nil {
 		return c.filesWritten(p, err, nil)
 	}
@@ -386,7 +481,7 @@ func (c *committer) writeGroup(p *plan) error {
 	if stmtErr != nil {
 		return c.statementFailed(p, stmtErr)
 	}
-	if c.e.opts.hooks.crash(stepFilesWritten) {
+	if c.cfg.Hooks.crash(StepFilesWritten) {
 		p.tx.abandon()
 		return c.crash()
 	}
@@ -396,17 +491,17 @@ func (c *committer) writeGroup(p *plan) error {
 // writeFiles writes the group's staged blobs (on a goroutine) and its turn
 // records (on this one). With statement, it sends the group's statement
 // first and reads its answer last, so that Postgres runs it meanwhile.
-func (c *committer) writeFiles(p *plan, staged *blobpack.Staged, statement bool) (blobErr, logErr, stmtErr error) {
+func (c *Committer) writeFiles(p *plan, staged *blobpack.Staged, statement bool) (blobErr, logErr, stmtErr error) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	var blobTook, logTook time.Duration // for the step timings (Stats)
 	if len(p.puts) > 0 {
-		wg.Go(func() { p.putResults, blobErr = c.e.blobs.Write(staged); blobTook = time.Since(start) })
+		wg.Go(func() { p.putResults, blobErr = c.cfg.Blobs.Write(staged); blobTook = time.Since(start) })
 	}
 	if len(p.turns) > 0 {
 		var tx *groupTx
 		if statement {
-			tx, stmtErr = c.e.sendGroup(p.params(c.e, c.nextTurn), p.deadline)
+			tx, stmtErr = c.sendGroup(p.params(c), p.deadline)
 		}
 		logErr = c.appendRecords(p)
 		logTook = time.Since(start)
@@ -426,8 +521,8 @@ func (c *committer) writeFiles(p *plan, staged *blobpack.Staged, statement bool)
 
 // startStatement sends BEGIN and the group's statement and waits for them;
 // on success the group's transaction stays open for COMMIT.
-func (c *committer) startStatement(p *plan) error {
-	tx, err := c.e.sendGroup(p.params(c.e, c.nextTurn), p.deadline)
+func (c *Committer) startStatement(p *plan) error {
+	tx, err := c.sendGroup(p.params(c), p.deadline)
 	if err != nil {
 		return err
 	}
@@ -438,8 +533,8 @@ func (c *committer) startStatement(p *plan) error {
 	return nil
 }
 
-func (c *committer) appendRecords(p *plan) error {
-	start, err := c.e.turns.Append(p.records)
+func (c *Committer) appendRecords(p *plan) error {
+	start, err := c.cfg.Turns.Append(p.records)
 	if err == nil && start != p.logStart {
 		err = fmt.Errorf("turn log grew behind the committer: records at %d, expected %d", start, p.logStart)
 	}
@@ -450,12 +545,12 @@ func (c *committer) appendRecords(p *plan) error {
 // the files were cut back and take writes again once space is free. Any
 // other failed write stops the store: the file is in a state only
 // recovery sorts out.
-func (c *committer) filesWritten(p *plan, blobErr, logErr error) error {
+func (c *Committer) filesWritten(p *plan, blobErr, logErr error) error {
 	if blobErr == nil && logErr == nil {
 		return nil
 	}
 	if logErr == nil && len(p.turns) > 0 {
-		if err := c.e.turns.Truncate(p.logStart); err != nil {
+		if err := c.cfg.Turns.Truncate(p.logStart); err != nil {
 			return c.fail(fault.Wrap(fault.Internal, err, "roll back turn log after failed blob write (%v)", blobErr))
 		}
 	}
@@ -471,8 +566,8 @@ func (c *committer) filesWritten(p *plan, blobErr, logErr error) error {
 
 // statementFailed cuts the group's records (nothing of it committed) and
 // fails it. The groups before it are unaffected.
-func (c *committer) statementFailed(p *plan, err error) error {
-	if terr := c.e.turns.Truncate(p.logStart); terr != nil {
+func (c *Committer) statementFailed(p *plan, err error) error {
+	if terr := c.cfg.Turns.Truncate(p.logStart); terr != nil {
 		return c.fail(fault.Wrap(fault.Internal, terr, "roll back turn log after failed statement (%v)", err))
 	}
 	err = commitError(err)
@@ -484,18 +579,18 @@ func (c *committer) statementFailed(p *plan, err error) error {
 
 // fail marks the committer broken: its files or Postgres are in a state
 // only recovery (a restart) sorts out, so it takes no more work.
-func (c *committer) fail(err *fault.Error) error {
-	c.e.log.Error("turn store stopped accepting writes", "err", err)
+func (c *Committer) fail(err *fault.Error) error {
+	c.cfg.Log.Error("turn store stopped accepting writes", "err", err)
 	c.breakDown(err)
 	return err
 }
 
-func (c *committer) crash() error {
-	c.breakDown(errCrashed)
-	return errCrashed
+func (c *Committer) crash() error {
+	c.breakDown(ErrCrashed)
+	return ErrCrashed
 }
 
-func answerAll(batch []*job, o outcome) {
+func answerAll(batch []*Job, o Outcome) {
 	for _, j := range batch {
 		j.done <- o
 	}

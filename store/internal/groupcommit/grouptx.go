@@ -1,4 +1,4 @@
-package store
+package groupcommit
 
 import (
 	"context"
@@ -27,9 +27,9 @@ type groupTx struct {
 // connection and the statement's answer must come by deadline, else the
 // statement fails (the connection is closed, which ends the transaction:
 // its COMMIT was never sent).
-func (e *Engine) sendGroup(params db.CommitAppendBatchParams, deadline time.Time) (*groupTx, error) {
+func (c *Committer) sendGroup(params db.CommitAppendBatchParams, deadline time.Time) (*groupTx, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	conn, err := e.pool.Acquire(ctx)
+	conn, err := c.cfg.Pool.Acquire(ctx)
 	if err != nil {
 		cancel()
 		return nil, err

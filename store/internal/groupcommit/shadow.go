@@ -1,4 +1,6 @@
-package store
+package groupcommit
+
+import "github.com/cardboxhq/cardbox/store/internal/memindex"
 
 // shadow is the planner's view of the groups written but not yet
 // published: their heads, turns and type refs. The writer plans each group
@@ -6,13 +8,13 @@ package store
 // flight together. Only the writer touches it.
 type shadow struct {
 	heads  map[uint64]shadowHead
-	turns  map[uint64]turnMeta
-	types  map[typeKey]shadowType
+	turns  map[uint64]memindex.TurnMeta
+	types  map[memindex.TypeKey]shadowType
 	groups []*plan // in flight, oldest first
 }
 
 type shadowHead struct {
-	state contextState
+	state memindex.ContextState
 	seq   uint64 // the group that set it
 }
 
@@ -22,7 +24,7 @@ type shadowType struct {
 }
 
 func newShadow() *shadow {
-	return &shadow{heads: map[uint64]shadowHead{}, turns: map[uint64]turnMeta{}, types: map[typeKey]shadowType{}}
+	return &shadow{heads: map[uint64]shadowHead{}, turns: map[uint64]memindex.TurnMeta{}, types: map[memindex.TypeKey]shadowType{}}
 }
 
 // add records a written group.
@@ -34,7 +36,7 @@ func (s *shadow) add(p *plan) {
 		s.turns[t.id] = t.meta
 	}
 	for _, nt := range p.newTypes {
-		s.types[typeKey{nt.tenant, nt.typeID}] = shadowType{ref: nt.ref, seq: p.seq}
+		s.types[memindex.TypeKey{Tenant: nt.tenant, TypeID: nt.typeID}] = shadowType{ref: nt.ref, seq: p.seq}
 	}
 	s.groups = append(s.groups, p)
 }
@@ -54,7 +56,7 @@ func (s *shadow) forget(published uint64) {
 			delete(s.turns, t.id)
 		}
 		for _, nt := range p.newTypes {
-			k := typeKey{nt.tenant, nt.typeID}
+			k := memindex.TypeKey{Tenant: nt.tenant, TypeID: nt.typeID}
 			if st := s.types[k]; st.seq == p.seq {
 				delete(s.types, k)
 			}
@@ -68,7 +70,7 @@ func (s *shadow) forget(published uint64) {
 func (s *shadow) nextTypeRef(tenant uint32) uint32 {
 	var next uint32
 	for k, st := range s.types {
-		if k.tenant == tenant && st.ref >= next {
+		if k.Tenant == tenant && st.ref >= next {
 			next = st.ref + 1
 		}
 	}

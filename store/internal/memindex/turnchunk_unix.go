@@ -1,6 +1,6 @@
 //go:build unix
 
-package store
+package memindex
 
 import (
 	"syscall"
@@ -8,7 +8,7 @@ import (
 )
 
 // turnChunkBytes is the size of one turn chunk.
-const turnChunkBytes = int(unsafe.Sizeof([chunkSize]turnMeta{}))
+const turnChunkBytes = int(unsafe.Sizeof([chunkSize]TurnMeta{}))
 
 // mapTurnChunk returns a zeroed turn chunk mapped outside the Go heap, and
 // the mapping to release with unmapTurnChunk; ok is false if mapping
@@ -20,12 +20,12 @@ const turnChunkBytes = int(unsafe.Sizeof([chunkSize]turnMeta{}))
 // towards the GC's goal, which lets the heap grow by as much again in
 // garbage before a collection (GOGC=100): keeping it outside saves that
 // much resident memory. Untouched pages of a mapping cost nothing.
-func mapTurnChunk() (_ *[chunkSize]turnMeta, mapping []byte, ok bool) {
+func mapTurnChunk() (_ *[chunkSize]TurnMeta, mapping []byte, ok bool) {
 	b, err := syscall.Mmap(-1, 0, turnChunkBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
 	if err != nil {
 		return nil, nil, false
 	}
-	return (*[chunkSize]turnMeta)(unsafe.Pointer(unsafe.SliceData(b))), b, true
+	return (*[chunkSize]TurnMeta)(unsafe.Pointer(unsafe.SliceData(b))), b, true
 }
 
 // unmapTurnChunk releases a mapping of mapTurnChunk.
