@@ -139,6 +139,14 @@ type Engine struct {
 	stopPurge context.CancelFunc
 	purgeDone chan struct{}
 
+	// The reaper works out the turns that died with deleted contexts (see
+	// ReapDeleted), woken by reapWake, until stopReaper; the index hides
+	// the dead turns (memindex.Index.Dead).
+	reapMu     sync.Mutex // one reaping at a time
+	reapWake   chan struct{}
+	stopReaper context.CancelFunc
+	reaperDone chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -177,6 +185,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)
 	}
 	e.startPurge()
+	e.startReaper()
 	e.holes.Start()
 	e.startSealer()
 	return e, nil
@@ -191,6 +200,10 @@ func (e *Engine) Close() error {
 		if e.stopPurge != nil {
 			e.stopPurge()
 			<-e.purgeDone
+		}
+		if e.stopReaper != nil {
+			e.stopReaper()
+			<-e.reaperDone
 		}
 		if e.committer != nil {
 			e.committer.Stop()

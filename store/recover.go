@@ -112,6 +112,9 @@ func (e *Engine) openFiles(ctx context.Context, state storedb.GetTurnLogStateRow
 	wg.Go(func() { blobErr = e.openBlobs(ctx, state) })
 	logErr := e.loadTenants(ctx)
 	if logErr == nil {
+		logErr = e.loadDeadTurns(ctx)
+	}
+	if logErr == nil {
 		maxTurn, logErr = e.openTurnLog(state.CommittedEnd)
 	}
 	wg.Wait()
@@ -249,7 +252,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	turns := map[uint32]int64{} // by tenant, for the usage
 	load := func(_ int64, r turnlog.Record) error {
 		maxTurn = max(maxTurn, r.TurnID) // a deleted tenant's ids are not handed out again
-		if e.gate.Gone(r.Tenant) {
+		if e.gate.Gone(r.Tenant) || e.index.Dead.Has(r.TurnID) {
 			deleted++
 			return nil
 		}
@@ -276,7 +279,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	}
 	e.index.Turns.Publish(maxTurn)
 	if deleted > 0 {
-		e.log.Info("turn log: records of deleted tenants skipped; their bytes stay in the files until a compaction",
+		e.log.Info("turn log: records of deleted tenants and dead turns skipped; their bytes stay in the files until a compaction",
 			"records", deleted)
 	}
 	for tenant, n := range turns {

@@ -35,6 +35,9 @@ type Administration interface {
 	SetQuota(ctx context.Context, actor, tenant string, bytes int64) error
 	SetRate(ctx context.Context, actor, tenant string, r tenancy.Rate) error
 	TenantRate(ctx context.Context, tenant string) (tenancy.Rate, error)
+	SetRetention(ctx context.Context, actor string, r tenancy.Retention) error
+	ClearRetention(ctx context.Context, actor, tenant, label string) error
+	Retentions(ctx context.Context, tenant string) ([]tenancy.Retention, error)
 }
 
 // AdminRoutes are hosted mode's administration over HTTP, audited with
@@ -89,6 +92,8 @@ func (r *AdminRoutes) Register(e *echo.Echo) {
 	g.DELETE("/tenants/:tenant_id", r.deleteTenant)
 	g.PUT("/tenants/:tenant_id/quota", r.setQuota)
 	g.PUT("/tenants/:tenant_id/rate", r.setRate)
+	g.PUT("/tenants/:tenant_id/retention", r.setRetention)
+	g.GET("/tenants/:tenant_id/retention", r.listRetention)
 	g.GET("/usage", r.listUsage)
 	g.POST("/keys", r.createKey)
 	g.GET("/keys", r.listKeys)
@@ -107,7 +112,8 @@ func (r *AdminRoutes) MapError(err error) *fault.Error {
 	case errors.Is(err, auth.ErrNoTenant), errors.Is(err, tenancy.ErrNoKey):
 		return fault.New(fault.NotFound, "%s", err)
 	case errors.Is(err, tenancy.ErrBadTenantName), errors.Is(err, auth.ErrBadRole), errors.Is(err, tenancy.ErrBadExpiry),
-		errors.Is(err, tenancy.ErrBadRate), errors.Is(err, tenancy.ErrBadQuota), errors.Is(err, tenancy.ErrOperatorTenant):
+		errors.Is(err, tenancy.ErrBadRate), errors.Is(err, tenancy.ErrBadQuota), errors.Is(err, tenancy.ErrOperatorTenant),
+		errors.Is(err, tenancy.ErrBadRetention):
 		return fault.New(fault.Invalid, "%s", err)
 	}
 	return nil

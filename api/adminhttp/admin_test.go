@@ -396,3 +396,77 @@ func TestTenantDeletionIsBounded(t *testing.T) {
 		t.Fatalf("after bravo's deletion was finished: %d keys left, %d deletions audited; want 0 and 1", n, tenantDeletions(t, keys, "bravo"))
 	}
 }
+
+// Operators set retention policies over HTTP: a duration that does not
+// parse, is negative or zero is 400 naming its field; an unknown tenant
+// 404; a writer key 403; neither duration removes the label's policy.
+func TestAdminSetsRetention(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	keys, checker := tenancy.New(pool, nil), auth.NewKeys(pool, nil)
+	if _, err := keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, operatorKey, err := keys.CreateOperatorKey(ctx, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, writerKey, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	t.Cleanup(srv.Close)
+	h := &apitest.CXDB{T: t, URL: srv.URL}
+	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
+
+	for _, tt := range []struct {
+		tenant, body, key string
+		status            int
+		field             string // the error's details.field
+	}{
+		{"acme", `{"idle":"30d"}`, operatorKey, http.StatusOK, ""},
+		{"acme", `{"label":"scratch","idle":"90m","max_age":"48h"}`, operatorKey, http.StatusOK, ""},
+		{"acme", `{"idle":"-1h"}`, operatorKey, http.StatusBadRequest, "idle"},
+		{"acme", `{"idle":"0s"}`, operatorKey, http.StatusBadRequest, "idle"},
+		{"acme", `{"max_age":"soon"}`, operatorKey, http.StatusBadRequest, "max_age"},
+		{"acme", `{"max_age":"0d"}`, operatorKey, http.StatusBadRequest, "max_age"},
+		{"acme", `{"idle":30}`, operatorKey, http.StatusBadRequest, ""},
+		{"nobody", `{"idle":"1h"}`, operatorKey, http.StatusNotFound, ""},
+		{"acme", `{"idle":"1h"}`, writerKey, http.StatusForbidden, ""},
+		{"acme", `{"label":"scratch"}`, operatorKey, http.StatusNoContent, ""},
+	} {
+		res := h.Call(http.MethodPut, "/admin/tenants/"+tt.tenant+"/retention", tt.body, as(tt.key)...).Want(t, tt.status)
+		if tt.field != "" {
+			var e struct {
+				Error struct {
+					Details map[string]any `json:"details"`
+				} `json:"error"`
+			}
+			res.JSON(t, &e)
+			if e.Error.Details["field"] != tt.field {
+				t.Errorf("PUT %s: details %v, want field %q", tt.body, e.Error.Details, tt.field)
+			}
+		}
+	}
+	var listed struct {
+		Policies []struct {
+			Label       string `json:"label"`
+			IdleSeconds *int64 `json:"idle_seconds"`
+		} `json:"policies"`
+	}
+	h.Get("/admin/tenants/acme/retention", as(operatorKey)...).Want(t, http.StatusOK).JSON(t, &listed)
+	if len(listed.Policies) != 1 || listed.Policies[0].Label != "" || listed.Policies[0].IdleSeconds == nil || *listed.Policies[0].IdleSeconds != 30*24*3600 {
+		t.Errorf("policies of acme: %+v, want the tenant's idle 30 days alone", listed.Policies)
+	}
+	var audit struct {
+		Entries []tenancy.AuditEntry `json:"entries"`
+	}
+	h.Get("/admin/audit?tenant_id=acme", as(operatorKey)...).Want(t, http.StatusOK).JSON(t, &audit)
+	changes := 0
+	for _, e := range audit.Entries {
+		if strings.HasPrefix(e.Action, "tenant.retention") {
+			changes++
+		}
+	}
+	if changes != 3 {
+		t.Errorf("%d retention changes audited, want 3", changes)
+	}
+}

@@ -90,6 +90,7 @@ func (r *CXDBRoutes) Register(e *echo.Echo) {
 	v.GET("/contexts/:id/provenance", r.provenance)
 	v.GET("/contexts/:id/turns", r.turns)
 	v.POST("/contexts/:id/append", r.appendTurn)
+	r.registerDeletion(v)
 	v.PUT("/registry/bundles/:bundle_id", r.putBundle)
 	v.GET("/registry/bundles/:bundle_id", r.getBundle)
 	v.GET("/registry/types", r.listTypes)

@@ -61,13 +61,20 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // healthClient returns the URL of /healthz on the server's HTTP address
-// and a client for it. An address that listens on every interface
-// (0.0.0.0:9010, [::]:9010, :9010, as in the container image) is asked
-// on the loopback address. With --tls-cert set the server speaks TLS
-// only: the client then accepts exactly the certificate in that file,
-// whatever names it holds, since the check runs beside the server and
-// dials an address the certificate need not name.
+// and a client for it (see serverClient).
 func healthClient(cfg *config.Config, timeout time.Duration) (string, *http.Client, error) {
+	base, client, err := serverClient(cfg, timeout)
+	return base + "/healthz", client, err
+}
+
+// serverClient returns the base URL (scheme, host and port) of the
+// server's HTTP address and a client for it. An address that listens on
+// every interface (0.0.0.0:9010, [::]:9010, :9010, as in the container
+// image) is asked on the loopback address. With --tls-cert set the server
+// speaks TLS only: the client then accepts exactly the certificate in
+// that file, whatever names it holds, since the CLI runs beside the
+// server and dials an address the certificate need not name.
+func serverClient(cfg *config.Config, timeout time.Duration) (string, *http.Client, error) {
 	host, port, err := net.SplitHostPort(cfg.HTTPAddr)
 	if err != nil {
 		return "", nil, fmt.Errorf("--http-addr %q: %w", cfg.HTTPAddr, err)
@@ -101,8 +108,7 @@ func healthClient(cfg *config.Config, timeout time.Duration) (string, *http.Clie
 			},
 		}
 	}
-	url := scheme + "://" + net.JoinHostPort(host, port) + "/healthz"
-	return url, &http.Client{Transport: tr, Timeout: timeout}, nil
+	return scheme + "://" + net.JoinHostPort(host, port), &http.Client{Transport: tr, Timeout: timeout}, nil
 }
 
 // firstCertificate returns the DER bytes of the first certificate in a

@@ -44,6 +44,8 @@ func commands() *cli.Command {
 			backupCommand(),
 			restoreCommand(),
 			sampleCommand(),
+			contextCommand(),
+			retentionCommand(),
 			analyticsCommand(),
 		},
 	}

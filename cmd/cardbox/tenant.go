@@ -21,7 +21,7 @@ func tenantCommand() *cli.Command {
 	return &cli.Command{
 		Name:    "tenant",
 		Purpose: "Administer tenants (hosted mode), beside a running server or not.",
-		Subs:    []*cli.Command{tenantCreate(), tenantList(), tenantRate(), tenantQuota(), tenantDelete()},
+		Subs:    []*cli.Command{tenantCreate(), tenantList(), tenantRate(), tenantQuota(), tenantRetention(), tenantDelete()},
 	}
 }
 
@@ -62,7 +62,7 @@ func createTenant(ctx context.Context, a admin, id, name string, sqlRole bool) e
 func tenantList() *cli.Command {
 	return &cli.Command{
 		Name: "list", Settings: boundedDBSettings,
-		Purpose: "List the tenants with their live keys and storage quotas.",
+		Purpose: "List the tenants with their live keys, storage quotas and retention policies.",
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			return func(ctx context.Context, inv *cli.Invocation) error {
 				return withKeys(ctx, inv, func(a admin) error { return listTenants(ctx, a) })
@@ -84,15 +84,24 @@ func listTenants(ctx context.Context, a admin) error {
 	if err != nil {
 		return err
 	}
+	policies, err := a.admin.Retentions(ctx, "")
+	if err != nil {
+		return err
+	}
+	retention := map[string][]tenancy.Retention{}
+	for _, p := range policies {
+		retention[p.TenantID] = append(retention[p.TenantID], p)
+	}
 	w := table(a.out)
-	fmt.Fprintln(w, "TENANT\tNAME\tLIVE KEYS\tQUOTA BYTES\tCARDBOX BYTES\tCREATED")
+	fmt.Fprintln(w, "TENANT\tNAME\tLIVE KEYS\tQUOTA BYTES\tCARDBOX BYTES\tCREATED\tRETENTION")
 	for _, t := range tenants {
 		q := quotas[t.ID]
 		limit := "default"
 		if q.Bytes > 0 {
 			limit = strconv.FormatInt(q.Bytes, 10)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\n", t.ID, t.Name, t.LiveKeys, limit, q.CardBoxBytes, t.CreatedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\n", t.ID, t.Name, t.LiveKeys, limit, q.CardBoxBytes,
+			t.CreatedAt.UTC().Format(time.RFC3339), retentionSummary(retention[t.ID]))
 	}
 	return w.Flush()
 }

@@ -15,6 +15,7 @@ const (
 	ContextCreated         = "context_created"
 	TurnAppended           = "turn_appended"
 	ContextMetadataUpdated = "context_metadata_updated"
+	ContextDeleted         = "context_deleted"
 	ClientConnected        = "client_connected"
 	ClientDisconnected     = "client_disconnected"
 )

@@ -27,12 +27,18 @@ func newCardBox(cfg *Config, pool *pgxpool.Pool, admit func(ctx context.Context,
 }
 
 // startBackground starts the domains' background work: the sweeper, the
-// CXDB service's metadata extraction and, with analytics on, the
-// projector.
+// retention sweeper (contexts the tenants' policies expire, every
+// --sweep-interval), the CXDB service's metadata extraction and, with
+// analytics on, the projector.
 func (d *Daemon) startBackground() {
 	d.goWork(func(ctx context.Context) {
 		if err := d.sweeper.Run(ctx); err != nil {
 			d.log.Error("cardbox sweeper stopped", "err", err)
+		}
+	})
+	d.goWork(func(ctx context.Context) {
+		if err := d.cxdb.RunRetention(ctx, d.cfg.SweepInterval); err != nil {
+			d.log.Error("retention sweeper stopped", "err", err)
 		}
 	})
 	d.goWork(func(ctx context.Context) {

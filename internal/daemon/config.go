@@ -92,6 +92,9 @@ type TestOptions struct {
 	// WrapStore, if set, wraps the turn store the CXDB service uses (a
 	// test that holds appends at a gate).
 	WrapStore func(service.Store) service.Store
+	// Now, if set, is the CXDB service's clock (event times and the
+	// retention sweeper's now), for a test of time-based behaviour.
+	Now func() time.Time
 }
 
 // Database is the Postgres the daemon serves from.

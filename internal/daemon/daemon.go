@@ -171,7 +171,9 @@ func (d *Daemon) buildServices() {
 	if cfg.Test.WrapStore != nil {
 		turns = cfg.Test.WrapStore(turns)
 	}
-	d.cxdb = service.New(turns, metastore.New(d.db.Pool, cfg.PGTimeout, d.engine), service.Options{Logger: d.log, RenderCacheBytes: cfg.RenderCacheBytes, OnPublish: d.publishes.publish})
+	d.cxdb = service.New(turns, metastore.New(d.db.Pool, cfg.PGTimeout, d.engine), service.Options{
+		Logger: d.log, RenderCacheBytes: cfg.RenderCacheBytes, OnPublish: d.publishes.publish, Now: cfg.Test.Now,
+	})
 	d.commits.subscribe(d.cxdb.Appended)
 	if cfg.Analytics {
 		background := d.db.Background

@@ -74,6 +74,11 @@ var adminCases = []adminCase{
 	{name: "set acme's rate", route: "PUT /admin/tenants/:tenant_id/rate", req: func(p adminTarget) request {
 		return request{"PUT", "/admin/tenants/" + p.Tenant + "/rate", `{"per_sec":0,"burst":0}`}
 	}, want: statuses(401, 403, 403, 403, 403, 200)},
+	{name: "set acme's retention", route: "PUT /admin/tenants/:tenant_id/retention", req: func(p adminTarget) request {
+		return request{"PUT", "/admin/tenants/" + p.Tenant + "/retention", `{"max_age":"3650d"}`}
+	}, want: statuses(401, 403, 403, 403, 403, 200)},
+	{name: "list acme's retention", route: "GET /admin/tenants/:tenant_id/retention", req: get("/admin/tenants/{tenant}/retention"),
+		want: statuses(401, 403, 403, 404, 200, 200)},
 	{name: "list usage", route: "GET /admin/usage", req: get("/admin/usage"), want: statuses(401, 403, 403, 200, 200, 200), list: "tenants"},
 	{name: "acme's usage", route: "GET /admin/usage", req: get("/admin/usage?tenant_id={tenant}"), want: statuses(401, 403, 403, 404, 200, 200)},
 	{name: "create a key of acme", route: "POST /admin/keys", req: func(p adminTarget) request {

@@ -66,8 +66,10 @@ var httpRoutes = map[string]route{
 	"GET /admin/tenants":  {admin: true, ok: 200, variants: fixed("GET", "/admin/tenants")},
 	"GET /admin/usage":    {admin: true, ok: 200, variants: fixed("GET", "/admin/usage")},
 	// Back to the server's defaults: nothing the other cases see changes.
-	"PUT /admin/tenants/:tenant_id/quota": {admin: true, ok: 200, variants: fixed("PUT", "/admin/tenants/globex/quota", `{"bytes":0}`)},
-	"PUT /admin/tenants/:tenant_id/rate":  {admin: true, ok: 200, variants: fixed("PUT", "/admin/tenants/globex/rate", `{"per_sec":0,"burst":0}`)},
+	"PUT /admin/tenants/:tenant_id/quota":     {admin: true, ok: 200, variants: fixed("PUT", "/admin/tenants/globex/quota", `{"bytes":0}`)},
+	"PUT /admin/tenants/:tenant_id/rate":      {admin: true, ok: 200, variants: fixed("PUT", "/admin/tenants/globex/rate", `{"per_sec":0,"burst":0}`)},
+	"PUT /admin/tenants/:tenant_id/retention": {admin: true, ok: 200, variants: fixed("PUT", "/admin/tenants/globex/retention", `{"max_age":"3650d"}`)},
+	"GET /admin/tenants/:tenant_id/retention": {admin: true, ok: 200, variants: fixed("GET", "/admin/tenants/globex/retention")},
 	// A tenant no case creates: acme and the others outlive the suite.
 	"DELETE /admin/tenants/:tenant_id": {admin: true, ok: 404, variants: fixed("DELETE", "/admin/tenants/nobody")},
 	"POST /admin/keys":                 {admin: true, ok: 201, variants: fixed("POST", "/admin/keys", `{"tenant_id":"initech","role":"reader"}`)},
@@ -282,6 +284,9 @@ var httpRoutes = map[string]route{
 		{"own context, read as acme's type", func(p ids) request {
 			return request{"GET", fmt.Sprintf("/v1/contexts/%d/turns?type_hint_mode=explicit&as_type_id=%s&as_type_version=1", p.OwnContext, p.TypeID), ""}
 		}, twin},
+	}},
+	"DELETE /v1/contexts/:id": {write: true, ok: 204, variants: []variant{
+		{"acme's context", func(p ids) request { return request{"DELETE", fmt.Sprintf("/v1/contexts/%d", p.DoomedContext), ""} }, twin},
 	}},
 	"POST /v1/contexts/:id/append": {write: true, ok: 201, variants: []variant{
 		{"acme's context", func(p ids) request {

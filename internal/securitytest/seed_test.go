@@ -37,14 +37,16 @@ type ids struct {
 	File       string          // the one file of the snapshot
 	Card       string
 	DoomedCard string // a card that acme's own delete removes, last
-	Box        string
-	DoomedBox  string
-	Snapshot   string // a snapshot of Box
-	Bundle     string
-	TypeID     string
-	Title      string // the context's title, from its first turn
-	Label      string
-	Tag        string // the client tag of the session that made the context
+	// DoomedContext is an empty context acme's own delete removes, last.
+	DoomedContext uint64
+	Box           string
+	DoomedBox     string
+	Snapshot      string // a snapshot of Box
+	Bundle        string
+	TypeID        string
+	Title         string // the context's title, from its first turn
+	Label         string
+	Tag           string // the client tag of the session that made the context
 	// The caller's own.
 	OwnProject string
 	OwnContext uint64
@@ -66,6 +68,7 @@ func (p ids) missing() ids {
 	m := p
 	m.Project = "no-such-project"
 	m.Context, m.Fork, m.Turn = 900000000001, 900000000002, 900000000003
+	m.DoomedContext = 900000000004
 	m.Blob, m.Tree, m.Payload = blake3.Sum256([]byte("no such blob")), blake3.Sum256([]byte("no such tree")), blake3.Sum256([]byte("no such payload"))
 	m.File = "no-such-file.txt"
 	m.Card, m.DoomedCard, m.Box, m.DoomedBox = "no-such-card", "no-such-doomed-card", "no-such-box", "no-such-doomed-box"
@@ -148,6 +151,11 @@ func (h *hosted) seed(t *testing.T) (acme, asGlobex ids) {
 		t.Fatal(err)
 	}
 	acme.Context = head.ContextID
+	doomed, err := c.CreateContext(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme.DoomedContext = doomed.ContextID
 	// The first turn, over HTTP, names the context; its metadata is
 	// extracted off the append path, and the event says when.
 	stream := h.svc.Hub().Stream

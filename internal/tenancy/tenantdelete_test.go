@@ -46,6 +46,8 @@ var seeds = []string{
 	`INSERT INTO analytics_keyed (tenant_id, context_id, day, keyed_appends) VALUES ($1, 1, '2026-11-25', 1)`,
 	`INSERT INTO analytics_watermarks (tenant_id, turn_id) VALUES ($1, 1)`,
 	`INSERT INTO analytics_backfills (tenant_id, generation) VALUES ($1, 1)`,
+	`INSERT INTO dead_turns (tenant_id, turn_id) VALUES ($1, 1)`,
+	`INSERT INTO retention_policies (tenant_id, idle_seconds) VALUES ($1, 3600)`,
 }
 
 // seedTenant creates tenant id with a key and a row in every table.

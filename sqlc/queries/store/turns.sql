@@ -18,7 +18,7 @@ INSERT INTO turn_stores (store_id) VALUES (@store_id);
 -- name: ListContexts :many
 SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
 FROM contexts c JOIN tenants t USING (tenant_id)
-WHERE t.deleted_at IS NULL;
+WHERE t.deleted_at IS NULL AND c.deleted_at IS NULL;
 
 -- name: ListTurnTypes :many
 SELECT t.tenant_no, tt.type_ref, tt.type_id

@@ -66,7 +66,9 @@ UNION ALL SELECT 'analytics_context_turns', count(*) FROM analytics_context_turn
 UNION ALL SELECT 'analytics_keyed', count(*) FROM analytics_keyed WHERE tenant_id = @tenant_id::text
 UNION ALL SELECT 'analytics_tool_call_rows', count(*) FROM analytics_tool_call_rows WHERE tenant_id = @tenant_id::text
 UNION ALL SELECT 'analytics_watermarks', count(*) FROM analytics_watermarks WHERE tenant_id = @tenant_id::text
-UNION ALL SELECT 'analytics_backfills', count(*) FROM analytics_backfills WHERE tenant_id = @tenant_id::text;
+UNION ALL SELECT 'analytics_backfills', count(*) FROM analytics_backfills WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'dead_turns', count(*) FROM dead_turns WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'retention_policies', count(*) FROM retention_policies WHERE tenant_id = @tenant_id::text;
 
 -- name: PurgeDeletedTenants :many
 -- Removes every row of the deleted tenant @tenant_id (of every deleted
@@ -154,6 +156,12 @@ del_analytics_watermarks AS (
 ),
 del_analytics_backfills AS (
     DELETE FROM analytics_backfills x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_dead_turns AS (
+    DELETE FROM dead_turns x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_retention_policies AS (
+    DELETE FROM retention_policies x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 )
 SELECT 'contexts'::text AS table_name, count(*)::bigint AS row_count FROM del_contexts
 UNION ALL SELECT 'turns', count(*) FROM del_turns
@@ -178,7 +186,9 @@ UNION ALL SELECT 'analytics_context_turns', count(*) FROM del_analytics_context_
 UNION ALL SELECT 'analytics_keyed', count(*) FROM del_analytics_keyed
 UNION ALL SELECT 'analytics_tool_call_rows', count(*) FROM del_analytics_tool_call_rows
 UNION ALL SELECT 'analytics_watermarks', count(*) FROM del_analytics_watermarks
-UNION ALL SELECT 'analytics_backfills', count(*) FROM del_analytics_backfills;
+UNION ALL SELECT 'analytics_backfills', count(*) FROM del_analytics_backfills
+UNION ALL SELECT 'dead_turns', count(*) FROM del_dead_turns
+UNION ALL SELECT 'retention_policies', count(*) FROM del_retention_policies;
 
 -- name: PurgeDeletedTenantBatch :one
 -- Removes at most @batch rows of each table of the deleted tenant
@@ -344,6 +354,18 @@ del_analytics_backfills AS (
         SELECT p.ctid FROM analytics_backfills p JOIN gone USING (tenant_id)
         LIMIT @batch::integer))
     RETURNING 1
+),
+del_dead_turns AS (
+    DELETE FROM dead_turns WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM dead_turns p JOIN gone USING (tenant_id)
+        LIMIT @batch::integer))
+    RETURNING 1
+),
+del_retention_policies AS (
+    DELETE FROM retention_policies WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM retention_policies p JOIN gone USING (tenant_id)
+        LIMIT @batch::integer))
+    RETURNING 1
 )
 SELECT (
     (SELECT count(*) FROM del_contexts)
@@ -370,4 +392,6 @@ SELECT (
     + (SELECT count(*) FROM del_analytics_tool_call_rows)
     + (SELECT count(*) FROM del_analytics_watermarks)
     + (SELECT count(*) FROM del_analytics_backfills)
+    + (SELECT count(*) FROM del_dead_turns)
+    + (SELECT count(*) FROM del_retention_policies)
 )::bigint AS row_count;

@@ -13,7 +13,10 @@ type Index struct {
 	Turns    *TurnTable
 	Contexts *ContextTable
 	Types    *TypeTable
-	gate     *tenantgate.Gate[uint32]
+	// Dead are the turns that died with deleted contexts: hidden like a
+	// deleted tenant's.
+	Dead DeadTurns
+	gate *tenantgate.Gate[uint32]
 }
 
 // New returns an empty index that hides the tenants gate closes.
@@ -35,10 +38,10 @@ func (x *Index) Context(t ident.Tenant, id uint64) (ContextState, error) {
 	return s, nil
 }
 
-// Turn returns the tenant's committed turn.
+// Turn returns the tenant's committed turn, unless it died.
 func (x *Index) Turn(t ident.Tenant, id uint64) (TurnMeta, bool) {
 	m, ok := x.Turns.Get(id)
-	if !ok || m.Tenant != t.No || x.gate.Gone(t.No) {
+	if !ok || m.Tenant != t.No || x.gate.Gone(t.No) || x.Dead.Has(id) {
 		return TurnMeta{}, false
 	}
 	return m, true

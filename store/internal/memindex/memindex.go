@@ -152,6 +152,8 @@ func (s ContextState) Info(id uint64) storetype.ContextInfo {
 type ContextTable struct {
 	mu sync.RWMutex
 	m  map[uint64]ContextState
+	// deleted are the contexts deleted since start (see Drop).
+	deleted map[uint64]struct{}
 }
 
 // NewContextTable returns an empty table.
@@ -168,10 +170,13 @@ func (c *ContextTable) Get(id uint64) (ContextState, bool) {
 }
 
 // Put stores a context's state; a state without a creation time (a new
-// head) keeps the one recorded.
+// head) keeps the one recorded. A dropped (deleted) context stays gone.
 func (c *ContextTable) Put(id uint64, s ContextState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, gone := c.deleted[id]; gone {
+		return
+	}
 	if s.Created == 0 {
 		s.Created = c.m[id].Created
 	}

@@ -433,7 +433,7 @@ func (q *Queries) InitTurnLogState(ctx context.Context, storeID pgtype.UUID) err
 const listContexts = `-- name: ListContexts :many
 SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
 FROM contexts c JOIN tenants t USING (tenant_id)
-WHERE t.deleted_at IS NULL
+WHERE t.deleted_at IS NULL AND c.deleted_at IS NULL
 `
 
 type ListContextsRow struct {

@@ -20,6 +20,14 @@ type AuditLog struct {
 	Detail   []byte
 }
 
+type RetentionPolicy struct {
+	TenantID      string
+	Label         string
+	IdleSeconds   pgtype.Int8
+	MaxAgeSeconds pgtype.Int8
+	UpdatedAt     time.Time
+}
+
 type SqlRole struct {
 	RoleName  string
 	TenantID  string

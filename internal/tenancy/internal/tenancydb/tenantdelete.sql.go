@@ -36,6 +36,8 @@ UNION ALL SELECT 'analytics_keyed', count(*) FROM analytics_keyed WHERE tenant_i
 UNION ALL SELECT 'analytics_tool_call_rows', count(*) FROM analytics_tool_call_rows WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_watermarks', count(*) FROM analytics_watermarks WHERE tenant_id = $1::text
 UNION ALL SELECT 'analytics_backfills', count(*) FROM analytics_backfills WHERE tenant_id = $1::text
+UNION ALL SELECT 'dead_turns', count(*) FROM dead_turns WHERE tenant_id = $1::text
+UNION ALL SELECT 'retention_policies', count(*) FROM retention_policies WHERE tenant_id = $1::text
 `
 
 type CountTenantRowsRow struct {
@@ -329,6 +331,18 @@ del_analytics_backfills AS (
         SELECT p.ctid FROM analytics_backfills p JOIN gone USING (tenant_id)
         LIMIT $2::integer))
     RETURNING 1
+),
+del_dead_turns AS (
+    DELETE FROM dead_turns WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM dead_turns p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
+),
+del_retention_policies AS (
+    DELETE FROM retention_policies WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM retention_policies p JOIN gone USING (tenant_id)
+        LIMIT $2::integer))
+    RETURNING 1
 )
 SELECT (
     (SELECT count(*) FROM del_contexts)
@@ -355,6 +369,8 @@ SELECT (
     + (SELECT count(*) FROM del_analytics_tool_call_rows)
     + (SELECT count(*) FROM del_analytics_watermarks)
     + (SELECT count(*) FROM del_analytics_backfills)
+    + (SELECT count(*) FROM del_dead_turns)
+    + (SELECT count(*) FROM del_retention_policies)
 )::bigint AS row_count
 `
 
@@ -457,6 +473,12 @@ del_analytics_watermarks AS (
 ),
 del_analytics_backfills AS (
     DELETE FROM analytics_backfills x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_dead_turns AS (
+    DELETE FROM dead_turns x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_retention_policies AS (
+    DELETE FROM retention_policies x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 )
 SELECT 'contexts'::text AS table_name, count(*)::bigint AS row_count FROM del_contexts
 UNION ALL SELECT 'turns', count(*) FROM del_turns
@@ -482,6 +504,8 @@ UNION ALL SELECT 'analytics_keyed', count(*) FROM del_analytics_keyed
 UNION ALL SELECT 'analytics_tool_call_rows', count(*) FROM del_analytics_tool_call_rows
 UNION ALL SELECT 'analytics_watermarks', count(*) FROM del_analytics_watermarks
 UNION ALL SELECT 'analytics_backfills', count(*) FROM del_analytics_backfills
+UNION ALL SELECT 'dead_turns', count(*) FROM del_dead_turns
+UNION ALL SELECT 'retention_policies', count(*) FROM del_retention_policies
 `
 
 type PurgeDeletedTenantsRow struct {

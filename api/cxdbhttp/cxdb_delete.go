@@ -1,0 +1,25 @@
+package cxdbhttp
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// registerDeletion adds DELETE /v1/contexts/{id}: writers and admins of
+// the context's tenant (a reader key is 403); an unknown, deleted or
+// other tenant's context is 404.
+func (r *CXDBRoutes) registerDeletion(v *echo.Group) {
+	v.DELETE("/contexts/:id", r.deleteContext)
+}
+
+func (r *CXDBRoutes) deleteContext(c echo.Context) error {
+	t, id, err := r.tenantAndID(c, "id")
+	if err != nil {
+		return err
+	}
+	if err := r.svc.DeleteContext(c.Request().Context(), t, id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

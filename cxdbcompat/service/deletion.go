@@ -1,0 +1,29 @@
+package service
+
+import (
+	"context"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/ident"
+)
+
+// ContextDeleter deletes contexts (*store.Engine).
+type ContextDeleter interface {
+	DeleteContext(ctx context.Context, t ident.Tenant, id uint64) error
+	Dead(turnID uint64) bool
+}
+
+// DeleteContext deletes a context of the tenant, drops the rendered turns
+// of the turns that died with it, and publishes context_deleted. The
+// store must be a ContextDeleter.
+func (s *Service) DeleteContext(ctx context.Context, t ident.Tenant, id uint64) error {
+	d := s.Store.(ContextDeleter)
+	if err := d.DeleteContext(ctx, t, id); err != nil {
+		return err
+	}
+	s.rendered.DropIf(func(k renderKey) bool { return k.tenant == t.No && d.Dead(k.turn) })
+	s.hub.Stream.Publish(t.ID, live.ContextDeleted, map[string]any{
+		"context_id": idString(id), "deleted_at": s.now().UnixMilli(),
+	})
+	return nil
+}

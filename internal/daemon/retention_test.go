@@ -1,0 +1,191 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/daemon"
+	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
+	"github.com/cardboxhq/cardbox/internal/fault"
+	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
+)
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// Retention deletes the contexts its policies expire as the clock moves,
+// and no other: a label's policy applies to the contexts carrying the
+// label, the tenant's to all of them, and the shortest wins. What it
+// deletes is deleted as DELETE /v1/contexts/{id} would (gone, and
+// context_deleted published); the plan says beforehand what would go.
+func TestRetentionDeletesExpiredContexts(t *testing.T) {
+	start := time.Now()
+	clock := &fakeClock{now: start}
+	d := daemontest.New(t, func(c *daemon.Config) {
+		c.Test.Now = clock.Now
+		c.SweepInterval = 24 * time.Hour // the test sweeps itself
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	ten, err := d.Store().Tenant(ctx, ident.DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctx, d.BinaryAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	stream := d.CXDB().Hub().Stream
+	sub := stream.Subscribe(ten.ID, stream.LastID(ten.ID))
+	defer sub.Close()
+	seen := &events{sub: sub, seen: map[string]bool{}}
+
+	// newContext makes a context of two turns; the first names its labels.
+	newContext := func(labels ...string) uint64 {
+		t.Helper()
+		head, err := c.CreateContext(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := msgpack.Marshal(map[int]any{1: "hello", 30: map[int]any{3: labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range [][]byte{first, {0x81, 0x01, 0x02}} {
+			if _, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: head.ContextID, TypeID: "test.Note", TypeVersion: 1, Payload: p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(labels) > 0 {
+			seen.wait(t, live.ContextMetadataUpdated, head.ContextID)
+		}
+		return head.ContextID
+	}
+	plain, scratch, keep := newContext(), newContext("scratch"), newContext("keep")
+
+	adm := tenancy.New(d.Pool(), nil)
+	for _, r := range []tenancy.Retention{
+		{TenantID: ten.ID, MaxAge: 48 * time.Hour},
+		{TenantID: ten.ID, Label: "scratch", Idle: time.Hour},
+	} {
+		if err := adm.SetRetention(ctx, "test", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, step := range []struct {
+		after       time.Duration
+		wantDeleted int
+		wantPlan    int64 // contexts the plan names before the sweep
+		gone        []uint64
+		live        []uint64
+	}{
+		{after: 30 * time.Minute, live: []uint64{plain, scratch, keep}},
+		{after: 2 * time.Hour, wantDeleted: 1, wantPlan: 1, gone: []uint64{scratch}, live: []uint64{plain, keep}},
+		{after: 47 * time.Hour, live: []uint64{plain, keep}},
+		{after: 49 * time.Hour, wantDeleted: 2, wantPlan: 2, gone: []uint64{plain, keep}},
+	} {
+		clock.set(start.Add(step.after))
+		plan, err := adm.PlanRetention(ctx, ten.ID, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var planned, turns int64
+		for _, p := range plan {
+			planned, turns = planned+p.Contexts, turns+p.Turns
+		}
+		if planned != step.wantPlan || turns != 2*step.wantPlan {
+			t.Errorf("at +%v the plan names %d contexts, %d turns; want %d and %d", step.after, planned, turns, step.wantPlan, 2*step.wantPlan)
+		}
+		n, err := d.CXDB().SweepRetention(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != step.wantDeleted {
+			t.Errorf("at +%v the sweep deleted %d contexts, want %d", step.after, n, step.wantDeleted)
+		}
+		for _, id := range step.gone {
+			if _, err := d.Store().Context(ten, id); fault.KindOf(err) != fault.NotFound {
+				t.Errorf("at +%v context %d: %v, want it deleted", step.after, id, err)
+			}
+			seen.wait(t, live.ContextDeleted, id)
+		}
+		for _, id := range step.live {
+			if _, err := d.Store().Context(ten, id); err != nil {
+				t.Errorf("at +%v context %d: %v, want it live", step.after, id, err)
+			}
+		}
+	}
+}
+
+// A policy must limit something, each of its durations by at least a
+// second; the error names the field at fault.
+func TestRetentionPolicyChecks(t *testing.T) {
+	for _, tt := range []struct {
+		r    tenancy.Retention
+		want string // in the error; "" for none
+	}{
+		{tenancy.Retention{Idle: time.Hour}, ""},
+		{tenancy.Retention{MaxAge: time.Second}, ""},
+		{tenancy.Retention{Idle: time.Hour, MaxAge: 24 * time.Hour}, ""},
+		{tenancy.Retention{}, "give idle, max_age or both"},
+		{tenancy.Retention{Idle: -time.Hour}, "idle -1h0m0s"},
+		{tenancy.Retention{Idle: time.Hour, MaxAge: time.Millisecond}, "max_age 1ms"},
+	} {
+		err := tt.r.Check()
+		if got := fmt.Sprint(err); (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(got, tt.want)) {
+			t.Errorf("%+v: %v, want %q", tt.r, err, tt.want)
+		}
+	}
+}
+
+// events are the events of a subscription as a test waits for them.
+type events struct {
+	sub  *live.Subscription
+	seen map[string]bool // by name and context id
+}
+
+// wait waits for the event name about context id, seen earlier or not.
+func (e *events) wait(t *testing.T, name string, id uint64) {
+	t.Helper()
+	key := fmt.Sprint(name, "/", id)
+	deadline := time.After(ioTimeout)
+	for !e.seen[key] {
+		select {
+		case <-e.sub.Wake():
+			got, _ := e.sub.Next(1024)
+			for _, ev := range got {
+				if data, ok := ev.Data.(map[string]any); ok {
+					e.seen[fmt.Sprint(ev.Name, "/", data["context_id"])] = true
+				}
+			}
+		case <-deadline:
+			t.Fatalf("no %s event for context %d within %v", name, id, ioTimeout)
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
+	"github.com/cardboxhq/cardbox/internal/ident"
+)
+
+func (s *testStore) deleteContext(t ident.Tenant, id uint64) {
+	s.t.Helper()
+	if err := s.DeleteContext(context.Background(), t, id); err != nil {
+		s.t.Fatalf("delete context %d: %v", id, err)
+	}
+	if _, err := s.ReapDeleted(context.Background()); err != nil {
+		s.t.Fatalf("reap: %v", err)
+	}
+}
+
+// wantReadable checks which turns the tenant can still read.
+func (s *testStore) wantReadable(t ident.Tenant, want map[uint64]bool) {
+	s.t.Helper()
+	for id, readable := range want {
+		if _, ok := s.TurnInfo(t, id); ok != readable {
+			s.t.Errorf("turn %d readable = %v, want %v", id, ok, readable)
+		}
+	}
+}
+
+func TestDeletedContextKeepsWhatLiveContextsReach(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	a := s.create(ten, 0)
+	var at []uint64
+	for i := range 5 {
+		at = append(at, s.append(ten, turnReq(a.ContextID, 0, payloadN(i))).TurnID)
+	}
+	fork := s.create(ten, at[2])
+	skipped := s.append(ten, turnReq(a.ContextID, at[1], payloadN(9))).TurnID // A's head moves off at[2..4]
+	b := s.create(ten, 0)
+	b1 := s.append(ten, turnReq(b.ContextID, 0, payloadN(20))).TurnID
+	b2 := s.append(ten, turnReq(b.ContextID, 0, payloadN(21))).TurnID
+	b3 := s.append(ten, turnReq(b.ContextID, b1, payloadN(22))).TurnID // b2 is skipped, B is live
+
+	s.deleteContext(ten, a.ContextID)
+	if _, err := s.Context(ten, a.ContextID); fault.KindOf(err) != fault.NotFound {
+		t.Fatalf("deleted context: got %v, want not found", err)
+	}
+	_, err := s.Append(context.Background(), ten, turnReq(a.ContextID, 0, payloadN(30)))
+	wantKind(t, err, fault.NotFound)
+	_, err = s.CreateContext(context.Background(), ten, at[4], "")
+	wantKind(t, err, fault.NotFound) // a fork of a dead turn
+	want := map[uint64]bool{
+		at[0]: true, at[1]: true, at[2]: true, // the fork reaches them
+		at[3]: false, at[4]: false, skipped: false,
+		b1: true, b2: true, b3: true,
+	}
+	s.wantReadable(ten, want)
+
+	s.deleteContext(ten, fork.ContextID)
+	want[at[0]], want[at[1]], want[at[2]] = false, false, false
+	s.wantReadable(ten, want)
+	if n := s.countRows("dead_turns"); n != 6 {
+		t.Errorf("dead_turns has %d rows, want 6", n)
+	}
+	if n := s.countRows("turns"); n != 3 {
+		t.Errorf("turns has %d rows, want B's 3", n)
+	}
+
+	s.reopen()
+	s.wantReadable(ten, want)
+	if _, err := s.Context(ten, a.ContextID); fault.KindOf(err) != fault.NotFound {
+		t.Fatalf("deleted context after reopen: got %v, want not found", err)
+	}
+	if got := len(s.Contexts(ten)); got != 1 {
+		t.Errorf("%d contexts listed, want B", got)
+	}
+}
+
+func TestDeletingTwiceOrAnotherTenantsContextIsNotFound(t *testing.T) {
+	s := newTestStore(t)
+	acme, other := s.tenant("acme"), s.tenant("other")
+	c := s.create(acme, 0)
+	wantKind(t, s.DeleteContext(context.Background(), other, c.ContextID), fault.NotFound)
+	s.deleteContext(acme, c.ContextID)
+	wantKind(t, s.DeleteContext(context.Background(), acme, c.ContextID), fault.NotFound)
+	wantKind(t, s.DeleteContext(context.Background(), acme, 1<<40), fault.NotFound)
+}
+
+// Appends and forks racing a deletion: none succeeds after it answered,
+// nothing brings the context back, and every fork that was created keeps
+// its base turn readable.
+func TestDeletionRacingAppendsAndForks(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	c := s.create(ten, 0)
+	first := s.append(ten, turnReq(c.ContextID, 0, payloadN(0))).TurnID
+	var (
+		mu      sync.Mutex
+		forks   = map[uint64]uint64{} // fork → base
+		deleted = make(chan struct{})
+		late    []error
+		wg      sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				after := isClosed(deleted)
+				if w%2 == 0 {
+					// An append that starts after the deletion answered must fail.
+					_, err := s.Append(context.Background(), ten, turnReq(c.ContextID, 0, payloadN(w*1000+i)))
+					if after {
+						if err == nil || fault.KindOf(err) != fault.NotFound {
+							mu.Lock()
+							late = append(late, err)
+							mu.Unlock()
+						}
+						return
+					}
+					continue
+				}
+				if after {
+					return
+				}
+				h, err := s.Head(context.Background(), ten, c.ContextID)
+				if err != nil || h.TurnID == 0 {
+					continue
+				}
+				if f, err := s.CreateContext(context.Background(), ten, h.TurnID, ""); err == nil {
+					mu.Lock()
+					forks[f.ContextID] = h.TurnID
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	waitForTurns(t, s, ten, c.ContextID, 20)
+	if err := s.DeleteContext(context.Background(), ten, c.ContextID); err != nil {
+		t.Fatal(err)
+	}
+	close(deleted)
+	wg.Wait()
+	if len(late) > 0 {
+		t.Fatalf("appends after the deletion answered: %v (want not found)", late)
+	}
+	if _, err := s.ReapDeleted(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		if _, err := s.Context(ten, c.ContextID); fault.KindOf(err) != fault.NotFound {
+			t.Fatalf("deleted context came back: %v", err)
+		}
+		for f, base := range forks {
+			if _, ok := s.TurnInfo(ten, base); !ok {
+				t.Errorf("fork %d lost its base turn %d", f, base)
+			}
+		}
+		if _, ok := s.TurnInfo(ten, first); !ok && len(forks) > 0 {
+			t.Errorf("the root turn every fork reaches died")
+		}
+	}
+	check()
+	s.reopen()
+	check()
+}
+
+func waitForTurns(t *testing.T, s *testStore, ten ident.Tenant, id uint64, n uint32) {
+	t.Helper()
+	for {
+		h, err := s.Head(context.Background(), ten, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Depth >= n {
+			return
+		}
+		// Appends are running; the head moves with each group.
+		s.append(ten, turnReq(id, 0, payloadN(int(h.Depth)+500000)))
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,221 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
+	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
+)
+
+// Reaping: the deleted contexts' dead turns are worked out and buried off
+// the request path, a batch of contexts at a time.
+const (
+	reapContexts  = 100  // deleted contexts per batch
+	buryTurnBatch = 5000 // turn rows per statement
+	reapRetry     = 10 * time.Second
+)
+
+// ReapStats says what one reaping did.
+type ReapStats struct {
+	Contexts int   // contexts reaped
+	Dead     int64 // turns that died
+}
+
+// startReaper reaps at start and whenever a context is deleted, until
+// Close.
+func (e *Engine) startReaper() {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.reapWake = make(chan struct{}, 1)
+	e.stopReaper, e.reaperDone = cancel, make(chan struct{})
+	e.wakeReaper()
+	go func() {
+		defer close(e.reaperDone)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.reapWake:
+			}
+			if _, err := e.ReapDeleted(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("reap deleted contexts; retrying", "err", err, "in", reapRetry)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(reapRetry):
+					e.wakeReaper()
+				}
+			}
+		}
+	}()
+}
+
+func (e *Engine) wakeReaper() {
+	if e.reapWake == nil {
+		return
+	}
+	select {
+	case e.reapWake <- struct{}{}:
+	default:
+	}
+}
+
+// ReapDeleted buries the dead turns of every deleted context not reaped
+// yet, and returns once none is left.
+func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) {
+	e.reapMu.Lock()
+	defer e.reapMu.Unlock()
+	var total ReapStats
+	for {
+		rows, err := e.as(pgrole.Sweeper, "").ListUnreapedContexts(ctx, reapContexts)
+		if err != nil {
+			return total, fmt.Errorf("list deleted contexts: %w", err)
+		}
+		if len(rows) == 0 {
+			return total, nil
+		}
+		for len(rows) > 0 {
+			n := 1
+			for n < len(rows) && rows[n].TenantID == rows[0].TenantID {
+				n++
+			}
+			dead, err := e.reapTenant(ctx, rows[0].TenantID, rows[:n])
+			if err != nil {
+				return total, err
+			}
+			total.Contexts += n
+			total.Dead += dead
+			rows = rows[n:]
+		}
+	}
+}
+
+// reapTenant buries the dead turns of some deleted contexts of one tenant.
+func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb.ListUnreapedContextsRow) (int64, error) {
+	sweep := e.as(pgrole.Sweeper, tenantID)
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ContextID
+	}
+	t, err := e.tenants.get(ctx, tenantID)
+	if err != nil && fault.KindOf(err) != fault.NotFound {
+		return 0, fmt.Errorf("look up tenant %q: %w", tenantID, err)
+	}
+	if err != nil || e.gate.Gone(t.No) {
+		// A deleted tenant's rows go with it (tenant deletion).
+		return 0, sweep.MarkContextsReaped(ctx, storedb.MarkContextsReapedParams{TenantID: tenantID, ContextIds: ids})
+	}
+	candidates, err := e.candidates(ctx, t, rows)
+	if err != nil {
+		return 0, err
+	}
+	var dead []int64
+	// Under the gate: no fork or append with an explicit parent can take
+	// a candidate as its base between the walk and the marking.
+	e.gate.Quiesce(func() {
+		e.spareReachable(t, candidates)
+		for id := range candidates {
+			e.index.Dead.Add(id)
+			dead = append(dead, int64(id))
+		}
+	})
+	for len(dead) > 0 {
+		n := min(len(dead), buryTurnBatch)
+		if _, err := sweep.BuryTurns(ctx, storedb.BuryTurnsParams{TenantID: t.ID, TurnIds: dead[:n]}); err != nil {
+			return 0, fmt.Errorf("bury dead turns of tenant %q: %w", t.ID, err)
+		}
+		dead = dead[n:]
+	}
+	if err := sweep.MarkContextsReaped(ctx, storedb.MarkContextsReapedParams{TenantID: t.ID, ContextIds: ids}); err != nil {
+		return 0, fmt.Errorf("mark contexts of tenant %q reaped: %w", t.ID, err)
+	}
+	e.index.Turns.Bury(int64(len(candidates)))
+	e.usage.Add(t.No, -int64(len(candidates))*TurnCharge)
+	return int64(len(candidates)), nil
+}
+
+// candidates are the turns that may die with the contexts: the turns
+// appended to them, and those of their head chains that belong to a
+// deleted context (forks of deleted contexts kept them alive until now).
+func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []storedb.ListUnreapedContextsRow) (map[uint64]uint32, error) {
+	sweep := e.as(pgrole.Sweeper, t.ID)
+	out := map[uint64]uint32{}
+	note := func(id uint64) {
+		if m, ok := e.index.Turn(t, id); ok {
+			out[id] = m.Depth
+		}
+	}
+	for _, r := range rows {
+		after := r.BaseTurnID
+		if after == 0 && r.RootTurnID > 0 {
+			after = r.RootTurnID - 1
+		}
+		own, err := sweep.ContextOwnTurns(ctx, storedb.ContextOwnTurnsParams{TenantID: t.ID, AfterTurnID: after, ContextID: r.ContextID})
+		if err != nil {
+			return nil, fmt.Errorf("list the turns of deleted context %d: %w", r.ContextID, err)
+		}
+		for _, id := range own {
+			note(uint64(id))
+		}
+		chain := e.chain(t, uint64(r.HeadTurnID))
+		for len(chain) > 0 {
+			n := min(len(chain), buryTurnBatch)
+			deleted, err := sweep.TurnsOfDeletedContexts(ctx, storedb.TurnsOfDeletedContextsParams{TenantID: t.ID, TurnIds: chain[:n]})
+			if err != nil {
+				return nil, fmt.Errorf("look up the chain of deleted context %d: %w", r.ContextID, err)
+			}
+			for _, id := range deleted {
+				note(uint64(id))
+			}
+			chain = chain[n:]
+		}
+	}
+	return out, nil
+}
+
+// chain returns turn id and its ancestors.
+func (e *Engine) chain(t ident.Tenant, id uint64) []int64 {
+	var out []int64
+	for id != 0 {
+		// Dead turns too: what lies below them may still die.
+		m, ok := e.index.Turns.Get(id)
+		if !ok || m.Tenant != t.No {
+			break
+		}
+		out = append(out, int64(id))
+		id = m.Parent
+	}
+	return out
+}
+
+// spareReachable removes from candidates every turn a live context of the
+// tenant reaches from its head through parent links. Forks share their
+// ancestors, so each turn is walked once; no walk goes below the lowest
+// candidate.
+func (e *Engine) spareReachable(t ident.Tenant, candidates map[uint64]uint32) {
+	if len(candidates) == 0 {
+		return
+	}
+	lowest := ^uint32(0)
+	for _, d := range candidates {
+		lowest = min(lowest, d)
+	}
+	seen := map[uint64]struct{}{}
+	for _, c := range e.index.Contexts.All(t.No) {
+		for id := c.TurnID; id != 0; {
+			if _, ok := seen[id]; ok {
+				break
+			}
+			m, ok := e.index.Turns.Get(id)
+			if !ok || m.Depth < lowest {
+				break
+			}
+			seen[id] = struct{}{}
+			delete(candidates, id)
+			id = m.Parent
+		}
+	}
+}
