@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -107,4 +108,14 @@ func toolVersion(ctx context.Context, bin string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// toolError is the error of a program's Output with what it printed on
+// its standard error, which says why.
+func toolError(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+	}
+	return err
 }
