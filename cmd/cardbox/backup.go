@@ -17,7 +17,7 @@ func backupCommand() *cli.Command {
 		Env:     map[string]string{"rate": "CARDBOX_BACKUP_RATE"},
 		Rules:   map[string]config.Rule{"rate": config.NonNegative},
 		Setup: func(fs *flag.FlagSet) cli.Action {
-			rate := fs.Int64("rate", backup.DefaultRate, "most bytes a second copied from the data directory's files (0: no limit)")
+			rate := fs.Int64("rate", backup.DefaultRate, "most bytes a second the backup writes, of the data directory's files and of the database's dump together (0: no limit)")
 			return func(ctx context.Context, inv *cli.Invocation) error {
 				r := *rate
 				if r == 0 {
