@@ -161,7 +161,7 @@ func Backup(ctx context.Context, opts Options) (*Manifest, error) {
 // committed ends, side by side, and returns the new backup's manifest.
 func take(ctx context.Context, opts Options, dir, dest, url string, snap *snapshot, prev *Manifest) (*Manifest, error) {
 	m := &Manifest{
-		Format: FormatVersion, StoreID: snap.storeID, Created: time.Now().UTC(), Committed: snap.ends,
+		Format: FormatVersion, StoreID: snap.storeID, Created: time.Now().UTC(), Committed: snap.ends, Turns: snap.turns,
 		Versions: Versions{Cardbox: cardboxVersion(), Migration: snap.migration, Postgres: snap.server},
 		Database: Database{Embedded: opts.DatabaseURL == "", Owner: snap.owner},
 	}

@@ -22,6 +22,7 @@ type snapshot struct {
 	id        string // pg_export_snapshot()
 	storeID   string
 	ends      Ends
+	turns     int64
 	owner     string
 	migration int64
 	server    string
@@ -70,6 +71,9 @@ func (s *snapshot) read(ctx context.Context) error {
 			return fmt.Errorf("the blob pack's committed end is not recorded yet: start cardboxd once on this store (it records it), then back up")
 		}
 		s.ends.Pack = 0 // nothing committed yet
+	}
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM turns`).Scan(&s.turns); err != nil {
+		return fmt.Errorf("count the turns: %w", err)
 	}
 	err = tx.QueryRow(ctx, `SELECT (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'turn_stores'::regclass),
 	        coalesce((SELECT max(version_id) FROM goose_db_version WHERE is_applied), 0),
