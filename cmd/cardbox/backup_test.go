@@ -96,7 +96,7 @@ func killedBackupLeavesPrevious(t *testing.T, bins, dataDir, dest string) {
 	// It writes the database's dump and the files' segments under
 	// temporary names (the dump may come first, slowly on a busy machine).
 	waitfor.True(t, "the backup to write its dump or a segment", 90*time.Second, func() bool {
-		dump, _ := filepath.Glob(filepath.Join(dest, "*.tmp"))
+		dump, _ := filepath.Glob(filepath.Join(dest, "db", "*.tmp"))
 		segments, _ := filepath.Glob(filepath.Join(dest, "data", "*.tmp"))
 		return len(dump)+len(segments) > 0
 	})
