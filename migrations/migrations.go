@@ -6,11 +6,13 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -142,6 +144,65 @@ func CheckRoles(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("migrate: role %s may not create roles (no CREATEROLE) and cardbox's roles are not all made: "+
 			"a superuser must run once: %s (docs/operations.md, \"Roles made by a database administrator\")",
 			owner, strings.Join(missing, " "))
+	}
+	return nil
+}
+
+// EnsureRoles makes what the migrations make of cardbox's roles where
+// it is missing, for a database whose tables, grants and policies come
+// from elsewhere (a restored backup) and name those roles: each role,
+// the path roles' membership in ServerRole, and ServerRole's in the role
+// pool logs in as. A role that may not create roles must find them made;
+// CheckRoles' error then names the statements a superuser runs.
+func EnsureRoles(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := CheckRoles(ctx, pool); err != nil {
+		return err
+	}
+	var owner string
+	if err := pool.QueryRow(ctx, `SELECT current_user`).Scan(&owner); err != nil {
+		return fmt.Errorf("make cardbox's roles: %w", err)
+	}
+	// The attributes the migrations give them (00011, 00012, 00015).
+	made := []struct{ role, attrs string }{{AnalystRole, "NOLOGIN"}}
+	for _, r := range append(append([]string{}, PathRoles...), ServerRole) {
+		made = append(made, struct{ role, attrs string }{r, "NOLOGIN NOINHERIT NOSUPERUSER NOBYPASSRLS"})
+	}
+	for _, m := range made {
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = $1)`, m.role).Scan(&exists); err != nil {
+			return fmt.Errorf("make role %s: %w", m.role, err)
+		}
+		if exists {
+			continue
+		}
+		_, err := pool.Exec(ctx, "CREATE ROLE "+pgx.Identifier{m.role}.Sanitize()+" "+m.attrs)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42710" {
+			// duplicate_object: roles belong to the cluster, and another
+			// database's migrations made it meanwhile, which is as good.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("make role %s: %w", m.role, err)
+		}
+	}
+	grants := []struct{ role, member string }{{ServerRole, owner}}
+	for _, r := range PathRoles {
+		grants = append(grants, struct{ role, member string }{r, ServerRole})
+	}
+	for _, g := range grants {
+		var member bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid
+			JOIN pg_roles u ON u.oid = m.member WHERE r.rolname = $1 AND u.rolname = $2)`, g.role, g.member).Scan(&member)
+		if err != nil {
+			return fmt.Errorf("grant role %s to %s: %w", g.role, g.member, err)
+		}
+		if member {
+			continue
+		}
+		if _, err := pool.Exec(ctx, "GRANT "+pgx.Identifier{g.role}.Sanitize()+" TO "+pgx.Identifier{g.member}.Sanitize()); err != nil {
+			return fmt.Errorf("grant role %s to %s: %w", g.role, g.member, err)
+		}
 	}
 	return nil
 }

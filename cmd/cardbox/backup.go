@@ -17,7 +17,7 @@ func backupCommand() *cli.Command {
 		Env:     map[string]string{"rate": "CARDBOX_BACKUP_RATE"},
 		Rules:   map[string]config.Rule{"rate": config.NonNegative},
 		Setup: func(fs *flag.FlagSet) cli.Action {
-			rate := fs.Int64("rate", backup.DefaultRate, "most bytes a second copied from the data directory's files (0: no limit)")
+			rate := fs.Int64("rate", backup.DefaultRate, "most bytes a second the backup writes, of the data directory's files and of the database's dump together (0: no limit)")
 			return func(ctx context.Context, inv *cli.Invocation) error {
 				r := *rate
 				if r == 0 {
@@ -44,8 +44,8 @@ func runBackup(ctx context.Context, inv *cli.Invocation, rate int64) error {
 	for _, f := range m.Files {
 		files += f.Size
 	}
-	fmt.Fprintf(inv.Stdout, "backed up store %s to %s in %s: turn log to %d, blob pack to %d (%d bytes of files, %d of them copied now), database dump %d bytes\n",
-		m.StoreID, inv.Args[0], m.Took, m.Committed.TurnLog, m.Committed.Pack, files, m.Copied, m.Database.Dump.Size)
+	fmt.Fprintf(inv.Stdout, "backed up store %s (%d turns) to %s in %s: turn log to %d, blob pack to %d (%d bytes of files, %d of them copied now), database dump %d bytes\n",
+		m.StoreID, m.Turns, inv.Args[0], m.Took, m.Committed.TurnLog, m.Committed.Pack, files, m.Copied, m.Database.Dump.Size)
 	return nil
 }
 

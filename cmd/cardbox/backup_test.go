@@ -96,7 +96,7 @@ func killedBackupLeavesPrevious(t *testing.T, bins, dataDir, dest string) {
 	// It writes the database's dump and the files' segments under
 	// temporary names (the dump may come first, slowly on a busy machine).
 	waitfor.True(t, "the backup to write its dump or a segment", 90*time.Second, func() bool {
-		dump, _ := filepath.Glob(filepath.Join(dest, "*.tmp"))
+		dump, _ := filepath.Glob(filepath.Join(dest, "db", "*.tmp"))
 		segments, _ := filepath.Glob(filepath.Join(dest, "data", "*.tmp"))
 		return len(dump)+len(segments) > 0
 	})
@@ -220,12 +220,15 @@ type cardboxd struct {
 	log               *testbin.Output
 }
 
-func startCardboxd(t *testing.T, bins, dataDir string) *cardboxd {
+// startCardboxd starts cardboxd on dataDir with its embedded Postgres, or
+// with what env adds to the environment (CARDBOX_DATABASE_URL=...).
+func startCardboxd(t *testing.T, bins, dataDir string, env ...string) *cardboxd {
 	t.Helper()
 	s := &cardboxd{binAddr: freeAddr(t), httpAddr: freeAddr(t), log: &testbin.Output{}}
 	s.cmd = exec.Command(filepath.Join(bins, "cardboxd"))
 	s.cmd.Env = append(cliEnv(), "CARDBOX_DATA_DIR="+dataDir, "CARDBOX_BINARY_ADDR="+s.binAddr,
 		"CARDBOX_HTTP_ADDR="+s.httpAddr, "CARDBOX_LOG_LEVEL=warn", "CARDBOX_ACCESS_LOG=false")
+	s.cmd.Env = append(s.cmd.Env, env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)

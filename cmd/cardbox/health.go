@@ -28,6 +28,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	settings := config.Bind(fs, []string{"http-addr", "tls-cert"})
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
+	wait := fs.Duration("wait", 0, healthWaitUsage)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,20 +44,46 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("health: %w", err)
 	}
 	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(*wait)
+	for {
+		err := askHealth(ctx, client, url)
+		if err == nil {
+			fmt.Fprintf(stdout, "ok: %s answered 200 OK\n", url)
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("health: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("health: %w (%w)", err, ctx.Err())
+		case <-time.After(min(healthRetry, time.Until(deadline))):
+		}
+	}
+}
+
+// healthWaitUsage is the help of --wait, which main.go's description of
+// the command repeats.
+const healthWaitUsage = "ask again until a 200 or this long has passed, while the server is not up yet (refuses connections) or answers anything else: for a server just started (0: ask once)"
+
+// healthRetry is how long --wait waits between two questions.
+const healthRetry = 200 * time.Millisecond
+
+// askHealth asks url once and returns an error unless it answers 200.
+func askHealth(ctx context.Context, client *http.Client, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return fmt.Errorf("health: %w", err)
+		return err
 	}
 	res, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("health: %w", err)
+		return err
 	}
 	defer res.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("health: %s answered %s", url, res.Status)
+		return fmt.Errorf("%s answered %s", url, res.Status)
 	}
-	fmt.Fprintf(stdout, "ok: %s answered %s\n", url, res.Status)
 	return nil
 }
 

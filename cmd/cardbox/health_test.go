@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -176,5 +177,30 @@ func TestHealthExitStatus(t *testing.T) {
 		if exit != tc.exit || strings.Count(lines, "\n") != 1 {
 			t.Errorf("answer %d: exit %d, output %q; want exit %d and one line", tc.status, exit, lines, tc.exit)
 		}
+	}
+}
+
+// With --wait, health asks again while the server is not ready (here it
+// answers 503 twice, as a starting server may) and succeeds on its 200;
+// a server that never answers 200 fails it once the wait is over.
+func TestHealthWaitsForAStartingServer(t *testing.T) {
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if asked.Add(1) <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	out, err := checkHealth(t, "--http-addr", srv.Listener.Addr().String(), "--wait", "1m")
+	if err != nil || !strings.HasPrefix(out, "ok: ") || asked.Load() != 3 {
+		t.Fatalf("health --wait of a server answering 503, 503, 200: %v, %q after %d questions", err, out, asked.Load())
+	}
+
+	down := healthServer(t, http.StatusServiceUnavailable)
+	if _, err := checkHealth(t, "--http-addr", down.Listener.Addr().String(), "--wait", "300ms"); err == nil ||
+		!strings.Contains(err.Error(), "503") {
+		t.Fatalf("health --wait of a server that answers 503 only: %v, want its 503", err)
 	}
 }

@@ -58,9 +58,10 @@ func healthCommand() *cli.Command {
 	return &cli.Command{
 		Name: "health", Settings: []string{"http-addr", "tls-cert"},
 		Purpose: "GET /healthz on the server's --http-addr; exit 0 when it answers 200, else 1 (the container's health check).",
-		Rules:   map[string]config.Rule{"timeout": config.Positive},
+		Rules:   map[string]config.Rule{"timeout": config.Positive, "wait": config.NonNegative},
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
+			fs.Duration("wait", 0, healthWaitUsage)
 			return func(ctx context.Context, inv *cli.Invocation) error {
 				return runHealth(ctx, inv.Given, inv.Stdout, inv.Stderr)
 			}

@@ -48,8 +48,8 @@ const (
 // later backup copies again only the segments that grew.
 const DefaultSegmentSize = 16 << 20
 
-// DefaultRate is how many bytes a second a backup copies of the data
-// directory's files by default: slow enough that appends keep at least
+// DefaultRate is how many bytes a second a backup writes by default, of
+// the data directory's files and of the database's dump: slow enough that appends keep at least
 // three quarters of their throughput on a small machine (see
 // docs/performance.md), fast enough to copy 10 GB in under 3 minutes.
 const DefaultRate = 64 << 20
@@ -69,14 +69,19 @@ type Options struct {
 	DatabaseURL string
 	// PGBinDir is where the PostgreSQL programs are; empty: searched.
 	PGBinDir string
-	// Rate limits the files' copy in bytes a second; 0: DefaultRate,
-	// negative: no limit.
+	// Rate limits the backup's writes in bytes a second, the files'
+	// copy and the database's dump together; 0: DefaultRate, negative:
+	// no limit.
 	Rate int64
 	// SegmentSize is the size of the files' segments; 0:
 	// DefaultSegmentSize.
 	SegmentSize int64
 	// Progress, if set, hears how far the backup is, often.
 	Progress func(Status)
+
+	// limit, if set, paces the backup instead of a limiter of Rate: a
+	// test's, on a clock of its own.
+	limit limiter
 }
 
 // Status is how far a backup or a restore is.
@@ -156,7 +161,7 @@ func Backup(ctx context.Context, opts Options) (*Manifest, error) {
 // committed ends, side by side, and returns the new backup's manifest.
 func take(ctx context.Context, opts Options, dir, dest, url string, snap *snapshot, prev *Manifest) (*Manifest, error) {
 	m := &Manifest{
-		Format: FormatVersion, StoreID: snap.storeID, Created: time.Now().UTC(), Committed: snap.ends,
+		Format: FormatVersion, StoreID: snap.storeID, Created: time.Now().UTC(), Committed: snap.ends, Turns: snap.turns,
 		Versions: Versions{Cardbox: cardboxVersion(), Migration: snap.migration, Postgres: snap.server},
 		Database: Database{Embedded: opts.DatabaseURL == "", Owner: snap.owner},
 	}
@@ -164,7 +169,14 @@ func take(ctx context.Context, opts Options, dir, dest, url string, snap *snapsh
 	if segSize <= 0 {
 		segSize = DefaultSegmentSize
 	}
-	c := newCopier(dest, rateOf(opts.Rate), segSize)
+	// One limiter for the files and the dump: the throttle bounds what
+	// the backup writes in all, and so what it reads of the store's disk
+	// and of its Postgres.
+	limit := opts.limit
+	if limit == nil {
+		limit = newLimiter(rateOf(opts.Rate))
+	}
+	c := newCopier(dest, limit, segSize)
 	total := snap.ends.Pack + snap.ends.TurnLog
 	report := func(phase string) {
 		if opts.Progress != nil {
@@ -181,12 +193,12 @@ func take(ctx context.Context, opts Options, dir, dest, url string, snap *snapsh
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		var err error
-		m.Database.Dump, m.Versions.PGDump, err = dumpDatabase(gctx, opts.PGBinDir, url, snap.id, dest)
+		m.Database.Dump, m.Versions.PGDump, err = dumpDatabase(gctx, limit, opts.PGBinDir, url, snap.id, dest)
 		return err
 	})
 	if m.Database.Embedded {
 		g.Go(func() error {
-			roles, err := dumpRoles(gctx, opts.PGBinDir, url, dest)
+			roles, err := dumpRoles(gctx, limit, opts.PGBinDir, url, dest)
 			m.Database.Roles = &roles
 			return err
 		})

@@ -17,23 +17,37 @@ import (
 // chunk is how much one read and one write of a copy move.
 const chunk = 1 << 20
 
+// limiter paces a backup: WaitN returns once n more bytes may be moved,
+// n at most Burst. A *rate.Limiter is one; tests give one on a clock of
+// their own.
+type limiter interface {
+	WaitN(ctx context.Context, n int) error
+	Burst() int
+}
+
+// newLimiter returns a limiter of bytesPerSecond (0: no limit), with a
+// burst of one chunk.
+func newLimiter(bytesPerSecond int64) *rate.Limiter {
+	if bytesPerSecond <= 0 {
+		return rate.NewLimiter(rate.Inf, chunk)
+	}
+	return rate.NewLimiter(rate.Limit(bytesPerSecond), chunk)
+}
+
 // copier copies byte ranges of the data directory's files into the
-// backup's data/ directory as segment files, at most rate bytes a second
-// (read once, written once), counting what it copied.
+// backup's data/ directory as segment files, no faster than its limiter
+// allows (counting each byte once, as it is read and written), counting
+// what it copied.
 type copier struct {
 	dest    string // the backup directory
-	limit   *rate.Limiter
+	limit   limiter
 	segSize int64
 	copied  atomic.Int64 // bytes written into the backup
 	buf     []byte
 }
 
-func newCopier(dest string, bytesPerSecond, segSize int64) *copier {
-	limit := rate.NewLimiter(rate.Inf, chunk)
-	if bytesPerSecond > 0 {
-		limit = rate.NewLimiter(rate.Limit(bytesPerSecond), chunk)
-	}
-	return &copier{dest: dest, limit: limit, segSize: segSize, buf: make([]byte, chunk)}
+func newCopier(dest string, limit limiter, segSize int64) *copier {
+	return &copier{dest: dest, limit: limit, segSize: segSize, buf: make([]byte, min(chunk, limit.Burst()))}
 }
 
 // copyFile backs up the first size bytes of the file at src (path inside

@@ -40,9 +40,12 @@ type Manifest struct {
 	// files are copied up to them, and what lies past them in the data
 	// directory was orphaned or not committed yet when the snapshot was
 	// taken.
-	Committed Ends     `json:"committed"`
-	Versions  Versions `json:"versions"`
-	Database  Database `json:"database"`
+	Committed Ends `json:"committed"`
+	// Turns is how many turns, of every tenant, the snapshot holds: what
+	// cardbox_turns of a server started on the restored store reports.
+	Turns    int64    `json:"turns"`
+	Versions Versions `json:"versions"`
+	Database Database `json:"database"`
 	// Files are the data directory's files, each as the segments that
 	// hold it, in order.
 	Files []File `json:"files"`

@@ -7,16 +7,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/internal/pgembed"
+	"github.com/cardboxhq/cardbox/migrations"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/syncfile"
@@ -250,7 +253,7 @@ func restoreDatabase(ctx context.Context, src, dir string, m *Manifest, opts Res
 		if err != nil {
 			return where, err
 		}
-		return where, loadDump(ctx, opts.PGBinDir, opts.DatabaseURL, filepath.Join(src, m.Database.Dump.Name))
+		return where, loadExternal(ctx, opts.PGBinDir, opts.DatabaseURL, filepath.Join(src, m.Database.Dump.Name))
 	}
 	srv, err := pgembed.Start(ctx, pgembed.Options{Dir: filepath.Join(dir, "postgres"), BinDir: opts.PGBinDir})
 	if err != nil {
@@ -280,13 +283,27 @@ func external(url string) (datadir.Database, error) {
 	return datadir.Database{Host: pc.Host, Port: pc.Port, Name: pc.Database}, nil
 }
 
-// checkEmptyDatabase refuses a database that holds tables already.
+// checkEmptyDatabase refuses a database that holds a store or any other
+// table, and one the URL's role does not own: cardbox's tables belong to
+// the role it logs in as, and restore makes them as that role.
 func checkEmptyDatabase(ctx context.Context, url string) error {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}
 	defer conn.Close(context.Background())
+	var db, owner, user string
+	var super bool
+	err = conn.QueryRow(ctx, `SELECT current_database(), pg_get_userbyid(d.datdba), current_user, r.rolsuper
+		FROM pg_database d, pg_roles r WHERE d.datname = current_database() AND r.rolname = current_user`).Scan(&db, &owner, &user, &super)
+	if err != nil {
+		return fmt.Errorf("look at the database: %w", err)
+	}
+	var storeID string
+	err = conn.QueryRow(ctx, `SELECT store_id::text FROM turn_stores LIMIT 1`).Scan(&storeID)
+	if err == nil {
+		return fmt.Errorf("the database %s at --database-url already holds cardbox store %s: restore into a new, empty database", db, storeID)
+	}
 	var n int
 	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'`).Scan(&n)
@@ -294,7 +311,12 @@ func checkEmptyDatabase(ctx context.Context, url string) error {
 		return fmt.Errorf("look at the database: %w", err)
 	}
 	if n > 0 {
-		return fmt.Errorf("the database at --database-url holds %d tables: restore into a new, empty database", n)
+		return fmt.Errorf("the database %s at --database-url holds %d tables: restore into a new, empty database", db, n)
+	}
+	if owner != user && !super {
+		return fmt.Errorf("the database %s at --database-url is owned by %s, not by %s, the role the URL logs in as: "+
+			"cardbox's tables belong to the role it logs in as (ALTER DATABASE %s OWNER TO %s)", db, owner, user,
+			pgx.Identifier{db}.Sanitize(), pgx.Identifier{user}.Sanitize())
 	}
 	return nil
 }
@@ -332,6 +354,95 @@ func loadRoles(ctx context.Context, binDir, url, file string) error {
 		return fmt.Errorf("restore the roles: %w", err)
 	}
 	return nil
+}
+
+// ownerRows is the policy, on every table with row-level security, that
+// admits the tables' owner (migration 00027): it names the owner role
+// the migrations ran as, which the server a backup is restored into need
+// not have.
+const ownerRows = "owner_rows"
+
+// loadExternal restores pg_dump's archive into the empty database at url,
+// on the backup's server or another one, as the role url logs in as,
+// which owns every object restored, whoever owned them in the backup (a
+// superuser of an embedded cluster, or another role). First cardbox's
+// roles are made where missing, as the migrations make them: the dump's
+// grants and policies name them. The owner's own policies are left out of
+// the dump and made again for the new owner. The dump is loaded in one
+// transaction, so that a load that fails leaves the database empty.
+func loadExternal(ctx context.Context, binDir, url, file string) error {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer pool.Close()
+	if err := migrations.EnsureRoles(ctx, pool); err != nil {
+		return fmt.Errorf("restore the database: %w", err)
+	}
+	bin, err := pgembed.Tool(binDir, "pg_restore")
+	if err != nil {
+		return err
+	}
+	list, tables, err := listWithoutOwnerRows(ctx, bin, file)
+	if err != nil {
+		return fmt.Errorf("restore the database: %w", err)
+	}
+	defer os.Remove(list)
+	if err := runTool(ctx, bin, "--exit-on-error", "--single-transaction", "--no-owner", "--use-list="+list, "--dbname="+url, file); err != nil {
+		return fmt.Errorf("restore the database: %w", err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("restore the database: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }() // after the commit: a no-op
+	for _, t := range tables {
+		if _, err := tx.Exec(ctx, "CREATE POLICY "+ownerRows+" ON "+t.Sanitize()+" TO CURRENT_USER USING (true) WITH CHECK (true)"); err != nil {
+			return fmt.Errorf("restore the database: the owner's policy on %s: %w", t.Sanitize(), err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("restore the database: %w", err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE"); err != nil {
+		return fmt.Errorf("analyze the restored database: %w", err)
+	}
+	return nil
+}
+
+// listWithoutOwnerRows writes the archive's table of contents (pg_restore
+// --list) less its owner_rows policies into a temporary file for
+// pg_restore --use-list, and returns it with the tables those policies
+// were on.
+func listWithoutOwnerRows(ctx context.Context, bin, file string) (string, []pgx.Identifier, error) {
+	out, err := exec.CommandContext(ctx, bin, "--list", file).Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("pg_restore --list: %w", toolError(err))
+	}
+	var keep []string
+	var tables []pgx.Identifier
+	for _, line := range strings.Split(string(out), "\n") {
+		// "3775; 3256 16994 POLICY public analytics_backfills owner_rows cardbox"
+		if f := strings.Fields(line); len(f) == 8 && f[3] == "POLICY" && f[6] == ownerRows {
+			tables = append(tables, pgx.Identifier{f[4], f[5]})
+			continue
+		}
+		keep = append(keep, line)
+	}
+	tmp, err := os.CreateTemp("", "cardbox-restore-*.list")
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := tmp.WriteString(strings.Join(keep, "\n")); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return "", nil, err
+	}
+	return tmp.Name(), tables, nil
 }
 
 // loadDump restores pg_dump's archive into the database at url and

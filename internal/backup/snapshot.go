@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -21,6 +22,7 @@ type snapshot struct {
 	id        string // pg_export_snapshot()
 	storeID   string
 	ends      Ends
+	turns     int64
 	owner     string
 	migration int64
 	server    string
@@ -70,6 +72,9 @@ func (s *snapshot) read(ctx context.Context) error {
 		}
 		s.ends.Pack = 0 // nothing committed yet
 	}
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM turns`).Scan(&s.turns); err != nil {
+		return fmt.Errorf("count the turns: %w", err)
+	}
 	err = tx.QueryRow(ctx, `SELECT (SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'turn_stores'::regclass),
 	        coalesce((SELECT max(version_id) FROM goose_db_version WHERE is_applied), 0),
 	        current_setting('server_version')`).Scan(&s.owner, &s.migration, &s.server)
@@ -107,4 +112,14 @@ func toolVersion(ctx context.Context, bin string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// toolError is the error of a program's Output with what it printed on
+// its standard error, which says why.
+func toolError(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+	}
+	return err
 }
