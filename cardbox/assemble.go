@@ -13,6 +13,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -103,7 +104,7 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req Assem
 	q := s.as(project)
 	row, err := q.AssemblyBox(ctx, db.AssemblyBoxParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
-		return Assembled{}, notFound("box", boxID)
+		return Assembled{}, rules.NotFound("box", boxID)
 	}
 	if err != nil {
 		return Assembled{}, fmt.Errorf("read entries of box %q: %w", boxID, err)
@@ -153,17 +154,17 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req Assem
 
 func checkAssemble(req *AssembleRequest) error {
 	if req.Budget <= 0 {
-		return invalid("budget", "must be a positive number of tokens, got %d", req.Budget)
+		return rules.Invalid("budget", "must be a positive number of tokens, got %d", req.Budget)
 	}
 	if !tokens.Known(req.Tokenizer) {
-		return invalid("tokenizer", "unknown tokenizer %q; known tokenizers: %s", req.Tokenizer, strings.Join(tokens.Names, ", "))
+		return rules.Invalid("tokenizer", "unknown tokenizer %q; known tokenizers: %s", req.Tokenizer, strings.Join(tokens.Names, ", "))
 	}
 	switch req.Format {
 	case "":
 		req.Format = FormatCards
 	case FormatCards, FormatMessages:
 	default:
-		return invalid("format", "unknown format %q; formats: %s, %s", req.Format, FormatCards, FormatMessages)
+		return rules.Invalid("format", "unknown format %q; formats: %s, %s", req.Format, FormatCards, FormatMessages)
 	}
 	return nil
 }
@@ -196,12 +197,12 @@ func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project st
 				ids = append(ids, e.CardID)
 			}
 		}
-		states, err := s.cardStates(ctx, q, project, dedupe(ids), at)
+		states, err := s.cardStates(ctx, q, project, rules.Dedupe(ids), at)
 		return l.entries, states, err
 	}
 	// A plain box's entries take their zones from their cards' types, which
 	// the same lookup gives.
-	states, err := s.cardStates(ctx, q, project, dedupe(row.CardIds), at)
+	states, err := s.cardStates(ctx, q, project, rules.Dedupe(row.CardIds), at)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -296,7 +297,7 @@ func (s *Service) countTokens(ctx context.Context, project string, ids []string,
 	}
 	name := tokens.Names[at.tokenizer]
 	for id, c := range cards {
-		n, err := tokens.Count(name, CardText(c.Content, c.ToolCalls))
+		n, err := tokens.Count(name, rules.CardText(c.Content, c.ToolCalls))
 		if err != nil {
 			return err
 		}
@@ -313,7 +314,7 @@ func (s *Service) window(ctx context.Context, project string, kept []Entry, form
 	for _, e := range kept {
 		ids = append(ids, e.CardID)
 	}
-	cards, err := s.liveJSONAt(ctx, project, dedupe(ids), at.now, at.stamp, at.exists)
+	cards, err := s.liveJSONAt(ctx, project, rules.Dedupe(ids), at.now, at.stamp, at.exists)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +368,7 @@ func message(card json.RawMessage) ([]byte, error) {
 	}
 	m := chatMessage{Role: c.Role}
 	if len(c.Content) > 0 && string(c.Content) != "null" {
-		text := CardText(c.Content, nil)
+		text := rules.CardText(c.Content, nil)
 		m.Content = &text
 	}
 	if len(c.ToolCalls) > 0 && string(c.ToolCalls) != "null" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -146,12 +147,12 @@ func TestAssembleBadInput(t *testing.T) {
 		{cardbox.AssembleRequest{Budget: 10, Tokenizer: "cl100k_base", Format: "xml"}, "format"},
 	} {
 		_, err := s.Assemble(ctx, "p", "b", tt.req)
-		var ve *cardbox.ValidationError
+		var ve *rules.ValidationError
 		if !errors.As(err, &ve) || ve.Field != tt.field {
 			t.Errorf("%+v: %v, want an error of %s", tt.req, err, tt.field)
 		}
 	}
-	if _, err := s.Assemble(ctx, "other", "b", cardbox.AssembleRequest{Budget: 10, Tokenizer: "cl100k_base"}); !errors.Is(err, cardbox.ErrNotFound) {
+	if _, err := s.Assemble(ctx, "other", "b", cardbox.AssembleRequest{Budget: 10, Tokenizer: "cl100k_base"}); !errors.Is(err, rules.ErrNotFound) {
 		t.Errorf("another project's box: %v", err)
 	}
 }
@@ -166,7 +167,7 @@ func TestCardsWithContentHash(t *testing.T) {
 	if _, err := s.AddCards(ctx, "p", []cardbox.NewCard{a, b, typed("c", "agent.thought", "other")}); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := cardbox.ContentHash(a.Content)
+	h, _ := rules.ContentHash(a.Content)
 	got, err := s.CardsWithContentHash(ctx, "p", hex.EncodeToString(h))
 	if err != nil || len(got) != 2 {
 		t.Fatalf("same content: %d cards, %v", len(got), err)
@@ -174,7 +175,7 @@ func TestCardsWithContentHash(t *testing.T) {
 	if other, err := s.CardsWithContentHash(ctx, "q", hex.EncodeToString(h)); err != nil || len(other) != 0 {
 		t.Fatalf("another project: %d cards, %v", len(other), err)
 	}
-	if _, err := s.CardsWithContentHash(ctx, "p", "zz"); !errors.Is(err, cardbox.ErrInvalid) {
+	if _, err := s.CardsWithContentHash(ctx, "p", "zz"); !errors.Is(err, rules.ErrInvalid) {
 		t.Fatalf("bad hash: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -143,9 +144,9 @@ func BenchmarkAppendToBox(b *testing.B) {
 	var boxes atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		box, n := "", cardbox.MaxBoxCards
+		box, n := "", rules.MaxBoxCards
 		for pb.Next() {
-			if n == cardbox.MaxBoxCards {
+			if n == rules.MaxBoxCards {
 				box, n = fmt.Sprintf("box-%d", boxes.Add(1)), 0
 				if _, err := s.SaveBox(ctx, "bench", box, cardbox.BoxInput{}); err != nil {
 					b.Error(err)

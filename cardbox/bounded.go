@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -57,7 +58,7 @@ func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardID
 	if err := checkProject(project); err != nil {
 		return BoundedCardsJSON{}, err
 	}
-	ids, err := batchIDs("card_ids", cardIDs)
+	ids, err := rules.BatchIDs("card_ids", cardIDs)
 	if err != nil {
 		return BoundedCardsJSON{}, err
 	}
@@ -116,7 +117,7 @@ func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string,
 	if page.Structured {
 		return s.BoxCardsJSON(ctx, project, boxID, limit, cursor)
 	}
-	sized, err := s.sizeLive(ctx, project, dedupe(page.CardIds))
+	sized, err := s.sizeLive(ctx, project, rules.Dedupe(page.CardIds))
 	if err != nil {
 		return CardPageJSON{}, err
 	}
@@ -136,7 +137,7 @@ func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string,
 		held++
 	}
 	ids := page.CardIds[start:]
-	cards, err := s.loadSized(ctx, sized, dedupe(ids))
+	cards, err := s.loadSized(ctx, sized, rules.Dedupe(ids))
 	if err != nil {
 		return CardPageJSON{}, err
 	}
@@ -161,7 +162,7 @@ func (s *Service) GetBoxesJSONWithin(ctx context.Context, project string, query 
 	if err := checkProject(project); err != nil {
 		return BoundedBoxesJSON{}, err
 	}
-	ids, err := batchIDs("box_ids", query.BoxIDs)
+	ids, err := rules.BatchIDs("box_ids", query.BoxIDs)
 	if err != nil {
 		return BoundedBoxesJSON{}, err
 	}
@@ -226,7 +227,7 @@ func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []str
 		if !ok {
 			continue
 		}
-		if err := askRoom(room, n+int64(jsonStringBound(project))+1, len(wanted) == 0); err != nil {
+		if err := askRoom(room, n+int64(rules.JSONStringBound(project))+1, len(wanted) == 0); err != nil {
 			if errors.Is(err, errStop) {
 				answered = i
 				break
@@ -265,7 +266,7 @@ func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, 
 	for _, b := range boxes {
 		window = append(window, tail(b.CardIDs, limit)...)
 	}
-	sized, err := s.sizeLive(ctx, project, dedupe(window))
+	sized, err := s.sizeLive(ctx, project, rules.Dedupe(window))
 	if err != nil {
 		return 0, err
 	}
@@ -280,7 +281,7 @@ func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, 
 				live = append(live, id)
 			} else if _, dup := charged[id]; !dup {
 				charged[id] = struct{}{}
-				n += int64(jsonStringBound(id)) + 1
+				n += int64(rules.JSONStringBound(id)) + 1
 			}
 		}
 		if err := askRoom(room, n, kept == 0); err != nil {
@@ -291,7 +292,7 @@ func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, 
 		}
 		load = append(load, live...)
 	}
-	cards, err := s.loadSized(ctx, sized, dedupe(load))
+	cards, err := s.loadSized(ctx, sized, rules.Dedupe(load))
 	if err != nil {
 		return 0, err
 	}
@@ -371,7 +372,7 @@ func (s *Service) sizeLive(ctx context.Context, project string, ids []string) (*
 		if err != nil {
 			return nil, fmt.Errorf("get cards: %w", err)
 		}
-		projectBytes := int64(jsonStringBound(project))
+		projectBytes := int64(rules.JSONStringBound(project))
 		for i, n := range byPosition {
 			c.sizes[misses[i]] = n + projectBytes
 		}
@@ -424,17 +425,13 @@ func sizesByPosition(positions []int32, sizes []int64, ids []string) (map[int]in
 	return out, nil
 }
 
-// jsonStringBound is at least the length of s as a JSON string: every
-// byte escaped at most to six, and the quotes.
-func jsonStringBound(s string) int { return 6*len(s) + 2 }
-
 // GetCardJSONWithin is GetCardJSON asking room for the card before it
 // loads it.
 func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string, room Room) (json.RawMessage, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
 	}
-	if err := ValidateID("card_id", cardID); err != nil {
+	if err := rules.ValidateID("card_id", cardID); err != nil {
 		return nil, err
 	}
 	res, err := s.GetCardsJSONWithin(ctx, project, []string{cardID}, room)
@@ -442,7 +439,7 @@ func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string,
 		return nil, err
 	}
 	if len(res.Cards) == 0 {
-		return nil, notFound("card", cardID)
+		return nil, rules.NotFound("card", cardID)
 	}
 	return res.Cards[0], nil
 }
@@ -453,7 +450,7 @@ func (s *Service) LoadBoxWithin(ctx context.Context, project, boxID string, room
 	if err := checkProject(project); err != nil {
 		return Box{}, err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return Box{}, err
 	}
 	_, boxes, err := s.loadBoxesWithin(ctx, project, []string{boxID}, room)
@@ -461,7 +458,7 @@ func (s *Service) LoadBoxWithin(ctx context.Context, project, boxID string, room
 		return Box{}, err
 	}
 	if len(boxes) == 0 {
-		return Box{}, notFound("box", boxID)
+		return Box{}, rules.NotFound("box", boxID)
 	}
 	return boxes[0].Box, nil
 }
@@ -473,7 +470,7 @@ func (s *Service) BoxJSONSize(ctx context.Context, project, boxID string) (int64
 	if err := checkProject(project); err != nil {
 		return 0, false, err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return 0, false, err
 	}
 	row, err := s.as(project).LiveBoxSizes(ctx, db.LiveBoxSizesParams{TenantID: project, BoxIds: []string{boxID}})
@@ -483,7 +480,7 @@ func (s *Service) BoxJSONSize(ctx context.Context, project, boxID string) (int64
 	if len(row.Sizes) == 0 {
 		return 0, false, nil
 	}
-	return row.Sizes[0] + int64(jsonStringBound(project)), true, nil
+	return row.Sizes[0] + int64(rules.JSONStringBound(project)), true, nil
 }
 
 // createdBoxIDLength is the length of the ids CreateBox gives (UUIDs).
@@ -497,78 +494,34 @@ const createdBoxIDLength = 36
 // rendered. An input the save refuses for its size (too many ids, an id
 // or metadata too long) measures 0: it is never answered.
 func BoxInputJSONSize(project, boxID string, in BoxInput) int64 {
-	meta := compactJSONSize(in.Metadata)
-	if len(in.CardIDs) > MaxBoxCards || len(in.ParentIDs) > MaxBoxParents || meta > MaxMetadataBytes {
+	meta := rules.CompactJSONSize(in.Metadata)
+	if len(in.CardIDs) > rules.MaxBoxCards || len(in.ParentIDs) > rules.MaxBoxParents || meta > rules.MaxMetadataBytes {
 		return 0
 	}
 	if boxID == "" {
 		boxID = strings.Repeat("0", createdBoxIDLength)
 	}
-	n, ok := idsJSONSize(in.CardIDs)
+	n, ok := rules.IDsJSONSize(in.CardIDs)
 	if !ok {
 		return 0
 	}
-	parents, ok := idsJSONSize(in.ParentIDs)
+	parents, ok := rules.IDsJSONSize(in.ParentIDs)
 	if !ok {
 		return 0
 	}
-	return 512 + int64(jsonStringBound(boxID)+jsonStringBound(project)) + n + parents + meta
+	return 512 + int64(rules.JSONStringBound(boxID)+rules.JSONStringBound(project)) + n + parents + meta
 }
 
 // AppendedBoxJSONSize is at least the JSON of a box of size bytes (as
 // BoxJSONSize measures it) once cardIDs are appended; 0 when the append
 // is refused for its ids' sizes.
 func AppendedBoxJSONSize(size int64, cardIDs []string) int64 {
-	if len(cardIDs) > MaxBoxCards {
+	if len(cardIDs) > rules.MaxBoxCards {
 		return 0
 	}
-	n, ok := idsJSONSize(cardIDs)
+	n, ok := rules.IDsJSONSize(cardIDs)
 	if !ok {
 		return 0
 	}
 	return size + n
-}
-
-// idsJSONSize is at least the bytes of ids in a JSON list, each quoted,
-// escaped as encoding/json escapes it and followed by a separator; false
-// when an id is longer than any valid one.
-func idsJSONSize(ids []string) (int64, bool) {
-	var n int64
-	for _, id := range ids {
-		if len(id) > MaxIDLength {
-			return 0, false
-		}
-		n += rawJSONSize(id) + 3
-		n += int64(strings.Count(id, `"`) + strings.Count(id, `\`))
-	}
-	return n, true
-}
-
-// compactJSONSize is at least the bytes of the JSON text b as
-// encoding/json writes it (rawJSONSize), without the whitespace between
-// its tokens.
-func compactJSONSize(b []byte) int64 {
-	var space int64
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			space++
-		}
-	}
-	return rawJSONSize(string(b)) - space
-}
-
-// rawJSONSize is at least the bytes of the JSON text s as encoding/json
-// writes it: compact, with <, >, & and the line and paragraph separators
-// escaped.
-func rawJSONSize(s string) int64 {
-	return int64(len(s) + 5*strings.Count(s, "<") + 5*strings.Count(s, ">") + 5*strings.Count(s, "&") +
-		3*strings.Count(s, "\u2028") + 3*strings.Count(s, "\u2029"))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -113,7 +114,7 @@ func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (B
 // of the project (else UnknownCardsError). Saving a deleted box's id
 // creates it anew.
 func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInput) (Box, error) {
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return Box{}, err
 	}
 	meta, err := s.checkBoxWrite(ctx, project, boxID, in)
@@ -141,10 +142,10 @@ func (s *Service) checkBoxWrite(ctx context.Context, project, boxID string, in B
 	if err := checkProject(project); err != nil {
 		return nil, err
 	}
-	if err := validateIDs("card_ids", in.CardIDs); err != nil {
+	if err := rules.ValidateIDs("card_ids", in.CardIDs); err != nil {
 		return nil, err
 	}
-	if err := validateIDs("parent_ids", in.ParentIDs); err != nil {
+	if err := rules.ValidateIDs("parent_ids", in.ParentIDs); err != nil {
 		return nil, err
 	}
 	if err := checkBoxSize(in); err != nil {
@@ -166,13 +167,13 @@ func (s *Service) checkBoxWrite(ctx context.Context, project, boxID string, in B
 // checkBoxSize checks a box body against MaxBoxCards and MaxBoxParents,
 // and that no parent is named twice (card ids may repeat: a box is a list).
 func checkBoxSize(in BoxInput) error {
-	if len(in.CardIDs) > MaxBoxCards {
-		return invalid("card_ids", "a box holds at most %d card ids, got %d", MaxBoxCards, len(in.CardIDs))
+	if len(in.CardIDs) > rules.MaxBoxCards {
+		return rules.Invalid("card_ids", "a box holds at most %d card ids, got %d", rules.MaxBoxCards, len(in.CardIDs))
 	}
-	if len(in.ParentIDs) > MaxBoxParents {
-		return invalid("parent_ids", "a box names at most %d parents, got %d", MaxBoxParents, len(in.ParentIDs))
+	if len(in.ParentIDs) > rules.MaxBoxParents {
+		return rules.Invalid("parent_ids", "a box names at most %d parents, got %d", rules.MaxBoxParents, len(in.ParentIDs))
 	}
-	return uniqueIDs("parent_ids", in.ParentIDs)
+	return rules.UniqueIDs("parent_ids", in.ParentIDs)
 }
 
 // boxMetadata checks a box's metadata: a JSON object, {} when absent.
@@ -185,9 +186,9 @@ func boxMetadata(raw []byte) ([]byte, error) {
 		return []byte("{}"), nil
 	}
 	if m[0] != '{' {
-		return nil, invalid("metadata", "must be a JSON object")
+		return nil, rules.Invalid("metadata", "must be a JSON object")
 	}
-	return m, checkMetadataSize(m)
+	return m, rules.CheckMetadataSize(m)
 }
 
 // checkCards returns UnknownCardsError when some ids do not name live cards
@@ -197,13 +198,13 @@ func (s *Service) checkCards(ctx context.Context, project string, ids []string) 
 		return nil
 	}
 	missing, err := s.as(project).MissingCardIDs(ctx, db.MissingCardIDsParams{
-		TenantID: project, CardIds: dedupe(ids), Now: s.now(),
+		TenantID: project, CardIds: rules.Dedupe(ids), Now: s.now(),
 	})
 	if err != nil {
 		return fmt.Errorf("check card ids: %w", err)
 	}
 	if len(missing) > 0 {
-		return &UnknownCardsError{CardIDs: missing}
+		return &rules.UnknownCardsError{CardIDs: missing}
 	}
 	return nil
 }
@@ -241,7 +242,7 @@ func (s *Service) AppendToBox(ctx context.Context, project, boxID string, cardID
 		return Appended{}, err
 	}
 	row, err := s.as(project).AppendToBox(ctx, db.AppendToBoxParams{
-		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(), MaxCards: MaxBoxCards,
+		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(), MaxCards: rules.MaxBoxCards,
 	})
 	if isNoRows(err) {
 		if structured, _ := s.structured(ctx, project, boxID); structured {
@@ -262,18 +263,18 @@ func (s *Service) checkAppend(ctx context.Context, project, boxID string, cardID
 	if err := checkProject(project); err != nil {
 		return err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return err
 	}
 	if len(cardIDs) == 0 {
-		return invalid("card_ids", "at least one card id is required")
+		return rules.Invalid("card_ids", "at least one card id is required")
 	}
-	if err := validateIDs("card_ids", cardIDs); err != nil {
+	if err := rules.ValidateIDs("card_ids", cardIDs); err != nil {
 		return err
 	}
 	err := s.checkCards(ctx, project, cardIDs)
 	if err != nil {
-		if _, lerr := s.boxLength(ctx, project, boxID); errors.Is(lerr, ErrNotFound) {
+		if _, lerr := s.boxLength(ctx, project, boxID); errors.Is(lerr, rules.ErrNotFound) {
 			return lerr // an unknown box outranks unknown cards
 		}
 	}
@@ -287,15 +288,15 @@ func (s *Service) appendRefused(ctx context.Context, project, boxID string, addi
 	if err != nil {
 		return err
 	}
-	return invalid("card_ids", "a box holds at most %d card ids; box %q holds %d and this append adds %d",
-		MaxBoxCards, boxID, n, adding)
+	return rules.Invalid("card_ids", "a box holds at most %d card ids; box %q holds %d and this append adds %d",
+		rules.MaxBoxCards, boxID, n, adding)
 }
 
 // boxLength returns how many card ids a live box holds.
 func (s *Service) boxLength(ctx context.Context, project, boxID string) (int, error) {
 	n, err := s.as(project).LiveBoxLength(ctx, db.LiveBoxLengthParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
-		return 0, notFound("box", boxID)
+		return 0, rules.NotFound("box", boxID)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read length of box %q: %w", boxID, err)
@@ -308,12 +309,12 @@ func (s *Service) LoadBox(ctx context.Context, project, boxID string) (Box, erro
 	if err := checkProject(project); err != nil {
 		return Box{}, err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return Box{}, err
 	}
 	row, err := s.as(project).GetLiveBox(ctx, db.GetLiveBoxParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
-		return Box{}, notFound("box", boxID)
+		return Box{}, rules.NotFound("box", boxID)
 	}
 	if err != nil {
 		return Box{}, fmt.Errorf("load box %q: %w", boxID, err)
@@ -327,7 +328,7 @@ func (s *Service) DeleteBox(ctx context.Context, project, boxID string) error {
 	if err := checkProject(project); err != nil {
 		return err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return err
 	}
 	n, err := s.as(project).SoftDeleteBox(ctx, db.SoftDeleteBoxParams{TenantID: project, BoxID: boxID, Now: s.now()})
@@ -335,7 +336,7 @@ func (s *Service) DeleteBox(ctx context.Context, project, boxID string) error {
 		return fmt.Errorf("delete box %q: %w", boxID, err)
 	}
 	if n == 0 {
-		return notFound("box", boxID)
+		return rules.NotFound("box", boxID)
 	}
 	return nil
 }
@@ -355,7 +356,7 @@ func getBoxes[C any](ctx context.Context, s *Service, project string, query Boxe
 	if err := checkProject(project); err != nil {
 		return BoxesOf[C]{}, err
 	}
-	ids, err := batchIDs("box_ids", query.BoxIDs)
+	ids, err := rules.BatchIDs("box_ids", query.BoxIDs)
 	if err != nil {
 		return BoxesOf[C]{}, err
 	}
@@ -390,7 +391,7 @@ func hydrate[C any](ctx context.Context, project string, limit int, res *BoxesOf
 	for _, b := range res.Boxes {
 		want = append(want, tail(b.CardIDs, limit)...)
 	}
-	cards, err := read(ctx, project, dedupe(want))
+	cards, err := read(ctx, project, rules.Dedupe(want))
 	if err != nil {
 		return err
 	}
@@ -437,7 +438,7 @@ func boxCards[C any](ctx context.Context, s *Service, project, boxID string, lim
 	if page.Structured {
 		return entryPage(ctx, s, project, boxID, limit, cursor, read)
 	}
-	cards, err := read(ctx, project, dedupe(page.CardIds))
+	cards, err := read(ctx, project, rules.Dedupe(page.CardIds))
 	if err != nil {
 		return CardPageOf[C]{}, err
 	}
@@ -458,7 +459,7 @@ func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int,
 	if err := checkProject(project); err != nil {
 		return db.GetBoxPageRow{}, err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return db.GetBoxPageRow{}, err
 	}
 	before, err := parseCursor(cursor)
@@ -469,7 +470,7 @@ func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int,
 		TenantID: project, BoxID: boxID, PageLimit: int32(ClampLimit(limit)), Before: before,
 	})
 	if isNoRows(err) {
-		return db.GetBoxPageRow{}, notFound("box", boxID)
+		return db.GetBoxPageRow{}, rules.NotFound("box", boxID)
 	}
 	if err != nil {
 		return db.GetBoxPageRow{}, fmt.Errorf("read box %q: %w", boxID, err)
@@ -485,7 +486,7 @@ func parseCursor(cursor string) (int32, error) {
 	}
 	n, err := strconv.ParseInt(cursor, 10, 32)
 	if err != nil || n < 0 {
-		return 0, invalid("cursor", "%q is not a cursor returned by this API", cursor)
+		return 0, rules.Invalid("cursor", "%q is not a cursor returned by this API", cursor)
 	}
 	return int32(n), nil
 }
@@ -543,7 +544,7 @@ func entryPage[C any](ctx context.Context, s *Service, project, boxID string, li
 	for _, e := range box.Entries[start:end] {
 		ids = append(ids, e.CardID)
 	}
-	cards, err := read(ctx, project, dedupe(ids))
+	cards, err := read(ctx, project, rules.Dedupe(ids))
 	if err != nil {
 		return CardPageOf[C]{}, err
 	}

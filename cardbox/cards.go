@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -59,10 +60,10 @@ func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard)
 // twice is invalid, whatever the content.
 func normalizeAll(cards []NewCard) ([]normalCard, error) {
 	if len(cards) == 0 {
-		return nil, invalid("cards", "at least one card is required")
+		return nil, rules.Invalid("cards", "at least one card is required")
 	}
-	if len(cards) > MaxAddCards {
-		return nil, invalid("cards", "at most %d cards per request, got %d", MaxAddCards, len(cards))
+	if len(cards) > rules.MaxAddCards {
+		return nil, rules.Invalid("cards", "at most %d cards per request, got %d", rules.MaxAddCards, len(cards))
 	}
 	out := make([]normalCard, 0, len(cards))
 	seen := make(map[string]int, len(cards))
@@ -76,10 +77,10 @@ func normalizeAll(cards []NewCard) ([]normalCard, error) {
 		}
 		n, err := normalize(c)
 		if err != nil {
-			return nil, within(fmt.Sprintf("cards[%d]", i), err)
+			return nil, rules.Within(fmt.Sprintf("cards[%d]", i), err)
 		}
 		if j, ok := seen[n.id]; ok {
-			return nil, invalid(fmt.Sprintf("cards[%d].card_id", i), "%q is named twice in this request (first at cards[%d])", n.id, j)
+			return nil, rules.Invalid(fmt.Sprintf("cards[%d].card_id", i), "%q is named twice in this request (first at cards[%d])", n.id, j)
 		}
 		seen[n.id] = i
 		out = append(out, n)
@@ -120,7 +121,7 @@ func insertParams(project string, now time.Time, norm []normalCard) (db.InsertCa
 	p := db.InsertCardsParams{TenantID: project, Now: now}
 	fillColumns(norm, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
 	for _, n := range norm {
-		h, err := ContentHash(n.content)
+		h, err := rules.ContentHash(n.content)
 		if err != nil {
 			return p, fmt.Errorf("hash card %q: %w", n.id, err)
 		}
@@ -160,7 +161,7 @@ func checkReplays(ctx context.Context, q *db.Queries, project string, rest []nor
 		stored[c.CardID] = c
 	}
 	if len(conflicts) > 0 {
-		return &ConflictError{CardIDs: conflicts}
+		return &rules.ConflictError{CardIDs: conflicts}
 	}
 	if len(rows) != len(rest) {
 		// A conflicting row vanished between the insert and the check
@@ -189,7 +190,7 @@ func (s *Service) DeleteCard(ctx context.Context, project, cardID string) error 
 	if err := checkProject(project); err != nil {
 		return err
 	}
-	if err := ValidateID("card_id", cardID); err != nil {
+	if err := rules.ValidateID("card_id", cardID); err != nil {
 		return err
 	}
 	n, err := s.as(project).SoftDeleteCard(ctx, db.SoftDeleteCardParams{TenantID: project, CardID: cardID, Now: s.now()})
@@ -197,7 +198,7 @@ func (s *Service) DeleteCard(ctx context.Context, project, cardID string) error 
 		return fmt.Errorf("delete card %q: %w", cardID, err)
 	}
 	if n == 0 {
-		return notFound("card", cardID)
+		return rules.NotFound("card", cardID)
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package cardbox
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // FuzzEntryCursor: whatever a client sends as a cursor, reading it either
@@ -37,7 +39,7 @@ func FuzzContentHash(f *testing.F) {
 		if !json.Valid([]byte(doc)) {
 			return
 		}
-		h, err := ContentHash([]byte(doc))
+		h, err := rules.ContentHash([]byte(doc))
 		if err != nil {
 			return
 		}
@@ -49,7 +51,7 @@ func FuzzContentHash(f *testing.F) {
 		if !json.Valid(respelled) {
 			return
 		}
-		h2, err := ContentHash(respelled)
+		h2, err := rules.ContentHash(respelled)
 		if err != nil {
 			t.Fatalf("respelled %s: %v", respelled, err)
 		}

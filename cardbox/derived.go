@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cardboxhq/cardbox/cardbox/position"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -30,8 +31,8 @@ func (s *Service) SaveDerivedBox(ctx context.Context, project, boxID string, car
 	if err := checkBoxID(project, boxID); err != nil {
 		return BoxEntries{}, err
 	}
-	if len(cards) > MaxBoxCards {
-		return BoxEntries{}, invalid("up_to_turn_id", "a box holds at most %d card ids; the chain has %d turns", MaxBoxCards, len(cards))
+	if len(cards) > rules.MaxBoxCards {
+		return BoxEntries{}, rules.Invalid("up_to_turn_id", "a box holds at most %d card ids; the chain has %d turns", rules.MaxBoxCards, len(cards))
 	}
 	norm := make([]normalCard, len(cards))
 	for i, c := range cards {
@@ -124,7 +125,7 @@ func checkDerived(ctx context.Context, q *db.Queries, project string, s *Service
 		}
 	}
 	if len(conflicts) > 0 {
-		return &ConflictError{CardIDs: conflicts}
+		return &rules.ConflictError{CardIDs: conflicts}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox/position"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -37,7 +38,7 @@ func (z Zone) String() string {
 func ParseZone(field, name string) (Zone, error) {
 	i := slices.Index(ZoneNames, name)
 	if i < 0 {
-		return 0, invalid(field, "unknown zone %q; zones are %s", name, strings.Join(ZoneNames, ", "))
+		return 0, rules.Invalid(field, "unknown zone %q; zones are %s", name, strings.Join(ZoneNames, ", "))
 	}
 	return Zone(i), nil
 }
@@ -165,7 +166,7 @@ func layoutFromRows(cards, ids []string, zones []int16, positions []string, draf
 // within each zone.
 func (s *Service) plainLayout(ctx context.Context, q *db.Queries, project string, cardIDs []string) (*layout, error) {
 	zones := make(map[string]Zone, len(cardIDs))
-	if err := defaultZones(ctx, q, project, dedupe(cardIDs), zones); err != nil {
+	if err := defaultZones(ctx, q, project, rules.Dedupe(cardIDs), zones); err != nil {
 		return nil, err
 	}
 	return plainLayoutOf(cardIDs, zones)
@@ -216,7 +217,7 @@ func (s *Service) Entries(ctx context.Context, project, boxID string) (BoxEntrie
 	q := s.as(project)
 	row, err := q.GetBoxEntries(ctx, db.GetBoxEntriesParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
-		return BoxEntries{}, notFound("box", boxID)
+		return BoxEntries{}, rules.NotFound("box", boxID)
 	}
 	if err != nil {
 		return BoxEntries{}, fmt.Errorf("read entries of box %q: %w", boxID, err)
@@ -240,7 +241,7 @@ func checkBoxID(project, boxID string) error {
 	if err := checkProject(project); err != nil {
 		return err
 	}
-	return ValidateID("box_id", boxID)
+	return rules.ValidateID("box_id", boxID)
 }
 
 // editBox runs edit on a box's entries under the box's row lock and
@@ -251,7 +252,7 @@ func (s *Service) editBox(ctx context.Context, project, boxID string, edit func(
 	err := s.inTx(ctx, project, func(q *db.Queries) error {
 		row, err := q.LockBoxEntries(ctx, db.LockBoxEntriesParams{TenantID: project, BoxID: boxID})
 		if isNoRows(err) {
-			return notFound("box", boxID)
+			return rules.NotFound("box", boxID)
 		}
 		if err != nil {
 			return fmt.Errorf("lock box %q: %w", boxID, err)
@@ -263,8 +264,8 @@ func (s *Service) editBox(ctx context.Context, project, boxID string, edit func(
 		if err := edit(l); err != nil {
 			return err
 		}
-		if len(l.entries) > MaxBoxCards {
-			return invalid("card_ids", "a box holds at most %d card ids; this edit would make %d", MaxBoxCards, len(l.entries))
+		if len(l.entries) > rules.MaxBoxCards {
+			return rules.Invalid("card_ids", "a box holds at most %d card ids; this edit would make %d", rules.MaxBoxCards, len(l.entries))
 		}
 		l.sort()
 		out, err = saveLayout(ctx, q, project, boxID, l, s.now())
@@ -323,7 +324,7 @@ func (p Place) resolve(l *layout, fallback Zone, skip string) (Zone, int, error)
 		}
 	}
 	if named > 1 {
-		return 0, 0, invalid("after", "give at most one of after, before and index")
+		return 0, 0, rules.Invalid("after", "give at most one of after, before and index")
 	}
 	var zoneIDs []string
 	anchor := p.After + p.Before
@@ -334,13 +335,13 @@ func (p Place) resolve(l *layout, fallback Zone, skip string) (Zone, int, error)
 		}
 		i := l.find(anchor)
 		if i < 0 {
-			return 0, 0, invalid(field, "entry %q is not in this box", anchor)
+			return 0, 0, rules.Invalid(field, "entry %q is not in this box", anchor)
 		}
 		if anchor == skip {
-			return 0, 0, invalid(field, "an entry cannot be placed next to itself")
+			return 0, 0, rules.Invalid(field, "an entry cannot be placed next to itself")
 		}
 		if p.Zone != "" && l.entries[i].Zone != zone {
-			return 0, 0, invalid(field, "entry %q is in the %s zone, not %s", anchor, l.entries[i].Zone, zone)
+			return 0, 0, rules.Invalid(field, "entry %q is in the %s zone, not %s", anchor, l.entries[i].Zone, zone)
 		}
 		zone = l.entries[i].Zone
 	}
@@ -356,7 +357,7 @@ func (p Place) resolve(l *layout, fallback Zone, skip string) (Zone, int, error)
 		return zone, slices.Index(zoneIDs, p.Before), nil
 	case p.Index != nil:
 		if *p.Index < 0 || *p.Index > len(zoneIDs) {
-			return 0, 0, invalid("index", "%d is outside the %s zone, which holds %d entries (0..%d)", *p.Index, zone, len(zoneIDs), len(zoneIDs))
+			return 0, 0, rules.Invalid("index", "%d is outside the %s zone, which holds %d entries (0..%d)", *p.Index, zone, len(zoneIDs), len(zoneIDs))
 		}
 		return zone, *p.Index, nil
 	}
@@ -409,7 +410,7 @@ func insertInto(l *layout, cardIDs []string, types map[string]string, place Plac
 }
 
 func (s *Service) cardTypes(ctx context.Context, project string, ids []string) (map[string]string, error) {
-	rows, err := s.as(project).CardTypes(ctx, db.CardTypesParams{TenantID: project, CardIds: dedupe(ids)})
+	rows, err := s.as(project).CardTypes(ctx, db.CardTypesParams{TenantID: project, CardIds: rules.Dedupe(ids)})
 	if err != nil {
 		return nil, fmt.Errorf("read card types: %w", err)
 	}
@@ -438,7 +439,7 @@ func (s *Service) ChangeEntry(ctx context.Context, project, boxID, entryID strin
 	_, err := s.editBox(ctx, project, boxID, func(l *layout) error {
 		i := l.find(entryID)
 		if i < 0 {
-			return notFound("entry", entryID)
+			return rules.NotFound("entry", entryID)
 		}
 		e := l.entries[i]
 		if c.Move {
@@ -468,7 +469,7 @@ func (s *Service) RemoveEntry(ctx context.Context, project, boxID, entryID strin
 	_, err := s.editBox(ctx, project, boxID, func(l *layout) error {
 		i := l.find(entryID)
 		if i < 0 {
-			return notFound("entry", entryID)
+			return rules.NotFound("entry", entryID)
 		}
 		l.entries = slices.Delete(l.entries, i, i+1)
 		return nil
@@ -487,19 +488,19 @@ func (s *Service) ReorderZone(ctx context.Context, project, boxID, zoneName stri
 	if err != nil {
 		return BoxEntries{}, err
 	}
-	if err := uniqueIDs("entry_ids", entryIDs); err != nil {
+	if err := rules.UniqueIDs("entry_ids", entryIDs); err != nil {
 		return BoxEntries{}, err
 	}
 	return s.editBox(ctx, project, boxID, func(l *layout) error {
 		lo, hi := l.zoneSpan(zone)
 		if hi-lo != len(entryIDs) {
-			return invalid("entry_ids", "the %s zone holds %d entries; name each of them once, got %d", zone, hi-lo, len(entryIDs))
+			return rules.Invalid("entry_ids", "the %s zone holds %d entries; name each of them once, got %d", zone, hi-lo, len(entryIDs))
 		}
 		prev := ""
 		for k, id := range entryIDs {
 			i := l.find(id)
 			if i < 0 || l.entries[i].Zone != zone {
-				return invalid(fmt.Sprintf("entry_ids[%d]", k), "entry %q is not in the %s zone", id, zone)
+				return rules.Invalid(fmt.Sprintf("entry_ids[%d]", k), "entry %q is not in the %s zone", id, zone)
 			}
 			if l.entries[i].Position <= prev && prev != "" {
 				key, err := position.Between(prev, "")
@@ -549,7 +550,7 @@ func parseEntryCursor(cursor string) (place Entry, through, ok bool, err error) 
 	if cursor == "" || (cursor[0] != 'b' && cursor[0] != 't') {
 		return Entry{}, false, false, nil
 	}
-	bad := invalid("cursor", "%q is not a cursor returned by this API", cursor)
+	bad := rules.Invalid("cursor", "%q is not a cursor returned by this API", cursor)
 	zone, pos, found := strings.Cut(cursor[1:], ".")
 	z, zerr := strconv.Atoi(zone)
 	if !found || zerr != nil || z < 0 || z >= len(ZoneNames) || position.Validate(pos) != nil {

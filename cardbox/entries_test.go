@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -129,12 +130,12 @@ func TestEntriesBadInput(t *testing.T) {
 		{"two anchors", cardbox.Place{After: "e1", Before: "e1"}, "after"},
 	} {
 		_, err := s.InsertEntries(ctx, "p", "b", []string{"a"}, tt.place, false)
-		var ve *cardbox.ValidationError
+		var ve *rules.ValidationError
 		if !errors.As(err, &ve) || ve.Field != tt.field {
 			t.Errorf("%s: err = %v, want a validation error of %s", tt.name, err, tt.field)
 		}
 	}
-	if _, err := s.InsertEntries(ctx, "other", "b", []string{"a"}, cardbox.Place{}, false); !errors.Is(err, cardbox.ErrNotFound) && !errors.Is(err, cardbox.ErrUnknownCard) {
+	if _, err := s.InsertEntries(ctx, "other", "b", []string{"a"}, cardbox.Place{}, false); !errors.Is(err, rules.ErrNotFound) && !errors.Is(err, rules.ErrUnknownCard) {
 		t.Errorf("another project's box: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -46,7 +47,7 @@ func TestForgetProject(t *testing.T) {
 	if res, err := s.GetCardsJSON(ctx, "acme", []string{"c"}); err != nil || len(res.Cards) != 0 || len(res.MissingIDs) != 1 {
 		t.Errorf("acme's card: %+v, %v", res, err)
 	}
-	if _, err := s.LoadBox(ctx, "acme", "b"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.LoadBox(ctx, "acme", "b"); !errors.Is(err, rules.ErrNotFound) {
 		t.Errorf("acme's box: %v", err)
 	}
 	for _, svc := range []*Service{s, New(tx, Options{})} {
@@ -56,7 +57,7 @@ func TestForgetProject(t *testing.T) {
 			"save box":   second(svc.SaveBox(ctx, "acme", "b", BoxInput{})),
 		}
 		for name, err := range writes {
-			if !errors.Is(err, ErrConflict) {
+			if !errors.Is(err, rules.ErrConflict) {
 				t.Errorf("%s of the deleted project: %v, want a conflict", name, err)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -26,7 +27,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 	}{
 		{"soft delete", func(s *cardbox.Service, _ *clock) (func() error, error) {
 			return func() error {
-				if err := s.DeleteCard(ctx, "p1", "a"); !errors.Is(err, cardbox.ErrNotFound) {
+				if err := s.DeleteCard(ctx, "p1", "a"); !errors.Is(err, rules.ErrNotFound) {
 					return fmt.Errorf("soft delete: %v, want not found", err)
 				}
 				return nil
@@ -43,7 +44,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 				return nil, err
 			}
 			return func() error {
-				if _, err := s.AppendToBox(ctx, "p1", "x", []string{"b"}); !errors.Is(err, cardbox.ErrNotFound) {
+				if _, err := s.AppendToBox(ctx, "p1", "x", []string{"b"}); !errors.Is(err, rules.ErrNotFound) {
 					return fmt.Errorf("append: %v, want not found", err)
 				}
 				return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -71,7 +72,7 @@ func getCard[C any](ctx context.Context, project, cardID string, read cardReader
 	if err := checkProject(project); err != nil {
 		return none, err
 	}
-	if err := ValidateID("card_id", cardID); err != nil {
+	if err := rules.ValidateID("card_id", cardID); err != nil {
 		return none, err
 	}
 	byID, err := read(ctx, project, []string{cardID})
@@ -80,7 +81,7 @@ func getCard[C any](ctx context.Context, project, cardID string, read cardReader
 	}
 	c, ok := byID[cardID]
 	if !ok {
-		return none, notFound("card", cardID)
+		return none, rules.NotFound("card", cardID)
 	}
 	return c, nil
 }
@@ -89,7 +90,7 @@ func getCards[C any](ctx context.Context, project string, cardIDs []string, read
 	if err := checkProject(project); err != nil {
 		return CardsOf[C]{}, err
 	}
-	ids, err := batchIDs("card_ids", cardIDs)
+	ids, err := rules.BatchIDs("card_ids", cardIDs)
 	if err != nil {
 		return CardsOf[C]{}, err
 	}

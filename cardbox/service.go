@@ -27,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
@@ -186,7 +187,7 @@ func (s *Service) admit(ctx context.Context, project string) error {
 }
 
 func deletedProject(project string) error {
-	return fmt.Errorf("project %q was deleted, and a deleted project's id is not used again: %w", project, ErrConflict)
+	return fmt.Errorf("project %q was deleted, and a deleted project's id is not used again: %w", project, rules.ErrConflict)
 }
 
 // ensureProject creates the project on its first write (dev mode).
@@ -258,7 +259,7 @@ func boxBytes(boxID string, in BoxInput, meta []byte) int64 {
 
 // checkProject validates a project id.
 func checkProject(project string) error {
-	return ValidateID("project_id", project)
+	return rules.ValidateID("project_id", project)
 }
 
 // inTx runs fn in a transaction, committing when fn returns nil.

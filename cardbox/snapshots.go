@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
@@ -84,12 +85,12 @@ func (s *Service) GetSnapshot(ctx context.Context, project, boxID, snapshotID st
 	if _, err := s.boxLengthChecked(ctx, project, boxID); err != nil {
 		return Snapshot{}, err
 	}
-	if err := ValidateID("snapshot_id", snapshotID); err != nil {
+	if err := rules.ValidateID("snapshot_id", snapshotID); err != nil {
 		return Snapshot{}, err
 	}
 	r, err := s.as(project).GetSnapshot(ctx, db.GetSnapshotParams{TenantID: project, BoxID: boxID, SnapshotID: snapshotID})
 	if isNoRows(err) {
-		return Snapshot{}, notFound("snapshot", snapshotID)
+		return Snapshot{}, rules.NotFound("snapshot", snapshotID)
 	}
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("read snapshot %q: %w", snapshotID, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/cardboxhq/cardbox/api/internal/answers"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/appendjson"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
@@ -138,7 +139,7 @@ func boundedCardsBody(b []byte, res cardbox.BoundedCardsJSON) []byte {
 
 // boundedCardsSize is at least the size of boundedCardsBody.
 func boundedCardsSize(res cardbox.BoundedCardsJSON) int {
-	return cardsBatchSize(res.CardsJSON) + 32 + len(res.RemainingIDs)*(cardbox.MaxIDLength*6+3)
+	return cardsBatchSize(res.CardsJSON) + 32 + len(res.RemainingIDs)*(rules.MaxIDLength*6+3)
 }
 
 // boxesBatchBody appends a batch box read's answer as encoding/json

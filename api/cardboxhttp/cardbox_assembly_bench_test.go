@@ -18,6 +18,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 )
 
@@ -32,9 +33,9 @@ func BenchmarkAssemble1000(b *testing.B) {
 	h := apitest.NewCardBox(b)
 	ctx := context.Background()
 	var ids []string
-	for start := 0; start < 1000; start += cardbox.MaxAddCards {
+	for start := 0; start < 1000; start += rules.MaxAddCards {
 		var cards []cardbox.NewCard
-		for i := start; i < start+cardbox.MaxAddCards; i++ {
+		for i := start; i < start+rules.MaxAddCards; i++ {
 			id := fmt.Sprintf("turn-%04d", i)
 			text := fmt.Sprintf("Step %d: the agent looked at the report again and noted that section %d covers the quarterly revenue, the hiring plan and two open risks for the team to review. ", i, i%17)
 			content, _ := json.Marshal(text[:min(len(text), 200)])
