@@ -13,6 +13,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -46,7 +47,7 @@ const (
 // LeftOut is an entry an assembly left out, and why.
 type LeftOut struct {
 	EntryID, CardID string
-	Zone            Zone
+	Zone            layout.Zone
 	Reason          string
 	// Tokens is the card's count; 0 for cards that are not live.
 	Tokens int
@@ -116,7 +117,7 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req Assem
 	}
 	out := Assembled{BoxID: boxID, Tokenizer: req.Tokenizer, Format: req.Format, Budget: req.Budget, LeftOut: []LeftOut{}, EntryIDs: []string{}}
 	items := make([]assembly.Item, 0, len(entries))
-	live := make([]Entry, 0, len(entries))
+	live := make([]layout.Entry, 0, len(entries))
 	for _, e := range entries {
 		st := states[e.CardID]
 		if reason := deadReason(e, st); reason != "" {
@@ -132,7 +133,7 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req Assem
 	if errors.As(err, &short) {
 		return Assembled{}, &BudgetError{Budget: short.Budget, Permanent: short.Permanent}
 	}
-	var kept []Entry
+	var kept []layout.Entry
 	for i, e := range live {
 		if !keep[i] {
 			out.LeftOut = append(out.LeftOut, LeftOut{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone, Reason: LeftOutBudget, Tokens: items[i].Tokens})
@@ -188,17 +189,17 @@ type cardState struct {
 
 // assemblyEntries returns the box's entries in box order and the state of
 // the cards of those that are not drafts, by card id.
-func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project string, row db.AssemblyBoxRow, at factsAt) ([]Entry, map[string]cardState, error) {
+func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project string, row db.AssemblyBoxRow, at factsAt) ([]layout.Entry, map[string]cardState, error) {
 	if row.Structured {
-		l := layoutFromRows(row.CardIds, row.EntryIds, row.Zones, row.Positions, row.Drafts, row.EntrySeq)
-		ids := make([]string, 0, len(l.entries))
-		for _, e := range l.entries {
+		l := layout.FromRows(row.CardIds, row.EntryIds, row.Zones, row.Positions, row.Drafts, row.EntrySeq)
+		ids := make([]string, 0, len(l.Entries))
+		for _, e := range l.Entries {
 			if !e.Draft {
 				ids = append(ids, e.CardID)
 			}
 		}
 		states, err := s.cardStates(ctx, q, project, rules.Dedupe(ids), at)
-		return l.entries, states, err
+		return l.Entries, states, err
 	}
 	// A plain box's entries take their zones from their cards' types, which
 	// the same lookup gives.
@@ -206,18 +207,18 @@ func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project st
 	if err != nil {
 		return nil, nil, err
 	}
-	zones := make(map[string]Zone, len(states))
+	zones := make(map[string]layout.Zone, len(states))
 	for id, st := range states {
 		zones[id] = st.facts.zone
 	}
-	l, err := plainLayoutOf(row.CardIds, zones)
+	l, err := layout.Plain(row.CardIds, zones)
 	if err != nil {
 		return nil, nil, err
 	}
-	return l.entries, states, nil
+	return l.Entries, states, nil
 }
 
-func deadReason(e Entry, st cardState) string {
+func deadReason(e layout.Entry, st cardState) string {
 	if e.Draft {
 		return LeftOutDraft
 	}
@@ -309,7 +310,7 @@ func (s *Service) countTokens(ctx context.Context, project string, ids []string,
 }
 
 // window renders the kept entries' cards as a JSON array, in format.
-func (s *Service) window(ctx context.Context, project string, kept []Entry, format string, at factsAt) (json.RawMessage, error) {
+func (s *Service) window(ctx context.Context, project string, kept []layout.Entry, format string, at factsAt) (json.RawMessage, error) {
 	ids := make([]string, 0, len(kept))
 	for _, e := range kept {
 		ids = append(ids, e.CardID)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -67,7 +68,7 @@ func TestAssembleUnderBudgets(t *testing.T) {
 	if r := reasons(full); r["gone"] != cardbox.LeftOutDeleted || r["old"] != cardbox.LeftOutExpired || len(r) != 2 {
 		t.Fatalf("left out %v", r)
 	}
-	perm := full.Zones[cardbox.ZonePermanent].Tokens
+	perm := full.Zones[layout.ZonePermanent].Tokens
 	for _, tt := range []struct {
 		name   string
 		budget int

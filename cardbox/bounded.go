@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -107,7 +108,7 @@ func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardID
 // A box with zones and positions (entries) is paged by entry as
 // BoxCardsJSON does, not yet held to room.
 func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string, limit int, cursor string, room Room) (CardPageJSON, error) {
-	if _, _, isEntry, _ := parseEntryCursor(cursor); isEntry {
+	if _, _, isEntry, _ := layout.ParseCursor(cursor); isEntry {
 		return s.BoxCardsJSON(ctx, project, boxID, limit, cursor)
 	}
 	page, err := s.boxPage(ctx, project, boxID, limit, cursor)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -425,7 +426,7 @@ func (s *Service) BoxCardsJSON(ctx context.Context, project, boxID string, limit
 }
 
 func boxCards[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
-	if _, _, isEntry, err := parseEntryCursor(cursor); isEntry || err != nil {
+	if _, _, isEntry, err := layout.ParseCursor(cursor); isEntry || err != nil {
 		if err != nil {
 			return CardPageOf[C]{}, err
 		}
@@ -462,7 +463,7 @@ func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int,
 	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return db.GetBoxPageRow{}, err
 	}
-	before, err := parseCursor(cursor)
+	before, err := layout.ParseIndexCursor(cursor)
 	if err != nil {
 		return db.GetBoxPageRow{}, err
 	}
@@ -476,19 +477,6 @@ func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int,
 		return db.GetBoxPageRow{}, fmt.Errorf("read box %q: %w", boxID, err)
 	}
 	return page, nil
-}
-
-// parseCursor reads a page cursor: the position in the box where the
-// previous page started; -1 (the end of the box) when empty.
-func parseCursor(cursor string) (int32, error) {
-	if cursor == "" {
-		return -1, nil
-	}
-	n, err := strconv.ParseInt(cursor, 10, 32)
-	if err != nil || n < 0 {
-		return 0, rules.Invalid("cursor", "%q is not a cursor returned by this API", cursor)
-	}
-	return int32(n), nil
 }
 
 // tail returns the last n ids.
@@ -535,7 +523,7 @@ func entryPage[C any](ctx context.Context, s *Service, project, boxID string, li
 	if err != nil {
 		return CardPageOf[C]{}, err
 	}
-	end, err := entryPageEnd(box.Entries, cursor)
+	end, err := layout.PageEnd(box.Entries, cursor)
 	if err != nil {
 		return CardPageOf[C]{}, err
 	}
@@ -555,7 +543,7 @@ func entryPage[C any](ctx context.Context, s *Service, project, boxID string, li
 		}
 	}
 	if start > 0 {
-		out.NextCursor = beforeCursor(box.Entries[start])
+		out.NextCursor = layout.BeforeCursor(box.Entries[start])
 	}
 	return out, nil
 }

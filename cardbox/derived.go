@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/position"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -49,18 +50,18 @@ func (s *Service) SaveDerivedBox(ctx context.Context, project, boxID string, car
 	if err := s.insertDerived(ctx, project, norm); err != nil {
 		return BoxEntries{}, err
 	}
-	l := &layout{}
-	last := make([]string, len(ZoneNames))
+	l := &layout.Layout{}
+	last := make([]string, len(layout.ZoneNames))
 	for _, c := range cards {
-		z := DefaultZone(c.Type)
+		z := layout.DefaultZone(c.Type)
 		key, err := position.Between(last[z], "")
 		if err != nil {
 			return BoxEntries{}, err
 		}
 		last[z] = key
-		l.entries = append(l.entries, Entry{EntryID: l.newID(), CardID: c.Card.CardID, Zone: z, Position: key})
+		l.Entries = append(l.Entries, layout.Entry{EntryID: l.NewID(), CardID: c.Card.CardID, Zone: z, Position: key})
 	}
-	return s.writeEntries(ctx, project, boxID, l.entries, nil)
+	return s.writeEntries(ctx, project, boxID, l.Entries, nil)
 }
 
 func (s *Service) insertDerived(ctx context.Context, project string, norm []normalCard) error {

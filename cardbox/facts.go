@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -19,7 +20,7 @@ import (
 
 // cardFacts is what assembly needs of a live card.
 type cardFacts struct {
-	zone Zone // the card's default zone (DefaultZone of its type)
+	zone layout.Zone // the card's default zone (DefaultZone of its type)
 	// tokens are the card's counts, in tokens.Names order; -1 when not
 	// stored.
 	tokens      []int32
@@ -50,7 +51,7 @@ func tokenizerIndex(name string) int {
 
 // factsFromRow reads the facts of a card AssemblyCards found.
 func factsFromRow(r db.AssemblyCardsRow) cardFacts {
-	f := cardFacts{zone: DefaultZone(r.Type), toolCallID: r.ToolCallID, toolCallIDs: r.ToolCallIds,
+	f := cardFacts{zone: layout.DefaultZone(r.Type), toolCallID: r.ToolCallID, toolCallIDs: r.ToolCallIds,
 		tokens: make([]int32, len(tokens.Names))}
 	for i := range f.tokens {
 		f.tokens[i] = -1
@@ -92,7 +93,7 @@ func unpackFacts(v []byte) (f cardFacts, expires int64, ok bool) {
 		return f, 0, false
 	}
 	expires = int64(binary.BigEndian.Uint64(v))
-	f.zone = Zone(v[expiryBytes])
+	f.zone = layout.Zone(v[expiryBytes])
 	f.tokens = make([]int32, v[expiryBytes+1])
 	rest := v[factsHeader:]
 	if len(rest) < 4*len(f.tokens) {

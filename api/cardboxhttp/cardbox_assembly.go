@@ -12,6 +12,7 @@ import (
 	"github.com/cardboxhq/cardbox/api/internal/jsonbody"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/fromcxdb"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
@@ -163,11 +164,11 @@ type (
 	}
 )
 
-func renderEntry(e cardbox.Entry) entryJSON {
+func renderEntry(e layout.Entry) entryJSON {
 	return entryJSON{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone.String(), Position: e.Position, Draft: e.Draft}
 }
 
-func renderEntries(es []cardbox.Entry) []entryJSON {
+func renderEntries(es []layout.Entry) []entryJSON {
 	out := make([]entryJSON, len(es))
 	for i, e := range es {
 		out[i] = renderEntry(e)
@@ -179,8 +180,8 @@ func renderBoxEntries(project string, b cardbox.BoxEntries) entriesJSON {
 	return entriesJSON{ProjectID: project, BoxID: b.BoxID, Structured: b.Structured, Entries: renderEntries(b.Entries), UpdatedAt: b.UpdatedAt.UTC()}
 }
 
-func (p placeInput) place() cardbox.Place {
-	return cardbox.Place{Zone: p.Zone, After: p.After, Before: p.Before, Index: p.Index}
+func (p placeInput) place() layout.Place {
+	return layout.Place{Zone: p.Zone, After: p.After, Before: p.Before, Index: p.Index}
 }
 
 func (p placeInput) moves() bool {
@@ -459,7 +460,7 @@ func (r *AssemblyRoutes) assemble(c echo.Context) error {
 		Tokens: a.Tokens, Zones: map[string]zoneTotalJSON{}, EntryIDs: a.EntryIDs, LeftOut: make([]leftOutJSON, len(a.LeftOut)), Hash: a.Hash,
 	}
 	for z, t := range a.Zones {
-		out.Zones[cardbox.Zone(z).String()] = zoneTotalJSON{Entries: t.Entries, Tokens: t.Tokens}
+		out.Zones[layout.Zone(z).String()] = zoneTotalJSON{Entries: t.Entries, Tokens: t.Tokens}
 	}
 	for i, l := range a.LeftOut {
 		out.LeftOut[i] = leftOutJSON{EntryID: l.EntryID, CardID: l.CardID, Zone: l.Zone.String(), Reason: l.Reason, Tokens: l.Tokens}
