@@ -3,14 +3,9 @@ package cardbox
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
 	"github.com/cardboxhq/cardbox/cardbox/layout"
@@ -19,74 +14,6 @@ import (
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
 
-// Formats of an assembly.
-const (
-	FormatCards    = "cards"
-	FormatMessages = "messages"
-)
-
-// AssembleRequest asks for a box's context window.
-type AssembleRequest struct {
-	// Budget is the most tokens the window may take; at least 1.
-	Budget int
-	// Tokenizer is one of tokens.Names.
-	Tokenizer string
-	// Format is FormatCards (the default when "") or FormatMessages.
-	Format string
-}
-
-// Reasons an entry is left out of an assembly.
-const (
-	LeftOutBudget  = "budget"
-	LeftOutDraft   = "draft"
-	LeftOutDeleted = "deleted"
-	LeftOutExpired = "expired"
-	LeftOutMissing = "missing"
-)
-
-// LeftOut is an entry an assembly left out, and why.
-type LeftOut struct {
-	EntryID, CardID string
-	Zone            layout.Zone
-	Reason          string
-	// Tokens is the card's count; 0 for cards that are not live.
-	Tokens int
-}
-
-// ZoneTotal is what an assembly kept of one zone.
-type ZoneTotal struct {
-	Entries, Tokens int
-}
-
-// Assembled is a box's context window.
-type Assembled struct {
-	BoxID     string
-	Tokenizer string
-	Format    string
-	Budget    int
-	// Tokens is what the kept entries take.
-	Tokens int
-	// Zones are the totals of each zone, in Zone order.
-	Zones [3]ZoneTotal
-	// EntryIDs are the kept entries, in box order.
-	EntryIDs []string
-	// Window is the JSON array of the kept cards (or chat messages), in
-	// box order; Hash is "blake3:" and the hex BLAKE3 hash of its bytes.
-	Window  json.RawMessage
-	Hash    string
-	LeftOut []LeftOut
-}
-
-// BudgetError says a budget is smaller than the box's permanent zone.
-type BudgetError struct {
-	Budget, Permanent int
-}
-
-func (e *BudgetError) Error() string {
-	return fmt.Sprintf("budget too small: the permanent zone takes %d tokens, %d more than the budget of %d",
-		e.Permanent, e.Permanent-e.Budget, e.Budget)
-}
-
 // Assemble builds a box's context window within a token budget (see
 // package assembly for the rule). The same box state, budget, tokenizer
 // and format give the same bytes.
@@ -94,80 +21,46 @@ func (e *BudgetError) Error() string {
 // It costs one query when the card and facts caches hold the box's cards
 // (the box with the project's change counter), and one more for the cards
 // they cannot vouch for (see facts.go).
-func (s *Service) Assemble(ctx context.Context, project, boxID string, req AssembleRequest) (Assembled, error) {
-	if err := checkAssemble(&req); err != nil {
-		return Assembled{}, err
+func (s *Service) Assemble(ctx context.Context, project, boxID string, req assembly.Request) (assembly.Assembled, error) {
+	if err := req.Check(); err != nil {
+		return assembly.Assembled{}, err
 	}
 	if err := checkBoxID(project, boxID); err != nil {
-		return Assembled{}, err
+		return assembly.Assembled{}, err
 	}
 	now := s.now()
 	q := s.as(project)
 	row, err := q.AssemblyBox(ctx, db.AssemblyBoxParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
-		return Assembled{}, rules.NotFound("box", boxID)
+		return assembly.Assembled{}, rules.NotFound("box", boxID)
 	}
 	if err != nil {
-		return Assembled{}, fmt.Errorf("read entries of box %q: %w", boxID, err)
+		return assembly.Assembled{}, fmt.Errorf("read entries of box %q: %w", boxID, err)
 	}
 	at := factsAt{now: now, stamp: uint64(row.CardChanges) + 1, exists: row.CardChanges >= 0, tokenizer: tokenizerIndex(req.Tokenizer)}
 	entries, states, err := s.assemblyEntries(ctx, q, project, row, at)
 	if err != nil {
-		return Assembled{}, err
+		return assembly.Assembled{}, err
 	}
-	out := Assembled{BoxID: boxID, Tokenizer: req.Tokenizer, Format: req.Format, Budget: req.Budget, LeftOut: []LeftOut{}, EntryIDs: []string{}}
-	items := make([]assembly.Item, 0, len(entries))
-	live := make([]layout.Entry, 0, len(entries))
-	for _, e := range entries {
+	candidates := make([]assembly.Candidate, len(entries))
+	for i, e := range entries {
 		st := states[e.CardID]
-		if reason := deadReason(e, st); reason != "" {
-			out.LeftOut = append(out.LeftOut, LeftOut{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone, Reason: reason})
-			continue
+		candidates[i] = assembly.Candidate{Entry: e, Dead: deadReason(e, st)}
+		if candidates[i].Dead == "" {
+			candidates[i].Item = assembly.Item{Zone: int(e.Zone), Tokens: int(st.facts.tokens[at.tokenizer]),
+				ToolCallIDs: st.facts.toolCallIDs, ToolCallID: st.facts.toolCallID}
 		}
-		live = append(live, e)
-		items = append(items, assembly.Item{Zone: int(e.Zone), Tokens: int(st.facts.tokens[at.tokenizer]),
-			ToolCallIDs: st.facts.toolCallIDs, ToolCallID: st.facts.toolCallID})
 	}
-	keep, err := assembly.Choose(items, req.Budget)
-	var short *assembly.ShortError
-	if errors.As(err, &short) {
-		return Assembled{}, &BudgetError{Budget: short.Budget, Permanent: short.Permanent}
+	out, kept, err := assembly.Plan(boxID, req, candidates)
+	if err != nil {
+		return assembly.Assembled{}, err
 	}
-	var kept []layout.Entry
-	for i, e := range live {
-		if !keep[i] {
-			out.LeftOut = append(out.LeftOut, LeftOut{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone, Reason: LeftOutBudget, Tokens: items[i].Tokens})
-			continue
-		}
-		kept = append(kept, e)
-		out.EntryIDs = append(out.EntryIDs, e.EntryID)
-		out.Tokens += items[i].Tokens
-		out.Zones[e.Zone].Entries++
-		out.Zones[e.Zone].Tokens += items[i].Tokens
+	window, err := s.window(ctx, project, kept, req.Format, at)
+	if err != nil {
+		return assembly.Assembled{}, err
 	}
-	if out.Window, err = s.window(ctx, project, kept, req.Format, at); err != nil {
-		return Assembled{}, err
-	}
-	sum := blake3.Sum256(out.Window)
-	out.Hash = "blake3:" + hex.EncodeToString(sum[:])
+	out.SetWindow(window)
 	return out, nil
-}
-
-func checkAssemble(req *AssembleRequest) error {
-	if req.Budget <= 0 {
-		return rules.Invalid("budget", "must be a positive number of tokens, got %d", req.Budget)
-	}
-	if !tokens.Known(req.Tokenizer) {
-		return rules.Invalid("tokenizer", "unknown tokenizer %q; known tokenizers: %s", req.Tokenizer, strings.Join(tokens.Names, ", "))
-	}
-	switch req.Format {
-	case "":
-		req.Format = FormatCards
-	case FormatCards, FormatMessages:
-	default:
-		return rules.Invalid("format", "unknown format %q; formats: %s, %s", req.Format, FormatCards, FormatMessages)
-	}
-	return nil
 }
 
 // factsAt is the moment an assembly reads its cards at: the clock, the
@@ -220,7 +113,7 @@ func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project st
 
 func deadReason(e layout.Entry, st cardState) string {
 	if e.Draft {
-		return LeftOutDraft
+		return assembly.LeftOutDraft
 	}
 	return st.dead
 }
@@ -277,11 +170,11 @@ func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string,
 func rowDeadReason(r db.AssemblyCardsRow) string {
 	switch {
 	case !r.Found:
-		return LeftOutMissing
+		return assembly.LeftOutMissing
 	case r.Deleted:
-		return LeftOutDeleted
+		return assembly.LeftOutDeleted
 	case r.Expired:
-		return LeftOutExpired
+		return assembly.LeftOutExpired
 	}
 	return ""
 }
@@ -331,11 +224,11 @@ func (s *Service) window(ctx context.Context, project string, kept []layout.Entr
 			b.WriteByte(',')
 		}
 		n++
-		if format == FormatCards {
+		if format == assembly.FormatCards {
 			b.Write(c)
 			continue
 		}
-		m, err := message(c)
+		m, err := assembly.Message(c)
 		if err != nil {
 			return nil, err
 		}
@@ -343,40 +236,4 @@ func (s *Service) window(ctx context.Context, project string, kept []layout.Entr
 	}
 	b.WriteByte(']')
 	return b.Bytes(), nil
-}
-
-// chatMessage is a card as a chat completion message.
-type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    *string         `json:"content"`
-	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-}
-
-// message renders a card's JSON as a chat message: the role is
-// metadata.role, the content the card's text (a JSON string as itself,
-// other JSON as its text, null as null), with its tool calls and the id
-// of the call it answers.
-func message(card json.RawMessage) ([]byte, error) {
-	var c struct {
-		Role       string          `json:"role"`
-		Content    json.RawMessage `json:"content"`
-		ToolCalls  json.RawMessage `json:"tool_calls"`
-		ToolCallID *string         `json:"tool_call_id"`
-	}
-	if err := json.Unmarshal(card, &c); err != nil {
-		return nil, fmt.Errorf("render message: %w", err)
-	}
-	m := chatMessage{Role: c.Role}
-	if len(c.Content) > 0 && string(c.Content) != "null" {
-		text := rules.CardText(c.Content, nil)
-		m.Content = &text
-	}
-	if len(c.ToolCalls) > 0 && string(c.ToolCalls) != "null" {
-		m.ToolCalls = c.ToolCalls
-	}
-	if c.ToolCallID != nil {
-		m.ToolCallID = *c.ToolCallID
-	}
-	return json.Marshal(m)
 }

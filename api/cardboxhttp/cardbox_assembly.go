@@ -11,6 +11,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/jsonbody"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/assembly"
 	"github.com/cardboxhq/cardbox/cardbox/fromcxdb"
 	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/internal/fault"
@@ -55,7 +56,7 @@ func (r *AssemblyRoutes) Register(e *echo.Echo) {
 // errors (the CXDB service's, from boxes derived from contexts, are
 // *fault.Error values already).
 func (r *AssemblyRoutes) MapError(err error) *fault.Error {
-	var be *cardbox.BudgetError
+	var be *assembly.BudgetError
 	if errors.As(err, &be) {
 		e := fault.New(fault.Unprocessable, "%s", be.Error())
 		e.Details = map[string]any{"budget": be.Budget, "permanent_tokens": be.Permanent, "short_by": be.Permanent - be.Budget}
@@ -451,7 +452,7 @@ func (r *AssemblyRoutes) assemble(c echo.Context) error {
 		return badField("budget", "budget is required: the most tokens the window may take")
 	}
 	a, err := r.svc.Assemble(c.Request().Context(), project, box,
-		cardbox.AssembleRequest{Budget: *req.Budget, Tokenizer: req.Tokenizer, Format: req.Format})
+		assembly.Request{Budget: *req.Budget, Tokenizer: req.Tokenizer, Format: req.Format})
 	if err != nil {
 		return err
 	}
@@ -465,7 +466,7 @@ func (r *AssemblyRoutes) assemble(c echo.Context) error {
 	for i, l := range a.LeftOut {
 		out.LeftOut[i] = leftOutJSON{EntryID: l.EntryID, CardID: l.CardID, Zone: l.Zone.String(), Reason: l.Reason, Tokens: l.Tokens}
 	}
-	if a.Format == cardbox.FormatMessages {
+	if a.Format == assembly.FormatMessages {
 		out.Messages = a.Window
 	} else {
 		out.Cards = a.Window

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/assembly"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 )
@@ -49,13 +50,13 @@ func BenchmarkAssemble1000(b *testing.B) {
 	if _, err := h.Svc.SaveBox(ctx, "bench", "window", cardbox.BoxInput{CardIDs: ids}); err != nil {
 		b.Fatal(err)
 	}
-	probe, err := h.Svc.Assemble(ctx, "bench", "window", cardbox.AssembleRequest{Budget: 1 << 30, Tokenizer: "cl100k_base"})
+	probe, err := h.Svc.Assemble(ctx, "bench", "window", assembly.Request{Budget: 1 << 30, Tokenizer: "cl100k_base"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	budget := probe.Tokens / 10
 	body, _ := json.Marshal(map[string]any{"budget": budget, "tokenizer": "cl100k_base", "format": "messages"})
-	kept, err := h.Svc.Assemble(ctx, "bench", "window", cardbox.AssembleRequest{Budget: budget, Tokenizer: "cl100k_base"})
+	kept, err := h.Svc.Assemble(ctx, "bench", "window", assembly.Request{Budget: budget, Tokenizer: "cl100k_base"})
 	if err != nil {
 		b.Fatal(err)
 	}
