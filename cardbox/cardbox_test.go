@@ -10,6 +10,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -121,7 +122,7 @@ func TestExpiryDeletionAndSweep(t *testing.T) {
 	if _, err := s.GetCard(ctx, "p1", "gone"); !errors.Is(err, rules.ErrNotFound) {
 		t.Fatalf("revived: %v", err)
 	}
-	sw := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour, BatchSize: 1})
+	sw := s.NewSweeper(sweep.Config{DeletedRetention: time.Hour, BatchSize: 1})
 	st, err := sw.Sweep(ctx)
 	if err != nil || st.Cards != 1 {
 		t.Fatalf("sweep 1 = %+v, %v", st, err)

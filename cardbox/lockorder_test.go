@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -106,9 +107,9 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 // time, that must purge nothing: the project's deletion took it all.
 func sweepsNothing(s *cardbox.Service, clk *clock) func() error {
 	clk.Add(2 * time.Hour)
-	sw := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour, BatchSize: 10})
+	sw := s.NewSweeper(sweep.Config{DeletedRetention: time.Hour, BatchSize: 10})
 	return func() error {
-		if st, err := sw.Sweep(context.Background()); err != nil || st != (cardbox.SweepStats{}) {
+		if st, err := sw.Sweep(context.Background()); err != nil || st != (sweep.Stats{}) {
 			return fmt.Errorf("sweep: %+v, %v, want nothing purged (the deletion took it)", st, err)
 		}
 		return nil

@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cardboxhq/cardbox/cardbox/rules"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
@@ -166,10 +167,9 @@ func (s *Service) as(project string) *db.Queries {
 	return db.New(pgrole.As(s.db, pgrole.Tenant, project))
 }
 
-// sweeper returns the queries of the sweeper, which purges every
-// project's expired rows.
-func (s *Service) sweeper() *db.Queries {
-	return db.New(pgrole.As(s.db, pgrole.Sweeper, ""))
+// NewSweeper returns a Sweeper over the service's database and clock.
+func (s *Service) NewSweeper(cfg sweep.Config) *sweep.Sweeper {
+	return sweep.New(s.db, s.now, cfg)
 }
 
 // admit lets in a write that adds rows to project, creating the project
