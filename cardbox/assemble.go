@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
+	"github.com/cardboxhq/cardbox/cardbox/cardcache"
 	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
@@ -47,8 +48,8 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req assem
 		st := states[e.CardID]
 		candidates[i] = assembly.Candidate{Entry: e, Dead: deadReason(e, st)}
 		if candidates[i].Dead == "" {
-			candidates[i].Item = assembly.Item{Zone: int(e.Zone), Tokens: int(st.facts.tokens[at.tokenizer]),
-				ToolCallIDs: st.facts.toolCallIDs, ToolCallID: st.facts.toolCallID}
+			candidates[i].Item = assembly.Item{Zone: int(e.Zone), Tokens: int(st.facts.Tokens[at.tokenizer]),
+				ToolCallIDs: st.facts.ToolCallIDs, ToolCallID: st.facts.ToolCallID}
 		}
 	}
 	out, kept, err := assembly.Plan(boxID, req, candidates)
@@ -76,7 +77,7 @@ type factsAt struct {
 // cardState is what an assembly knows of a card: its facts (the zone even
 // when it is not live), and why it is not live ("" when it is).
 type cardState struct {
-	facts cardFacts
+	facts cardcache.Facts
 	dead  string
 }
 
@@ -102,7 +103,7 @@ func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project st
 	}
 	zones := make(map[string]layout.Zone, len(states))
 	for id, st := range states {
-		zones[id] = st.facts.zone
+		zones[id] = st.facts.Zone
 	}
 	l, err := layout.Plain(row.CardIds, zones)
 	if err != nil {
@@ -128,7 +129,7 @@ func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string,
 	var misses []string
 	for _, id := range ids {
 		if at.exists {
-			if f, ok := s.cachedFacts(project, id, at.stamp, at.now); ok && f.tokens[at.tokenizer] >= 0 {
+			if f, _, ok := s.cache.Facts(project, id, at.stamp, at.now); ok && f.Tokens[at.tokenizer] >= 0 {
 				states[id] = cardState{facts: f}
 				continue
 			}
@@ -148,7 +149,7 @@ func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string,
 	for _, r := range rows {
 		st := cardState{facts: factsFromRow(r), dead: rowDeadReason(r)}
 		states[r.CardID] = st
-		if st.dead == "" && st.facts.tokens[at.tokenizer] < 0 {
+		if st.dead == "" && st.facts.Tokens[at.tokenizer] < 0 {
 			uncounted = append(uncounted, r.CardID)
 		}
 	}
@@ -159,7 +160,7 @@ func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string,
 		for _, r := range rows {
 			if st := states[r.CardID]; st.dead == "" {
 				// Read after the counter was: live at the stamp at least.
-				s.cacheFacts(project, r.CardID, r.Version.UnixMicro(), at.stamp, &st.facts, r.Expires)
+				s.cache.PutFacts(project, r.CardID, r.Version.UnixMicro(), at.stamp, &st.facts, r.Expires)
 			}
 		}
 	}
@@ -196,7 +197,7 @@ func (s *Service) countTokens(ctx context.Context, project string, ids []string,
 			return err
 		}
 		st := states[id]
-		st.facts.tokens[at.tokenizer] = int32(n)
+		st.facts.Tokens[at.tokenizer] = int32(n)
 		states[id] = st
 	}
 	return nil

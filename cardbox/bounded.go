@@ -381,7 +381,7 @@ func (s *Service) sizeLive(ctx context.Context, project string, ids []string) (*
 	if s.cache != nil && len(c.cached)+len(c.sizes) < len(ids) {
 		for _, id := range ids {
 			if !c.isLive(id) {
-				s.cache.Drop(cacheKey{project, id})
+				s.cache.Drop(project, id)
 			}
 		}
 	}

@@ -48,7 +48,7 @@ func TestServiceCacheBound(t *testing.T) {
 				}
 			}
 		}
-		entries, used := s.cache.Stats()
+		entries, used := s.cache.CardStats()
 		if used > budget || entries == 0 || entries >= len(ids) {
 			t.Fatalf("round %d: %d entries, %d bytes for a budget of %d", round, entries, used, budget)
 		}

@@ -41,7 +41,7 @@ func TestForgetProject(t *testing.T) {
 	}
 	s.ForgetProject("acme")
 
-	if n := s.cache.DropIf(func(k cacheKey) bool { return k.project == "acme" }); n != 0 {
+	if n := s.cache.DropProject("acme"); n != 0 {
 		t.Errorf("%d cards of acme still cached", n)
 	}
 	if res, err := s.GetCardsJSON(ctx, "acme", []string{"c"}); err != nil || len(res.Cards) != 0 || len(res.MissingIDs) != 1 {

@@ -27,9 +27,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cardboxhq/cardbox/cardbox/cardcache"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cardbox/sweep"
-	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
 	"github.com/cardboxhq/cardbox/sqlc/db"
@@ -52,8 +52,8 @@ type Options struct {
 	Now func() time.Time
 	// CardCacheBytes bounds the memory of the cache of rendered cards that
 	// the JSON reads serve from: DefaultCardCacheBytes when 0, no cache
-	// when negative. The cache of what assembly needs of cards gets a
-	// quarter of it more.
+	// when negative. The caches of what assembly needs of cards and of
+	// their chat messages get a quarter of it more each.
 	CardCacheBytes int64
 	// Admit, if set, is asked before every card or box write whether the
 	// project may store about adding more bytes (see cardBytes and
@@ -68,19 +68,11 @@ type Service struct {
 	now func() time.Time
 	// quota is Options.Admit; nil admits everything.
 	quota func(ctx context.Context, project string, adding int64) error
-	// cache holds rendered cards for the JSON reads; nil when off.
-	//
-	// A card's JSON never changes while the card lives: cards are
-	// immutable and reads never return deleted ones. An id can name a new
-	// card only after the old one was purged, and the new card has a later
-	// created_at, so entries are versioned by created_at (Unix
-	// microseconds) and a lookup for another version misses. Each entry
-	// also holds the card's expiry, and its stamp is the project's change
-	// counter when a read last saw the card live (see liveJSON).
-	cache *bytecache.Cache[cacheKey]
-	// facts holds what assembly needs of cards (see cardFacts), versioned
-	// and stamped as cache is; nil when the card cache is off.
-	facts *bytecache.Cache[cacheKey]
+	// cache holds rendered cards for the JSON reads, the facts assembly
+	// needs of cards and their chat messages; nil when off. An entry is
+	// stamped with the project's change counter when a read last saw the
+	// card live (see liveJSON).
+	cache *cardcache.Cache
 	// projects records project ids known to exist, to skip EnsureTenant.
 	projects sync.Map
 	// gate admits the writes that add rows, per project; a deleted
@@ -98,8 +90,7 @@ func New(d DB, opts Options) *Service {
 	if size == 0 {
 		size = DefaultCardCacheBytes
 	}
-	return &Service{db: d, now: now, quota: opts.Admit,
-		cache: bytecache.New[cacheKey](size), facts: bytecache.New[cacheKey](size / factsCacheShare)}
+	return &Service{db: d, now: now, quota: opts.Admit, cache: cardcache.New(size)}
 }
 
 // Card is a stored card.
@@ -219,8 +210,7 @@ func (s *Service) ensureProject(ctx context.Context, project string) error {
 func (s *Service) ForgetProject(project string) {
 	s.gate.Close(project)
 	s.projects.Delete(project)
-	s.cache.DropIf(func(k cacheKey) bool { return k.project == project })
-	s.facts.DropIf(func(k cacheKey) bool { return k.project == project })
+	s.cache.DropProject(project)
 }
 
 // admitWrite asks Options.Admit whether project may store adding more
