@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -104,27 +102,18 @@ func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardID
 // it: the page's live cards are asked of room from the newest back, and
 // the page starts after the newest that gets none, its NextCursor there,
 // so that paging on reads the rest.
-//
-// A box with zones and positions (entries) is paged by entry as
-// BoxCardsJSON does, not yet held to room.
 func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string, limit int, cursor string, room Room) (CardPageJSON, error) {
-	if _, _, isEntry, _ := layout.ParseCursor(cursor); isEntry {
-		return s.BoxCardsJSON(ctx, project, boxID, limit, cursor)
-	}
-	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
+	page, err := s.pageIDs(ctx, project, boxID, limit, cursor)
 	if err != nil {
 		return CardPageJSON{}, err
 	}
-	if page.Structured {
-		return s.BoxCardsJSON(ctx, project, boxID, limit, cursor)
-	}
-	sized, err := s.sizeLive(ctx, project, rules.Dedupe(page.CardIds))
+	sized, err := s.sizeLive(ctx, project, rules.Dedupe(page.ids))
 	if err != nil {
 		return CardPageJSON{}, err
 	}
 	start, held := 0, 0
-	for i := len(page.CardIds) - 1; i >= 0; i-- {
-		n, ok := sized.size(page.CardIds[i])
+	for i := len(page.ids) - 1; i >= 0; i-- {
+		n, ok := sized.size(page.ids[i])
 		if !ok {
 			continue
 		}
@@ -137,19 +126,16 @@ func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string,
 		}
 		held++
 	}
-	ids := page.CardIds[start:]
+	ids := page.ids[start:]
 	cards, err := s.loadSized(ctx, sized, rules.Dedupe(ids))
 	if err != nil {
 		return CardPageJSON{}, err
 	}
-	out := CardPageJSON{Cards: make([]json.RawMessage, 0, len(ids))}
+	out := CardPageJSON{Cards: make([]json.RawMessage, 0, len(ids)), NextCursor: page.cursorBefore(start)}
 	for _, id := range ids {
 		if c, ok := cards[id]; ok {
 			out.Cards = append(out.Cards, c)
 		}
-	}
-	if first := int(page.PageStart) + start; first > 0 {
-		out.NextCursor = strconv.Itoa(first)
 	}
 	return out, nil
 }

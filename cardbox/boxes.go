@@ -426,33 +426,54 @@ func (s *Service) BoxCardsJSON(ctx context.Context, project, boxID string, limit
 }
 
 func boxCards[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
-	if _, _, isEntry, err := layout.ParseCursor(cursor); isEntry || err != nil {
-		if err != nil {
-			return CardPageOf[C]{}, err
-		}
-		return entryPage(ctx, s, project, boxID, limit, cursor, read)
-	}
-	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
+	page, err := s.pageIDs(ctx, project, boxID, limit, cursor)
 	if err != nil {
 		return CardPageOf[C]{}, err
 	}
-	if page.Structured {
-		return entryPage(ctx, s, project, boxID, limit, cursor, read)
-	}
-	cards, err := read(ctx, project, rules.Dedupe(page.CardIds))
+	cards, err := read(ctx, project, rules.Dedupe(page.ids))
 	if err != nil {
 		return CardPageOf[C]{}, err
 	}
-	out := CardPageOf[C]{Cards: make([]C, 0, len(page.CardIds))}
-	for _, id := range page.CardIds {
+	out := CardPageOf[C]{Cards: make([]C, 0, len(page.ids))}
+	for _, id := range page.ids {
 		if c, ok := cards[id]; ok {
 			out.Cards = append(out.Cards, c)
 		}
 	}
-	if page.PageStart > 0 {
-		out.NextCursor = strconv.Itoa(int(page.PageStart))
-	}
+	out.NextCursor = page.cursorBefore(0)
 	return out, nil
+}
+
+// pageOfIDs is the card ids of one page of a box, in box order.
+type pageOfIDs struct {
+	ids []string
+	// cursorBefore is the cursor of the page that ends before ids[i]; ""
+	// when ids[i] is the box's first.
+	cursorBefore func(i int) string
+}
+
+// pageIDs reads the card ids of one page of a box (see BoxCards): by
+// index in a plain box, by place in a box with entries.
+func (s *Service) pageIDs(ctx context.Context, project, boxID string, limit int, cursor string) (pageOfIDs, error) {
+	if _, _, isEntry, err := layout.ParseCursor(cursor); isEntry || err != nil {
+		if err != nil {
+			return pageOfIDs{}, err
+		}
+		return s.entryPageIDs(ctx, project, boxID, limit, cursor)
+	}
+	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
+	if err != nil {
+		return pageOfIDs{}, err
+	}
+	if page.Structured {
+		return s.entryPageIDs(ctx, project, boxID, limit, cursor)
+	}
+	return pageOfIDs{ids: page.CardIds, cursorBefore: func(i int) string {
+		if first := int(page.PageStart) + i; first > 0 {
+			return strconv.Itoa(first)
+		}
+		return ""
+	}}, nil
 }
 
 // boxPage reads the card ids of one page of a box (see BoxCards).
@@ -515,35 +536,27 @@ func (s *Service) structured(ctx context.Context, project, boxID string) (bool, 
 	return row.Structured, nil
 }
 
-// entryPage is boxCards for a box with entries: its cursors name places
-// in the box (see beforeCursor), so that edits elsewhere do not shift
-// pages.
-func entryPage[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
+// entryPageIDs is pageIDs for a box with entries: its cursors name
+// places in the box (see layout.BeforeCursor), so that edits elsewhere do
+// not shift pages.
+func (s *Service) entryPageIDs(ctx context.Context, project, boxID string, limit int, cursor string) (pageOfIDs, error) {
 	box, err := s.Entries(ctx, project, boxID)
 	if err != nil {
-		return CardPageOf[C]{}, err
+		return pageOfIDs{}, err
 	}
 	end, err := layout.PageEnd(box.Entries, cursor)
 	if err != nil {
-		return CardPageOf[C]{}, err
+		return pageOfIDs{}, err
 	}
 	start := max(0, end-ClampLimit(limit))
 	ids := make([]string, 0, end-start)
 	for _, e := range box.Entries[start:end] {
 		ids = append(ids, e.CardID)
 	}
-	cards, err := read(ctx, project, rules.Dedupe(ids))
-	if err != nil {
-		return CardPageOf[C]{}, err
-	}
-	out := CardPageOf[C]{Cards: make([]C, 0, len(ids))}
-	for _, id := range ids {
-		if c, ok := cards[id]; ok {
-			out.Cards = append(out.Cards, c)
+	return pageOfIDs{ids: ids, cursorBefore: func(i int) string {
+		if start+i > 0 {
+			return layout.BeforeCursor(box.Entries[start+i])
 		}
-	}
-	if start > 0 {
-		out.NextCursor = layout.BeforeCursor(box.Entries[start])
-	}
-	return out, nil
+		return ""
+	}}, nil
 }
