@@ -1,12 +1,14 @@
 package cardbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cardbox/appendjson"
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
 	"github.com/cardboxhq/cardbox/cardbox/cardcache"
 	"github.com/cardboxhq/cardbox/cardbox/layout"
@@ -39,29 +41,50 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req assem
 		return assembly.Assembled{}, fmt.Errorf("read entries of box %q: %w", boxID, err)
 	}
 	at := factsAt{now: now, stamp: uint64(row.CardChanges) + 1, exists: row.CardChanges >= 0, tokenizer: tokenizerIndex(req.Tokenizer)}
-	entries, states, err := s.assemblyEntries(ctx, q, project, row, at)
+	entries, cards, err := s.assemblyEntries(ctx, q, project, row, at)
 	if err != nil {
 		return assembly.Assembled{}, err
 	}
-	candidates := make([]assembly.Candidate, len(entries))
-	for i, e := range entries {
-		st := states[e.CardID]
-		candidates[i] = assembly.Candidate{Entry: e, Dead: deadReason(e, st)}
-		if candidates[i].Dead == "" {
-			candidates[i].Item = assembly.Item{Zone: int(e.Zone), Tokens: int(st.facts.Tokens[at.tokenizer]),
-				ToolCallIDs: st.facts.ToolCallIDs, ToolCallID: st.facts.ToolCallID}
-		}
-	}
-	out, kept, err := assembly.Plan(boxID, req, candidates)
+	scratch := candidatePool.Get().(*[]assembly.Candidate)
+	defer releaseCandidates(scratch)
+	out, kept, err := assembly.Plan(boxID, req, candidatesOf(entries, cards, scratch))
 	if err != nil {
 		return assembly.Assembled{}, err
 	}
-	window, err := s.window(ctx, project, kept, req.Format, at)
+	window, err := s.window(ctx, project, kept, req.Format, at, cards)
 	if err != nil {
 		return assembly.Assembled{}, err
 	}
 	out.SetWindow(window)
 	return out, nil
+}
+
+// candidatePool recycles the candidates of assemblies: a box holds up to
+// rules.MaxBoxCards entries, and a new slice of them per request was the
+// largest allocation of an assembly.
+var candidatePool = sync.Pool{New: func() any { return new([]assembly.Candidate) }}
+
+// releaseCandidates returns candidates to the pool, cleared so that it
+// keeps no ids alive.
+func releaseCandidates(candidates *[]assembly.Candidate) {
+	clear(*candidates)
+	candidatePool.Put(candidates)
+}
+
+// candidatesOf makes the entries, with their cards' states, candidates
+// of the assembly, in scratch.
+func candidatesOf(entries []layout.Entry, cards *assemblyCards, scratch *[]assembly.Candidate) []assembly.Candidate {
+	candidates := slices.Grow((*scratch)[:0], len(entries))[:len(entries)]
+	*scratch = candidates
+	for i, e := range entries {
+		st := cards.state(e.CardID)
+		candidates[i] = assembly.Candidate{Entry: e, Dead: deadReason(e, st)}
+		if candidates[i].Dead == "" {
+			candidates[i].Item = assembly.Item{Zone: int(e.Zone), Tokens: int(st.fact.Tokens),
+				ToolCallIDs: st.fact.ToolCallIDs, ToolCallID: st.fact.ToolCallID}
+		}
+	}
+	return candidates
 }
 
 // factsAt is the moment an assembly reads its cards at: the clock, the
@@ -74,16 +97,46 @@ type factsAt struct {
 	tokenizer int
 }
 
-// cardState is what an assembly knows of a card: its facts (the zone even
-// when it is not live), and why it is not live ("" when it is).
+// cardState is what an assembly knows of a card: its facts under the
+// request's tokenizer (the zone even when it is not live), and why it is
+// not live ("" when it is).
 type cardState struct {
-	facts cardcache.Facts
-	dead  string
+	fact cardcache.Fact
+	dead string
 }
 
-// assemblyEntries returns the box's entries in box order and the state of
-// the cards of those that are not drafts, by card id.
-func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project string, row db.AssemblyBoxRow, at factsAt) ([]layout.Entry, map[string]cardState, error) {
+// assemblyCards are the distinct cards of the box being assembled and their
+// states.
+type assemblyCards struct {
+	index  map[string]int // card id → ids and states
+	ids    []string
+	states []cardState
+}
+
+func newAssemblyCards(ids []string) *assemblyCards {
+	c := &assemblyCards{index: make(map[string]int, len(ids)), ids: make([]string, 0, len(ids))}
+	for _, id := range ids {
+		if _, ok := c.index[id]; !ok {
+			c.index[id] = len(c.ids)
+			c.ids = append(c.ids, id)
+		}
+	}
+	c.states = make([]cardState, len(c.ids))
+	return c
+}
+
+// state is the state of card id; a zero state for a card not among them
+// (a draft's).
+func (c *assemblyCards) state(id string) cardState {
+	if i, ok := c.index[id]; ok {
+		return c.states[i]
+	}
+	return cardState{}
+}
+
+// assemblyEntries returns the box's entries in box order and the states
+// of the cards of those that are not drafts.
+func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project string, row db.AssemblyBoxRow, at factsAt) ([]layout.Entry, *assemblyCards, error) {
 	if row.Structured {
 		l := layout.FromRows(row.CardIds, row.EntryIds, row.Zones, row.Positions, row.Drafts, row.EntrySeq)
 		ids := make([]string, 0, len(l.Entries))
@@ -92,24 +145,20 @@ func (s *Service) assemblyEntries(ctx context.Context, q *db.Queries, project st
 				ids = append(ids, e.CardID)
 			}
 		}
-		states, err := s.cardStates(ctx, q, project, rules.Dedupe(ids), at)
-		return l.Entries, states, err
+		cards := newAssemblyCards(ids)
+		return l.Entries, cards, s.cardStates(ctx, q, project, cards, at)
 	}
 	// A plain box's entries take their zones from their cards' types, which
 	// the same lookup gives.
-	states, err := s.cardStates(ctx, q, project, rules.Dedupe(row.CardIds), at)
+	cards := newAssemblyCards(row.CardIds)
+	if err := s.cardStates(ctx, q, project, cards, at); err != nil {
+		return nil, nil, err
+	}
+	l, err := layout.Plain(row.CardIds, func(id string) layout.Zone { return cards.state(id).fact.Zone })
 	if err != nil {
 		return nil, nil, err
 	}
-	zones := make(map[string]layout.Zone, len(states))
-	for id, st := range states {
-		zones[id] = st.facts.Zone
-	}
-	l, err := layout.Plain(row.CardIds, zones)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l.Entries, states, nil
+	return l.Entries, cards, nil
 }
 
 func deadReason(e layout.Entry, st cardState) string {
@@ -119,52 +168,53 @@ func deadReason(e layout.Entry, st cardState) string {
 	return st.dead
 }
 
-// cardStates returns the state of each card among distinct ids: from the
-// facts cache for the cards it vouches for at at (with a count under the
-// tokenizer), from Postgres for the others, counting the tokens of cards
-// stored without a count under the tokenizer (cards written before counts
-// were stored). It caches the facts of the live cards it read.
-func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string, ids []string, at factsAt) (map[string]cardState, error) {
-	states := make(map[string]cardState, len(ids))
+// cardStates fills in the state of each of cards: from the facts cache
+// for the cards it vouches for at at (with a count under the tokenizer),
+// from Postgres for the others, counting the tokens of cards stored
+// without a count under the tokenizer (cards written before counts were
+// stored). It caches the facts of the live cards it read.
+func (s *Service) cardStates(ctx context.Context, q *db.Queries, project string, cards *assemblyCards, at factsAt) error {
 	var misses []string
-	for _, id := range ids {
+	for i, id := range cards.ids {
 		if at.exists {
-			if f, _, ok := s.cache.Facts(project, id, at.stamp, at.now); ok && f.Tokens[at.tokenizer] >= 0 {
-				states[id] = cardState{facts: f}
+			if f, ok := s.cache.Fact(project, id, at.stamp, at.now, at.tokenizer); ok && f.Tokens >= 0 {
+				cards.states[i] = cardState{fact: f}
 				continue
 			}
 		}
 		misses = append(misses, id)
 	}
 	if len(misses) == 0 {
-		return states, nil
+		return nil
 	}
 	rows, err := q.AssemblyCards(ctx, db.AssemblyCardsParams{
 		TenantID: project, CardIds: misses, Tokenizers: tokens.Names, Now: at.now,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read cards to assemble: %w", err)
+		return fmt.Errorf("read cards to assemble: %w", err)
 	}
+	facts := make(map[string]*cardcache.Facts, len(rows))
 	var uncounted []string
 	for _, r := range rows {
-		st := cardState{facts: factsFromRow(r), dead: rowDeadReason(r)}
-		states[r.CardID] = st
-		if st.dead == "" && st.facts.Tokens[at.tokenizer] < 0 {
+		f := factsFromRow(r)
+		facts[r.CardID] = &f
+		if rowDeadReason(r) == "" && f.Tokens[at.tokenizer] < 0 {
 			uncounted = append(uncounted, r.CardID)
 		}
 	}
-	if err := s.countTokens(ctx, project, uncounted, at, states); err != nil {
-		return nil, err
+	if err := s.countTokens(ctx, project, uncounted, at, facts); err != nil {
+		return err
 	}
-	if at.exists {
-		for _, r := range rows {
-			if st := states[r.CardID]; st.dead == "" {
-				// Read after the counter was: live at the stamp at least.
-				s.cache.PutFacts(project, r.CardID, r.Version.UnixMicro(), at.stamp, &st.facts, r.Expires)
-			}
+	for _, r := range rows {
+		f, dead := facts[r.CardID], rowDeadReason(r)
+		cards.states[cards.index[r.CardID]] = cardState{dead: dead, fact: cardcache.Fact{Zone: f.Zone, Tokens: f.Tokens[at.tokenizer],
+			ToolCallID: f.ToolCallID, ToolCallIDs: f.ToolCallIDs, Version: r.Version.UnixMicro()}}
+		if at.exists && dead == "" {
+			// Read after the counter was: live at the stamp at least.
+			s.cache.PutFacts(project, r.CardID, r.Version.UnixMicro(), at.stamp, f, r.Expires)
 		}
 	}
-	return states, nil
+	return nil
 }
 
 // rowDeadReason says why a card AssemblyCards read is not live, or "".
@@ -181,8 +231,8 @@ func rowDeadReason(r db.AssemblyCardsRow) string {
 }
 
 // countTokens counts the tokens of the live cards among ids under the
-// tokenizer into their states.
-func (s *Service) countTokens(ctx context.Context, project string, ids []string, at factsAt, states map[string]cardState) error {
+// tokenizer into their facts.
+func (s *Service) countTokens(ctx context.Context, project string, ids []string, at factsAt, facts map[string]*cardcache.Facts) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -196,45 +246,63 @@ func (s *Service) countTokens(ctx context.Context, project string, ids []string,
 		if err != nil {
 			return err
 		}
-		st := states[id]
-		st.facts.Tokens[at.tokenizer] = int32(n)
-		states[id] = st
+		facts[id].Tokens[at.tokenizer] = int32(n)
 	}
 	return nil
 }
 
 // window renders the kept entries' cards as a JSON array, in format.
-func (s *Service) window(ctx context.Context, project string, kept []layout.Entry, format string, at factsAt) (json.RawMessage, error) {
+func (s *Service) window(ctx context.Context, project string, kept []layout.Entry, format string, at factsAt, cards *assemblyCards) (json.RawMessage, error) {
 	ids := make([]string, 0, len(kept))
 	for _, e := range kept {
 		ids = append(ids, e.CardID)
 	}
-	cards, err := s.liveJSONAt(ctx, project, rules.Dedupe(ids), at.now, at.stamp, at.exists)
+	if format == assembly.FormatMessages {
+		return s.messages(ctx, project, ids, at, cards)
+	}
+	byID, err := s.liveJSONAt(ctx, project, rules.Dedupe(ids), at.now, at.stamp, at.exists)
 	if err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	b.WriteByte('[')
-	n := 0
+	items := make([]json.RawMessage, 0, len(ids))
 	for _, id := range ids {
-		c, ok := cards[id]
-		if !ok {
-			continue // deleted since the facts were read
+		if c, ok := byID[id]; ok { // else deleted since the facts were read
+			items = append(items, c)
 		}
-		if n > 0 {
-			b.WriteByte(',')
+	}
+	return appendjson.RawList(make([]byte, 0, appendjson.RawListLen(items)), items), nil
+}
+
+// messages renders cards as chat messages, a JSON array: each from the
+// message cache when it holds the card at the version the facts vouched
+// for, else from the card's JSON, cached then under the version of that
+// JSON (cards are immutable: a card's message never changes).
+func (s *Service) messages(ctx context.Context, project string, ids []string, at factsAt, cards *assemblyCards) (json.RawMessage, error) {
+	msgs := make([]json.RawMessage, len(ids))
+	var render []string
+	for i, id := range ids {
+		if msgs[i] = s.cache.Message(project, id, cards.state(id).fact.Version); msgs[i] == nil {
+			render = append(render, id)
 		}
-		n++
-		if format == assembly.FormatCards {
-			b.Write(c)
-			continue
-		}
-		m, err := assembly.Message(c)
+	}
+	if len(render) > 0 {
+		byID, err := s.liveJSONAt(ctx, project, rules.Dedupe(render), at.now, at.stamp, at.exists)
 		if err != nil {
 			return nil, err
 		}
-		b.Write(m)
+		for i, id := range ids {
+			c, ok := byID[id]
+			if msgs[i] != nil || !ok { // cached, or deleted since the facts were read
+				continue
+			}
+			m, version, err := assembly.Message(c)
+			if err != nil {
+				return nil, err
+			}
+			s.cache.PutMessage(project, id, version, m)
+			msgs[i] = m
+		}
 	}
-	b.WriteByte(']')
-	return b.Bytes(), nil
+	items := slices.DeleteFunc(msgs, func(m json.RawMessage) bool { return m == nil })
+	return appendjson.RawList(make([]byte, 0, appendjson.RawListLen(items)), items), nil
 }

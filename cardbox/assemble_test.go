@@ -250,3 +250,39 @@ func TestAssembleCachedFactsFollowChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestAssemblyFromTheCachesIsTheSameBytes: an assembly served from the
+// caches (facts, card JSON, rendered chat messages) is byte for byte the
+// one a service without caches renders from Postgres, in both formats,
+// under every budget, with tool calls, drafts, deleted and expired cards.
+func TestAssemblyFromTheCachesIsTheSameBytes(t *testing.T) {
+	tx := pgtest.Tx(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	cached := cardbox.New(tx, cardbox.Options{Now: clock})
+	uncached := cardbox.New(tx, cardbox.Options{Now: clock, CardCacheBytes: -1})
+	conversation(t, cached)
+	ctx := context.Background()
+	if _, err := cached.InsertEntries(ctx, "p", "b", []string{"think"}, layout.Place{Zone: "stable"}, true); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute) // "old" expires
+	for _, format := range []string{assembly.FormatCards, assembly.FormatMessages} {
+		for _, budget := range []int{60, 100, 1 << 20} {
+			req := assembly.Request{Budget: budget, Tokenizer: "o200k_base", Format: format}
+			want, err := uncached.Assemble(ctx, "p", "b", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for pass := range 3 { // the first fills the caches
+				got, err := cached.Assemble(ctx, "p", "b", req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s, budget %d, pass %d:\n got %+v\nwant %+v", format, budget, pass, got, want)
+				}
+			}
+		}
+	}
+}

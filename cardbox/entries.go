@@ -30,7 +30,7 @@ func (s *Service) plainLayout(ctx context.Context, q *db.Queries, project string
 	if err := defaultZones(ctx, q, project, rules.Dedupe(cardIDs), zones); err != nil {
 		return nil, err
 	}
-	return layout.Plain(cardIDs, zones)
+	return layout.Plain(cardIDs, func(id string) layout.Zone { return zones[id] })
 }
 
 // defaultZones adds to zones the default zone of each card among distinct

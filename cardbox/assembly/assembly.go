@@ -90,9 +90,12 @@ func group(items []Item) ([]unit, []int) {
 		}
 		return i
 	}
-	callers := map[string]int{}
+	var callers map[string]int // made only for a box with tool calls
 	for i, it := range items {
 		for _, id := range it.ToolCallIDs {
+			if callers == nil {
+				callers = map[string]int{}
+			}
 			if _, ok := callers[id]; !ok {
 				callers[id] = i
 			}
@@ -104,17 +107,16 @@ func group(items []Item) ([]unit, []int) {
 			parent[max(a, b)] = min(a, b)
 		}
 	}
-	index := map[int]int{}
-	var units []unit
+	unitOfRoot := make([]int, len(items)) // a root's unit plus one; 0 for none yet
+	units := make([]unit, 0, len(items))
 	unitOf := make([]int, len(items))
 	for i, it := range items {
 		r := find(i)
-		k, ok := index[r]
-		if !ok {
-			k = len(units)
-			index[r] = k
+		if unitOfRoot[r] == 0 {
 			units = append(units, unit{zone: it.Zone})
+			unitOfRoot[r] = len(units)
 		}
+		k := unitOfRoot[r] - 1
 		units[k].tokens += it.Tokens
 		units[k].zone = min(units[k].zone, it.Zone)
 		unitOf[i] = k

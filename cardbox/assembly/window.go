@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/zeebo/blake3"
 
@@ -102,15 +103,17 @@ type Candidate struct {
 // returns the assembly without its window and the kept entries, in box
 // order, whose cards make the window (see SetWindow).
 func Plan(boxID string, req Request, candidates []Candidate) (Assembled, []layout.Entry, error) {
-	out := Assembled{BoxID: boxID, Tokenizer: req.Tokenizer, Format: req.Format, Budget: req.Budget, LeftOut: []LeftOut{}, EntryIDs: []string{}}
+	out := Assembled{BoxID: boxID, Tokenizer: req.Tokenizer, Format: req.Format, Budget: req.Budget,
+		LeftOut: make([]LeftOut, 0, len(candidates)), EntryIDs: []string{}}
 	items := make([]Item, 0, len(candidates))
-	live := make([]layout.Entry, 0, len(candidates))
-	for _, c := range candidates {
+	live := make([]int, 0, len(candidates)) // indexes in candidates
+	for i := range candidates {
+		c := &candidates[i]
 		if c.Dead != "" {
 			out.LeftOut = append(out.LeftOut, LeftOut{EntryID: c.Entry.EntryID, CardID: c.Entry.CardID, Zone: c.Entry.Zone, Reason: c.Dead})
 			continue
 		}
-		live = append(live, c.Entry)
+		live = append(live, i)
 		items = append(items, c.Item)
 	}
 	keep, err := Choose(items, req.Budget)
@@ -118,16 +121,17 @@ func Plan(boxID string, req Request, candidates []Candidate) (Assembled, []layou
 		return Assembled{}, nil, err
 	}
 	var kept []layout.Entry
-	for i, e := range live {
-		if !keep[i] {
-			out.LeftOut = append(out.LeftOut, LeftOut{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone, Reason: LeftOutBudget, Tokens: items[i].Tokens})
+	for k, i := range live {
+		e := &candidates[i].Entry
+		if !keep[k] {
+			out.LeftOut = append(out.LeftOut, LeftOut{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone, Reason: LeftOutBudget, Tokens: items[k].Tokens})
 			continue
 		}
-		kept = append(kept, e)
+		kept = append(kept, *e)
 		out.EntryIDs = append(out.EntryIDs, e.EntryID)
-		out.Tokens += items[i].Tokens
+		out.Tokens += items[k].Tokens
 		out.Zones[e.Zone].Entries++
-		out.Zones[e.Zone].Tokens += items[i].Tokens
+		out.Zones[e.Zone].Tokens += items[k].Tokens
 	}
 	return out, kept, nil
 }
@@ -150,16 +154,18 @@ type chatMessage struct {
 // Message renders a card's JSON as a chat message: the role is
 // metadata.role, the content the card's text (a JSON string as itself,
 // other JSON as its text, null as null), with its tool calls and the id
-// of the call it answers.
-func Message(card json.RawMessage) ([]byte, error) {
+// of the call it answers. version is the card's created_at in Unix
+// microseconds, which names the card (see package cardcache).
+func Message(card json.RawMessage) (message []byte, version int64, err error) {
 	var c struct {
+		CreatedAt  time.Time       `json:"created_at"`
 		Role       string          `json:"role"`
 		Content    json.RawMessage `json:"content"`
 		ToolCalls  json.RawMessage `json:"tool_calls"`
 		ToolCallID *string         `json:"tool_call_id"`
 	}
 	if err := json.Unmarshal(card, &c); err != nil {
-		return nil, fmt.Errorf("render message: %w", err)
+		return nil, 0, fmt.Errorf("render message: %w", err)
 	}
 	m := chatMessage{Role: c.Role}
 	if len(c.Content) > 0 && string(c.Content) != "null" {
@@ -172,5 +178,6 @@ func Message(card json.RawMessage) ([]byte, error) {
 	if c.ToolCallID != nil {
 		m.ToolCallID = *c.ToolCallID
 	}
-	return json.Marshal(m)
+	message, err = json.Marshal(m)
+	return message, c.CreatedAt.UnixMicro(), err
 }

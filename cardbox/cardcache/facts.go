@@ -23,29 +23,53 @@ type Facts struct {
 // before each, the count of the calls it makes first).
 const factsHeader = expiryBytes + 2
 
-// Facts returns the facts of card if the cache vouches for them: an entry
-// stamped stamp, not expired at now; with the card's version.
-func (c *Cache) Facts(project, card string, stamp uint64, now time.Time) (f Facts, version int64, ok bool) {
-	if c == nil {
-		return Facts{}, 0, false
-	}
-	v, version, st := c.facts.Peek(Key{project, card})
-	if v == nil || st != stamp {
-		return Facts{}, 0, false
-	}
-	f, expires, ok := unpackFacts(v)
-	if !ok || (expires != 0 && expires <= now.UnixMicro()) {
-		return Facts{}, 0, false
-	}
-	return f, version, true
-}
-
 // PutFacts caches the facts of a live card at version, stamped.
 func (c *Cache) PutFacts(project, card string, version int64, stamp uint64, f *Facts, expires int64) {
 	if c == nil {
 		return
 	}
 	put(c.facts, project, card, version, stamp, packFacts(f, expires))
+}
+
+// Fact is what assembly needs of a live card under one tokenizer.
+type Fact struct {
+	Zone layout.Zone
+	// Tokens is the card's count; -1 when not stored.
+	Tokens      int32
+	ToolCallID  string
+	ToolCallIDs []string
+	// Version is the card's created_at, Unix microseconds.
+	Version int64
+}
+
+// Fact is Facts under the tokenizer at index tokenizer (in tokens.Names
+// order), read without copying the other counts.
+func (c *Cache) Fact(project, card string, stamp uint64, now time.Time, tokenizer int) (Fact, bool) {
+	if c == nil {
+		return Fact{}, false
+	}
+	v, version, st := c.facts.Peek(Key{project, card})
+	if v == nil || st != stamp || len(v) < factsHeader {
+		return Fact{}, false
+	}
+	if expires := int64(binary.BigEndian.Uint64(v)); expires != 0 && expires <= now.UnixMicro() {
+		return Fact{}, false
+	}
+	f := Fact{Zone: layout.Zone(v[expiryBytes]), Tokens: -1, Version: version}
+	counts := int(v[expiryBytes+1])
+	rest := v[factsHeader:]
+	if len(rest) < 4*counts {
+		return Fact{}, false
+	}
+	if tokenizer < counts {
+		f.Tokens = int32(binary.BigEndian.Uint32(rest[4*tokenizer:]))
+	}
+	ids, ok := readToolCalls(rest[4*counts:])
+	if !ok {
+		return Fact{}, false
+	}
+	f.ToolCallID, f.ToolCallIDs = ids.answers, ids.makes
+	return f, true
 }
 
 func packFacts(f *Facts, expires int64) []byte {
@@ -71,39 +95,31 @@ func appendString(v []byte, s string) []byte {
 	return append(binary.AppendUvarint(v, uint64(len(s))), s...)
 }
 
-// unpackFacts decodes a facts value; ok is false for one it cannot read.
-func unpackFacts(v []byte) (f Facts, expires int64, ok bool) {
-	if len(v) < factsHeader {
-		return f, 0, false
+// toolCalls are the tool call ids of a facts value: the call the card
+// answers and those it makes.
+type toolCalls struct {
+	answers string
+	makes   []string
+}
+
+func readToolCalls(v []byte) (ids toolCalls, ok bool) {
+	if ids.answers, v, ok = readString(v); !ok {
+		return ids, false
 	}
-	expires = int64(binary.BigEndian.Uint64(v))
-	f.Zone = layout.Zone(v[expiryBytes])
-	f.Tokens = make([]int32, v[expiryBytes+1])
-	rest := v[factsHeader:]
-	if len(rest) < 4*len(f.Tokens) {
-		return f, 0, false
+	n, w := binary.Uvarint(v)
+	if w <= 0 || n > uint64(len(v)) {
+		return ids, false
 	}
-	for i := range f.Tokens {
-		f.Tokens[i] = int32(binary.BigEndian.Uint32(rest))
-		rest = rest[4:]
-	}
-	if f.ToolCallID, rest, ok = readString(rest); !ok {
-		return f, 0, false
-	}
-	n, w := binary.Uvarint(rest)
-	if w <= 0 || n > uint64(len(rest)) {
-		return f, 0, false
-	}
-	rest = rest[w:]
+	v = v[w:]
 	if n > 0 {
-		f.ToolCallIDs = make([]string, n)
+		ids.makes = make([]string, n)
 	}
-	for i := range f.ToolCallIDs {
-		if f.ToolCallIDs[i], rest, ok = readString(rest); !ok {
-			return f, 0, false
+	for i := range ids.makes {
+		if ids.makes[i], v, ok = readString(v); !ok {
+			return ids, false
 		}
 	}
-	return f, expires, true
+	return ids, true
 }
 
 func readString(v []byte) (s string, rest []byte, ok bool) {

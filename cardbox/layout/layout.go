@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cardboxhq/cardbox/cardbox/position"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
@@ -160,26 +161,97 @@ func FromRows(cards, ids []string, zones []int16, positions []string, drafts []b
 	return l
 }
 
-// Plain makes the entries of a plain list of card ids: ids e1, e2... in
-// list order, each card in its zone (zones, by card id), positions in
-// list order within each zone.
-func Plain(cardIDs []string, zones map[string]Zone) (*Layout, error) {
-	l := &Layout{}
-	if len(cardIDs) > 0 {
-		l.Entries = make([]Entry, 0, len(cardIDs))
+// Plain makes the entries of a plain list of card ids, as its first edit
+// stores them: ids e1, e2... in list order, each card in its zone
+// (zoneOf, one of the zones), positions in list order within each zone.
+//
+// Every plain box's zones get the same keys in the same order (each the
+// key after the one before), so Plain takes them, and the entry ids, from
+// tables made once; a box's entries are its cards partitioned by zone.
+func Plain(cardIDs []string, zoneOf func(cardID string) Zone) (*Layout, error) {
+	l := &Layout{Seq: int64(len(cardIDs))}
+	if len(cardIDs) == 0 {
+		return l, nil
 	}
-	last := make([]string, len(ZoneNames))
-	for _, id := range cardIDs {
-		z := zones[id]
-		key, err := position.Between(last[z], "")
+	zones := make([]Zone, len(cardIDs))
+	var start [zoneCount + 1]int // where each zone's entries start, then end
+	for i, id := range cardIDs {
+		zones[i] = zoneOf(id)
+		start[zones[i]+1]++
+	}
+	for z := 1; z <= zoneCount; z++ {
+		start[z] += start[z-1]
+	}
+	l.Entries = make([]Entry, len(cardIDs))
+	var placed [zoneCount]int
+	for i, id := range cardIDs {
+		z := zones[i]
+		key, err := plainKey(placed[z])
 		if err != nil {
 			return nil, err
 		}
-		last[z] = key
-		l.Entries = append(l.Entries, Entry{EntryID: l.NewID(), CardID: id, Zone: z, Position: key})
+		l.Entries[start[z]+placed[z]] = Entry{EntryID: plainEntryID(i), CardID: id, Zone: z, Position: key}
+		placed[z]++
 	}
-	l.Sort()
 	return l, nil
+}
+
+// zoneCount is the number of zones.
+const zoneCount = 3
+
+// plainTableSize is how many keys and entry ids Plain's tables hold: as
+// many as a box holds cards.
+const plainTableSize = rules.MaxBoxCards
+
+// plainKeys are the first plainTableSize keys of a zone that is appended
+// to: each position.Between the one before and the end.
+var plainKeys = sync.OnceValues(func() ([]string, error) {
+	keys := make([]string, plainTableSize)
+	last := ""
+	for i := range keys {
+		key, err := position.Between(last, "")
+		if err != nil {
+			return nil, err
+		}
+		keys[i], last = key, key
+	}
+	return keys, nil
+})
+
+// plainKey is the key of the k-th entry (from 0) of a zone of a plain box.
+func plainKey(k int) (string, error) {
+	keys, err := plainKeys()
+	if err != nil {
+		return "", err
+	}
+	if k < len(keys) {
+		return keys[k], nil
+	}
+	key := keys[len(keys)-1]
+	for range k - len(keys) + 1 {
+		if key, err = position.Between(key, ""); err != nil {
+			return "", err
+		}
+	}
+	return key, nil
+}
+
+// plainEntryIDs are "e1" to "e<plainTableSize>".
+var plainEntryIDs = sync.OnceValue(func() []string {
+	ids := make([]string, plainTableSize)
+	for i := range ids {
+		ids[i] = "e" + strconv.Itoa(i+1)
+	}
+	return ids
+})
+
+// plainEntryID is the id of the entry of the i-th card (from 0) of a
+// plain box.
+func plainEntryID(i int) string {
+	if ids := plainEntryIDs(); i < len(ids) {
+		return ids[i]
+	}
+	return "e" + strconv.Itoa(i+1)
 }
 
 // WithEntries is a layout of entries that keep their ids (a snapshot, or
