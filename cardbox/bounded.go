@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cardbox/answer"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/sqlc/db"
 )
@@ -19,18 +19,6 @@ import (
 // card cache, or by Postgres: LiveCardSizes, LiveBoxSizes) and asked of a
 // Room in answer order; the read loads only what got room, and ends its
 // answer before the first entry that did not.
-
-// ErrAnswerFull, from a Room, says the answer may not grow by the entry
-// asked for: the read ends before it, or fails with the error when the
-// entry is the answer's first.
-var ErrAnswerFull = errors.New("the answer may not grow")
-
-// Room is asked, in answer order and before the entry is loaded, for n
-// more bytes of answer: at least the JSON of the entry (a card, or a box
-// with its hydrated cards) and a separator. An error wrapping
-// ErrAnswerFull ends the answer before the entry; any other error, or
-// any error for the answer's first entry, fails the read.
-type Room func(n int64) error
 
 // BoundedCardsJSON answers GetCardsJSONWithin.
 type BoundedCardsJSON struct {
@@ -53,7 +41,7 @@ type BoundedBoxesJSON struct {
 // GetCardsJSONWithin is GetCardsJSON holding its answer to what room
 // gives it: each live card, in request order, is asked of room before it
 // is loaded, and the answer ends before the first that gets none.
-func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardIDs []string, room Room) (BoundedCardsJSON, error) {
+func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardIDs []string, room answer.Room) (BoundedCardsJSON, error) {
 	if err := checkProject(project); err != nil {
 		return BoundedCardsJSON{}, err
 	}
@@ -71,8 +59,8 @@ func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardID
 		if !ok {
 			continue
 		}
-		if err := askRoom(room, n+1, len(live) == 0); err != nil {
-			if errors.Is(err, errStop) {
+		if err := answer.Ask(room, n+1, len(live) == 0); err != nil {
+			if errors.Is(err, answer.ErrStop) {
 				answered = i
 				break
 			}
@@ -102,7 +90,7 @@ func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardID
 // it: the page's live cards are asked of room from the newest back, and
 // the page starts after the newest that gets none, its NextCursor there,
 // so that paging on reads the rest.
-func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string, limit int, cursor string, room Room) (CardPageJSON, error) {
+func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string, limit int, cursor string, room answer.Room) (CardPageJSON, error) {
 	page, err := s.pageIDs(ctx, project, boxID, limit, cursor)
 	if err != nil {
 		return CardPageJSON{}, err
@@ -117,8 +105,8 @@ func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string,
 		if !ok {
 			continue
 		}
-		if err := askRoom(room, n+1, held == 0); err != nil {
-			if errors.Is(err, errStop) {
+		if err := answer.Ask(room, n+1, held == 0); err != nil {
+			if errors.Is(err, answer.ErrStop) {
 				start = i + 1
 				break
 			}
@@ -145,7 +133,7 @@ func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string,
 // is loaded, with its card and parent ids, and then again, when
 // hydrating, for its live cards and the ids of its window that are
 // missing; the answer ends before the first box that gets none.
-func (s *Service) GetBoxesJSONWithin(ctx context.Context, project string, query BoxesQuery, room Room) (BoundedBoxesJSON, error) {
+func (s *Service) GetBoxesJSONWithin(ctx context.Context, project string, query BoxesQuery, room answer.Room) (BoundedBoxesJSON, error) {
 	if err := checkProject(project); err != nil {
 		return BoundedBoxesJSON{}, err
 	}
@@ -195,7 +183,7 @@ type boundedBox struct {
 // loadBoxesWithin measures the live boxes among ids, asks room for each in
 // request order and loads those that got it; answered is how many of ids
 // the answer reached.
-func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []string, room Room) (answered int, boxes []boundedBox, err error) {
+func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []string, room answer.Room) (answered int, boxes []boundedBox, err error) {
 	answered = len(ids)
 	if len(ids) == 0 {
 		return 0, nil, nil
@@ -214,8 +202,8 @@ func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []str
 		if !ok {
 			continue
 		}
-		if err := askRoom(room, n+int64(rules.JSONStringBound(project))+1, len(wanted) == 0); err != nil {
-			if errors.Is(err, errStop) {
+		if err := answer.Ask(room, n+int64(answer.JSONStringBound(project))+1, len(wanted) == 0); err != nil {
+			if errors.Is(err, answer.ErrStop) {
 				answered = i
 				break
 			}
@@ -248,7 +236,7 @@ func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []str
 // the answer keeps: those before the first that got no room. A box is
 // answered whole or not at all, so the first box getting none fails the
 // read.
-func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, boxes []boundedBox, room Room) (kept int, err error) {
+func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, boxes []boundedBox, room answer.Room) (kept int, err error) {
 	var window []string
 	for _, b := range boxes {
 		window = append(window, tail(b.CardIDs, limit)...)
@@ -268,11 +256,11 @@ func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, 
 				live = append(live, id)
 			} else if _, dup := charged[id]; !dup {
 				charged[id] = struct{}{}
-				n += int64(rules.JSONStringBound(id)) + 1
+				n += int64(answer.JSONStringBound(id)) + 1
 			}
 		}
-		if err := askRoom(room, n, kept == 0); err != nil {
-			if errors.Is(err, errStop) {
+		if err := answer.Ask(room, n, kept == 0); err != nil {
+			if errors.Is(err, answer.ErrStop) {
 				break
 			}
 			return 0, err
@@ -297,19 +285,6 @@ func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, 
 		}
 	}
 	return kept, nil
-}
-
-// errStop is askRoom's: the answer ends before the entry.
-var errStop = errors.New("answer ends here")
-
-// askRoom asks room for an entry of n bytes: errStop when it has none
-// and the entry is not the answer's first.
-func askRoom(room Room, n int64, first bool) error {
-	err := room(n)
-	if err != nil && !first && errors.Is(err, ErrAnswerFull) {
-		return errStop
-	}
-	return err
 }
 
 // sizedCards is what a bounded read knows of the live cards among some
@@ -359,7 +334,7 @@ func (s *Service) sizeLive(ctx context.Context, project string, ids []string) (*
 		if err != nil {
 			return nil, fmt.Errorf("get cards: %w", err)
 		}
-		projectBytes := int64(rules.JSONStringBound(project))
+		projectBytes := int64(answer.JSONStringBound(project))
 		for i, n := range byPosition {
 			c.sizes[misses[i]] = n + projectBytes
 		}
@@ -414,7 +389,7 @@ func sizesByPosition(positions []int32, sizes []int64, ids []string) (map[int]in
 
 // GetCardJSONWithin is GetCardJSON asking room for the card before it
 // loads it.
-func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string, room Room) (json.RawMessage, error) {
+func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string, room answer.Room) (json.RawMessage, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
 	}
@@ -433,7 +408,7 @@ func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string,
 
 // LoadBoxWithin is LoadBox asking room for the box, measured by Postgres
 // as GetBoxesJSONWithin measures one (LiveBoxSizes), before it loads it.
-func (s *Service) LoadBoxWithin(ctx context.Context, project, boxID string, room Room) (Box, error) {
+func (s *Service) LoadBoxWithin(ctx context.Context, project, boxID string, room answer.Room) (Box, error) {
 	if err := checkProject(project); err != nil {
 		return Box{}, err
 	}
@@ -467,48 +442,5 @@ func (s *Service) BoxJSONSize(ctx context.Context, project, boxID string) (int64
 	if len(row.Sizes) == 0 {
 		return 0, false, nil
 	}
-	return row.Sizes[0] + int64(rules.JSONStringBound(project)), true, nil
-}
-
-// createdBoxIDLength is the length of the ids CreateBox gives (UUIDs).
-const createdBoxIDLength = 36
-
-// BoxInputJSONSize is at least the JSON of the box that saving in as
-// boxID answers ("" for CreateBox's new id), measured as LiveBoxSizes
-// measures a stored box, so that the answer can be charged before the
-// save. Metadata is measured as sent: Postgres may write a number given
-// with an exponent longer, and an answer past the size is charged once
-// rendered. An input the save refuses for its size (too many ids, an id
-// or metadata too long) measures 0: it is never answered.
-func BoxInputJSONSize(project, boxID string, in BoxInput) int64 {
-	meta := rules.CompactJSONSize(in.Metadata)
-	if len(in.CardIDs) > rules.MaxBoxCards || len(in.ParentIDs) > rules.MaxBoxParents || meta > rules.MaxMetadataBytes {
-		return 0
-	}
-	if boxID == "" {
-		boxID = strings.Repeat("0", createdBoxIDLength)
-	}
-	n, ok := rules.IDsJSONSize(in.CardIDs)
-	if !ok {
-		return 0
-	}
-	parents, ok := rules.IDsJSONSize(in.ParentIDs)
-	if !ok {
-		return 0
-	}
-	return 512 + int64(rules.JSONStringBound(boxID)+rules.JSONStringBound(project)) + n + parents + meta
-}
-
-// AppendedBoxJSONSize is at least the JSON of a box of size bytes (as
-// BoxJSONSize measures it) once cardIDs are appended; 0 when the append
-// is refused for its ids' sizes.
-func AppendedBoxJSONSize(size int64, cardIDs []string) int64 {
-	if len(cardIDs) > rules.MaxBoxCards {
-		return 0
-	}
-	n, ok := rules.IDsJSONSize(cardIDs)
-	if !ok {
-		return 0
-	}
-	return size + n
+	return row.Sizes[0] + int64(answer.JSONStringBound(project)), true, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/answer"
 	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -105,7 +106,7 @@ func TestBoxPagesAreHeldToRoom(t *testing.T) {
 				room := 3 * int64(len(one)+1) // three cards and their commas
 				page, err := svc.BoxCardsJSONWithin(ctx, "p", "b", 100, cursor, func(n int64) error {
 					if n > room {
-						return cardbox.ErrAnswerFull
+						return answer.ErrAnswerFull
 					}
 					room -= n
 					return nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/jsonbody"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/answer"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/docs"
 	"github.com/cardboxhq/cardbox/internal/fault"
@@ -231,10 +232,11 @@ func (r *CardBoxRoutes) createBox(c echo.Context) error {
 	// nothing written.
 	charge := r.charge(c, project)
 	defer charge.Release()
-	if err := charge.Reserve(cardbox.BoxInputJSONSize(project, "", req.input())); err != nil {
+	in := req.input()
+	if err := charge.Reserve(answer.BoxInputJSONSize(project, "", in.CardIDs, in.ParentIDs, in.Metadata)); err != nil {
 		return err
 	}
-	box, err := r.svc.CreateBox(c.Request().Context(), project, req.input())
+	box, err := r.svc.CreateBox(c.Request().Context(), project, in)
 	if err != nil {
 		return err
 	}
@@ -252,10 +254,11 @@ func (r *CardBoxRoutes) saveBox(c echo.Context) error {
 	}
 	charge := r.charge(c, project)
 	defer charge.Release()
-	if err := charge.Reserve(cardbox.BoxInputJSONSize(project, id, req.input())); err != nil {
+	in := req.input()
+	if err := charge.Reserve(answer.BoxInputJSONSize(project, id, in.CardIDs, in.ParentIDs, in.Metadata)); err != nil {
 		return err
 	}
-	box, err := r.svc.SaveBox(c.Request().Context(), project, id, req.input())
+	box, err := r.svc.SaveBox(c.Request().Context(), project, id, in)
 	if err != nil {
 		return err
 	}
@@ -315,7 +318,7 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 			return err
 		}
 		if live {
-			if err := charge.Reserve(cardbox.AppendedBoxJSONSize(size, req.CardIDs)); err != nil {
+			if err := charge.Reserve(answer.AppendedBoxJSONSize(size, req.CardIDs)); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,10 @@
-package rules
+package answer
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/cardboxhq/cardbox/cardbox/rules"
+)
 
 // JSONStringBound is at least the length of s as a JSON string: every
 // byte escaped at most to six, and the quotes.
@@ -12,7 +16,7 @@ func JSONStringBound(s string) int { return 6*len(s) + 2 }
 func IDsJSONSize(ids []string) (int64, bool) {
 	var n int64
 	for _, id := range ids {
-		if len(id) > MaxIDLength {
+		if len(id) > rules.MaxIDLength {
 			return 0, false
 		}
 		n += RawJSONSize(id) + 3

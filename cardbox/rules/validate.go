@@ -1,9 +1,7 @@
 // Package rules holds the CardBox rules that need no storage: the
 // limits of the API, what a valid id, card type, role and metadata are,
-// the errors that say what is wrong with a request, the content hash of a
-// card, and the bounds on the JSON size of an answer that bounded reads
-// charge before they load anything. package cardbox applies them to what
-// it stores.
+// the errors that say what is wrong with a request, and the content hash
+// of a card. package cardbox applies them to what it stores.
 package rules
 
 import (
