@@ -179,7 +179,7 @@ func checkBoxSize(in BoxInput) error {
 
 // boxMetadata checks a box's metadata: a JSON object, {} when absent.
 func boxMetadata(raw []byte) ([]byte, error) {
-	m, err := optionalJSON("metadata", raw)
+	m, err := rules.OptionalJSON("metadata", raw)
 	if err != nil {
 		return nil, err
 	}

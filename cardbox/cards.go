@@ -51,7 +51,7 @@ func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard)
 	}
 	out := make([]Card, len(norm))
 	for i, n := range norm {
-		out[i] = stored[n.id]
+		out[i] = stored[n.ID]
 	}
 	return out, nil
 }
@@ -79,10 +79,10 @@ func normalizeAll(cards []NewCard) ([]normalCard, error) {
 		if err != nil {
 			return nil, rules.Within(fmt.Sprintf("cards[%d]", i), err)
 		}
-		if j, ok := seen[n.id]; ok {
-			return nil, rules.Invalid(fmt.Sprintf("cards[%d].card_id", i), "%q is named twice in this request (first at cards[%d])", n.id, j)
+		if j, ok := seen[n.ID]; ok {
+			return nil, rules.Invalid(fmt.Sprintf("cards[%d].card_id", i), "%q is named twice in this request (first at cards[%d])", n.ID, j)
 		}
-		seen[n.id] = i
+		seen[n.ID] = i
 		out = append(out, n)
 	}
 	return out, nil
@@ -108,7 +108,7 @@ func insertCards(ctx context.Context, q *db.Queries, project string, now time.Ti
 	}
 	rest := make([]normalCard, 0, len(norm)-len(stored))
 	for _, n := range norm {
-		if _, ok := stored[n.id]; !ok {
+		if _, ok := stored[n.ID]; !ok {
 			rest = append(rest, n)
 		}
 	}
@@ -121,13 +121,13 @@ func insertParams(project string, now time.Time, norm []normalCard) (db.InsertCa
 	p := db.InsertCardsParams{TenantID: project, Now: now}
 	fillColumns(norm, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
 	for _, n := range norm {
-		h, err := rules.ContentHash(n.content)
+		h, err := rules.ContentHash(n.Content)
 		if err != nil {
-			return p, fmt.Errorf("hash card %q: %w", n.id, err)
+			return p, fmt.Errorf("hash card %q: %w", n.ID, err)
 		}
-		counts, err := tokenCounts(n.content, n.toolCalls)
+		counts, err := tokenCounts(n.Content, n.ToolCalls)
 		if err != nil {
-			return p, fmt.Errorf("count tokens of card %q: %w", n.id, err)
+			return p, fmt.Errorf("count tokens of card %q: %w", n.ID, err)
 		}
 		p.ContentHashes = append(p.ContentHashes, h)
 		p.TokenCounts = append(p.TokenCounts, counts)
@@ -174,12 +174,12 @@ func checkReplays(ctx context.Context, q *db.Queries, project string, rest []nor
 // fillColumns turns cards into the column arrays of a batch statement.
 func fillColumns(cards []normalCard, ids *[]string, contents, toolCalls *[][]byte, toolCallIDs *[]string, ttls *[]int32, metas *[][]byte) {
 	for _, n := range cards {
-		*ids = append(*ids, n.id)
-		*contents = append(*contents, n.content)
-		*toolCalls = append(*toolCalls, n.toolCalls)
-		*toolCallIDs = append(*toolCallIDs, n.toolCallID)
-		*ttls = append(*ttls, n.ttl)
-		*metas = append(*metas, n.metadata)
+		*ids = append(*ids, n.ID)
+		*contents = append(*contents, n.Content)
+		*toolCalls = append(*toolCalls, n.ToolCalls)
+		*toolCallIDs = append(*toolCallIDs, n.ToolCallID)
+		*ttls = append(*ttls, n.TTL)
+		*metas = append(*metas, n.Metadata)
 	}
 }
 

@@ -107,9 +107,9 @@ func checkDerived(ctx context.Context, q *db.Queries, project string, s *Service
 	want := map[string]uint64{}
 	var ids []string
 	for _, n := range chunk {
-		if !stored[n.id] {
-			want[n.id] = n.cxdbTurn
-			ids = append(ids, n.id)
+		if !stored[n.ID] {
+			want[n.ID] = n.cxdbTurn
+			ids = append(ids, n.ID)
 		}
 	}
 	if len(ids) == 0 {

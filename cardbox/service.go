@@ -228,7 +228,7 @@ func (s *Service) admitWrite(ctx context.Context, project string, adding int64) 
 func cardBytes(cards []normalCard) int64 {
 	var n int
 	for _, c := range cards {
-		n += len(c.id) + len(c.content) + len(c.toolCalls) + len(c.toolCallID) + len(c.metadata)
+		n += len(c.ID) + len(c.Content) + len(c.ToolCalls) + len(c.ToolCallID) + len(c.Metadata)
 	}
 	return int64(n)
 }
