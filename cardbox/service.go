@@ -5,10 +5,16 @@
 // same id with different content is a conflict, and a deleted card stays
 // deleted. A box is an ordered, mutable list of card ids of the same
 // project. Reads return live cards only: a deleted or expired card reads as
-// missing. A Sweeper purges expired and long-deleted rows.
+// missing. A sweep.Sweeper (NewSweeper) purges expired and long-deleted
+// rows.
+//
+// The rules that need no storage live in subpackages: rules (limits,
+// validation, errors, the content hash), layout (a box's entries),
+// assembly (what fits a token budget), answer (bounded answers). This
+// package applies them to Postgres.
 //
 // The JSON reads (GetCardsJSON and the like) serve rendered cards from a
-// bounded in-memory cache. Every read asks Postgres whether any card of
+// bounded in-memory cache (package cardcache). Every read asks Postgres whether any card of
 // the project changed since the cached ones were seen live (one counter,
 // kept by triggers), so deletes by other processes and by plain SQL show
 // at once.
