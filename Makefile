@@ -14,8 +14,8 @@ FUZZ_TARGETS = \
 	./api/internal/jsonbody:FuzzScanIDList \
 	./api/cardboxhttp:FuzzCheckBody \
 	./api/cxdbhttp:FuzzDecodeStrictBody \
-	./cardbox:FuzzEntryCursor:20000x \
-	./cardbox:FuzzContentHash:20000x \
+	./cardbox/layout:FuzzEntryCursor:20000x \
+	./cardbox/rules:FuzzContentHash:20000x \
 	./cardbox/position:FuzzBetween \
 	./cxdbcompat:FuzzReadFrame \
 	./cxdbcompat:FuzzDecodeRequest \

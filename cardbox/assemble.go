@@ -1,89 +1,21 @@
 package cardbox
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
+	"slices"
+	"sync"
 	"time"
 
-	"github.com/zeebo/blake3"
-
+	"github.com/cardboxhq/cardbox/cardbox/appendjson"
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
+	"github.com/cardboxhq/cardbox/cardbox/cardcache"
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
 )
-
-// Formats of an assembly.
-const (
-	FormatCards    = "cards"
-	FormatMessages = "messages"
-)
-
-// AssembleRequest asks for a box's context window.
-type AssembleRequest struct {
-	// Budget is the most tokens the window may take; at least 1.
-	Budget int
-	// Tokenizer is one of tokens.Names.
-	Tokenizer string
-	// Format is FormatCards (the default when "") or FormatMessages.
-	Format string
-}
-
-// Reasons an entry is left out of an assembly.
-const (
-	LeftOutBudget  = "budget"
-	LeftOutDraft   = "draft"
-	LeftOutDeleted = "deleted"
-	LeftOutExpired = "expired"
-	LeftOutMissing = "missing"
-)
-
-// LeftOut is an entry an assembly left out, and why.
-type LeftOut struct {
-	EntryID, CardID string
-	Zone            Zone
-	Reason          string
-	// Tokens is the card's count; 0 for cards that are not live.
-	Tokens int
-}
-
-// ZoneTotal is what an assembly kept of one zone.
-type ZoneTotal struct {
-	Entries, Tokens int
-}
-
-// Assembled is a box's context window.
-type Assembled struct {
-	BoxID     string
-	Tokenizer string
-	Format    string
-	Budget    int
-	// Tokens is what the kept entries take.
-	Tokens int
-	// Zones are the totals of each zone, in Zone order.
-	Zones [3]ZoneTotal
-	// EntryIDs are the kept entries, in box order.
-	EntryIDs []string
-	// Window is the JSON array of the kept cards (or chat messages), in
-	// box order; Hash is "blake3:" and the hex BLAKE3 hash of its bytes.
-	Window  json.RawMessage
-	Hash    string
-	LeftOut []LeftOut
-}
-
-// BudgetError says a budget is smaller than the box's permanent zone.
-type BudgetError struct {
-	Budget, Permanent int
-}
-
-func (e *BudgetError) Error() string {
-	return fmt.Sprintf("budget too small: the permanent zone takes %d tokens, %d more than the budget of %d",
-		e.Permanent, e.Permanent-e.Budget, e.Budget)
-}
 
 // Assemble builds a box's context window within a token budget (see
 // package assembly for the rule). The same box state, budget, tokenizer
@@ -92,80 +24,67 @@ func (e *BudgetError) Error() string {
 // It costs one query when the card and facts caches hold the box's cards
 // (the box with the project's change counter), and one more for the cards
 // they cannot vouch for (see facts.go).
-func (s *Service) Assemble(ctx context.Context, project, boxID string, req AssembleRequest) (Assembled, error) {
-	if err := checkAssemble(&req); err != nil {
-		return Assembled{}, err
+func (s *Service) Assemble(ctx context.Context, project, boxID string, req assembly.Request) (assembly.Assembled, error) {
+	if err := req.Check(); err != nil {
+		return assembly.Assembled{}, err
 	}
 	if err := checkBoxID(project, boxID); err != nil {
-		return Assembled{}, err
+		return assembly.Assembled{}, err
 	}
 	now := s.now()
 	q := s.as(project)
 	row, err := q.AssemblyBox(ctx, cardboxdb.AssemblyBoxParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
-		return Assembled{}, notFound("box", boxID)
+		return assembly.Assembled{}, rules.NotFound("box", boxID)
 	}
 	if err != nil {
-		return Assembled{}, fmt.Errorf("read entries of box %q: %w", boxID, err)
+		return assembly.Assembled{}, fmt.Errorf("read entries of box %q: %w", boxID, err)
 	}
 	at := factsAt{now: now, stamp: uint64(row.CardChanges) + 1, exists: row.CardChanges >= 0, tokenizer: tokenizerIndex(req.Tokenizer)}
-	entries, states, err := s.assemblyEntries(ctx, q, project, row, at)
+	entries, cards, err := s.assemblyEntries(ctx, q, project, row, at)
 	if err != nil {
-		return Assembled{}, err
+		return assembly.Assembled{}, err
 	}
-	out := Assembled{BoxID: boxID, Tokenizer: req.Tokenizer, Format: req.Format, Budget: req.Budget, LeftOut: []LeftOut{}, EntryIDs: []string{}}
-	items := make([]assembly.Item, 0, len(entries))
-	live := make([]Entry, 0, len(entries))
-	for _, e := range entries {
-		st := states[e.CardID]
-		if reason := deadReason(e, st); reason != "" {
-			out.LeftOut = append(out.LeftOut, LeftOut{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone, Reason: reason})
-			continue
-		}
-		live = append(live, e)
-		items = append(items, assembly.Item{Zone: int(e.Zone), Tokens: int(st.facts.tokens[at.tokenizer]),
-			ToolCallIDs: st.facts.toolCallIDs, ToolCallID: st.facts.toolCallID})
+	scratch := candidatePool.Get().(*[]assembly.Candidate)
+	defer releaseCandidates(scratch)
+	out, kept, err := assembly.Plan(boxID, req, candidatesOf(entries, cards, scratch))
+	if err != nil {
+		return assembly.Assembled{}, err
 	}
-	keep, err := assembly.Choose(items, req.Budget)
-	var short *assembly.ShortError
-	if errors.As(err, &short) {
-		return Assembled{}, &BudgetError{Budget: short.Budget, Permanent: short.Permanent}
+	window, err := s.window(ctx, project, kept, req.Format, at, cards)
+	if err != nil {
+		return assembly.Assembled{}, err
 	}
-	var kept []Entry
-	for i, e := range live {
-		if !keep[i] {
-			out.LeftOut = append(out.LeftOut, LeftOut{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone, Reason: LeftOutBudget, Tokens: items[i].Tokens})
-			continue
-		}
-		kept = append(kept, e)
-		out.EntryIDs = append(out.EntryIDs, e.EntryID)
-		out.Tokens += items[i].Tokens
-		out.Zones[e.Zone].Entries++
-		out.Zones[e.Zone].Tokens += items[i].Tokens
-	}
-	if out.Window, err = s.window(ctx, project, kept, req.Format, at); err != nil {
-		return Assembled{}, err
-	}
-	sum := blake3.Sum256(out.Window)
-	out.Hash = "blake3:" + hex.EncodeToString(sum[:])
+	out.SetWindow(window)
 	return out, nil
 }
 
-func checkAssemble(req *AssembleRequest) error {
-	if req.Budget <= 0 {
-		return invalid("budget", "must be a positive number of tokens, got %d", req.Budget)
+// candidatePool recycles the candidates of assemblies: a box holds up to
+// rules.MaxBoxCards entries, and a new slice of them per request was the
+// largest allocation of an assembly.
+var candidatePool = sync.Pool{New: func() any { return new([]assembly.Candidate) }}
+
+// releaseCandidates returns candidates to the pool, cleared so that it
+// keeps no ids alive.
+func releaseCandidates(candidates *[]assembly.Candidate) {
+	clear(*candidates)
+	candidatePool.Put(candidates)
+}
+
+// candidatesOf makes the entries, with their cards' states, candidates
+// of the assembly, in scratch.
+func candidatesOf(entries []layout.Entry, cards *assemblyCards, scratch *[]assembly.Candidate) []assembly.Candidate {
+	candidates := slices.Grow((*scratch)[:0], len(entries))[:len(entries)]
+	*scratch = candidates
+	for i, e := range entries {
+		st := cards.state(e.CardID)
+		candidates[i] = assembly.Candidate{Entry: e, Dead: deadReason(e, st)}
+		if candidates[i].Dead == "" {
+			candidates[i].Item = assembly.Item{Zone: int(e.Zone), Tokens: int(st.fact.Tokens),
+				ToolCallIDs: st.fact.ToolCallIDs, ToolCallID: st.fact.ToolCallID}
+		}
 	}
-	if !tokens.Known(req.Tokenizer) {
-		return invalid("tokenizer", "unknown tokenizer %q; known tokenizers: %s", req.Tokenizer, strings.Join(tokens.Names, ", "))
-	}
-	switch req.Format {
-	case "":
-		req.Format = FormatCards
-	case FormatCards, FormatMessages:
-	default:
-		return invalid("format", "unknown format %q; formats: %s, %s", req.Format, FormatCards, FormatMessages)
-	}
-	return nil
+	return candidates
 }
 
 // factsAt is the moment an assembly reads its cards at: the clock, the
@@ -178,115 +97,142 @@ type factsAt struct {
 	tokenizer int
 }
 
-// cardState is what an assembly knows of a card: its facts (the zone even
-// when it is not live), and why it is not live ("" when it is).
+// cardState is what an assembly knows of a card: its facts under the
+// request's tokenizer (the zone even when it is not live), and why it is
+// not live ("" when it is).
 type cardState struct {
-	facts cardFacts
-	dead  string
+	fact cardcache.Fact
+	dead string
 }
 
-// assemblyEntries returns the box's entries in box order and the state of
-// the cards of those that are not drafts, by card id.
-func (s *Service) assemblyEntries(ctx context.Context, q *cardboxdb.Queries, project string, row cardboxdb.AssemblyBoxRow, at factsAt) ([]Entry, map[string]cardState, error) {
+// assemblyCards are the distinct cards of the box being assembled and their
+// states.
+type assemblyCards struct {
+	index  map[string]int // card id → ids and states
+	ids    []string
+	states []cardState
+}
+
+func newAssemblyCards(ids []string) *assemblyCards {
+	c := &assemblyCards{index: make(map[string]int, len(ids)), ids: make([]string, 0, len(ids))}
+	for _, id := range ids {
+		if _, ok := c.index[id]; !ok {
+			c.index[id] = len(c.ids)
+			c.ids = append(c.ids, id)
+		}
+	}
+	c.states = make([]cardState, len(c.ids))
+	return c
+}
+
+// state is the state of card id; a zero state for a card not among them
+// (a draft's).
+func (c *assemblyCards) state(id string) cardState {
+	if i, ok := c.index[id]; ok {
+		return c.states[i]
+	}
+	return cardState{}
+}
+
+// assemblyEntries returns the box's entries in box order and the states
+// of the cards of those that are not drafts.
+func (s *Service) assemblyEntries(ctx context.Context, q *cardboxdb.Queries, project string, row cardboxdb.AssemblyBoxRow, at factsAt) ([]layout.Entry, *assemblyCards, error) {
 	if row.Structured {
-		l := layoutFromRows(row.CardIds, row.EntryIds, row.Zones, row.Positions, row.Drafts, row.EntrySeq)
-		ids := make([]string, 0, len(l.entries))
-		for _, e := range l.entries {
+		l := layout.FromRows(row.CardIds, row.EntryIds, row.Zones, row.Positions, row.Drafts, row.EntrySeq)
+		ids := make([]string, 0, len(l.Entries))
+		for _, e := range l.Entries {
 			if !e.Draft {
 				ids = append(ids, e.CardID)
 			}
 		}
-		states, err := s.cardStates(ctx, q, project, dedupe(ids), at)
-		return l.entries, states, err
+		cards := newAssemblyCards(ids)
+		return l.Entries, cards, s.cardStates(ctx, q, project, cards, at)
 	}
 	// A plain box's entries take their zones from their cards' types, which
 	// the same lookup gives.
-	states, err := s.cardStates(ctx, q, project, dedupe(row.CardIds), at)
+	cards := newAssemblyCards(row.CardIds)
+	if err := s.cardStates(ctx, q, project, cards, at); err != nil {
+		return nil, nil, err
+	}
+	l, err := layout.Plain(row.CardIds, func(id string) layout.Zone { return cards.state(id).fact.Zone })
 	if err != nil {
 		return nil, nil, err
 	}
-	zones := make(map[string]Zone, len(states))
-	for id, st := range states {
-		zones[id] = st.facts.zone
-	}
-	l, err := plainLayoutOf(row.CardIds, zones)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l.entries, states, nil
+	return l.Entries, cards, nil
 }
 
-func deadReason(e Entry, st cardState) string {
+func deadReason(e layout.Entry, st cardState) string {
 	if e.Draft {
-		return LeftOutDraft
+		return assembly.LeftOutDraft
 	}
 	return st.dead
 }
 
-// cardStates returns the state of each card among distinct ids: from the
-// facts cache for the cards it vouches for at at (with a count under the
-// tokenizer), from Postgres for the others, counting the tokens of cards
-// stored without a count under the tokenizer (cards written before counts
-// were stored). It caches the facts of the live cards it read.
-func (s *Service) cardStates(ctx context.Context, q *cardboxdb.Queries, project string, ids []string, at factsAt) (map[string]cardState, error) {
-	states := make(map[string]cardState, len(ids))
+// cardStates fills in the state of each of cards: from the facts cache
+// for the cards it vouches for at at (with a count under the tokenizer),
+// from Postgres for the others, counting the tokens of cards stored
+// without a count under the tokenizer (cards written before counts were
+// stored). It caches the facts of the live cards it read.
+func (s *Service) cardStates(ctx context.Context, q *cardboxdb.Queries, project string, cards *assemblyCards, at factsAt) error {
 	var misses []string
-	for _, id := range ids {
+	for i, id := range cards.ids {
 		if at.exists {
-			if f, ok := s.cachedFacts(project, id, at.stamp, at.now); ok && f.tokens[at.tokenizer] >= 0 {
-				states[id] = cardState{facts: f}
+			if f, ok := s.cache.Fact(project, id, at.stamp, at.now, at.tokenizer); ok && f.Tokens >= 0 {
+				cards.states[i] = cardState{fact: f}
 				continue
 			}
 		}
 		misses = append(misses, id)
 	}
 	if len(misses) == 0 {
-		return states, nil
+		return nil
 	}
 	rows, err := q.AssemblyCards(ctx, cardboxdb.AssemblyCardsParams{
 		TenantID: project, CardIds: misses, Tokenizers: tokens.Names, Now: at.now,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read cards to assemble: %w", err)
+		return fmt.Errorf("read cards to assemble: %w", err)
 	}
+	facts := make(map[string]*cardcache.Facts, len(rows))
 	var uncounted []string
 	for _, r := range rows {
-		st := cardState{facts: factsFromRow(r), dead: rowDeadReason(r)}
-		states[r.CardID] = st
-		if st.dead == "" && st.facts.tokens[at.tokenizer] < 0 {
+		f := factsFromRow(r)
+		facts[r.CardID] = &f
+		if rowDeadReason(r) == "" && f.Tokens[at.tokenizer] < 0 {
 			uncounted = append(uncounted, r.CardID)
 		}
 	}
-	if err := s.countTokens(ctx, project, uncounted, at, states); err != nil {
-		return nil, err
+	if err := s.countTokens(ctx, project, uncounted, at, facts); err != nil {
+		return err
 	}
-	if at.exists {
-		for _, r := range rows {
-			if st := states[r.CardID]; st.dead == "" {
-				// Read after the counter was: live at the stamp at least.
-				s.cacheFacts(project, r.CardID, r.Version.UnixMicro(), at.stamp, &st.facts, r.Expires)
-			}
+	for _, r := range rows {
+		f, dead := facts[r.CardID], rowDeadReason(r)
+		cards.states[cards.index[r.CardID]] = cardState{dead: dead, fact: cardcache.Fact{Zone: f.Zone, Tokens: f.Tokens[at.tokenizer],
+			ToolCallID: f.ToolCallID, ToolCallIDs: f.ToolCallIDs, Version: r.Version.UnixMicro()}}
+		if at.exists && dead == "" {
+			// Read after the counter was: live at the stamp at least.
+			s.cache.PutFacts(project, r.CardID, r.Version.UnixMicro(), at.stamp, f, r.Expires)
 		}
 	}
-	return states, nil
+	return nil
 }
 
 // rowDeadReason says why a card AssemblyCards read is not live, or "".
 func rowDeadReason(r cardboxdb.AssemblyCardsRow) string {
 	switch {
 	case !r.Found:
-		return LeftOutMissing
+		return assembly.LeftOutMissing
 	case r.Deleted:
-		return LeftOutDeleted
+		return assembly.LeftOutDeleted
 	case r.Expired:
-		return LeftOutExpired
+		return assembly.LeftOutExpired
 	}
 	return ""
 }
 
 // countTokens counts the tokens of the live cards among ids under the
-// tokenizer into their states.
-func (s *Service) countTokens(ctx context.Context, project string, ids []string, at factsAt, states map[string]cardState) error {
+// tokenizer into their facts.
+func (s *Service) countTokens(ctx context.Context, project string, ids []string, at factsAt, facts map[string]*cardcache.Facts) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -296,85 +242,67 @@ func (s *Service) countTokens(ctx context.Context, project string, ids []string,
 	}
 	name := tokens.Names[at.tokenizer]
 	for id, c := range cards {
-		n, err := tokens.Count(name, CardText(c.Content, c.ToolCalls))
+		n, err := tokens.Count(name, rules.CardText(c.Content, c.ToolCalls))
 		if err != nil {
 			return err
 		}
-		st := states[id]
-		st.facts.tokens[at.tokenizer] = int32(n)
-		states[id] = st
+		facts[id].Tokens[at.tokenizer] = int32(n)
 	}
 	return nil
 }
 
 // window renders the kept entries' cards as a JSON array, in format.
-func (s *Service) window(ctx context.Context, project string, kept []Entry, format string, at factsAt) (json.RawMessage, error) {
+func (s *Service) window(ctx context.Context, project string, kept []layout.Entry, format string, at factsAt, cards *assemblyCards) (json.RawMessage, error) {
 	ids := make([]string, 0, len(kept))
 	for _, e := range kept {
 		ids = append(ids, e.CardID)
 	}
-	cards, err := s.liveJSONAt(ctx, project, dedupe(ids), at.now, at.stamp, at.exists)
+	if format == assembly.FormatMessages {
+		return s.messages(ctx, project, ids, at, cards)
+	}
+	byID, err := s.liveJSONAt(ctx, project, rules.Dedupe(ids), at.now, at.stamp, at.exists)
 	if err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	b.WriteByte('[')
-	n := 0
+	items := make([]json.RawMessage, 0, len(ids))
 	for _, id := range ids {
-		c, ok := cards[id]
-		if !ok {
-			continue // deleted since the facts were read
+		if c, ok := byID[id]; ok { // else deleted since the facts were read
+			items = append(items, c)
 		}
-		if n > 0 {
-			b.WriteByte(',')
+	}
+	return appendjson.RawList(make([]byte, 0, appendjson.RawListLen(items)), items), nil
+}
+
+// messages renders cards as chat messages, a JSON array: each from the
+// message cache when it holds the card at the version the facts vouched
+// for, else from the card's JSON, cached then under the version of that
+// JSON (cards are immutable: a card's message never changes).
+func (s *Service) messages(ctx context.Context, project string, ids []string, at factsAt, cards *assemblyCards) (json.RawMessage, error) {
+	msgs := make([]json.RawMessage, len(ids))
+	var render []string
+	for i, id := range ids {
+		if msgs[i] = s.cache.Message(project, id, cards.state(id).fact.Version); msgs[i] == nil {
+			render = append(render, id)
 		}
-		n++
-		if format == FormatCards {
-			b.Write(c)
-			continue
-		}
-		m, err := message(c)
+	}
+	if len(render) > 0 {
+		byID, err := s.liveJSONAt(ctx, project, rules.Dedupe(render), at.now, at.stamp, at.exists)
 		if err != nil {
 			return nil, err
 		}
-		b.Write(m)
+		for i, id := range ids {
+			c, ok := byID[id]
+			if msgs[i] != nil || !ok { // cached, or deleted since the facts were read
+				continue
+			}
+			m, version, err := assembly.Message(c)
+			if err != nil {
+				return nil, err
+			}
+			s.cache.PutMessage(project, id, version, m)
+			msgs[i] = m
+		}
 	}
-	b.WriteByte(']')
-	return b.Bytes(), nil
-}
-
-// chatMessage is a card as a chat completion message.
-type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    *string         `json:"content"`
-	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-}
-
-// message renders a card's JSON as a chat message: the role is
-// metadata.role, the content the card's text (a JSON string as itself,
-// other JSON as its text, null as null), with its tool calls and the id
-// of the call it answers.
-func message(card json.RawMessage) ([]byte, error) {
-	var c struct {
-		Role       string          `json:"role"`
-		Content    json.RawMessage `json:"content"`
-		ToolCalls  json.RawMessage `json:"tool_calls"`
-		ToolCallID *string         `json:"tool_call_id"`
-	}
-	if err := json.Unmarshal(card, &c); err != nil {
-		return nil, fmt.Errorf("render message: %w", err)
-	}
-	m := chatMessage{Role: c.Role}
-	if len(c.Content) > 0 && string(c.Content) != "null" {
-		text := CardText(c.Content, nil)
-		m.Content = &text
-	}
-	if len(c.ToolCalls) > 0 && string(c.ToolCalls) != "null" {
-		m.ToolCalls = c.ToolCalls
-	}
-	if c.ToolCallID != nil {
-		m.ToolCallID = *c.ToolCallID
-	}
-	return json.Marshal(m)
+	items := slices.DeleteFunc(msgs, func(m json.RawMessage) bool { return m == nil })
+	return appendjson.RawList(make([]byte, 0, appendjson.RawListLen(items)), items), nil
 }

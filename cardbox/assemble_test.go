@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/assembly"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -46,7 +49,7 @@ func conversation(t *testing.T, s *cardbox.Service) {
 	}
 }
 
-func reasons(a cardbox.Assembled) map[string]string {
+func reasons(a assembly.Assembled) map[string]string {
 	m := map[string]string{}
 	for _, l := range a.LeftOut {
 		m[l.CardID] = l.Reason
@@ -59,14 +62,14 @@ func TestAssembleUnderBudgets(t *testing.T) {
 	s, clk := newService(t)
 	conversation(t, s)
 	clk.Add(2 * time.Minute) // "old" expires
-	full, err := s.Assemble(ctx, "p", "b", cardbox.AssembleRequest{Budget: 1000, Tokenizer: "cl100k_base"})
+	full, err := s.Assemble(ctx, "p", "b", assembly.Request{Budget: 1000, Tokenizer: "cl100k_base"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := reasons(full); r["gone"] != cardbox.LeftOutDeleted || r["old"] != cardbox.LeftOutExpired || len(r) != 2 {
+	if r := reasons(full); r["gone"] != assembly.LeftOutDeleted || r["old"] != assembly.LeftOutExpired || len(r) != 2 {
 		t.Fatalf("left out %v", r)
 	}
-	perm := full.Zones[cardbox.ZonePermanent].Tokens
+	perm := full.Zones[layout.ZonePermanent].Tokens
 	for _, tt := range []struct {
 		name   string
 		budget int
@@ -78,7 +81,7 @@ func TestAssembleUnderBudgets(t *testing.T) {
 		{"the permanent zone alone", perm, []string{"sys", "ask"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			req := cardbox.AssembleRequest{Budget: tt.budget, Tokenizer: "cl100k_base", Format: cardbox.FormatMessages}
+			req := assembly.Request{Budget: tt.budget, Tokenizer: "cl100k_base", Format: assembly.FormatMessages}
 			a, err := s.Assemble(ctx, "p", "b", req)
 			if err != nil {
 				t.Fatal(err)
@@ -96,8 +99,8 @@ func TestAssembleUnderBudgets(t *testing.T) {
 			}
 		})
 	}
-	_, err = s.Assemble(ctx, "p", "b", cardbox.AssembleRequest{Budget: perm - 1, Tokenizer: "o200k_base"})
-	var be *cardbox.BudgetError
+	_, err = s.Assemble(ctx, "p", "b", assembly.Request{Budget: perm - 1, Tokenizer: "o200k_base"})
+	var be *assembly.BudgetError
 	if !errors.As(err, &be) || be.Permanent-be.Budget < 1 {
 		t.Fatalf("budget below the permanent zone: %v", err)
 	}
@@ -107,7 +110,7 @@ func TestAssembleMessagesShape(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newService(t)
 	conversation(t, s)
-	a, err := s.Assemble(ctx, "p", "b", cardbox.AssembleRequest{Budget: 1000, Tokenizer: "o200k_base", Format: "messages"})
+	a, err := s.Assemble(ctx, "p", "b", assembly.Request{Budget: 1000, Tokenizer: "o200k_base", Format: "messages"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,21 +140,21 @@ func TestAssembleBadInput(t *testing.T) {
 	s, _ := newService(t)
 	conversation(t, s)
 	for _, tt := range []struct {
-		req   cardbox.AssembleRequest
+		req   assembly.Request
 		field string
 	}{
-		{cardbox.AssembleRequest{Budget: 0, Tokenizer: "cl100k_base"}, "budget"},
-		{cardbox.AssembleRequest{Budget: -5, Tokenizer: "cl100k_base"}, "budget"},
-		{cardbox.AssembleRequest{Budget: 10, Tokenizer: "gpt2"}, "tokenizer"},
-		{cardbox.AssembleRequest{Budget: 10, Tokenizer: "cl100k_base", Format: "xml"}, "format"},
+		{assembly.Request{Budget: 0, Tokenizer: "cl100k_base"}, "budget"},
+		{assembly.Request{Budget: -5, Tokenizer: "cl100k_base"}, "budget"},
+		{assembly.Request{Budget: 10, Tokenizer: "gpt2"}, "tokenizer"},
+		{assembly.Request{Budget: 10, Tokenizer: "cl100k_base", Format: "xml"}, "format"},
 	} {
 		_, err := s.Assemble(ctx, "p", "b", tt.req)
-		var ve *cardbox.ValidationError
+		var ve *rules.ValidationError
 		if !errors.As(err, &ve) || ve.Field != tt.field {
 			t.Errorf("%+v: %v, want an error of %s", tt.req, err, tt.field)
 		}
 	}
-	if _, err := s.Assemble(ctx, "other", "b", cardbox.AssembleRequest{Budget: 10, Tokenizer: "cl100k_base"}); !errors.Is(err, cardbox.ErrNotFound) {
+	if _, err := s.Assemble(ctx, "other", "b", assembly.Request{Budget: 10, Tokenizer: "cl100k_base"}); !errors.Is(err, rules.ErrNotFound) {
 		t.Errorf("another project's box: %v", err)
 	}
 }
@@ -166,7 +169,7 @@ func TestCardsWithContentHash(t *testing.T) {
 	if _, err := s.AddCards(ctx, "p", []cardbox.NewCard{a, b, typed("c", "agent.thought", "other")}); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := cardbox.ContentHash(a.Content)
+	h, _ := rules.ContentHash(a.Content)
 	got, err := s.CardsWithContentHash(ctx, "p", hex.EncodeToString(h))
 	if err != nil || len(got) != 2 {
 		t.Fatalf("same content: %d cards, %v", len(got), err)
@@ -174,7 +177,7 @@ func TestCardsWithContentHash(t *testing.T) {
 	if other, err := s.CardsWithContentHash(ctx, "q", hex.EncodeToString(h)); err != nil || len(other) != 0 {
 		t.Fatalf("another project: %d cards, %v", len(other), err)
 	}
-	if _, err := s.CardsWithContentHash(ctx, "p", "zz"); !errors.Is(err, cardbox.ErrInvalid) {
+	if _, err := s.CardsWithContentHash(ctx, "p", "zz"); !errors.Is(err, rules.ErrInvalid) {
 		t.Fatalf("bad hash: %v", err)
 	}
 }
@@ -193,21 +196,21 @@ func TestAssembleCachedFactsFollowChanges(t *testing.T) {
 		change func(t *testing.T)
 		want   map[string]string // left out, by card id
 	}{
-		{"unchanged", func(*testing.T) {}, map[string]string{"gone": cardbox.LeftOutDeleted}},
+		{"unchanged", func(*testing.T) {}, map[string]string{"gone": assembly.LeftOutDeleted}},
 		{"deleted through the service", func(t *testing.T) {
 			t.Helper()
 			if err := s.DeleteCard(ctx, "p", "think"); err != nil {
 				t.Fatal(err)
 			}
-		}, map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted}},
+		}, map[string]string{"gone": assembly.LeftOutDeleted, "think": assembly.LeftOutDeleted}},
 		{"expired", func(*testing.T) { clk.Add(2 * time.Minute) },
-			map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted, "old": cardbox.LeftOutExpired}},
+			map[string]string{"gone": assembly.LeftOutDeleted, "think": assembly.LeftOutDeleted, "old": assembly.LeftOutExpired}},
 		{"deleted by SQL", func(t *testing.T) {
 			t.Helper()
 			if _, err := db.Exec(ctx, `UPDATE cards SET deleted_at = now() WHERE tenant_id = 'p' AND card_id = 'answer'`); err != nil {
 				t.Fatal(err)
 			}
-		}, map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted, "old": cardbox.LeftOutExpired, "answer": cardbox.LeftOutDeleted}},
+		}, map[string]string{"gone": assembly.LeftOutDeleted, "think": assembly.LeftOutDeleted, "old": assembly.LeftOutExpired, "answer": assembly.LeftOutDeleted}},
 		{"purged and written again as a system card", func(t *testing.T) {
 			t.Helper()
 			if _, err := db.Exec(ctx, `DELETE FROM cards WHERE tenant_id = 'p' AND card_id = 'answer'`); err != nil {
@@ -217,18 +220,18 @@ func TestAssembleCachedFactsFollowChanges(t *testing.T) {
 			if _, err := s.AddCard(ctx, "p", typed("answer", "sys.profile", "written again")); err != nil {
 				t.Fatal(err)
 			}
-		}, map[string]string{"gone": cardbox.LeftOutDeleted, "think": cardbox.LeftOutDeleted, "old": cardbox.LeftOutExpired}},
+		}, map[string]string{"gone": assembly.LeftOutDeleted, "think": assembly.LeftOutDeleted, "old": assembly.LeftOutExpired}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, format := range []string{cardbox.FormatCards, cardbox.FormatMessages} {
-				req := cardbox.AssembleRequest{Budget: 1000, Tokenizer: "o200k_base", Format: format}
+			for _, format := range []string{assembly.FormatCards, assembly.FormatMessages} {
+				req := assembly.Request{Budget: 1000, Tokenizer: "o200k_base", Format: format}
 				if _, err := s.Assemble(ctx, "p", "b", req); err != nil { // fills the caches
 					t.Fatal(err)
 				}
 			}
 			tt.change(t)
-			for _, format := range []string{cardbox.FormatCards, cardbox.FormatMessages} {
-				req := cardbox.AssembleRequest{Budget: 1000, Tokenizer: "o200k_base", Format: format}
+			for _, format := range []string{assembly.FormatCards, assembly.FormatMessages} {
+				req := assembly.Request{Budget: 1000, Tokenizer: "o200k_base", Format: format}
 				cached, err := s.Assemble(ctx, "p", "b", req)
 				if err != nil {
 					t.Fatal(err)
@@ -245,5 +248,41 @@ func TestAssembleCachedFactsFollowChanges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAssemblyFromTheCachesIsTheSameBytes: an assembly served from the
+// caches (facts, card JSON, rendered chat messages) is byte for byte the
+// one a service without caches renders from Postgres, in both formats,
+// under every budget, with tool calls, drafts, deleted and expired cards.
+func TestAssemblyFromTheCachesIsTheSameBytes(t *testing.T) {
+	tx := pgtest.Tx(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	cached := cardbox.New(tx, cardbox.Options{Now: clock})
+	uncached := cardbox.New(tx, cardbox.Options{Now: clock, CardCacheBytes: -1})
+	conversation(t, cached)
+	ctx := context.Background()
+	if _, err := cached.InsertEntries(ctx, "p", "b", []string{"think"}, layout.Place{Zone: "stable"}, true); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute) // "old" expires
+	for _, format := range []string{assembly.FormatCards, assembly.FormatMessages} {
+		for _, budget := range []int{60, 100, 1 << 20} {
+			req := assembly.Request{Budget: budget, Tokenizer: "o200k_base", Format: format}
+			want, err := uncached.Assemble(ctx, "p", "b", req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for pass := range 3 { // the first fills the caches
+				got, err := cached.Assemble(ctx, "p", "b", req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s, budget %d, pass %d:\n got %+v\nwant %+v", format, budget, pass, got, want)
+				}
+			}
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/assembly"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -143,9 +145,9 @@ func BenchmarkAppendToBox(b *testing.B) {
 	var boxes atomic.Int64
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		box, n := "", cardbox.MaxBoxCards
+		box, n := "", rules.MaxBoxCards
 		for pb.Next() {
-			if n == cardbox.MaxBoxCards {
+			if n == rules.MaxBoxCards {
 				box, n = fmt.Sprintf("box-%d", boxes.Add(1)), 0
 				if _, err := s.SaveBox(ctx, "bench", box, cardbox.BoxInput{}); err != nil {
 					b.Error(err)
@@ -159,4 +161,43 @@ func BenchmarkAppendToBox(b *testing.B) {
 			n++
 		}
 	})
+}
+
+// BenchmarkAssemble1000Serial measures Assemble of a plain box of 1,000
+// cards of about 200 bytes under a budget that keeps about 100, as chat
+// messages, from one goroutine, without HTTP: the box query, the caches
+// and the rendering (the HTTP benchmark is api/cardboxhttp's
+// BenchmarkAssemble1000). Run:
+//
+//	go test ./cardbox/ -run '^$' -bench Assemble1000Serial -benchtime 5s
+func BenchmarkAssemble1000Serial(b *testing.B) {
+	ctx := context.Background()
+	s := cardbox.New(pgtest.NewPool(b), cardbox.Options{})
+	var ids []string
+	for start := 0; start < 1000; start += rules.MaxAddCards {
+		var cards []cardbox.NewCard
+		for i := start; i < start+rules.MaxAddCards; i++ {
+			id := fmt.Sprintf("turn-%04d", i)
+			text := fmt.Sprintf("Step %d: the agent looked at the report again and noted that section %d covers the quarterly revenue, the hiring plan and two open risks for the team to review. ", i, i%17)
+			content, _ := json.Marshal(text[:min(len(text), 200)])
+			cards = append(cards, cardbox.NewCard{CardID: id, Content: content, Metadata: json.RawMessage(`{"type":"agent.thought"}`)})
+			ids = append(ids, id)
+		}
+		if _, err := s.AddCards(ctx, "bench", cards); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := s.SaveBox(ctx, "bench", "window", cardbox.BoxInput{CardIDs: ids}); err != nil {
+		b.Fatal(err)
+	}
+	req := assembly.Request{Budget: 3600, Tokenizer: "cl100k_base", Format: assembly.FormatMessages}
+	if _, err := s.Assemble(ctx, "bench", "window", req); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := s.Assemble(ctx, "bench", "window", req); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

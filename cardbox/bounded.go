@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cardbox/answer"
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // Bounded reads (GetCardsJSONWithin, BoxCardsJSONWithin,
@@ -19,18 +19,6 @@ import (
 // card cache, or by Postgres: LiveCardSizes, LiveBoxSizes) and asked of a
 // Room in answer order; the read loads only what got room, and ends its
 // answer before the first entry that did not.
-
-// ErrAnswerFull, from a Room, says the answer may not grow by the entry
-// asked for: the read ends before it, or fails with the error when the
-// entry is the answer's first.
-var ErrAnswerFull = errors.New("the answer may not grow")
-
-// Room is asked, in answer order and before the entry is loaded, for n
-// more bytes of answer: at least the JSON of the entry (a card, or a box
-// with its hydrated cards) and a separator. An error wrapping
-// ErrAnswerFull ends the answer before the entry; any other error, or
-// any error for the answer's first entry, fails the read.
-type Room func(n int64) error
 
 // BoundedCardsJSON answers GetCardsJSONWithin.
 type BoundedCardsJSON struct {
@@ -53,11 +41,11 @@ type BoundedBoxesJSON struct {
 // GetCardsJSONWithin is GetCardsJSON holding its answer to what room
 // gives it: each live card, in request order, is asked of room before it
 // is loaded, and the answer ends before the first that gets none.
-func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardIDs []string, room Room) (BoundedCardsJSON, error) {
+func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardIDs []string, room answer.Room) (BoundedCardsJSON, error) {
 	if err := checkProject(project); err != nil {
 		return BoundedCardsJSON{}, err
 	}
-	ids, err := batchIDs("card_ids", cardIDs)
+	ids, err := rules.BatchIDs("card_ids", cardIDs)
 	if err != nil {
 		return BoundedCardsJSON{}, err
 	}
@@ -71,8 +59,8 @@ func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardID
 		if !ok {
 			continue
 		}
-		if err := askRoom(room, n+1, len(live) == 0); err != nil {
-			if errors.Is(err, errStop) {
+		if err := answer.Ask(room, n+1, len(live) == 0); err != nil {
+			if errors.Is(err, answer.ErrStop) {
 				answered = i
 				break
 			}
@@ -102,32 +90,23 @@ func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardID
 // it: the page's live cards are asked of room from the newest back, and
 // the page starts after the newest that gets none, its NextCursor there,
 // so that paging on reads the rest.
-//
-// A box with zones and positions (entries) is paged by entry as
-// BoxCardsJSON does, not yet held to room.
-func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string, limit int, cursor string, room Room) (CardPageJSON, error) {
-	if _, _, isEntry, _ := parseEntryCursor(cursor); isEntry {
-		return s.BoxCardsJSON(ctx, project, boxID, limit, cursor)
-	}
-	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
+func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string, limit int, cursor string, room answer.Room) (CardPageJSON, error) {
+	page, err := s.pageIDs(ctx, project, boxID, limit, cursor)
 	if err != nil {
 		return CardPageJSON{}, err
 	}
-	if page.Structured {
-		return s.BoxCardsJSON(ctx, project, boxID, limit, cursor)
-	}
-	sized, err := s.sizeLive(ctx, project, dedupe(page.CardIds))
+	sized, err := s.sizeLive(ctx, project, rules.Dedupe(page.ids))
 	if err != nil {
 		return CardPageJSON{}, err
 	}
 	start, held := 0, 0
-	for i := len(page.CardIds) - 1; i >= 0; i-- {
-		n, ok := sized.size(page.CardIds[i])
+	for i := len(page.ids) - 1; i >= 0; i-- {
+		n, ok := sized.size(page.ids[i])
 		if !ok {
 			continue
 		}
-		if err := askRoom(room, n+1, held == 0); err != nil {
-			if errors.Is(err, errStop) {
+		if err := answer.Ask(room, n+1, held == 0); err != nil {
+			if errors.Is(err, answer.ErrStop) {
 				start = i + 1
 				break
 			}
@@ -135,19 +114,16 @@ func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string,
 		}
 		held++
 	}
-	ids := page.CardIds[start:]
-	cards, err := s.loadSized(ctx, sized, dedupe(ids))
+	ids := page.ids[start:]
+	cards, err := s.loadSized(ctx, sized, rules.Dedupe(ids))
 	if err != nil {
 		return CardPageJSON{}, err
 	}
-	out := CardPageJSON{Cards: make([]json.RawMessage, 0, len(ids))}
+	out := CardPageJSON{Cards: make([]json.RawMessage, 0, len(ids)), NextCursor: page.cursorBefore(start)}
 	for _, id := range ids {
 		if c, ok := cards[id]; ok {
 			out.Cards = append(out.Cards, c)
 		}
-	}
-	if first := int(page.PageStart) + start; first > 0 {
-		out.NextCursor = strconv.Itoa(first)
 	}
 	return out, nil
 }
@@ -157,11 +133,11 @@ func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string,
 // is loaded, with its card and parent ids, and then again, when
 // hydrating, for its live cards and the ids of its window that are
 // missing; the answer ends before the first box that gets none.
-func (s *Service) GetBoxesJSONWithin(ctx context.Context, project string, query BoxesQuery, room Room) (BoundedBoxesJSON, error) {
+func (s *Service) GetBoxesJSONWithin(ctx context.Context, project string, query BoxesQuery, room answer.Room) (BoundedBoxesJSON, error) {
 	if err := checkProject(project); err != nil {
 		return BoundedBoxesJSON{}, err
 	}
-	ids, err := batchIDs("box_ids", query.BoxIDs)
+	ids, err := rules.BatchIDs("box_ids", query.BoxIDs)
 	if err != nil {
 		return BoundedBoxesJSON{}, err
 	}
@@ -207,7 +183,7 @@ type boundedBox struct {
 // loadBoxesWithin measures the live boxes among ids, asks room for each in
 // request order and loads those that got it; answered is how many of ids
 // the answer reached.
-func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []string, room Room) (answered int, boxes []boundedBox, err error) {
+func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []string, room answer.Room) (answered int, boxes []boundedBox, err error) {
 	answered = len(ids)
 	if len(ids) == 0 {
 		return 0, nil, nil
@@ -226,8 +202,8 @@ func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []str
 		if !ok {
 			continue
 		}
-		if err := askRoom(room, n+int64(jsonStringBound(project))+1, len(wanted) == 0); err != nil {
-			if errors.Is(err, errStop) {
+		if err := answer.Ask(room, n+int64(answer.JSONStringBound(project))+1, len(wanted) == 0); err != nil {
+			if errors.Is(err, answer.ErrStop) {
 				answered = i
 				break
 			}
@@ -260,12 +236,12 @@ func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []str
 // the answer keeps: those before the first that got no room. A box is
 // answered whole or not at all, so the first box getting none fails the
 // read.
-func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, boxes []boundedBox, room Room) (kept int, err error) {
+func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, boxes []boundedBox, room answer.Room) (kept int, err error) {
 	var window []string
 	for _, b := range boxes {
 		window = append(window, tail(b.CardIDs, limit)...)
 	}
-	sized, err := s.sizeLive(ctx, project, dedupe(window))
+	sized, err := s.sizeLive(ctx, project, rules.Dedupe(window))
 	if err != nil {
 		return 0, err
 	}
@@ -280,18 +256,18 @@ func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, 
 				live = append(live, id)
 			} else if _, dup := charged[id]; !dup {
 				charged[id] = struct{}{}
-				n += int64(jsonStringBound(id)) + 1
+				n += int64(answer.JSONStringBound(id)) + 1
 			}
 		}
-		if err := askRoom(room, n, kept == 0); err != nil {
-			if errors.Is(err, errStop) {
+		if err := answer.Ask(room, n, kept == 0); err != nil {
+			if errors.Is(err, answer.ErrStop) {
 				break
 			}
 			return 0, err
 		}
 		load = append(load, live...)
 	}
-	cards, err := s.loadSized(ctx, sized, dedupe(load))
+	cards, err := s.loadSized(ctx, sized, rules.Dedupe(load))
 	if err != nil {
 		return 0, err
 	}
@@ -309,19 +285,6 @@ func (s *Service) hydrateWithin(ctx context.Context, project string, limit int, 
 		}
 	}
 	return kept, nil
-}
-
-// errStop is askRoom's: the answer ends before the entry.
-var errStop = errors.New("answer ends here")
-
-// askRoom asks room for an entry of n bytes: errStop when it has none
-// and the entry is not the answer's first.
-func askRoom(room Room, n int64, first bool) error {
-	err := room(n)
-	if err != nil && !first && errors.Is(err, ErrAnswerFull) {
-		return errStop
-	}
-	return err
 }
 
 // sizedCards is what a bounded read knows of the live cards among some
@@ -371,7 +334,7 @@ func (s *Service) sizeLive(ctx context.Context, project string, ids []string) (*
 		if err != nil {
 			return nil, fmt.Errorf("get cards: %w", err)
 		}
-		projectBytes := int64(jsonStringBound(project))
+		projectBytes := int64(answer.JSONStringBound(project))
 		for i, n := range byPosition {
 			c.sizes[misses[i]] = n + projectBytes
 		}
@@ -379,7 +342,7 @@ func (s *Service) sizeLive(ctx context.Context, project string, ids []string) (*
 	if s.cache != nil && len(c.cached)+len(c.sizes) < len(ids) {
 		for _, id := range ids {
 			if !c.isLive(id) {
-				s.cache.Drop(cacheKey{project, id})
+				s.cache.Drop(project, id)
 			}
 		}
 	}
@@ -424,17 +387,13 @@ func sizesByPosition(positions []int32, sizes []int64, ids []string) (map[int]in
 	return out, nil
 }
 
-// jsonStringBound is at least the length of s as a JSON string: every
-// byte escaped at most to six, and the quotes.
-func jsonStringBound(s string) int { return 6*len(s) + 2 }
-
 // GetCardJSONWithin is GetCardJSON asking room for the card before it
 // loads it.
-func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string, room Room) (json.RawMessage, error) {
+func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string, room answer.Room) (json.RawMessage, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err
 	}
-	if err := ValidateID("card_id", cardID); err != nil {
+	if err := rules.ValidateID("card_id", cardID); err != nil {
 		return nil, err
 	}
 	res, err := s.GetCardsJSONWithin(ctx, project, []string{cardID}, room)
@@ -442,18 +401,18 @@ func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string,
 		return nil, err
 	}
 	if len(res.Cards) == 0 {
-		return nil, notFound("card", cardID)
+		return nil, rules.NotFound("card", cardID)
 	}
 	return res.Cards[0], nil
 }
 
 // LoadBoxWithin is LoadBox asking room for the box, measured by Postgres
 // as GetBoxesJSONWithin measures one (LiveBoxSizes), before it loads it.
-func (s *Service) LoadBoxWithin(ctx context.Context, project, boxID string, room Room) (Box, error) {
+func (s *Service) LoadBoxWithin(ctx context.Context, project, boxID string, room answer.Room) (Box, error) {
 	if err := checkProject(project); err != nil {
 		return Box{}, err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return Box{}, err
 	}
 	_, boxes, err := s.loadBoxesWithin(ctx, project, []string{boxID}, room)
@@ -461,7 +420,7 @@ func (s *Service) LoadBoxWithin(ctx context.Context, project, boxID string, room
 		return Box{}, err
 	}
 	if len(boxes) == 0 {
-		return Box{}, notFound("box", boxID)
+		return Box{}, rules.NotFound("box", boxID)
 	}
 	return boxes[0].Box, nil
 }
@@ -473,7 +432,7 @@ func (s *Service) BoxJSONSize(ctx context.Context, project, boxID string) (int64
 	if err := checkProject(project); err != nil {
 		return 0, false, err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return 0, false, err
 	}
 	row, err := s.as(project).LiveBoxSizes(ctx, cardboxdb.LiveBoxSizesParams{TenantID: project, BoxIds: []string{boxID}})
@@ -483,92 +442,5 @@ func (s *Service) BoxJSONSize(ctx context.Context, project, boxID string) (int64
 	if len(row.Sizes) == 0 {
 		return 0, false, nil
 	}
-	return row.Sizes[0] + int64(jsonStringBound(project)), true, nil
-}
-
-// createdBoxIDLength is the length of the ids CreateBox gives (UUIDs).
-const createdBoxIDLength = 36
-
-// BoxInputJSONSize is at least the JSON of the box that saving in as
-// boxID answers ("" for CreateBox's new id), measured as LiveBoxSizes
-// measures a stored box, so that the answer can be charged before the
-// save. Metadata is measured as sent: Postgres may write a number given
-// with an exponent longer, and an answer past the size is charged once
-// rendered. An input the save refuses for its size (too many ids, an id
-// or metadata too long) measures 0: it is never answered.
-func BoxInputJSONSize(project, boxID string, in BoxInput) int64 {
-	meta := compactJSONSize(in.Metadata)
-	if len(in.CardIDs) > MaxBoxCards || len(in.ParentIDs) > MaxBoxParents || meta > MaxMetadataBytes {
-		return 0
-	}
-	if boxID == "" {
-		boxID = strings.Repeat("0", createdBoxIDLength)
-	}
-	n, ok := idsJSONSize(in.CardIDs)
-	if !ok {
-		return 0
-	}
-	parents, ok := idsJSONSize(in.ParentIDs)
-	if !ok {
-		return 0
-	}
-	return 512 + int64(jsonStringBound(boxID)+jsonStringBound(project)) + n + parents + meta
-}
-
-// AppendedBoxJSONSize is at least the JSON of a box of size bytes (as
-// BoxJSONSize measures it) once cardIDs are appended; 0 when the append
-// is refused for its ids' sizes.
-func AppendedBoxJSONSize(size int64, cardIDs []string) int64 {
-	if len(cardIDs) > MaxBoxCards {
-		return 0
-	}
-	n, ok := idsJSONSize(cardIDs)
-	if !ok {
-		return 0
-	}
-	return size + n
-}
-
-// idsJSONSize is at least the bytes of ids in a JSON list, each quoted,
-// escaped as encoding/json escapes it and followed by a separator; false
-// when an id is longer than any valid one.
-func idsJSONSize(ids []string) (int64, bool) {
-	var n int64
-	for _, id := range ids {
-		if len(id) > MaxIDLength {
-			return 0, false
-		}
-		n += rawJSONSize(id) + 3
-		n += int64(strings.Count(id, `"`) + strings.Count(id, `\`))
-	}
-	return n, true
-}
-
-// compactJSONSize is at least the bytes of the JSON text b as
-// encoding/json writes it (rawJSONSize), without the whitespace between
-// its tokens.
-func compactJSONSize(b []byte) int64 {
-	var space int64
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			space++
-		}
-	}
-	return rawJSONSize(string(b)) - space
-}
-
-// rawJSONSize is at least the bytes of the JSON text s as encoding/json
-// writes it: compact, with <, >, & and the line and paragraph separators
-// escaped.
-func rawJSONSize(s string) int64 {
-	return int64(len(s) + 5*strings.Count(s, "<") + 5*strings.Count(s, ">") + 5*strings.Count(s, "&") +
-		3*strings.Count(s, "\u2028") + 3*strings.Count(s, "\u2029"))
+	return row.Sizes[0] + int64(answer.JSONStringBound(project)), true, nil
 }

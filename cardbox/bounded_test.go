@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/answer"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -57,5 +59,83 @@ func TestMeasuredCardsAreAtLeastTheirJSON(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestBoxPagesAreHeldToRoom: a page of a box's cards holds what room
+// gives it, newest first, whether the box is a plain list of ids or has
+// entries (zones and positions), and its cursor pages on through the rest
+// until the whole box was read once, in box order.
+func TestBoxPagesAreHeldToRoom(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		entries bool
+	}{
+		{"plain box", false},
+		{"box with entries", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			svc := cardbox.New(pgtest.Tx(t), cardbox.Options{})
+			ctx := context.Background()
+			var ids []string
+			for i := range 7 {
+				id := fmt.Sprintf("c%d", i)
+				card := cardbox.NewCard{CardID: id, Content: json.RawMessage(`"` + strings.Repeat("x", 100) + `"`), Metadata: json.RawMessage(`{"type":"agent.thought"}`)}
+				if _, err := svc.AddCards(ctx, "p", []cardbox.NewCard{card}); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			if _, err := svc.SaveBox(ctx, "p", "b", cardbox.BoxInput{CardIDs: ids[:6]}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.entries {
+				if _, err := svc.InsertEntries(ctx, "p", "b", ids[6:], layout.Place{}, false); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := svc.AppendToBox(ctx, "p", "b", ids[6:]); err != nil {
+				t.Fatal(err)
+			}
+			one, err := svc.GetCardJSON(ctx, "p", "c0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var read []string
+			cursor, pages := "", 0
+			for {
+				room := 3 * int64(len(one)+1) // three cards and their commas
+				page, err := svc.BoxCardsJSONWithin(ctx, "p", "b", 100, cursor, func(n int64) error {
+					if n > room {
+						return answer.ErrAnswerFull
+					}
+					room -= n
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Cards) == 0 || len(page.Cards) > 3 {
+					t.Fatalf("page %d holds %d cards; room gives 1 to 3", pages, len(page.Cards))
+				}
+				var got []string
+				for _, c := range page.Cards {
+					var card struct {
+						CardID string `json:"card_id"`
+					}
+					if err := json.Unmarshal(c, &card); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, card.CardID)
+				}
+				read = append(got, read...)
+				pages++
+				if cursor = page.NextCursor; cursor == "" {
+					break
+				}
+			}
+			if strings.Join(read, ",") != strings.Join(ids, ",") || pages < 3 {
+				t.Fatalf("read %v in %d pages, want %v in at least 3", read, pages, ids)
+			}
+		})
 	}
 }

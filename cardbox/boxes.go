@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // Limits of box reads.
@@ -113,7 +115,7 @@ func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (B
 // of the project (else UnknownCardsError). Saving a deleted box's id
 // creates it anew.
 func (s *Service) SaveBox(ctx context.Context, project, boxID string, in BoxInput) (Box, error) {
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return Box{}, err
 	}
 	meta, err := s.checkBoxWrite(ctx, project, boxID, in)
@@ -141,10 +143,10 @@ func (s *Service) checkBoxWrite(ctx context.Context, project, boxID string, in B
 	if err := checkProject(project); err != nil {
 		return nil, err
 	}
-	if err := validateIDs("card_ids", in.CardIDs); err != nil {
+	if err := rules.ValidateIDs("card_ids", in.CardIDs); err != nil {
 		return nil, err
 	}
-	if err := validateIDs("parent_ids", in.ParentIDs); err != nil {
+	if err := rules.ValidateIDs("parent_ids", in.ParentIDs); err != nil {
 		return nil, err
 	}
 	if err := checkBoxSize(in); err != nil {
@@ -166,18 +168,18 @@ func (s *Service) checkBoxWrite(ctx context.Context, project, boxID string, in B
 // checkBoxSize checks a box body against MaxBoxCards and MaxBoxParents,
 // and that no parent is named twice (card ids may repeat: a box is a list).
 func checkBoxSize(in BoxInput) error {
-	if len(in.CardIDs) > MaxBoxCards {
-		return invalid("card_ids", "a box holds at most %d card ids, got %d", MaxBoxCards, len(in.CardIDs))
+	if len(in.CardIDs) > rules.MaxBoxCards {
+		return rules.Invalid("card_ids", "a box holds at most %d card ids, got %d", rules.MaxBoxCards, len(in.CardIDs))
 	}
-	if len(in.ParentIDs) > MaxBoxParents {
-		return invalid("parent_ids", "a box names at most %d parents, got %d", MaxBoxParents, len(in.ParentIDs))
+	if len(in.ParentIDs) > rules.MaxBoxParents {
+		return rules.Invalid("parent_ids", "a box names at most %d parents, got %d", rules.MaxBoxParents, len(in.ParentIDs))
 	}
-	return uniqueIDs("parent_ids", in.ParentIDs)
+	return rules.UniqueIDs("parent_ids", in.ParentIDs)
 }
 
 // boxMetadata checks a box's metadata: a JSON object, {} when absent.
 func boxMetadata(raw []byte) ([]byte, error) {
-	m, err := optionalJSON("metadata", raw)
+	m, err := rules.OptionalJSON("metadata", raw)
 	if err != nil {
 		return nil, err
 	}
@@ -185,9 +187,9 @@ func boxMetadata(raw []byte) ([]byte, error) {
 		return []byte("{}"), nil
 	}
 	if m[0] != '{' {
-		return nil, invalid("metadata", "must be a JSON object")
+		return nil, rules.Invalid("metadata", "must be a JSON object")
 	}
-	return m, checkMetadataSize(m)
+	return m, rules.CheckMetadataSize(m)
 }
 
 // checkCards returns UnknownCardsError when some ids do not name live cards
@@ -197,13 +199,13 @@ func (s *Service) checkCards(ctx context.Context, project string, ids []string) 
 		return nil
 	}
 	missing, err := s.as(project).MissingCardIDs(ctx, cardboxdb.MissingCardIDsParams{
-		TenantID: project, CardIds: dedupe(ids), Now: s.now(),
+		TenantID: project, CardIds: rules.Dedupe(ids), Now: s.now(),
 	})
 	if err != nil {
 		return fmt.Errorf("check card ids: %w", err)
 	}
 	if len(missing) > 0 {
-		return &UnknownCardsError{CardIDs: missing}
+		return &rules.UnknownCardsError{CardIDs: missing}
 	}
 	return nil
 }
@@ -241,7 +243,7 @@ func (s *Service) AppendToBox(ctx context.Context, project, boxID string, cardID
 		return Appended{}, err
 	}
 	row, err := s.as(project).AppendToBox(ctx, cardboxdb.AppendToBoxParams{
-		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(), MaxCards: MaxBoxCards,
+		TenantID: project, BoxID: boxID, CardIds: cardIDs, Now: s.now(), MaxCards: rules.MaxBoxCards,
 	})
 	if isNoRows(err) {
 		if structured, _ := s.structured(ctx, project, boxID); structured {
@@ -262,18 +264,18 @@ func (s *Service) checkAppend(ctx context.Context, project, boxID string, cardID
 	if err := checkProject(project); err != nil {
 		return err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return err
 	}
 	if len(cardIDs) == 0 {
-		return invalid("card_ids", "at least one card id is required")
+		return rules.Invalid("card_ids", "at least one card id is required")
 	}
-	if err := validateIDs("card_ids", cardIDs); err != nil {
+	if err := rules.ValidateIDs("card_ids", cardIDs); err != nil {
 		return err
 	}
 	err := s.checkCards(ctx, project, cardIDs)
 	if err != nil {
-		if _, lerr := s.boxLength(ctx, project, boxID); errors.Is(lerr, ErrNotFound) {
+		if _, lerr := s.boxLength(ctx, project, boxID); errors.Is(lerr, rules.ErrNotFound) {
 			return lerr // an unknown box outranks unknown cards
 		}
 	}
@@ -287,15 +289,15 @@ func (s *Service) appendRefused(ctx context.Context, project, boxID string, addi
 	if err != nil {
 		return err
 	}
-	return invalid("card_ids", "a box holds at most %d card ids; box %q holds %d and this append adds %d",
-		MaxBoxCards, boxID, n, adding)
+	return rules.Invalid("card_ids", "a box holds at most %d card ids; box %q holds %d and this append adds %d",
+		rules.MaxBoxCards, boxID, n, adding)
 }
 
 // boxLength returns how many card ids a live box holds.
 func (s *Service) boxLength(ctx context.Context, project, boxID string) (int, error) {
 	n, err := s.as(project).LiveBoxLength(ctx, cardboxdb.LiveBoxLengthParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
-		return 0, notFound("box", boxID)
+		return 0, rules.NotFound("box", boxID)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read length of box %q: %w", boxID, err)
@@ -308,12 +310,12 @@ func (s *Service) LoadBox(ctx context.Context, project, boxID string) (Box, erro
 	if err := checkProject(project); err != nil {
 		return Box{}, err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return Box{}, err
 	}
 	row, err := s.as(project).GetLiveBox(ctx, cardboxdb.GetLiveBoxParams{TenantID: project, BoxID: boxID})
 	if isNoRows(err) {
-		return Box{}, notFound("box", boxID)
+		return Box{}, rules.NotFound("box", boxID)
 	}
 	if err != nil {
 		return Box{}, fmt.Errorf("load box %q: %w", boxID, err)
@@ -327,7 +329,7 @@ func (s *Service) DeleteBox(ctx context.Context, project, boxID string) error {
 	if err := checkProject(project); err != nil {
 		return err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return err
 	}
 	n, err := s.as(project).SoftDeleteBox(ctx, cardboxdb.SoftDeleteBoxParams{TenantID: project, BoxID: boxID, Now: s.now()})
@@ -335,7 +337,7 @@ func (s *Service) DeleteBox(ctx context.Context, project, boxID string) error {
 		return fmt.Errorf("delete box %q: %w", boxID, err)
 	}
 	if n == 0 {
-		return notFound("box", boxID)
+		return rules.NotFound("box", boxID)
 	}
 	return nil
 }
@@ -355,7 +357,7 @@ func getBoxes[C any](ctx context.Context, s *Service, project string, query Boxe
 	if err := checkProject(project); err != nil {
 		return BoxesOf[C]{}, err
 	}
-	ids, err := batchIDs("box_ids", query.BoxIDs)
+	ids, err := rules.BatchIDs("box_ids", query.BoxIDs)
 	if err != nil {
 		return BoxesOf[C]{}, err
 	}
@@ -390,7 +392,7 @@ func hydrate[C any](ctx context.Context, project string, limit int, res *BoxesOf
 	for _, b := range res.Boxes {
 		want = append(want, tail(b.CardIDs, limit)...)
 	}
-	cards, err := read(ctx, project, dedupe(want))
+	cards, err := read(ctx, project, rules.Dedupe(want))
 	if err != nil {
 		return err
 	}
@@ -424,33 +426,54 @@ func (s *Service) BoxCardsJSON(ctx context.Context, project, boxID string, limit
 }
 
 func boxCards[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
-	if _, _, isEntry, err := parseEntryCursor(cursor); isEntry || err != nil {
-		if err != nil {
-			return CardPageOf[C]{}, err
-		}
-		return entryPage(ctx, s, project, boxID, limit, cursor, read)
-	}
-	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
+	page, err := s.pageIDs(ctx, project, boxID, limit, cursor)
 	if err != nil {
 		return CardPageOf[C]{}, err
 	}
-	if page.Structured {
-		return entryPage(ctx, s, project, boxID, limit, cursor, read)
-	}
-	cards, err := read(ctx, project, dedupe(page.CardIds))
+	cards, err := read(ctx, project, rules.Dedupe(page.ids))
 	if err != nil {
 		return CardPageOf[C]{}, err
 	}
-	out := CardPageOf[C]{Cards: make([]C, 0, len(page.CardIds))}
-	for _, id := range page.CardIds {
+	out := CardPageOf[C]{Cards: make([]C, 0, len(page.ids))}
+	for _, id := range page.ids {
 		if c, ok := cards[id]; ok {
 			out.Cards = append(out.Cards, c)
 		}
 	}
-	if page.PageStart > 0 {
-		out.NextCursor = strconv.Itoa(int(page.PageStart))
-	}
+	out.NextCursor = page.cursorBefore(0)
 	return out, nil
+}
+
+// pageOfIDs is the card ids of one page of a box, in box order.
+type pageOfIDs struct {
+	ids []string
+	// cursorBefore is the cursor of the page that ends before ids[i]; ""
+	// when ids[i] is the box's first.
+	cursorBefore func(i int) string
+}
+
+// pageIDs reads the card ids of one page of a box (see BoxCards): by
+// index in a plain box, by place in a box with entries.
+func (s *Service) pageIDs(ctx context.Context, project, boxID string, limit int, cursor string) (pageOfIDs, error) {
+	if _, _, isEntry, err := layout.ParseCursor(cursor); isEntry || err != nil {
+		if err != nil {
+			return pageOfIDs{}, err
+		}
+		return s.entryPageIDs(ctx, project, boxID, limit, cursor)
+	}
+	page, err := s.boxPage(ctx, project, boxID, limit, cursor)
+	if err != nil {
+		return pageOfIDs{}, err
+	}
+	if page.Structured {
+		return s.entryPageIDs(ctx, project, boxID, limit, cursor)
+	}
+	return pageOfIDs{ids: page.CardIds, cursorBefore: func(i int) string {
+		if first := int(page.PageStart) + i; first > 0 {
+			return strconv.Itoa(first)
+		}
+		return ""
+	}}, nil
 }
 
 // boxPage reads the card ids of one page of a box (see BoxCards).
@@ -458,10 +481,10 @@ func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int,
 	if err := checkProject(project); err != nil {
 		return cardboxdb.GetBoxPageRow{}, err
 	}
-	if err := ValidateID("box_id", boxID); err != nil {
+	if err := rules.ValidateID("box_id", boxID); err != nil {
 		return cardboxdb.GetBoxPageRow{}, err
 	}
-	before, err := parseCursor(cursor)
+	before, err := layout.ParseIndexCursor(cursor)
 	if err != nil {
 		return cardboxdb.GetBoxPageRow{}, err
 	}
@@ -469,25 +492,12 @@ func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int,
 		TenantID: project, BoxID: boxID, PageLimit: int32(ClampLimit(limit)), Before: before,
 	})
 	if isNoRows(err) {
-		return cardboxdb.GetBoxPageRow{}, notFound("box", boxID)
+		return cardboxdb.GetBoxPageRow{}, rules.NotFound("box", boxID)
 	}
 	if err != nil {
 		return cardboxdb.GetBoxPageRow{}, fmt.Errorf("read box %q: %w", boxID, err)
 	}
 	return page, nil
-}
-
-// parseCursor reads a page cursor: the position in the box where the
-// previous page started; -1 (the end of the box) when empty.
-func parseCursor(cursor string) (int32, error) {
-	if cursor == "" {
-		return -1, nil
-	}
-	n, err := strconv.ParseInt(cursor, 10, 32)
-	if err != nil || n < 0 {
-		return 0, invalid("cursor", "%q is not a cursor returned by this API", cursor)
-	}
-	return int32(n), nil
 }
 
 // tail returns the last n ids.
@@ -526,35 +536,27 @@ func (s *Service) structured(ctx context.Context, project, boxID string) (bool, 
 	return row.Structured, nil
 }
 
-// entryPage is boxCards for a box with entries: its cursors name places
-// in the box (see beforeCursor), so that edits elsewhere do not shift
-// pages.
-func entryPage[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
+// entryPageIDs is pageIDs for a box with entries: its cursors name
+// places in the box (see layout.BeforeCursor), so that edits elsewhere do
+// not shift pages.
+func (s *Service) entryPageIDs(ctx context.Context, project, boxID string, limit int, cursor string) (pageOfIDs, error) {
 	box, err := s.Entries(ctx, project, boxID)
 	if err != nil {
-		return CardPageOf[C]{}, err
+		return pageOfIDs{}, err
 	}
-	end, err := entryPageEnd(box.Entries, cursor)
+	end, err := layout.PageEnd(box.Entries, cursor)
 	if err != nil {
-		return CardPageOf[C]{}, err
+		return pageOfIDs{}, err
 	}
 	start := max(0, end-ClampLimit(limit))
 	ids := make([]string, 0, end-start)
 	for _, e := range box.Entries[start:end] {
 		ids = append(ids, e.CardID)
 	}
-	cards, err := read(ctx, project, dedupe(ids))
-	if err != nil {
-		return CardPageOf[C]{}, err
-	}
-	out := CardPageOf[C]{Cards: make([]C, 0, len(ids))}
-	for _, id := range ids {
-		if c, ok := cards[id]; ok {
-			out.Cards = append(out.Cards, c)
+	return pageOfIDs{ids: ids, cursorBefore: func(i int) string {
+		if start+i > 0 {
+			return layout.BeforeCursor(box.Entries[start+i])
 		}
-	}
-	if start > 0 {
-		out.NextCursor = beforeCursor(box.Entries[start])
-	}
-	return out, nil
+		return ""
+	}}, nil
 }

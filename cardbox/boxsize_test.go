@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/answer"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -50,14 +51,14 @@ func TestSingleBoxesAreMeasuredBeforeTheyAreLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, want := cardbox.BoxInputJSONSize(project, saved.BoxID, in), boxJSON(t, saved); n < want {
+	if n, want := answer.BoxInputJSONSize(project, saved.BoxID, in.CardIDs, in.ParentIDs, in.Metadata), boxJSON(t, saved); n < want {
 		t.Errorf("a save charged %d bytes, under the box's %d", n, want)
 	}
 	created, err := svc.CreateBox(ctx, project, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, want := cardbox.BoxInputJSONSize(project, "", in), boxJSON(t, created); n < want {
+	if n, want := answer.BoxInputJSONSize(project, "", in.CardIDs, in.ParentIDs, in.Metadata), boxJSON(t, created); n < want {
 		t.Errorf("a creation charged %d bytes, under the box's %d", n, want)
 	}
 
@@ -78,7 +79,7 @@ func TestSingleBoxesAreMeasuredBeforeTheyAreLoaded(t *testing.T) {
 	if err != nil || !live {
 		t.Fatalf("measure: %d, %v, %v", size, live, err)
 	}
-	charged := cardbox.AppendedBoxJSONSize(size, ids)
+	charged := answer.AppendedBoxJSONSize(size, ids)
 	if _, err := svc.AppendToBox(ctx, project, saved.BoxID, ids); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -18,7 +19,7 @@ func TestServiceCacheBound(t *testing.T) {
 	s := New(pgtest.Tx(t), Options{CardCacheBytes: budget})
 	var ids []string
 	for batch := range 5 {
-		cards := make([]NewCard, MaxAddCards)
+		cards := make([]NewCard, rules.MaxAddCards)
 		for i := range cards {
 			id := fmt.Sprintf("card-%d-%d", batch, i)
 			ids = append(ids, id)
@@ -32,8 +33,8 @@ func TestServiceCacheBound(t *testing.T) {
 		}
 	}
 	for round := range 3 {
-		for start := 0; start < len(ids); start += MaxBatchIDs {
-			res, err := s.GetCardsJSON(ctx, "p1", ids[start:start+MaxBatchIDs])
+		for start := 0; start < len(ids); start += rules.MaxBatchIDs {
+			res, err := s.GetCardsJSON(ctx, "p1", ids[start:start+rules.MaxBatchIDs])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +48,7 @@ func TestServiceCacheBound(t *testing.T) {
 				}
 			}
 		}
-		entries, used := s.cache.Stats()
+		entries, used := s.cache.CardStats()
 		if used > budget || entries == 0 || entries >= len(ids) {
 			t.Fatalf("round %d: %d entries, %d bytes for a budget of %d", round, entries, used, budget)
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -49,7 +51,7 @@ func TestAddCardsReplayAndConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first[0].Role != cardbox.RoleUser || first[0].Type != "task.instruction" || first[0].AuthorID != "u1" {
+	if first[0].Role != rules.RoleUser || first[0].Type != "task.instruction" || first[0].AuthorID != "u1" {
 		t.Fatalf("card a = %+v", first[0])
 	}
 	// Same content with other JSON spelling: a replay.
@@ -64,11 +66,11 @@ func TestAddCardsReplayAndConflict(t *testing.T) {
 	}
 	// Different content: conflict, and nothing of the batch is written.
 	_, err = s.AddCards(ctx, "p1", []cardbox.NewCard{note("c", "new"), note("a", "changed")})
-	var ce *cardbox.ConflictError
-	if !errors.As(err, &ce) || !errors.Is(err, cardbox.ErrConflict) || ce.CardIDs[0] != "a" {
+	var ce *rules.ConflictError
+	if !errors.As(err, &ce) || !errors.Is(err, rules.ErrConflict) || ce.CardIDs[0] != "a" {
 		t.Fatalf("conflict: %v", err)
 	}
-	if _, err := s.GetCard(ctx, "p1", "c"); !errors.Is(err, cardbox.ErrNotFound) {
+	if _, err := s.GetCard(ctx, "p1", "c"); !errors.Is(err, rules.ErrNotFound) {
 		t.Fatalf("card c written by a failed batch: %v", err)
 	}
 }
@@ -117,16 +119,16 @@ func TestExpiryDeletionAndSweep(t *testing.T) {
 	if _, err := s.AddCard(ctx, "p1", note("gone", "y")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetCard(ctx, "p1", "gone"); !errors.Is(err, cardbox.ErrNotFound) {
+	if _, err := s.GetCard(ctx, "p1", "gone"); !errors.Is(err, rules.ErrNotFound) {
 		t.Fatalf("revived: %v", err)
 	}
-	sw := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour, BatchSize: 1})
+	sw := s.NewSweeper(sweep.Config{DeletedRetention: time.Hour, BatchSize: 1})
 	st, err := sw.Sweep(ctx)
 	if err != nil || st.Cards != 1 {
 		t.Fatalf("sweep 1 = %+v, %v", st, err)
 	}
 	clk.Add(2 * time.Hour)
-	if err := s.DeleteBox(ctx, "p1", "nope"); !errors.Is(err, cardbox.ErrNotFound) {
+	if err := s.DeleteBox(ctx, "p1", "nope"); !errors.Is(err, rules.ErrNotFound) {
 		t.Fatal(err)
 	}
 	st, err = sw.Sweep(ctx)
@@ -157,11 +159,11 @@ func TestBoxes(t *testing.T) {
 		t.Fatalf("append = %+v, %v", appended, err)
 	}
 	_, err = s.AppendToBox(ctx, "p1", "box", []string{"zz"})
-	var ue *cardbox.UnknownCardsError
+	var ue *rules.UnknownCardsError
 	if !errors.As(err, &ue) || ue.CardIDs[0] != "zz" {
 		t.Fatalf("unknown: %v", err)
 	}
-	if _, err := s.AppendToBox(ctx, "p1", "nobox", []string{"zz"}); !errors.Is(err, cardbox.ErrNotFound) {
+	if _, err := s.AppendToBox(ctx, "p1", "nobox", []string{"zz"}); !errors.Is(err, rules.ErrNotFound) {
 		t.Fatalf("unknown box: %v", err)
 	}
 	page, err := s.BoxCards(ctx, "p1", "box", 3, "")

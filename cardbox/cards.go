@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // AddCard writes one card; see AddCards.
@@ -50,7 +51,7 @@ func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard)
 	}
 	out := make([]Card, len(norm))
 	for i, n := range norm {
-		out[i] = stored[n.id]
+		out[i] = stored[n.ID]
 	}
 	return out, nil
 }
@@ -59,10 +60,10 @@ func (s *Service) AddCards(ctx context.Context, project string, cards []NewCard)
 // twice is invalid, whatever the content.
 func normalizeAll(cards []NewCard) ([]normalCard, error) {
 	if len(cards) == 0 {
-		return nil, invalid("cards", "at least one card is required")
+		return nil, rules.Invalid("cards", "at least one card is required")
 	}
-	if len(cards) > MaxAddCards {
-		return nil, invalid("cards", "at most %d cards per request, got %d", MaxAddCards, len(cards))
+	if len(cards) > rules.MaxAddCards {
+		return nil, rules.Invalid("cards", "at most %d cards per request, got %d", rules.MaxAddCards, len(cards))
 	}
 	out := make([]normalCard, 0, len(cards))
 	seen := make(map[string]int, len(cards))
@@ -76,12 +77,12 @@ func normalizeAll(cards []NewCard) ([]normalCard, error) {
 		}
 		n, err := normalize(c)
 		if err != nil {
-			return nil, within(fmt.Sprintf("cards[%d]", i), err)
+			return nil, rules.Within(fmt.Sprintf("cards[%d]", i), err)
 		}
-		if j, ok := seen[n.id]; ok {
-			return nil, invalid(fmt.Sprintf("cards[%d].card_id", i), "%q is named twice in this request (first at cards[%d])", n.id, j)
+		if j, ok := seen[n.ID]; ok {
+			return nil, rules.Invalid(fmt.Sprintf("cards[%d].card_id", i), "%q is named twice in this request (first at cards[%d])", n.ID, j)
 		}
-		seen[n.id] = i
+		seen[n.ID] = i
 		out = append(out, n)
 	}
 	return out, nil
@@ -107,7 +108,7 @@ func insertCards(ctx context.Context, q *cardboxdb.Queries, project string, now 
 	}
 	rest := make([]normalCard, 0, len(norm)-len(stored))
 	for _, n := range norm {
-		if _, ok := stored[n.id]; !ok {
+		if _, ok := stored[n.ID]; !ok {
 			rest = append(rest, n)
 		}
 	}
@@ -120,13 +121,13 @@ func insertParams(project string, now time.Time, norm []normalCard) (cardboxdb.I
 	p := cardboxdb.InsertCardsParams{TenantID: project, Now: now}
 	fillColumns(norm, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
 	for _, n := range norm {
-		h, err := ContentHash(n.content)
+		h, err := rules.ContentHash(n.Content)
 		if err != nil {
-			return p, fmt.Errorf("hash card %q: %w", n.id, err)
+			return p, fmt.Errorf("hash card %q: %w", n.ID, err)
 		}
-		counts, err := tokenCounts(n.content, n.toolCalls)
+		counts, err := tokenCounts(n.Content, n.ToolCalls)
 		if err != nil {
-			return p, fmt.Errorf("count tokens of card %q: %w", n.id, err)
+			return p, fmt.Errorf("count tokens of card %q: %w", n.ID, err)
 		}
 		p.ContentHashes = append(p.ContentHashes, h)
 		p.TokenCounts = append(p.TokenCounts, counts)
@@ -160,7 +161,7 @@ func checkReplays(ctx context.Context, q *cardboxdb.Queries, project string, res
 		stored[c.CardID] = c
 	}
 	if len(conflicts) > 0 {
-		return &ConflictError{CardIDs: conflicts}
+		return &rules.ConflictError{CardIDs: conflicts}
 	}
 	if len(rows) != len(rest) {
 		// A conflicting row vanished between the insert and the check
@@ -173,12 +174,12 @@ func checkReplays(ctx context.Context, q *cardboxdb.Queries, project string, res
 // fillColumns turns cards into the column arrays of a batch statement.
 func fillColumns(cards []normalCard, ids *[]string, contents, toolCalls *[][]byte, toolCallIDs *[]string, ttls *[]int32, metas *[][]byte) {
 	for _, n := range cards {
-		*ids = append(*ids, n.id)
-		*contents = append(*contents, n.content)
-		*toolCalls = append(*toolCalls, n.toolCalls)
-		*toolCallIDs = append(*toolCallIDs, n.toolCallID)
-		*ttls = append(*ttls, n.ttl)
-		*metas = append(*metas, n.metadata)
+		*ids = append(*ids, n.ID)
+		*contents = append(*contents, n.Content)
+		*toolCalls = append(*toolCalls, n.ToolCalls)
+		*toolCallIDs = append(*toolCallIDs, n.ToolCallID)
+		*ttls = append(*ttls, n.TTL)
+		*metas = append(*metas, n.Metadata)
 	}
 }
 
@@ -189,7 +190,7 @@ func (s *Service) DeleteCard(ctx context.Context, project, cardID string) error 
 	if err := checkProject(project); err != nil {
 		return err
 	}
-	if err := ValidateID("card_id", cardID); err != nil {
+	if err := rules.ValidateID("card_id", cardID); err != nil {
 		return err
 	}
 	n, err := s.as(project).SoftDeleteCard(ctx, cardboxdb.SoftDeleteCardParams{TenantID: project, CardID: cardID, Now: s.now()})
@@ -197,7 +198,7 @@ func (s *Service) DeleteCard(ctx context.Context, project, cardID string) error 
 		return fmt.Errorf("delete card %q: %w", cardID, err)
 	}
 	if n == 0 {
-		return notFound("card", cardID)
+		return rules.NotFound("card", cardID)
 	}
 	return nil
 }

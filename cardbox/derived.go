@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/position"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // DerivedCard is a card made from a CXDB turn. The turn's context and id
@@ -30,8 +32,8 @@ func (s *Service) SaveDerivedBox(ctx context.Context, project, boxID string, car
 	if err := checkBoxID(project, boxID); err != nil {
 		return BoxEntries{}, err
 	}
-	if len(cards) > MaxBoxCards {
-		return BoxEntries{}, invalid("up_to_turn_id", "a box holds at most %d card ids; the chain has %d turns", MaxBoxCards, len(cards))
+	if len(cards) > rules.MaxBoxCards {
+		return BoxEntries{}, rules.Invalid("up_to_turn_id", "a box holds at most %d card ids; the chain has %d turns", rules.MaxBoxCards, len(cards))
 	}
 	norm := make([]normalCard, len(cards))
 	for i, c := range cards {
@@ -48,18 +50,18 @@ func (s *Service) SaveDerivedBox(ctx context.Context, project, boxID string, car
 	if err := s.insertDerived(ctx, project, norm); err != nil {
 		return BoxEntries{}, err
 	}
-	l := &layout{}
-	last := make([]string, len(ZoneNames))
+	l := &layout.Layout{}
+	last := make([]string, len(layout.ZoneNames))
 	for _, c := range cards {
-		z := DefaultZone(c.Type)
+		z := layout.DefaultZone(c.Type)
 		key, err := position.Between(last[z], "")
 		if err != nil {
 			return BoxEntries{}, err
 		}
 		last[z] = key
-		l.entries = append(l.entries, Entry{EntryID: l.newID(), CardID: c.Card.CardID, Zone: z, Position: key})
+		l.Entries = append(l.Entries, layout.Entry{EntryID: l.NewID(), CardID: c.Card.CardID, Zone: z, Position: key})
 	}
-	return s.writeEntries(ctx, project, boxID, l.entries, nil)
+	return s.writeEntries(ctx, project, boxID, l.Entries, nil)
 }
 
 func (s *Service) insertDerived(ctx context.Context, project string, norm []normalCard) error {
@@ -105,9 +107,9 @@ func checkDerived(ctx context.Context, q *cardboxdb.Queries, project string, s *
 	want := map[string]uint64{}
 	var ids []string
 	for _, n := range chunk {
-		if !stored[n.id] {
-			want[n.id] = n.cxdbTurn
-			ids = append(ids, n.id)
+		if !stored[n.ID] {
+			want[n.ID] = n.cxdbTurn
+			ids = append(ids, n.ID)
 		}
 	}
 	if len(ids) == 0 {
@@ -124,7 +126,7 @@ func checkDerived(ctx context.Context, q *cardboxdb.Queries, project string, s *
 		}
 	}
 	if len(conflicts) > 0 {
-		return &ConflictError{CardIDs: conflicts}
+		return &rules.ConflictError{CardIDs: conflicts}
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -19,7 +21,7 @@ func typed(id, typ, text string) cardbox.NewCard {
 	return cardbox.NewCard{CardID: id, Content: content, Metadata: json.RawMessage(`{"type":"` + typ + `"}`)}
 }
 
-func entryCards(entries []cardbox.Entry) []string {
+func entryCards(entries []layout.Entry) []string {
 	var ids []string
 	for _, e := range entries {
 		ids = append(ids, e.CardID)
@@ -58,7 +60,7 @@ func TestEntriesInsertMoveRemove(t *testing.T) {
 		t.Fatalf("a read changed the plain box: %v", box.CardIDs)
 	}
 	t1 := plain.Entries[2].EntryID
-	added, err := s.InsertEntries(ctx, "p", "b", []string{"t2", "t1"}, cardbox.Place{After: t1}, false)
+	added, err := s.InsertEntries(ctx, "p", "b", []string{"t2", "t1"}, layout.Place{After: t1}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestEntriesInsertMoveRemove(t *testing.T) {
 		t.Fatalf("after insert: card_ids %v, want %v", box.CardIDs, want)
 	}
 	stable := "stable"
-	if _, err := s.ChangeEntry(ctx, "p", "b", added[1].EntryID, cardbox.EntryChange{Move: true, Place: cardbox.Place{Zone: stable}}); err != nil {
+	if _, err := s.ChangeEntry(ctx, "p", "b", added[1].EntryID, cardbox.EntryChange{Move: true, Place: layout.Place{Zone: stable}}); err != nil {
 		t.Fatal(err)
 	}
 	yes := true
@@ -81,7 +83,7 @@ func TestEntriesInsertMoveRemove(t *testing.T) {
 	if want := []string{"sys", "ask", "t1", "t2", "t2"}; !slices.Equal(entryCards(got.Entries), want) {
 		t.Fatalf("entries %+v, want cards %v", got.Entries, want)
 	}
-	if got.Entries[2].Zone != cardbox.ZoneStable || !got.Entries[3].Draft {
+	if got.Entries[2].Zone != layout.ZoneStable || !got.Entries[3].Draft {
 		t.Fatalf("entries %+v", got.Entries)
 	}
 	// Appends go to the end of each card's default zone.
@@ -97,7 +99,7 @@ func TestEntriesInsertMoveRemove(t *testing.T) {
 	if err != nil || page.NextCursor == "" {
 		t.Fatalf("page: %+v, %v", page, err)
 	}
-	if _, err := s.InsertEntries(ctx, "p", "b", []string{"t1"}, cardbox.Place{Index: new(int)}, false); err != nil {
+	if _, err := s.InsertEntries(ctx, "p", "b", []string{"t1"}, layout.Place{Index: new(int)}, false); err != nil {
 		t.Fatal(err)
 	}
 	// The page before the cursor ends where it did (at the draft t2), and
@@ -120,21 +122,21 @@ func TestEntriesBadInput(t *testing.T) {
 	far := 5
 	for _, tt := range []struct {
 		name  string
-		place cardbox.Place
+		place layout.Place
 		field string
 	}{
-		{"unknown zone", cardbox.Place{Zone: "attic"}, "zone"},
-		{"index outside the zone", cardbox.Place{Index: &far}, "index"},
-		{"unknown anchor", cardbox.Place{After: "e99"}, "after"},
-		{"two anchors", cardbox.Place{After: "e1", Before: "e1"}, "after"},
+		{"unknown zone", layout.Place{Zone: "attic"}, "zone"},
+		{"index outside the zone", layout.Place{Index: &far}, "index"},
+		{"unknown anchor", layout.Place{After: "e99"}, "after"},
+		{"two anchors", layout.Place{After: "e1", Before: "e1"}, "after"},
 	} {
 		_, err := s.InsertEntries(ctx, "p", "b", []string{"a"}, tt.place, false)
-		var ve *cardbox.ValidationError
+		var ve *rules.ValidationError
 		if !errors.As(err, &ve) || ve.Field != tt.field {
 			t.Errorf("%s: err = %v, want a validation error of %s", tt.name, err, tt.field)
 		}
 	}
-	if _, err := s.InsertEntries(ctx, "other", "b", []string{"a"}, cardbox.Place{}, false); !errors.Is(err, cardbox.ErrNotFound) && !errors.Is(err, cardbox.ErrUnknownCard) {
+	if _, err := s.InsertEntries(ctx, "other", "b", []string{"a"}, layout.Place{}, false); !errors.Is(err, rules.ErrNotFound) && !errors.Is(err, rules.ErrUnknownCard) {
 		t.Errorf("another project's box: %v", err)
 	}
 }
@@ -163,15 +165,15 @@ func TestEntriesConcurrentEdits(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range edits {
-				added, err := s.InsertEntries(ctx, "p", "b", []string{fmt.Sprint("c", w)}, cardbox.Place{After: first}, false)
+				added, err := s.InsertEntries(ctx, "p", "b", []string{fmt.Sprint("c", w)}, layout.Place{After: first}, false)
 				if err != nil {
 					errs <- err
 					continue
 				}
 				// Move it to the front of the zone, or to the stable zone.
-				place := cardbox.Place{Index: new(int)}
+				place := layout.Place{Index: new(int)}
 				if i%2 == 1 {
-					place = cardbox.Place{Zone: "stable"}
+					place = layout.Place{Zone: "stable"}
 				}
 				if _, err := s.ChangeEntry(ctx, "p", "b", added[0].EntryID, cardbox.EntryChange{Move: true, Place: place}); err != nil {
 					errs <- err
@@ -200,7 +202,7 @@ func TestEntriesConcurrentEdits(t *testing.T) {
 	}
 	stable := 0
 	for _, e := range got {
-		if e.Zone == cardbox.ZoneStable {
+		if e.Zone == layout.ZoneStable {
 			stable++
 		}
 	}
@@ -223,7 +225,7 @@ func TestEntriesManyInsertsAtOneSpot(t *testing.T) {
 	first := mustEntries(t, s, "p", "b").Entries[0].EntryID
 	const n = 300
 	for i := range n {
-		if _, err := s.InsertEntries(ctx, "p", "b", []string{"a"}, cardbox.Place{After: first}, false); err != nil {
+		if _, err := s.InsertEntries(ctx, "p", "b", []string{"a"}, layout.Place{After: first}, false); err != nil {
 			t.Fatalf("insert %d: %v", i, err)
 		}
 	}
@@ -255,7 +257,7 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 	if _, err := s.AppendToBox(ctx, "p", "box", []string{"b"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ChangeEntry(ctx, "p", "box", "e2", cardbox.EntryChange{Move: true, Place: cardbox.Place{Zone: "stable"}}); err != nil {
+	if _, err := s.ChangeEntry(ctx, "p", "box", "e2", cardbox.EntryChange{Move: true, Place: layout.Place{Zone: "stable"}}); err != nil {
 		t.Fatal(err)
 	}
 	d, err := s.DiffSnapshots(ctx, "p", "box", snap.SnapshotID, "")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -32,13 +33,13 @@ func TestForgetProject(t *testing.T) {
 	pgtest.PurgeDeletedTenant(t, tx, "acme")
 	s.ForgetProject("acme")
 
-	if n := s.cache.DropIf(func(k cacheKey) bool { return k.project == "acme" }); n != 0 {
+	if n := s.cache.DropProject("acme"); n != 0 {
 		t.Errorf("%d cards of acme still cached", n)
 	}
 	if res, err := s.GetCardsJSON(ctx, "acme", []string{"c"}); err != nil || len(res.Cards) != 0 || len(res.MissingIDs) != 1 {
 		t.Errorf("acme's card: %+v, %v", res, err)
 	}
-	if _, err := s.LoadBox(ctx, "acme", "b"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.LoadBox(ctx, "acme", "b"); !errors.Is(err, rules.ErrNotFound) {
 		t.Errorf("acme's box: %v", err)
 	}
 	for _, svc := range []*Service{s, New(tx, Options{})} {
@@ -48,7 +49,7 @@ func TestForgetProject(t *testing.T) {
 			"save box":   second(svc.SaveBox(ctx, "acme", "b", BoxInput{})),
 		}
 		for name, err := range writes {
-			if !errors.Is(err, ErrConflict) {
+			if !errors.Is(err, rules.ErrConflict) {
 				t.Errorf("%s of the deleted project: %v, want a conflict", name, err)
 			}
 		}

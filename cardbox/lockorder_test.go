@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -26,7 +28,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 	}{
 		{"soft delete", func(s *cardbox.Service, _ *clock) (func() error, error) {
 			return func() error {
-				if err := s.DeleteCard(ctx, "p1", "a"); !errors.Is(err, cardbox.ErrNotFound) {
+				if err := s.DeleteCard(ctx, "p1", "a"); !errors.Is(err, rules.ErrNotFound) {
 					return fmt.Errorf("soft delete: %v, want not found", err)
 				}
 				return nil
@@ -43,7 +45,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 				return nil, err
 			}
 			return func() error {
-				if _, err := s.AppendToBox(ctx, "p1", "x", []string{"b"}); !errors.Is(err, cardbox.ErrNotFound) {
+				if _, err := s.AppendToBox(ctx, "p1", "x", []string{"b"}); !errors.Is(err, rules.ErrNotFound) {
 					return fmt.Errorf("append: %v, want not found", err)
 				}
 				return nil
@@ -105,9 +107,9 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 // time, that must purge nothing: the project's deletion took it all.
 func sweepsNothing(s *cardbox.Service, clk *clock) func() error {
 	clk.Add(2 * time.Hour)
-	sw := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour, BatchSize: 10})
+	sw := s.NewSweeper(sweep.Config{DeletedRetention: time.Hour, BatchSize: 10})
 	return func() error {
-		if st, err := sw.Sweep(context.Background()); err != nil || st != (cardbox.SweepStats{}) {
+		if st, err := sw.Sweep(context.Background()); err != nil || st != (sweep.Stats{}) {
 			return fmt.Errorf("sweep: %+v, %v, want nothing purged (the deletion took it)", st, err)
 		}
 		return nil

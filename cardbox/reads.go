@@ -2,16 +2,16 @@ package cardbox
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cardboxhq/cardbox/cardbox/cardcache"
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // Card reads come in two forms with one logic: the Card reads (GetCard,
@@ -71,7 +71,7 @@ func getCard[C any](ctx context.Context, project, cardID string, read cardReader
 	if err := checkProject(project); err != nil {
 		return none, err
 	}
-	if err := ValidateID("card_id", cardID); err != nil {
+	if err := rules.ValidateID("card_id", cardID); err != nil {
 		return none, err
 	}
 	byID, err := read(ctx, project, []string{cardID})
@@ -80,7 +80,7 @@ func getCard[C any](ctx context.Context, project, cardID string, read cardReader
 	}
 	c, ok := byID[cardID]
 	if !ok {
-		return none, notFound("card", cardID)
+		return none, rules.NotFound("card", cardID)
 	}
 	return c, nil
 }
@@ -89,7 +89,7 @@ func getCards[C any](ctx context.Context, project string, cardIDs []string, read
 	if err := checkProject(project); err != nil {
 		return CardsOf[C]{}, err
 	}
-	ids, err := batchIDs("card_ids", cardIDs)
+	ids, err := rules.BatchIDs("card_ids", cardIDs)
 	if err != nil {
 		return CardsOf[C]{}, err
 	}
@@ -166,7 +166,7 @@ func (s *Service) liveJSONAt(ctx context.Context, project string, ids []string, 
 		}
 	}
 	if s.cache != nil && len(byID) < len(ids) {
-		s.forgetDead(project, ids, byID)
+		s.cache.ForgetDead(project, ids, byID)
 	}
 	return byID, nil
 }
@@ -197,7 +197,7 @@ func (s *Service) fromCacheAt(ctx context.Context, project string, ids []string,
 	if !exists { // no project, or a deleted one: no live cards
 		return nil, nil
 	}
-	unchecked, misses := s.fromCache(project, ids, now, stamp, byID)
+	unchecked, misses := s.cache.Lookup(project, ids, now, stamp, byID)
 	if len(unchecked) > 0 {
 		if misses, err = s.recheck(ctx, project, unchecked, now, stamp, byID, misses); err != nil {
 			return nil, err
@@ -220,41 +220,14 @@ func (s *Service) cardStamp(ctx context.Context, project string) (stamp uint64, 
 	return uint64(changes) + 1, true, nil
 }
 
-// cachedCard is a card cache entry, as found.
-type cachedCard struct {
-	id      string
-	version int64 // created_at, Unix microseconds
-	expires int64 // Unix microseconds, 0 for none
-	json    json.RawMessage
-}
-
-// fromCache serves into byID the cached cards that are current at stamp
-// and not expired at now; it returns the cached cards to check again
-// (stamped before the last change) and the ids to read in full.
-func (s *Service) fromCache(project string, ids []string, now time.Time, stamp uint64, byID map[string]json.RawMessage) (unchecked []cachedCard, misses []string) {
-	for _, id := range ids {
-		v, version, st := s.cache.Peek(cacheKey{project, id})
-		expires, js, ok := unpackCached(v)
-		switch {
-		case !ok || (expires != 0 && expires <= now.UnixMicro()):
-			misses = append(misses, id)
-		case st == stamp:
-			byID[id] = js
-		default:
-			unchecked = append(unchecked, cachedCard{id, version, expires, js})
-		}
-	}
-	return unchecked, misses
-}
-
 // recheck asks Postgres which of the cached cards are still live at the
 // same version and expiry, serves and stamps those, and adds the other
 // live ones (written again after a purge, or their expiry moved by SQL)
 // to misses.
-func (s *Service) recheck(ctx context.Context, project string, cached []cachedCard, now time.Time, stamp uint64, byID map[string]json.RawMessage, misses []string) ([]string, error) {
+func (s *Service) recheck(ctx context.Context, project string, cached []cardcache.Card, now time.Time, stamp uint64, byID map[string]json.RawMessage, misses []string) ([]string, error) {
 	ids := make([]string, len(cached))
 	for i, c := range cached {
-		ids[i] = c.id
+		ids[i] = c.ID
 	}
 	live, err := s.as(project).LiveCardVersions(ctx, cardboxdb.LiveCardVersionsParams{TenantID: project, CardIds: ids, Now: now})
 	if err != nil {
@@ -268,13 +241,13 @@ func (s *Service) recheck(ctx context.Context, project string, cached []cachedCa
 			return nil, fmt.Errorf("get cards: position %d out of 1..%d", pos, len(cached))
 		}
 		c := cached[pos-1]
-		if live.Versions[i].UnixMicro() != c.version || live.Expiries[i] != c.expires {
-			misses = append(misses, c.id) // written again after a purge, or its expiry moved
+		if live.Versions[i].UnixMicro() != c.Version || live.Expiries[i] != c.Expires {
+			misses = append(misses, c.ID) // written again after a purge, or its expiry moved
 			continue
 		}
 		// Checked after the counter was read: current at stamp at least.
-		s.cache.SetStamp(cacheKey{project, c.id}, c.version, stamp)
-		byID[c.id] = c.json
+		s.cache.Confirm(project, c.ID, c.Version, stamp)
+		byID[c.ID] = c.JSON
 	}
 	return misses, nil
 }
@@ -293,55 +266,7 @@ func (s *Service) renderLive(ctx context.Context, project string, ids []string, 
 			byID[c.CardID] = c.AppendJSON(make([]byte, 0, c.jsonSize()))
 			continue
 		}
-		v := packCached(&c)
-		s.cacheCard(project, c.CardID, c.CreatedAt.UnixMicro(), stamp, v)
-		_, byID[c.CardID], _ = unpackCached(v)
+		byID[c.CardID] = s.cache.PutCard(project, c.CardID, c.CreatedAt.UnixMicro(), stamp, c.ExpiresAt, c.jsonSize(), c.AppendJSON)
 	}
 	return nil
-}
-
-// cacheKey names a card in the card cache; the project makes every entry
-// one tenant's.
-type cacheKey struct{ project, card string }
-
-// A card cache entry's value is the card's expiry (Unix microseconds, big
-// endian; 0 for none) followed by its JSON, so that a read can tell an
-// expired card without Postgres.
-const expiryBytes = 8
-
-// packCached renders c as a card cache value.
-func packCached(c *Card) []byte {
-	v := make([]byte, expiryBytes, expiryBytes+c.jsonSize())
-	if c.ExpiresAt != nil {
-		binary.BigEndian.PutUint64(v, uint64(c.ExpiresAt.UnixMicro()))
-	}
-	return c.AppendJSON(v)
-}
-
-// unpackCached splits a card cache value; ok is false for a miss (nil).
-func unpackCached(v []byte) (expires int64, js json.RawMessage, ok bool) {
-	if len(v) < expiryBytes {
-		return 0, nil, false
-	}
-	return int64(binary.BigEndian.Uint64(v)), v[expiryBytes:], true
-}
-
-// cacheCard caches the value v of a card at version (its created_at in
-// Unix microseconds), stamped. The cache keeps its key, so it gets its own
-// copies of the strings: project and card may share memory with a request
-// or a row that should not stay alive with the entry.
-func (s *Service) cacheCard(project, card string, version int64, stamp uint64, v []byte) {
-	k := cacheKey{strings.Clone(project), strings.Clone(card)}
-	s.cache.Put(k, version, v, len(k.project)+len(k.card))
-	s.cache.SetStamp(k, version, stamp)
-}
-
-// forgetDead drops from the cache the ids that are not live, so that
-// deleted and expired cards give their memory back at once.
-func (s *Service) forgetDead(project string, ids []string, live map[string]json.RawMessage) {
-	for _, id := range ids {
-		if _, ok := live[id]; !ok {
-			s.cache.Drop(cacheKey{project, id})
-		}
-	}
 }

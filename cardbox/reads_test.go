@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -48,7 +49,7 @@ func liveIDs(t *testing.T, s *cardbox.Service, project, box string, ids, want []
 		switch {
 		case err == nil:
 			single = append(single, jsonIDs(t, []json.RawMessage{raw})...)
-		case !errors.Is(err, cardbox.ErrNotFound):
+		case !errors.Is(err, rules.ErrNotFound):
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +171,7 @@ func TestCachedReadsKeepProjectsApart(t *testing.T) {
 				t.Fatalf("%s: card a = %s, %v", p, raw, err)
 			}
 		}
-		if _, err := s.GetCardJSON(ctx, "p3", "a"); !errors.Is(err, cardbox.ErrNotFound) {
+		if _, err := s.GetCardJSON(ctx, "p3", "a"); !errors.Is(err, rules.ErrNotFound) {
 			t.Fatalf("p3 reads p1's or p2's card: %v", err)
 		}
 	}

@@ -5,10 +5,16 @@
 // same id with different content is a conflict, and a deleted card stays
 // deleted. A box is an ordered, mutable list of card ids of the same
 // project. Reads return live cards only: a deleted or expired card reads as
-// missing. A Sweeper purges expired and long-deleted rows.
+// missing. A sweep.Sweeper (NewSweeper) purges expired and long-deleted
+// rows.
+//
+// The rules that need no storage live in subpackages: rules (limits,
+// validation, errors, the content hash), layout (a box's entries),
+// assembly (what fits a token budget), answer (bounded answers). This
+// package applies them to Postgres.
 //
 // The JSON reads (GetCardsJSON and the like) serve rendered cards from a
-// bounded in-memory cache. Every read asks Postgres whether any card of
+// bounded in-memory cache (package cardcache). Every read asks Postgres whether any card of
 // the project changed since the cached ones were seen live (one counter,
 // kept by triggers), so deletes by other processes and by plain SQL show
 // at once.
@@ -27,8 +33,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cardboxhq/cardbox/cardbox/cardcache"
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
-	"github.com/cardboxhq/cardbox/internal/bytecache"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
 )
@@ -50,8 +58,8 @@ type Options struct {
 	Now func() time.Time
 	// CardCacheBytes bounds the memory of the cache of rendered cards that
 	// the JSON reads serve from: DefaultCardCacheBytes when 0, no cache
-	// when negative. The cache of what assembly needs of cards gets a
-	// quarter of it more.
+	// when negative. The caches of what assembly needs of cards and of
+	// their chat messages get a quarter of it more each.
 	CardCacheBytes int64
 	// Admit, if set, is asked before every card or box write whether the
 	// project may store about adding more bytes (see cardBytes and
@@ -66,19 +74,11 @@ type Service struct {
 	now func() time.Time
 	// quota is Options.Admit; nil admits everything.
 	quota func(ctx context.Context, project string, adding int64) error
-	// cache holds rendered cards for the JSON reads; nil when off.
-	//
-	// A card's JSON never changes while the card lives: cards are
-	// immutable and reads never return deleted ones. An id can name a new
-	// card only after the old one was purged, and the new card has a later
-	// created_at, so entries are versioned by created_at (Unix
-	// microseconds) and a lookup for another version misses. Each entry
-	// also holds the card's expiry, and its stamp is the project's change
-	// counter when a read last saw the card live (see liveJSON).
-	cache *bytecache.Cache[cacheKey]
-	// facts holds what assembly needs of cards (see cardFacts), versioned
-	// and stamped as cache is; nil when the card cache is off.
-	facts *bytecache.Cache[cacheKey]
+	// cache holds rendered cards for the JSON reads, the facts assembly
+	// needs of cards and their chat messages; nil when off. An entry is
+	// stamped with the project's change counter when a read last saw the
+	// card live (see liveJSON).
+	cache *cardcache.Cache
 	// projects records project ids known to exist, to skip EnsureTenant.
 	projects sync.Map
 	// gate admits the writes that add rows, per project; a deleted
@@ -96,8 +96,7 @@ func New(d DB, opts Options) *Service {
 	if size == 0 {
 		size = DefaultCardCacheBytes
 	}
-	return &Service{db: d, now: now, quota: opts.Admit,
-		cache: bytecache.New[cacheKey](size), facts: bytecache.New[cacheKey](size / factsCacheShare)}
+	return &Service{db: d, now: now, quota: opts.Admit, cache: cardcache.New(size)}
 }
 
 // Card is a stored card.
@@ -165,10 +164,9 @@ func (s *Service) as(project string) *cardboxdb.Queries {
 	return cardboxdb.New(pgrole.As(s.db, pgrole.Tenant, project))
 }
 
-// sweeper returns the queries of the sweeper, which purges every
-// project's expired rows.
-func (s *Service) sweeper() *cardboxdb.Queries {
-	return cardboxdb.New(pgrole.As(s.db, pgrole.Sweeper, ""))
+// NewSweeper returns a Sweeper over the service's database and clock.
+func (s *Service) NewSweeper(cfg sweep.Config) *sweep.Sweeper {
+	return sweep.New(s.db, s.now, cfg)
 }
 
 // admit lets in a write that adds rows to project, creating the project
@@ -186,7 +184,7 @@ func (s *Service) admit(ctx context.Context, project string) error {
 }
 
 func deletedProject(project string) error {
-	return fmt.Errorf("project %q was deleted, and a deleted project's id is not used again: %w", project, ErrConflict)
+	return fmt.Errorf("project %q was deleted, and a deleted project's id is not used again: %w", project, rules.ErrConflict)
 }
 
 // ensureProject creates the project on its first write (dev mode).
@@ -218,8 +216,7 @@ func (s *Service) ensureProject(ctx context.Context, project string) error {
 func (s *Service) ForgetProject(project string) {
 	s.gate.Close(project)
 	s.projects.Delete(project)
-	s.cache.DropIf(func(k cacheKey) bool { return k.project == project })
-	s.facts.DropIf(func(k cacheKey) bool { return k.project == project })
+	s.cache.DropProject(project)
 }
 
 // admitWrite asks Options.Admit whether project may store adding more
@@ -237,7 +234,7 @@ func (s *Service) admitWrite(ctx context.Context, project string, adding int64) 
 func cardBytes(cards []normalCard) int64 {
 	var n int
 	for _, c := range cards {
-		n += len(c.id) + len(c.content) + len(c.toolCalls) + len(c.toolCallID) + len(c.metadata)
+		n += len(c.ID) + len(c.Content) + len(c.ToolCalls) + len(c.ToolCallID) + len(c.Metadata)
 	}
 	return int64(n)
 }
@@ -258,7 +255,7 @@ func boxBytes(boxID string, in BoxInput, meta []byte) int64 {
 
 // checkProject validates a project id.
 func checkProject(project string) error {
-	return ValidateID("project_id", project)
+	return rules.ValidateID("project_id", project)
 }
 
 // inTx runs fn in a transaction, committing when fn returns nil.

@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // Snapshot is a box's entries frozen at one moment: entry ids, card ids,
@@ -21,7 +23,7 @@ type Snapshot struct {
 	// Length is the number of entries.
 	Length int
 	// Entries are nil in a listing.
-	Entries []Entry
+	Entries []layout.Entry
 }
 
 // TakeSnapshot freezes a box's entries (a plain box's as its first edit
@@ -39,8 +41,8 @@ func (s *Service) TakeSnapshot(ctx context.Context, project, boxID string, metad
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("generate snapshot id: %w", err)
 	}
-	l := &layout{entries: box.Entries}
-	cards, ids, zones, positions, drafts := l.rows()
+	l := &layout.Layout{Entries: box.Entries}
+	cards, ids, zones, positions, drafts := l.Rows()
 	if err := s.admitWrite(ctx, project, idBytes(cards)+idBytes(ids)+idBytes(positions)+int64(len(meta))); err != nil {
 		return Snapshot{}, err
 	}
@@ -84,81 +86,43 @@ func (s *Service) GetSnapshot(ctx context.Context, project, boxID, snapshotID st
 	if _, err := s.boxLengthChecked(ctx, project, boxID); err != nil {
 		return Snapshot{}, err
 	}
-	if err := ValidateID("snapshot_id", snapshotID); err != nil {
+	if err := rules.ValidateID("snapshot_id", snapshotID); err != nil {
 		return Snapshot{}, err
 	}
 	r, err := s.as(project).GetSnapshot(ctx, cardboxdb.GetSnapshotParams{TenantID: project, BoxID: boxID, SnapshotID: snapshotID})
 	if isNoRows(err) {
-		return Snapshot{}, notFound("snapshot", snapshotID)
+		return Snapshot{}, rules.NotFound("snapshot", snapshotID)
 	}
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("read snapshot %q: %w", snapshotID, err)
 	}
-	l := layoutFromRows(r.CardIds, r.EntryIds, r.Zones, r.Positions, r.Drafts, 0)
+	l := layout.FromRows(r.CardIds, r.EntryIds, r.Zones, r.Positions, r.Drafts, 0)
 	return Snapshot{BoxID: boxID, SnapshotID: r.SnapshotID, Metadata: r.Metadata, CreatedAt: r.CreatedAt,
-		Length: len(l.entries), Entries: nonNilOf(l.entries)}, nil
-}
-
-// MovedEntry is an entry in both sides of a diff whose zone, position or
-// draft flag differ.
-type MovedEntry struct {
-	From, To Entry
-}
-
-// Diff is what changed from one state of a box to another, by entry id.
-type Diff struct {
-	Added   []Entry
-	Removed []Entry
-	Changed []MovedEntry
+		Length: len(l.Entries), Entries: nonNilOf(l.Entries)}, nil
 }
 
 // DiffSnapshots compares snapshot from with snapshot to, or with the box
 // as it is when to is "".
-func (s *Service) DiffSnapshots(ctx context.Context, project, boxID, from, to string) (Diff, error) {
+func (s *Service) DiffSnapshots(ctx context.Context, project, boxID, from, to string) (layout.Diff, error) {
 	a, err := s.GetSnapshot(ctx, project, boxID, from)
 	if err != nil {
-		return Diff{}, err
+		return layout.Diff{}, err
 	}
-	var b []Entry
+	var b []layout.Entry
 	if to == "" {
 		box, err := s.Entries(ctx, project, boxID)
 		if err != nil {
-			return Diff{}, err
+			return layout.Diff{}, err
 		}
 		b = box.Entries
 	} else {
 		snap, err := s.GetSnapshot(ctx, project, boxID, to)
 		if err != nil {
-			return Diff{}, err
+			return layout.Diff{}, err
 		}
 		b = snap.Entries
 	}
-	return diffEntries(a.Entries, b), nil
-}
-
-func diffEntries(a, b []Entry) Diff {
-	d := Diff{Added: []Entry{}, Removed: []Entry{}, Changed: []MovedEntry{}}
-	inA := make(map[string]Entry, len(a))
-	for _, e := range a {
-		inA[e.EntryID] = e
-	}
-	inB := make(map[string]bool, len(b))
-	for _, e := range b {
-		inB[e.EntryID] = true
-		old, ok := inA[e.EntryID]
-		switch {
-		case !ok:
-			d.Added = append(d.Added, e)
-		case old != e:
-			d.Changed = append(d.Changed, MovedEntry{From: old, To: e})
-		}
-	}
-	for _, e := range a {
-		if !inB[e.EntryID] {
-			d.Removed = append(d.Removed, e)
-		}
-	}
-	return d
+	return layout.DiffEntries(a.Entries, b), nil
 }
 
 // RestoreSnapshot sets box boxID's entries to those of snapshot
@@ -196,9 +160,9 @@ func (s *Service) DeriveFromBox(ctx context.Context, project, boxID, fromBoxID s
 	if err != nil {
 		return BoxEntries{}, err
 	}
-	var kept []Entry
+	var kept []layout.Entry
 	for _, e := range src.Entries {
-		if e.Zone != ZoneWorking || keepWorking {
+		if e.Zone != layout.ZoneWorking || keepWorking {
 			kept = append(kept, e)
 		}
 	}
@@ -207,16 +171,9 @@ func (s *Service) DeriveFromBox(ctx context.Context, project, boxID, fromBoxID s
 
 // writeEntries creates box boxID, or replaces it when it exists, with
 // entries; parents, when not nil, become its parent ids.
-func (s *Service) writeEntries(ctx context.Context, project, boxID string, entries []Entry, parents []string) (BoxEntries, error) {
-	l := &layout{entries: entries}
-	for _, e := range entries {
-		var n int64
-		if _, err := fmt.Sscanf(e.EntryID, "e%d", &n); err == nil && n > l.seq {
-			l.seq = n
-		}
-	}
-	l.sort()
-	cards, _, _, _, _ := l.rows()
+func (s *Service) writeEntries(ctx context.Context, project, boxID string, entries []layout.Entry, parents []string) (BoxEntries, error) {
+	l := layout.WithEntries(entries)
+	cards, _, _, _, _ := l.Rows()
 	if err := s.admitWrite(ctx, project, idBytes(cards)); err != nil {
 		return BoxEntries{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -72,7 +73,7 @@ func TestCardBoxBytesAreCounted(t *testing.T) {
 		{"delete the box", func() error { return s.DeleteBox(ctx, "p1", "box") }, false},
 		{"purge them", func() error {
 			clk.Add(2 * time.Hour)
-			_, err := s.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Hour}).Sweep(ctx)
+			_, err := s.NewSweeper(sweep.Config{DeletedRetention: time.Hour}).Sweep(ctx)
 			return err
 		}, false},
 	} {

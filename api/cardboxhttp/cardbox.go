@@ -17,6 +17,8 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/jsonbody"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/answer"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/docs"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/membudget"
@@ -69,9 +71,9 @@ func (r *CardBoxRoutes) MapError(err error) *fault.Error { return CardBoxErrors(
 // disk 507) take their kinds in fault.From.
 func CardBoxErrors(err error) *fault.Error {
 	var (
-		ve *cardbox.ValidationError
-		ce *cardbox.ConflictError
-		ue *cardbox.UnknownCardsError
+		ve *rules.ValidationError
+		ce *rules.ConflictError
+		ue *rules.UnknownCardsError
 	)
 	switch {
 	case errors.As(err, &ve):
@@ -80,13 +82,13 @@ func CardBoxErrors(err error) *fault.Error {
 		return fault.New(fault.Conflict, "%s", ce).With("card_ids", ce.CardIDs)
 	case errors.As(err, &ue):
 		return fault.New(fault.Unprocessable, "%s", ue).With("card_ids", ue.CardIDs)
-	case errors.Is(err, cardbox.ErrNotFound):
+	case errors.Is(err, rules.ErrNotFound):
 		return fault.New(fault.NotFound, "%s", err)
-	case errors.Is(err, cardbox.ErrInvalid):
+	case errors.Is(err, rules.ErrInvalid):
 		return fault.New(fault.Invalid, "%s", err)
-	case errors.Is(err, cardbox.ErrConflict):
+	case errors.Is(err, rules.ErrConflict):
 		return fault.New(fault.Conflict, "%s", err)
-	case errors.Is(err, cardbox.ErrUnknownCard):
+	case errors.Is(err, rules.ErrUnknownCard):
 		return fault.New(fault.Unprocessable, "%s", err)
 	}
 	return nil
@@ -145,7 +147,7 @@ func (r *CardBoxRoutes) addInputs(c echo.Context, project string, inputs []cardI
 	cards := make([]cardbox.NewCard, len(inputs))
 	for i, in := range inputs {
 		if in.Meta != nil {
-			return nil, &cardbox.ValidationError{
+			return nil, &rules.ValidationError{
 				Field: fmt.Sprintf("cards[%d].meta", i), Reason: "is not supported; use metadata",
 			}
 		}
@@ -157,7 +159,7 @@ func (r *CardBoxRoutes) addInputs(c echo.Context, project string, inputs []cardI
 // bareCardError names the fields of a bare card as the client sent them:
 // "metadata", not "cards[0].metadata".
 func bareCardError(err error) error {
-	var ve *cardbox.ValidationError
+	var ve *rules.ValidationError
 	if !errors.As(err, &ve) {
 		return err
 	}
@@ -165,7 +167,7 @@ func bareCardError(err error) error {
 	if !ok {
 		return err
 	}
-	return &cardbox.ValidationError{Field: field, Reason: ve.Reason}
+	return &rules.ValidationError{Field: field, Reason: ve.Reason}
 }
 
 func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
@@ -230,10 +232,11 @@ func (r *CardBoxRoutes) createBox(c echo.Context) error {
 	// nothing written.
 	charge := r.charge(c, project)
 	defer charge.Release()
-	if err := charge.Reserve(cardbox.BoxInputJSONSize(project, "", req.input())); err != nil {
+	in := req.input()
+	if err := charge.Reserve(answer.BoxInputJSONSize(project, "", in.CardIDs, in.ParentIDs, in.Metadata)); err != nil {
 		return err
 	}
-	box, err := r.svc.CreateBox(c.Request().Context(), project, req.input())
+	box, err := r.svc.CreateBox(c.Request().Context(), project, in)
 	if err != nil {
 		return err
 	}
@@ -251,10 +254,11 @@ func (r *CardBoxRoutes) saveBox(c echo.Context) error {
 	}
 	charge := r.charge(c, project)
 	defer charge.Release()
-	if err := charge.Reserve(cardbox.BoxInputJSONSize(project, id, req.input())); err != nil {
+	in := req.input()
+	if err := charge.Reserve(answer.BoxInputJSONSize(project, id, in.CardIDs, in.ParentIDs, in.Metadata)); err != nil {
 		return err
 	}
-	box, err := r.svc.SaveBox(c.Request().Context(), project, id, req.input())
+	box, err := r.svc.SaveBox(c.Request().Context(), project, id, in)
 	if err != nil {
 		return err
 	}
@@ -314,7 +318,7 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 			return err
 		}
 		if live {
-			if err := charge.Reserve(cardbox.AppendedBoxJSONSize(size, req.CardIDs)); err != nil {
+			if err := charge.Reserve(answer.AppendedBoxJSONSize(size, req.CardIDs)); err != nil {
 				return err
 			}
 		}

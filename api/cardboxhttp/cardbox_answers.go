@@ -11,7 +11,9 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/answers"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/answer"
 	"github.com/cardboxhq/cardbox/cardbox/appendjson"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
@@ -55,13 +57,13 @@ func (r *CardBoxRoutes) charge(c echo.Context, project string) *answers.Charge {
 	return answers.NewCharge(c.Request().Context(), r.answers, r.answerWait, project)
 }
 
-// room is a cardbox.Room over a charge: each entry charged as a CXDB
+// room is a answer.Room over a charge: each entry charged as a CXDB
 // list's (ReserveEntry).
-func room(a *answers.Charge) cardbox.Room {
+func room(a *answers.Charge) answer.Room {
 	return func(n int64) error {
 		err := a.ReserveEntry(n)
 		if errors.Is(err, service.ErrAnswerFull) {
-			return fmt.Errorf("%w: %w", cardbox.ErrAnswerFull, err)
+			return fmt.Errorf("%w: %w", answer.ErrAnswerFull, err)
 		}
 		return err
 	}
@@ -138,7 +140,7 @@ func boundedCardsBody(b []byte, res cardbox.BoundedCardsJSON) []byte {
 
 // boundedCardsSize is at least the size of boundedCardsBody.
 func boundedCardsSize(res cardbox.BoundedCardsJSON) int {
-	return cardsBatchSize(res.CardsJSON) + 32 + len(res.RemainingIDs)*(cardbox.MaxIDLength*6+3)
+	return cardsBatchSize(res.CardsJSON) + 32 + len(res.RemainingIDs)*(rules.MaxIDLength*6+3)
 }
 
 // boxesBatchBody appends a batch box read's answer as encoding/json

@@ -11,7 +11,10 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/jsonbody"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/appendjson"
+	"github.com/cardboxhq/cardbox/cardbox/assembly"
 	"github.com/cardboxhq/cardbox/cardbox/fromcxdb"
+	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
@@ -54,7 +57,7 @@ func (r *AssemblyRoutes) Register(e *echo.Echo) {
 // errors (the CXDB service's, from boxes derived from contexts, are
 // *fault.Error values already).
 func (r *AssemblyRoutes) MapError(err error) *fault.Error {
-	var be *cardbox.BudgetError
+	var be *assembly.BudgetError
 	if errors.As(err, &be) {
 		e := fault.New(fault.Unprocessable, "%s", be.Error())
 		e.Details = map[string]any{"budget": be.Budget, "permanent_tokens": be.Permanent, "short_by": be.Permanent - be.Budget}
@@ -134,40 +137,13 @@ type (
 		Tokenizer string `json:"tokenizer"`
 		Format    string `json:"format"`
 	}
-	zoneTotalJSON struct {
-		Entries int `json:"entries"`
-		Tokens  int `json:"tokens"`
-	}
-	leftOutJSON struct {
-		EntryID string `json:"entry_id"`
-		CardID  string `json:"card_id"`
-		Zone    string `json:"zone"`
-		Reason  string `json:"reason"`
-		Tokens  int    `json:"tokens"`
-	}
-	// assembledJSON holds no time and no map: the same assembly is the
-	// same bytes.
-	assembledJSON struct {
-		ProjectID string                   `json:"project_id"`
-		BoxID     string                   `json:"box_id"`
-		Tokenizer string                   `json:"tokenizer"`
-		Format    string                   `json:"format"`
-		Budget    int                      `json:"budget"`
-		Tokens    int                      `json:"tokens"`
-		Zones     map[string]zoneTotalJSON `json:"zones"`
-		EntryIDs  []string                 `json:"entry_ids"`
-		Cards     json.RawMessage          `json:"cards,omitempty"`
-		Messages  json.RawMessage          `json:"messages,omitempty"`
-		LeftOut   []leftOutJSON            `json:"left_out"`
-		Hash      string                   `json:"hash"`
-	}
 )
 
-func renderEntry(e cardbox.Entry) entryJSON {
+func renderEntry(e layout.Entry) entryJSON {
 	return entryJSON{EntryID: e.EntryID, CardID: e.CardID, Zone: e.Zone.String(), Position: e.Position, Draft: e.Draft}
 }
 
-func renderEntries(es []cardbox.Entry) []entryJSON {
+func renderEntries(es []layout.Entry) []entryJSON {
 	out := make([]entryJSON, len(es))
 	for i, e := range es {
 		out[i] = renderEntry(e)
@@ -179,8 +155,8 @@ func renderBoxEntries(project string, b cardbox.BoxEntries) entriesJSON {
 	return entriesJSON{ProjectID: project, BoxID: b.BoxID, Structured: b.Structured, Entries: renderEntries(b.Entries), UpdatedAt: b.UpdatedAt.UTC()}
 }
 
-func (p placeInput) place() cardbox.Place {
-	return cardbox.Place{Zone: p.Zone, After: p.After, Before: p.Before, Index: p.Index}
+func (p placeInput) place() layout.Place {
+	return layout.Place{Zone: p.Zone, After: p.After, Before: p.Before, Index: p.Index}
 }
 
 func (p placeInput) moves() bool {
@@ -450,24 +426,102 @@ func (r *AssemblyRoutes) assemble(c echo.Context) error {
 		return badField("budget", "budget is required: the most tokens the window may take")
 	}
 	a, err := r.svc.Assemble(c.Request().Context(), project, box,
-		cardbox.AssembleRequest{Budget: *req.Budget, Tokenizer: req.Tokenizer, Format: req.Format})
+		assembly.Request{Budget: *req.Budget, Tokenizer: req.Tokenizer, Format: req.Format})
 	if err != nil {
 		return err
 	}
-	out := assembledJSON{
-		ProjectID: project, BoxID: a.BoxID, Tokenizer: a.Tokenizer, Format: a.Format, Budget: a.Budget,
-		Tokens: a.Tokens, Zones: map[string]zoneTotalJSON{}, EntryIDs: a.EntryIDs, LeftOut: make([]leftOutJSON, len(a.LeftOut)), Hash: a.Hash,
+	buf := bodyPool.Get().(*[]byte)
+	defer func() {
+		// net/http has copied or sent the body when Write returns.
+		if cap(*buf) <= maxPooledBody {
+			bodyPool.Put(buf)
+		}
+	}()
+	if size := assembledSize(a); cap(*buf) < size {
+		*buf = make([]byte, 0, size)
 	}
-	for z, t := range a.Zones {
-		out.Zones[cardbox.Zone(z).String()] = zoneTotalJSON{Entries: t.Entries, Tokens: t.Tokens}
+	*buf = appendAssembled((*buf)[:0], project, &a)
+	return sendJSON(c, http.StatusOK, *buf)
+}
+
+// appendAssembled appends an assembly's answer, by hand rather than by
+// encoding/json: its window is already JSON, and a box of thousands of
+// entries lists most of them as left out. It writes the bytes
+// encoding/json's Encoder wrote for the struct this answer once was
+// (members in this order, zones by name, the window as it is, a newline
+// at the end); TestAssembledAnswerIsWhatEncodingJSONWrites holds it to
+// that.
+//
+//	{"project_id", "box_id", "tokenizer", "format", "budget", "tokens",
+//	 "zones": {"permanent"|"stable"|"working": {"entries", "tokens"}},
+//	 "entry_ids", "cards"|"messages", "left_out": [{"entry_id", "card_id",
+//	 "zone", "reason", "tokens"}], "hash"}
+func appendAssembled(b []byte, project string, a *assembly.Assembled) []byte {
+	b = append(b, `{"project_id":`...)
+	b = appendjson.String(b, project)
+	b = append(b, `,"box_id":`...)
+	b = appendjson.String(b, a.BoxID)
+	b = append(b, `,"tokenizer":`...)
+	b = appendjson.String(b, a.Tokenizer)
+	b = append(b, `,"format":`...)
+	b = appendjson.String(b, a.Format)
+	b = append(b, `,"budget":`...)
+	b = strconv.AppendInt(b, int64(a.Budget), 10)
+	b = append(b, `,"tokens":`...)
+	b = strconv.AppendInt(b, int64(a.Tokens), 10)
+	b = append(b, `,"zones":{`...)
+	for z, t := range a.Zones { // layout.ZoneNames are in the order of their names
+		if z > 0 {
+			b = append(b, ',')
+		}
+		b = appendjson.String(b, layout.Zone(z).String())
+		b = append(b, `:{"entries":`...)
+		b = strconv.AppendInt(b, int64(t.Entries), 10)
+		b = append(b, `,"tokens":`...)
+		b = strconv.AppendInt(b, int64(t.Tokens), 10)
+		b = append(b, '}')
 	}
+	b = append(b, `},"entry_ids":`...)
+	b = appendjson.Strings(b, a.EntryIDs)
+	if len(a.Window) > 0 {
+		if a.Format == assembly.FormatMessages {
+			b = append(b, `,"messages":`...)
+		} else {
+			b = append(b, `,"cards":`...)
+		}
+		b = append(b, a.Window...)
+	}
+	b = append(b, `,"left_out":[`...)
 	for i, l := range a.LeftOut {
-		out.LeftOut[i] = leftOutJSON{EntryID: l.EntryID, CardID: l.CardID, Zone: l.Zone.String(), Reason: l.Reason, Tokens: l.Tokens}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"entry_id":`...)
+		b = appendjson.String(b, l.EntryID)
+		b = append(b, `,"card_id":`...)
+		b = appendjson.String(b, l.CardID)
+		b = append(b, `,"zone":`...)
+		b = appendjson.String(b, l.Zone.String())
+		b = append(b, `,"reason":`...)
+		b = appendjson.String(b, l.Reason)
+		b = append(b, `,"tokens":`...)
+		b = strconv.AppendInt(b, int64(l.Tokens), 10)
+		b = append(b, '}')
 	}
-	if a.Format == cardbox.FormatMessages {
-		out.Messages = a.Window
-	} else {
-		out.Cards = a.Window
+	b = append(b, `],"hash":`...)
+	b = appendjson.String(b, a.Hash)
+	return append(b, "}\n"...)
+}
+
+// assembledSize is a capacity for appendAssembled's answer that is
+// rarely exceeded.
+func assembledSize(a assembly.Assembled) int {
+	n := 512 + len(a.BoxID) + len(a.Window) + len(a.Hash)
+	for _, id := range a.EntryIDs {
+		n += len(id) + 3
 	}
-	return c.JSON(http.StatusOK, out)
+	for _, l := range a.LeftOut {
+		n += 80 + len(l.EntryID) + len(l.CardID)
+	}
+	return n
 }

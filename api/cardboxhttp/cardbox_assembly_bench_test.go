@@ -18,6 +18,8 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/assembly"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 )
 
@@ -32,9 +34,9 @@ func BenchmarkAssemble1000(b *testing.B) {
 	h := apitest.NewCardBox(b)
 	ctx := context.Background()
 	var ids []string
-	for start := 0; start < 1000; start += cardbox.MaxAddCards {
+	for start := 0; start < 1000; start += rules.MaxAddCards {
 		var cards []cardbox.NewCard
-		for i := start; i < start+cardbox.MaxAddCards; i++ {
+		for i := start; i < start+rules.MaxAddCards; i++ {
 			id := fmt.Sprintf("turn-%04d", i)
 			text := fmt.Sprintf("Step %d: the agent looked at the report again and noted that section %d covers the quarterly revenue, the hiring plan and two open risks for the team to review. ", i, i%17)
 			content, _ := json.Marshal(text[:min(len(text), 200)])
@@ -48,13 +50,13 @@ func BenchmarkAssemble1000(b *testing.B) {
 	if _, err := h.Svc.SaveBox(ctx, "bench", "window", cardbox.BoxInput{CardIDs: ids}); err != nil {
 		b.Fatal(err)
 	}
-	probe, err := h.Svc.Assemble(ctx, "bench", "window", cardbox.AssembleRequest{Budget: 1 << 30, Tokenizer: "cl100k_base"})
+	probe, err := h.Svc.Assemble(ctx, "bench", "window", assembly.Request{Budget: 1 << 30, Tokenizer: "cl100k_base"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	budget := probe.Tokens / 10
 	body, _ := json.Marshal(map[string]any{"budget": budget, "tokenizer": "cl100k_base", "format": "messages"})
-	kept, err := h.Svc.Assemble(ctx, "bench", "window", cardbox.AssembleRequest{Budget: budget, Tokenizer: "cl100k_base"})
+	kept, err := h.Svc.Assemble(ctx, "bench", "window", assembly.Request{Budget: budget, Tokenizer: "cl100k_base"})
 	if err != nil {
 		b.Fatal(err)
 	}

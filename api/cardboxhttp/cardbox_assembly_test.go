@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
-	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // chat writes a short conversation into box "chat" of project p.
@@ -178,7 +178,7 @@ func TestSnapshotAndDeriveRoutes(t *testing.T) {
 func TestCardsByContentHashRoute(t *testing.T) {
 	h := apitest.NewCardBox(t)
 	h.AddCards("p", apitest.Card("a", "agent.thought", "same"), apitest.Card("b", "agent.thought", "same"), apitest.Card("c", "agent.thought", "other"))
-	sum, err := cardbox.ContentHash([]byte(`"same"`))
+	sum, err := rules.ContentHash([]byte(`"same"`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -89,8 +90,8 @@ func bulkLoad(b *testing.B, svc *cardbox.Service, projects map[string]int) {
 	go func() {
 		defer close(calls)
 		for p, n := range projects {
-			for from := 0; from < n; from += cardbox.MaxAddCards {
-				calls <- call{p, from, min(cardbox.MaxAddCards, n-from)}
+			for from := 0; from < n; from += rules.MaxAddCards {
+				calls <- call{p, from, min(rules.MaxAddCards, n-from)}
 			}
 		}
 	}()

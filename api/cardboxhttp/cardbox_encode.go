@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/appendjson"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // Card answers are rendered by hand rather than by encoding/json: card
@@ -66,5 +67,5 @@ func cardsBatchBody(b []byte, res cardbox.CardsJSON) []byte {
 
 // cardsBatchSize is a capacity for cardsBatchBody.
 func cardsBatchSize(res cardbox.CardsJSON) int {
-	return 64 + appendjson.RawListLen(res.Cards) + len(res.MissingIDs)*(cardbox.MaxIDLength+3)
+	return 64 + appendjson.RawListLen(res.Cards) + len(res.MissingIDs)*(rules.MaxIDLength+3)
 }

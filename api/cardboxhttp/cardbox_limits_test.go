@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
-	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -27,18 +27,18 @@ func TestBoxLengthLimit(t *testing.T) {
 	h := apitest.NewCardBox(t)
 	h.AddCards("p1", apitest.Card("a", "task.instruction", "x"))
 	for _, req := range []struct{ method, path string }{{"PUT", "/projects/p1/boxes/b"}, {"POST", "/projects/p1/boxes"}} {
-		e := h.Do(req.method, req.path, map[string]any{"card_ids": repeat("a", cardbox.MaxBoxCards+1)}).Want(t, 400).APIError(t)
+		e := h.Do(req.method, req.path, map[string]any{"card_ids": repeat("a", rules.MaxBoxCards+1)}).Want(t, 400).APIError(t)
 		if e.Details["field"] != "card_ids" || !strings.Contains(e.Message, "at most 10000") {
 			t.Errorf("%s: error = %+v", req.method, e)
 		}
 	}
 	e := h.Do("PUT", "/projects/p1/boxes/b", map[string]any{
-		"card_ids": []string{"a"}, "parent_ids": distinct("p", cardbox.MaxBoxParents+1),
+		"card_ids": []string{"a"}, "parent_ids": distinct("p", rules.MaxBoxParents+1),
 	}).Want(t, 400).APIError(t)
 	if e.Details["field"] != "parent_ids" || !strings.Contains(e.Message, "at most 1000") {
 		t.Errorf("parents: error = %+v", e)
 	}
-	h.Do("PUT", "/projects/p1/boxes/b", map[string]any{"card_ids": repeat("a", cardbox.MaxBoxCards-1)}).Want(t, 200)
+	h.Do("PUT", "/projects/p1/boxes/b", map[string]any{"card_ids": repeat("a", rules.MaxBoxCards-1)}).Want(t, 200)
 	h.Do("POST", "/projects/p1/boxes/b/append", map[string]any{"card_ids": []string{"a"}}).Want(t, 200)
 	// A full box refuses an append, which changes nothing.
 	e = h.Do("POST", "/projects/p1/boxes/b/append", map[string]any{"card_ids": []string{"a"}}).Want(t, 400).APIError(t)
@@ -47,8 +47,8 @@ func TestBoxLengthLimit(t *testing.T) {
 	}
 	var b boxBody
 	h.Do("GET", "/projects/p1/boxes/b", nil).Want(t, 200).JSON(t, &b)
-	if len(b.CardIDs) != cardbox.MaxBoxCards {
-		t.Errorf("box holds %d ids, want %d", len(b.CardIDs), cardbox.MaxBoxCards)
+	if len(b.CardIDs) != rules.MaxBoxCards {
+		t.Errorf("box holds %d ids, want %d", len(b.CardIDs), rules.MaxBoxCards)
 	}
 	// An unknown box is still 404, full or not.
 	h.Do("POST", "/projects/p1/boxes/nobox/append", map[string]any{"card_ids": []string{"a"}}).Want(t, 404)
@@ -70,16 +70,16 @@ func TestMetadataSizeLimit(t *testing.T) {
 		return map[string]any{"type": "task.instruction", "pad": strings.Repeat("x", n)}
 	}
 	// Just under the limit is stored.
-	h.Do("POST", "/projects/p1/cards", map[string]any{"card_id": "fits", "metadata": pad(cardbox.MaxMetadataBytes - 100)}).Want(t, 201)
-	h.Do("PUT", "/projects/p1/boxes/fits", map[string]any{"card_ids": []string{"a"}, "metadata": pad(cardbox.MaxMetadataBytes - 100)}).Want(t, 200)
+	h.Do("POST", "/projects/p1/cards", map[string]any{"card_id": "fits", "metadata": pad(rules.MaxMetadataBytes - 100)}).Want(t, 201)
+	h.Do("PUT", "/projects/p1/boxes/fits", map[string]any{"card_ids": []string{"a"}, "metadata": pad(rules.MaxMetadataBytes - 100)}).Want(t, 200)
 	for _, tt := range []struct {
 		method, path string
 		body         map[string]any
 		field        string
 	}{
-		{"POST", "/projects/p1/cards", map[string]any{"card_id": "big", "metadata": pad(cardbox.MaxMetadataBytes)}, "metadata"},
-		{"POST", "/projects/p1/cards", map[string]any{"cards": []any{map[string]any{"card_id": "big", "metadata": pad(cardbox.MaxMetadataBytes)}}}, "cards[0].metadata"},
-		{"PUT", "/projects/p1/boxes/big", map[string]any{"card_ids": []string{"a"}, "metadata": pad(cardbox.MaxMetadataBytes)}, "metadata"},
+		{"POST", "/projects/p1/cards", map[string]any{"card_id": "big", "metadata": pad(rules.MaxMetadataBytes)}, "metadata"},
+		{"POST", "/projects/p1/cards", map[string]any{"cards": []any{map[string]any{"card_id": "big", "metadata": pad(rules.MaxMetadataBytes)}}}, "cards[0].metadata"},
+		{"PUT", "/projects/p1/boxes/big", map[string]any{"card_ids": []string{"a"}, "metadata": pad(rules.MaxMetadataBytes)}, "metadata"},
 	} {
 		e := h.Do(tt.method, tt.path, tt.body).Want(t, 400).APIError(t)
 		if e.Details["field"] != tt.field || !strings.Contains(e.Message, "65536") {
@@ -128,14 +128,14 @@ func TestAppendAnswersLengthAndCursor(t *testing.T) {
 func TestAppendAnswerDoesNotGrowWithTheBox(t *testing.T) {
 	h := apitest.NewCardBox(t)
 	h.AddCards("p1", apitest.Card("a", "task.instruction", "x"))
-	h.Do("PUT", "/projects/p1/boxes/b", map[string]any{"card_ids": repeat("a", cardbox.MaxBoxCards-1)}).Want(t, 200)
+	h.Do("PUT", "/projects/p1/boxes/b", map[string]any{"card_ids": repeat("a", rules.MaxBoxCards-1)}).Want(t, 200)
 	res := h.Do("POST", "/projects/p1/boxes/b/append", map[string]any{"card_ids": []string{"a"}}).Want(t, 200)
 	if len(res.Body) > 256 {
 		t.Errorf("append to a full box answered %d bytes: %.300s", len(res.Body), res.Body)
 	}
 	var a appendBody
 	res.JSON(t, &a)
-	if a.Length != cardbox.MaxBoxCards {
+	if a.Length != rules.MaxBoxCards {
 		t.Errorf("length = %d", a.Length)
 	}
 }

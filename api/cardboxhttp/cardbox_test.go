@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
-	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 )
 
 func TestCardsWriteAndRead(t *testing.T) {
@@ -493,7 +493,7 @@ func TestSweeperPurges(t *testing.T) {
 	h.AddCards("p1", short, apitest.Card("del", "task.instruction", "y"))
 	h.Do("DELETE", "/projects/p1/cards/del", nil).Want(t, 204)
 	h.Clk.Add(2 * time.Hour)
-	sw := h.Svc.NewSweeper(cardbox.SweeperConfig{Interval: 10 * time.Millisecond, DeletedRetention: time.Hour})
+	sw := h.Svc.NewSweeper(sweep.Config{Interval: 10 * time.Millisecond, DeletedRetention: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sw.Run(ctx) }()

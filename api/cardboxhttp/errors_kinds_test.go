@@ -6,7 +6,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/api/cardboxhttp"
-	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -18,10 +18,10 @@ func TestEveryCardBoxErrorMaps(t *testing.T) {
 		err    error
 		status int
 	}{
-		{&cardbox.ValidationError{Field: "f", Reason: "r"}, 400},
-		{fmt.Errorf("load: %w", cardbox.ErrNotFound), 404},
-		{&cardbox.ConflictError{CardIDs: []string{"a"}}, 409},
-		{&cardbox.UnknownCardsError{CardIDs: []string{"a"}}, 422},
+		{&rules.ValidationError{Field: "f", Reason: "r"}, 400},
+		{fmt.Errorf("load: %w", rules.ErrNotFound), 404},
+		{&rules.ConflictError{CardIDs: []string{"a"}}, 409},
+		{&rules.UnknownCardsError{CardIDs: []string{"a"}}, 422},
 		{fmt.Errorf("query: %w", &fault.Error{Kind: fault.Unavailable}), 503},
 		{fmt.Errorf("add cards: %w", store.QuotaExceeded("acme", 10, 10, 1)), 507},
 	} {

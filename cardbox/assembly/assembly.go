@@ -2,7 +2,7 @@
 // rule of context assembly, without I/O.
 //
 // Entries come in box order (zone, then position). The permanent zone is
-// never left out: a budget smaller than it is a ShortError. Working
+// never left out: a budget smaller than it is a BudgetError. Working
 // entries are left out oldest first (first in box order), then stable
 // ones, until the rest fits. A card that makes tool calls and the cards
 // that answer them (tool_call_id) are kept or left out together, as one
@@ -30,17 +30,17 @@ type Item struct {
 	ToolCallID  string
 }
 
-// ShortError says a budget is smaller than the permanent zone.
-type ShortError struct {
+// BudgetError says a budget is smaller than the box's permanent zone.
+type BudgetError struct {
 	Budget, Permanent int
 }
 
-func (e *ShortError) Error() string {
-	return fmt.Sprintf("the permanent zone takes %d tokens, %d more than the budget of %d",
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("budget too small: the permanent zone takes %d tokens, %d more than the budget of %d",
 		e.Permanent, e.Permanent-e.Budget, e.Budget)
 }
 
-// Choose returns which items fit budget (keep[i]), or a ShortError.
+// Choose returns which items fit budget (keep[i]), or a BudgetError.
 func Choose(items []Item, budget int) (keep []bool, err error) {
 	units, unitOf := group(items)
 	total, permanent := 0, 0
@@ -51,7 +51,7 @@ func Choose(items []Item, budget int) (keep []bool, err error) {
 		}
 	}
 	if permanent > budget {
-		return nil, &ShortError{Budget: budget, Permanent: permanent}
+		return nil, &BudgetError{Budget: budget, Permanent: permanent}
 	}
 	dropped := make([]bool, len(units))
 	for _, zone := range []int{Working, Stable} {
@@ -90,9 +90,12 @@ func group(items []Item) ([]unit, []int) {
 		}
 		return i
 	}
-	callers := map[string]int{}
+	var callers map[string]int // made only for a box with tool calls
 	for i, it := range items {
 		for _, id := range it.ToolCallIDs {
+			if callers == nil {
+				callers = map[string]int{}
+			}
 			if _, ok := callers[id]; !ok {
 				callers[id] = i
 			}
@@ -104,17 +107,16 @@ func group(items []Item) ([]unit, []int) {
 			parent[max(a, b)] = min(a, b)
 		}
 	}
-	index := map[int]int{}
-	var units []unit
+	unitOfRoot := make([]int, len(items)) // a root's unit plus one; 0 for none yet
+	units := make([]unit, 0, len(items))
 	unitOf := make([]int, len(items))
 	for i, it := range items {
 		r := find(i)
-		k, ok := index[r]
-		if !ok {
-			k = len(units)
-			index[r] = k
+		if unitOfRoot[r] == 0 {
 			units = append(units, unit{zone: it.Zone})
+			unitOfRoot[r] = len(units)
 		}
+		k := unitOfRoot[r] - 1
 		units[k].tokens += it.Tokens
 		units[k].zone = min(units[k].zone, it.Zone)
 		unitOf[i] = k

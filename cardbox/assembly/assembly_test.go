@@ -38,7 +38,7 @@ func TestChoose(t *testing.T) {
 
 func TestChooseShort(t *testing.T) {
 	_, err := Choose([]Item{{Zone: Permanent, Tokens: 30}, {Zone: Working, Tokens: 5}}, 20)
-	var se *ShortError
+	var se *BudgetError
 	if !errors.As(err, &se) || se.Permanent != 30 || se.Budget != 20 {
 		t.Fatalf("err = %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
@@ -64,9 +65,9 @@ func readChain(ctx context.Context, turns Turns, t ident.Tenant, contextID, upTo
 			return nil, err
 		}
 		chain = append(page.Turns, chain...)
-		if len(chain) > cardbox.MaxBoxCards {
+		if len(chain) > rules.MaxBoxCards {
 			return nil, &fault.Error{Kind: fault.Unprocessable,
-				Message: fmt.Sprintf("the chain has more than %d turns, more than a box holds", cardbox.MaxBoxCards)}
+				Message: fmt.Sprintf("the chain has more than %d turns, more than a box holds", rules.MaxBoxCards)}
 		}
 		if !page.HasOlder || len(page.Turns) == 0 {
 			return chain, nil

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 
-	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
 )
 
@@ -50,17 +50,17 @@ type item struct {
 func classify(data json.RawMessage) kind {
 	var it item
 	_ = json.Unmarshal(data, &it) // a projection that is no object is a plain turn
-	k := kind{typ: "cxdb.turn", role: cardbox.RoleUser}
+	k := kind{typ: "cxdb.turn", role: rules.RoleUser}
 	if typeSegment.MatchString(it.ItemType) {
 		k.typ = "cxdb." + it.ItemType
 	}
 	switch it.ItemType {
 	case "assistant", "assistant_turn", "handoff":
-		k.role = cardbox.RoleAssistant
+		k.role = rules.RoleAssistant
 	case "system":
-		k.role = cardbox.RoleSystem
+		k.role = rules.RoleSystem
 	case "tool_call":
-		k.role = cardbox.RoleAssistant
+		k.role = rules.RoleAssistant
 		if tc := it.ToolCall; tc != nil && cmp.Or(tc.CallID, tc.ID) != "" {
 			k.toolCalls, _ = json.Marshal([]map[string]any{{
 				"id": cmp.Or(tc.CallID, tc.ID), "type": "function",
@@ -68,12 +68,12 @@ func classify(data json.RawMessage) kind {
 			}})
 		}
 	case "tool_result":
-		k.role = cardbox.RoleTool
+		k.role = rules.RoleTool
 		if tr := it.ToolResult; tr != nil {
 			k.toolCallID = cmp.Or(tr.CallID, tr.ID)
 		}
 	}
-	if cardbox.ValidateRole(it.Role) == nil {
+	if rules.ValidateRole(it.Role) == nil {
 		k.role = it.Role
 	}
 	return k

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
@@ -18,9 +19,9 @@ import (
 // without a card cache). admit is the storage quota check of card and box
 // writes (nil: none).
 func newCardBox(cfg *Config, pool *pgxpool.Pool, admit func(ctx context.Context, project string, adding int64) error,
-	log *slog.Logger) (*cardbox.Service, *cardbox.Sweeper) {
+	log *slog.Logger) (*cardbox.Service, *sweep.Sweeper) {
 	svc := cardbox.New(pgbound.DB{Pool: pool, Timeout: cfg.PGTimeout}, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes, Admit: admit})
-	sweeper := cardbox.New(pool, cardbox.Options{CardCacheBytes: -1}).NewSweeper(cardbox.SweeperConfig{
+	sweeper := cardbox.New(pool, cardbox.Options{CardCacheBytes: -1}).NewSweeper(sweep.Config{
 		Interval: cfg.SweepInterval, DeletedRetention: cfg.DeletedRetention, Logger: log,
 	})
 	return svc, sweeper

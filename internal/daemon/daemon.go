@@ -22,6 +22,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
@@ -51,7 +52,7 @@ type Daemon struct {
 	cxdb      *service.Service
 	proj      *analytics.Projector // nil with analytics off
 	cards     *cardbox.Service
-	sweeper   *cardbox.Sweeper
+	sweeper   *sweep.Sweeper
 	bin       *server.Server
 	handler   *api.Handler
 	web       *http.Server

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
 // mode is what another tenant's request with acme's ids must get.
@@ -450,6 +450,6 @@ func boxWrite(method, suffix, body string, ok int) route {
 // JSON string s.
 func contentHash(s string) string {
 	b, _ := json.Marshal(s)
-	h, _ := cardbox.ContentHash(b)
+	h, _ := rules.ContentHash(b)
 	return hex.EncodeToString(h)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/api/cardboxhttp"
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
@@ -189,9 +190,9 @@ func (h *CardBox) AddCards(project string, cards ...map[string]any) []map[string
 func (h *CardBox) Notes(project, prefix string, n int) []string {
 	h.T.Helper()
 	var ids []string
-	for start := 0; start < n; start += cardbox.MaxAddCards {
+	for start := 0; start < n; start += rules.MaxAddCards {
 		var batch []map[string]any
-		for i := start; i < min(n, start+cardbox.MaxAddCards); i++ {
+		for i := start; i < min(n, start+rules.MaxAddCards); i++ {
 			id := fmt.Sprintf("%s%d", prefix, i)
 			ids = append(ids, id)
 			batch = append(batch, Card(id, "task.instruction", "note "+id))

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/cardbox"
+	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
 	"github.com/cardboxhq/cardbox/internal/fault"
@@ -134,7 +135,7 @@ func TestOwnerIsNotSuperuserCardsAndBoxes(t *testing.T) {
 	// The sweeper purges (a DELETE: count_card_changes again) and folds
 	// the log into tenant_usage, as cardbox_sweeper.
 	m.cards = cardbox.New(m.server.Pool, cardbox.Options{Now: func() time.Time { return time.Now().Add(time.Hour) }})
-	st, err := m.cards.NewSweeper(cardbox.SweeperConfig{DeletedRetention: time.Minute}).Sweep(ctx)
+	st, err := m.cards.NewSweeper(sweep.Config{DeletedRetention: time.Minute}).Sweep(ctx)
 	if err != nil || st.Cards != 1 || st.Boxes != 1 {
 		t.Fatalf("sweep: %+v, %v; want one card and one box purged", st, err)
 	}

@@ -1,4 +1,9 @@
-package cardbox
+// Package sweep purges CardBox rows no read can return any more: cards
+// expired long enough, and cards and boxes deleted longer ago than their
+// retention; and it folds the log of the projects' card and box bytes
+// into their totals. It runs in Postgres as the sweeper role, across
+// projects.
+package sweep
 
 import (
 	"context"
@@ -7,17 +12,18 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
 )
 
-// Sweeper defaults.
+// Defaults.
 const (
 	DefaultSweepInterval    = time.Minute
 	DefaultDeletedRetention = 7 * 24 * time.Hour
 	DefaultSweepBatchSize   = 1000
 )
 
-// SweeperConfig configures a Sweeper. Zero fields take the defaults.
-type SweeperConfig struct {
+// Config configures a Sweeper. Zero fields take the defaults.
+type Config struct {
 	// Interval is the time between passes.
 	Interval time.Duration
 	// DeletedRetention is how long soft-deleted cards and boxes are kept
@@ -32,20 +38,21 @@ type SweeperConfig struct {
 	Logger    *slog.Logger
 }
 
-// SweepStats counts the rows one pass purged.
-type SweepStats struct {
+// Stats counts the rows one pass purged.
+type Stats struct {
 	Cards int64
 	Boxes int64
 }
 
 // Sweeper purges expired cards and long-deleted cards and boxes.
 type Sweeper struct {
-	s   *Service
-	cfg SweeperConfig
+	q   *cardboxdb.Queries
+	now func() time.Time
+	cfg Config
 }
 
-// NewSweeper returns a Sweeper over the service's database and clock.
-func (s *Service) NewSweeper(cfg SweeperConfig) *Sweeper {
+// New returns a Sweeper over d with the clock now.
+func New(d pgrole.Batcher, now func() time.Time, cfg Config) *Sweeper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultSweepInterval
 	}
@@ -58,7 +65,7 @@ func (s *Service) NewSweeper(cfg SweeperConfig) *Sweeper {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{s: s, cfg: cfg}
+	return &Sweeper{q: cardboxdb.New(pgrole.As(d, pgrole.Sweeper, "")), now: now, cfg: cfg}
 }
 
 // Run sweeps at once and then every Interval until ctx is cancelled; it
@@ -89,24 +96,24 @@ func (w *Sweeper) Run(ctx context.Context) error {
 // DeletedRetention ago, then folds the log of the projects' card and box
 // bytes into their totals (migration 00013), so that the log holds about
 // one interval of writes.
-func (w *Sweeper) Sweep(ctx context.Context) (SweepStats, error) {
+func (w *Sweeper) Sweep(ctx context.Context) (Stats, error) {
 	st, err := w.purge(ctx)
 	if err != nil {
 		return st, err
 	}
-	if err := w.s.sweeper().CompactCardBoxUsage(ctx); err != nil {
+	if err := w.q.CompactCardBoxUsage(ctx); err != nil {
 		return st, fmt.Errorf("compact card and box bytes: %w", err)
 	}
 	return st, nil
 }
 
 // purge deletes what Sweep deletes.
-func (w *Sweeper) purge(ctx context.Context) (SweepStats, error) {
-	now := w.s.now()
-	var st SweepStats
+func (w *Sweeper) purge(ctx context.Context) (Stats, error) {
+	now := w.now()
+	var st Stats
 	batch := int32(w.cfg.BatchSize)
 	for {
-		n, err := w.s.sweeper().PurgeCards(ctx, cardboxdb.PurgeCardsParams{
+		n, err := w.q.PurgeCards(ctx, cardboxdb.PurgeCardsParams{
 			ExpiredBefore: now.Add(-w.cfg.ExpiredRetention),
 			DeletedBefore: now.Add(-w.cfg.DeletedRetention),
 			BatchSize:     batch,
@@ -120,7 +127,7 @@ func (w *Sweeper) purge(ctx context.Context) (SweepStats, error) {
 		}
 	}
 	for {
-		n, err := w.s.sweeper().PurgeBoxes(ctx, cardboxdb.PurgeBoxesParams{
+		n, err := w.q.PurgeBoxes(ctx, cardboxdb.PurgeBoxesParams{
 			DeletedBefore: now.Add(-w.cfg.DeletedRetention), BatchSize: batch,
 		})
 		st.Boxes += n
