@@ -10,6 +10,7 @@ import (
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // Context lists and searches are bounded in bytes as turn pages are
@@ -30,7 +31,7 @@ func TestContextListsAndSearchesStopAtTheAnswerBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apitest.Eventually(t, "every context's title to be extracted", func() bool {
+	waitfor.Soon(t, "every context's title to be extracted", func() bool {
 		all, err := h.Svc.MetaStore().Metadata(context.Background(), tenant, nil)
 		if err != nil {
 			t.Fatal(err)

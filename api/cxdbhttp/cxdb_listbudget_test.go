@@ -13,6 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // Context lists and searches are charged to the answer budget as turn
@@ -32,7 +33,7 @@ func titledContexts(t *testing.T, h *apitest.CXDB, n, titleBytes int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apitest.Eventually(t, "every context's title to be extracted", func() bool {
+	waitfor.Soon(t, "every context's title to be extracted", func() bool {
 		all, err := h.Svc.MetaStore().Metadata(context.Background(), tenant, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -98,7 +99,7 @@ func TestContextListsAndSearchesAreChargedToTheAnswerBudget(t *testing.T) {
 		if most := w.Most(); most < 2*titleBytes || most > budgetSize {
 			t.Fatalf("the lists held at most %d bytes of the budget, want two entries' (%d) and at most %d", most, 2*titleBytes, budgetSize)
 		}
-		apitest.Eventually(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
+		waitfor.Soon(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
 	})
 
 	t.Run("concurrent lists share it and all answer", func(t *testing.T) {
@@ -153,7 +154,7 @@ func TestContextListsAndSearchesAreChargedToTheAnswerBudget(t *testing.T) {
 		if most < titleBytes || most > budgetSize {
 			t.Fatalf("held at most %d bytes, want at least one entry's (%d) and at most the budget's %d", most, titleBytes, budgetSize)
 		}
-		apitest.Eventually(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
+		waitfor.Soon(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
 	})
 }
 

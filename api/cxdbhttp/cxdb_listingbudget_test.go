@@ -14,6 +14,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // wideDirectory stores a root directory of n files with names of
@@ -89,7 +90,7 @@ func TestDirectoryListingsAreChargedToTheAnswerBudget(t *testing.T) {
 	if most < int64(size) || most > budgetSize {
 		t.Fatalf("held at most %d bytes, want at least one listing's (%d) and at most the budget's %d", most, size, budgetSize)
 	}
-	apitest.Eventually(t, "the listings' bytes released once sent", func() bool { return budget.Held() == 0 })
+	waitfor.Soon(t, "the listings' bytes released once sent", func() bool { return budget.Held() == 0 })
 
 	t.Run("over the share", func(t *testing.T) {
 		small := membudget.New(1<<20, 0, 0)

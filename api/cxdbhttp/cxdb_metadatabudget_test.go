@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // A filtered list or a search reads every context's metadata to filter
@@ -65,5 +66,5 @@ func TestFiltersChargeTheMetadataTheyRead(t *testing.T) {
 	if most < titleBytes || most > budgetSize {
 		t.Fatalf("held at most %d bytes, want at least one title's (%d) and at most the budget's %d", most, titleBytes, budgetSize)
 	}
-	apitest.Eventually(t, "the metadata's bytes released once filtered", func() bool { return budget.Held() == 0 })
+	waitfor.Soon(t, "the metadata's bytes released once filtered", func() bool { return budget.Held() == 0 })
 }

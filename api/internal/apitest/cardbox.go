@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,29 +16,18 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // BodyLimit is the body limit of test servers.
 const BodyLimit = 64 << 10
-
-// Clock is a settable test clock.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now is the clock's time.
-func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-// Add moves the clock by d.
-func (c *Clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
 
 // CardBox is a CardBox server on a fresh database.
 type CardBox struct {
 	T   testing.TB
 	URL string
 	Svc *cardbox.Service
-	Clk *Clock
+	Clk *testkit.Clock
 	H   *api.Handler
 }
 
@@ -73,7 +61,7 @@ func NewBudgetCardBox(t testing.TB, answers *membudget.Budget, wait time.Duratio
 // NewCardBoxRoutes is newHarnessWith with the routes' options.
 func NewCardBoxRoutes(t testing.TB, pool cardbox.DB, bodyLimit int64, opts cardbox.Options, routes cardboxhttp.CardBoxOptions) *CardBox {
 	t.Helper()
-	clk := &Clock{t: time.Now().UTC().Truncate(time.Second)}
+	clk := testkit.NewClock(time.Now().UTC().Truncate(time.Second))
 	opts.Now = clk.Now
 	svc := cardbox.New(pool, opts)
 	h := api.New(api.Options{Routes: []api.Routes{cardboxhttp.CardBoxWith(svc, routes), cardboxhttp.Assembly(svc, nil)}, BodyLimit: bodyLimit})

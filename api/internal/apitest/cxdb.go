@@ -7,12 +7,9 @@ package apitest
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +24,6 @@ import (
 	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
-	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -141,65 +137,6 @@ func (h *CXDB) Get(path string, headers ...string) Response {
 func (h *CXDB) PublishConversationBundle() {
 	h.T.Helper()
 	h.Call(http.MethodPut, "/v1/registry/bundles/"+registry.ConversationBundleID, registry.ConversationBundle).Want(h.T, http.StatusCreated)
-}
-
-// Eventually polls cond until it holds or 10 s pass.
-func Eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	waitfor.True(t, what, 10*time.Second, cond)
-}
-
-// SharedFixture reads a payload fixture of ../shared/fixtures/cxdb/types.
-func SharedFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(SharedDir(t), "fixtures", "cxdb", "types", name+".json"))
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("shared fixtures missing: %v", err)
-		}
-		t.Skipf("shared fixtures missing: %v", err)
-	}
-	var f struct {
-		PayloadHex string `json:"payload_hex"`
-	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	b, err := hex.DecodeString(f.PayloadHex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// SharedDir is the shared material beside the repository (fixtures, the
-// official CXDB client): CARDBOX_SHARED_DIR, else ../shared.
-func SharedDir(t testing.TB) string {
-	t.Helper()
-	if dir := os.Getenv("CARDBOX_SHARED_DIR"); dir != "" {
-		return dir
-	}
-	return filepath.Join(repoRoot(t), "..", "shared")
-}
-
-// repoRoot is the repository: the nearest directory above the test's
-// that holds go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // SSEEvent is one server-sent event.
