@@ -19,8 +19,8 @@ import (
 // writes (nil: none).
 func newCardBox(cfg *Config, pool *pgxpool.Pool, admit func(ctx context.Context, project string, adding int64) error,
 	log *slog.Logger) (*cardbox.Service, *cardbox.Sweeper) {
-	svc := cardbox.New(pgbound.DB{Pool: pool, Timeout: cfg.PGTimeout}, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes, Admit: admit})
-	sweeper := cardbox.New(pool, cardbox.Options{CardCacheBytes: -1}).NewSweeper(cardbox.SweeperConfig{
+	svc := cardbox.New(pgbound.DB{Pool: pool, Timeout: cfg.PGTimeout}, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes, Admit: admit, Now: cfg.Test.Now})
+	sweeper := cardbox.New(pool, cardbox.Options{CardCacheBytes: -1, Now: cfg.Test.Now}).NewSweeper(cardbox.SweeperConfig{
 		Interval: cfg.SweepInterval, DeletedRetention: cfg.DeletedRetention, Logger: log,
 	})
 	return svc, sweeper

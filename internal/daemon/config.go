@@ -92,6 +92,9 @@ type TestOptions struct {
 	// WrapStore, if set, wraps the turn store the CXDB service uses (a
 	// test that holds appends at a gate).
 	WrapStore func(service.Store) service.Store
+	// Now, if set, is the CardBox service's and its sweeper's clock (a
+	// test that moves time past a card's expiry); time.Now when nil.
+	Now func() time.Time
 }
 
 // Database is the Postgres the daemon serves from.

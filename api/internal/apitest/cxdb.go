@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
@@ -38,6 +40,9 @@ type CXDB struct {
 	Svc    *service.Service
 	Keys   *tenancy.Admin // hosted mode only
 	Bin    *server.Server
+
+	cards   *cardbox.Service
+	handler *api.Handler
 }
 
 // Options vary the harness.
@@ -76,6 +81,7 @@ func NewCXDBWith(t testing.TB, o Options) *CXDB {
 	return &CXDB{
 		T: t, URL: "http://" + d.HTTPAddr(), Binary: d.BinaryAddr(),
 		Engine: d.Store(), Svc: d.CXDB(), Keys: d.Tenancy(), Bin: d.Binary(),
+		cards: d.CardBox(), handler: d.Handler(),
 	}
 }
 
