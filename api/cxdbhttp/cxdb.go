@@ -20,6 +20,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/cxdbcompat/turnpage"
 	"github.com/cardboxhq/cardbox/cxdbcompat/typedjson"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
@@ -28,7 +29,8 @@ import (
 
 // CXDBRoutes serve the CXDB HTTP API (/v1) over the CXDB service.
 type CXDBRoutes struct {
-	svc *service.Service
+	svc   *service.Service
+	pages *turnpage.Pages
 	// stop ends live event streams at shutdown (they would hold it).
 	stop      <-chan struct{}
 	heartbeat time.Duration
@@ -60,6 +62,9 @@ type CXDBOptions struct {
 	// AnswerWait is how long a request waits for room in Answers before
 	// it is refused 503 with Retry-After (default 5 s).
 	AnswerWait time.Duration
+	// Pages renders the turn pages: the server's, whose rendered-turn
+	// cache CardBox's derivation shares. Nil gives the routes their own.
+	Pages *turnpage.Pages
 }
 
 // CXDB returns the CXDB HTTP routes. Pass it in api.Options.Routes.
@@ -73,8 +78,11 @@ func CXDB(svc *service.Service, opts CXDBOptions) *CXDBRoutes {
 	if opts.AnswerWait <= 0 {
 		opts.AnswerWait = answers.DefaultWait
 	}
+	if opts.Pages == nil {
+		opts.Pages = turnpage.New(svc, 0)
+	}
 	return &CXDBRoutes{
-		svc: svc, stop: opts.Stop, heartbeat: opts.Heartbeat, metrics: newCXDBMetrics(svc, opts),
+		svc: svc, pages: opts.Pages, stop: opts.Stop, heartbeat: opts.Heartbeat, metrics: newCXDBMetrics(svc, opts),
 		answers: opts.Answers, answerWait: opts.AnswerWait,
 	}
 }
@@ -329,7 +337,7 @@ func (r *CXDBRoutes) turns(c echo.Context) error {
 	charge := r.charge(c, t)
 	defer charge.Release()
 	q.Reserve = charge.Reserve
-	page, err := r.svc.Turns(c.Request().Context(), t, id, q)
+	page, err := r.pages.Turns(c.Request().Context(), t, id, q)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/cxdbcompat/turnpage"
 	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
@@ -242,7 +243,7 @@ func (h *harness) data(t ident.Tenant, turn uint64) (data []byte, skipped string
 // context, by turn id.
 func (h *harness) typedView(t ident.Tenant, contextID uint64) map[string]json.RawMessage {
 	h.t.Helper()
-	page, err := h.svc.Turns(h.ctx, t, contextID, service.TurnQuery{Limit: 1000})
+	page, err := turnpage.New(h.svc, -1).Turns(h.ctx, t, contextID, service.TurnQuery{Limit: 1000})
 	if err != nil {
 		h.t.Fatal(err)
 	}

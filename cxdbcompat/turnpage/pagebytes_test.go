@@ -1,4 +1,4 @@
-package service_test
+package turnpage_test
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/cxdbcompat/service/servicetest"
+	"github.com/cardboxhq/cardbox/cxdbcompat/turnpage"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/pages.golden from the code")
@@ -19,21 +21,20 @@ var update = flag.Bool("update", false, "rewrite testdata/pages.golden from the 
 // option, against testdata/pages.golden: a change to how turn JSON is
 // built must leave them as they are.
 func TestPageBytes(t *testing.T) {
-	f := newFixture(t)
-	c := f.newContext(0)
-	f.say(c, "first")
+	f := servicetest.New(t)
+	pages := turnpage.New(f.Svc, 0)
+	c := f.NewContext(0)
+	f.Say(c, "first")
 	item := `{"item_type":"assistant_turn","status":"complete","timestamp":"2026-01-02T03:04:05Z","id":"i2",
 		"turn":{"text":"a <b> \"quoted\" é \u2028 reply","turn_number":1,"finish_reason":"tool_use",
 			"metrics":{"input_tokens":100,"output_tokens":20,"model":"m-1"},
 			"tool_calls":[{"id":"c1","name":"read_file","args":"{}","status":"complete","duration_ms":12,"result":{"content":"hello","success":true}}]}}`
-	a := userInput(c, "")
+	a := servicetest.UserInput(c, "")
 	a.Data = json.RawMessage(item)
-	if _, err := f.svc.AppendJSON(f.ctx, f.tenant, a); err != nil {
-		t.Fatal(err)
-	}
-	f.appendRaw(c, "com.example.Unregistered", 1, []byte{0x81, 0x01, 0xa1, 'x'})
-	f.appendRaw(c, conversationItem, conversationVersion, []byte{0xc1})
-	f.appendRaw(c, conversationItem, conversationVersion, []byte{0x82, 0x01, 0xa4, 's', 'o', 'm', 'e', 0x63, 0x07}) // an unknown tag
+	f.AppendJSON(a)
+	f.AppendRaw(c, "com.example.Unregistered", 1, []byte{0x81, 0x01, 0xa1, 'x'})
+	f.AppendRaw(c, servicetest.ConversationItem, servicetest.ConversationVersion, []byte{0xc1})
+	f.AppendRaw(c, servicetest.ConversationItem, servicetest.ConversationVersion, []byte{0x82, 0x01, 0xa4, 's', 'o', 'm', 'e', 0x63, 0x07}) // an unknown tag
 
 	queries := []struct {
 		name string
@@ -48,14 +49,14 @@ func TestPageBytes(t *testing.T) {
 		{"numbers", service.TurnQuery{Render: projection.Options{U64: "number", Enum: "both", Time: "unix_ms"}}},
 		{"unknown", service.TurnQuery{Render: projection.Options{IncludeUnknown: true}}},
 		{"latest", service.TurnQuery{Hint: service.HintLatest}},
-		{"explicit", service.TurnQuery{Hint: service.HintExplicit, AsTypeID: conversationItem, AsVersion: 2, HasAsVer: true}},
+		{"explicit", service.TurnQuery{Hint: service.HintExplicit, AsTypeID: servicetest.ConversationItem, AsVersion: 2, HasAsVer: true}},
 		{"two newest", service.TurnQuery{Limit: 2}},
 	}
 	var got bytes.Buffer
 	for _, tt := range queries {
 		// Twice: the second page is served from the rendered-turn cache.
 		for _, pass := range []string{"rendered", "cached"} {
-			page, err := f.svc.Turns(f.ctx, f.tenant, c, tt.q)
+			page, err := pages.Turns(f.Ctx, f.Tenant, c, tt.q)
 			if err != nil {
 				t.Fatalf("%s: %v", tt.name, err)
 			}

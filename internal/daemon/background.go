@@ -54,7 +54,7 @@ func (d *Daemon) startBackground() {
 // deleted tenants are forgotten (both modes).
 func (d *Daemon) startWatches() {
 	d.forget = &forgetter{
-		admin: tenancy.New(d.db.Pool, d.log), engine: d.engine, cxdb: d.cxdb, cards: d.cards, bin: d.bin,
+		admin: tenancy.New(d.db.Pool, d.log), engine: d.engine, cxdb: d.cxdb, pages: d.pages, cards: d.cards, bin: d.bin,
 		limiter: d.access.limiter, log: d.log,
 	}
 	d.goWork(func(ctx context.Context) { d.access.watch(ctx, d.bin, d.log) })

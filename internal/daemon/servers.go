@@ -43,10 +43,10 @@ func (d *Daemon) buildServers() {
 	}
 	routes := []api.Routes{
 		cardboxhttp.CardBoxWith(d.cards, cardboxhttp.CardBoxOptions{Answers: answers, AnswerWait: cfg.Test.AnswerWait}),
-		cardboxhttp.Assembly(d.cards, d.cxdb),
+		cardboxhttp.Assembly(d.cards, d.pages),
 		cxdbhttp.CXDB(d.cxdb, cxdbhttp.CXDBOptions{
 			Stop: d.life.Done(), Stats: d.engine, DataDir: cfg.DataDir, Gatherer: metrics, Answers: answers,
-			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait,
+			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait, Pages: d.pages,
 		}),
 	}
 	if d.access.tenants != nil {
