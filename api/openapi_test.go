@@ -403,7 +403,7 @@ func TestOpenAPIDescribesAdminAnswers(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	keys := tenancy.New(pool, nil)
 	usage := func(context.Context, string) (int64, int64) { return 4096, 0 }
-	srv := httptest.NewServer(api.New(api.Options{Auth: auth.NewKeys(pool, nil), Routes: []api.Routes{adminhttp.Admin(keys).WithUsage(usage)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: auth.NewKeys(pool, nil), Routes: []api.Routes{adminhttp.New(keys).WithUsage(usage)}}))
 	t.Cleanup(srv.Close)
 	d := apitest.NewDocCheck(t, srv.URL)
 	_, operator := seed.OperatorKey(t, keys)

@@ -30,7 +30,7 @@ func TestAdminAPI(t *testing.T) {
 	seed.Tenants(t, keys, "ops")
 	_, adminKey := seed.OperatorKey(t, keys)
 	_, writerKey := seed.Key(t, keys, "ops", auth.RoleWriter)
-	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &apitest.CXDB{T: t, URL: srv.URL}
 	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
@@ -92,7 +92,7 @@ func TestAdminDeletesTenants(t *testing.T) {
 	_, opsAdminKey := seed.Key(t, keys, "ops", auth.RoleAdmin)
 	_, writerKey := seed.Key(t, keys, "ops", auth.RoleWriter)
 	_, acmeKey := seed.Key(t, keys, "acme", auth.RoleWriter)
-	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &apitest.CXDB{T: t, URL: srv.URL}
 	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
@@ -148,7 +148,7 @@ func TestRateLimitedRequestsGet429WithRetryAfter(t *testing.T) {
 		r, err := keys.TenantRate(ctx, tenant)
 		return ratelimit.Rate{PerSec: r.PerSec, Burst: r.Burst}, err
 	})
-	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Limit: limiter.Allow, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Limit: limiter.Allow, Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &apitest.CXDB{T: t, URL: srv.URL}
 	for range 2 {
@@ -204,7 +204,7 @@ func TestAdminWritesAreBounded(t *testing.T) {
 	keys, checker := tenancy.New(pool, nil).Bound(bound), auth.NewKeys(pool, nil).Bound(bound)
 	seed.Tenants(t, keys, "acme")
 	_, op := seed.OperatorKey(t, keys)
-	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &apitest.CXDB{T: t, URL: srv.URL}
 	hold, err := pool.Begin(ctx)
@@ -311,7 +311,7 @@ func TestTenantDeletionIsBounded(t *testing.T) {
 		}
 	}
 	const op = "operator-secret"
-	srv := httptest.NewServer(api.New(api.Options{Auth: operatorOnly(op), Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: operatorOnly(op), Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 
 	// Postgres stops answering before the deletion commits: 503 in time,

@@ -27,8 +27,8 @@ import (
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 
-// CXDBRoutes serve the CXDB HTTP API (/v1) over the CXDB service.
-type CXDBRoutes struct {
+// Routes serve the CXDB HTTP API (/v1) over the CXDB service.
+type Routes struct {
 	svc   *service.Service
 	pages *turnpage.Pages
 	// stop ends live event streams at shutdown (they would hold it).
@@ -40,8 +40,8 @@ type CXDBRoutes struct {
 	answerWait time.Duration
 }
 
-// CXDBOptions configure the CXDB routes.
-type CXDBOptions struct {
+// Options configure the CXDB routes.
+type Options struct {
 	// Stop, when closed, ends the event streams (server shutdown).
 	Stop <-chan struct{}
 	// Stats feeds GET /v1/metrics; nil serves zeros for the store's part.
@@ -67,8 +67,8 @@ type CXDBOptions struct {
 	Pages *turnpage.Pages
 }
 
-// CXDB returns the CXDB HTTP routes. Pass it in api.Options.Routes.
-func CXDB(svc *service.Service, opts CXDBOptions) *CXDBRoutes {
+// New returns the CXDB HTTP routes. Pass it in api.Options.Routes.
+func New(svc *service.Service, opts Options) *Routes {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = heartbeatEvery
 	}
@@ -81,14 +81,14 @@ func CXDB(svc *service.Service, opts CXDBOptions) *CXDBRoutes {
 	if opts.Pages == nil {
 		opts.Pages = turnpage.New(svc, 0)
 	}
-	return &CXDBRoutes{
+	return &Routes{
 		svc: svc, pages: opts.Pages, stop: opts.Stop, heartbeat: opts.Heartbeat, metrics: newCXDBMetrics(svc, opts),
 		answers: opts.Answers, answerWait: opts.AnswerWait,
 	}
 }
 
 // Register adds the /v1 routes.
-func (r *CXDBRoutes) Register(e *echo.Echo) {
+func (r *Routes) Register(e *echo.Echo) {
 	v := e.Group("/v1")
 	v.GET("/contexts", r.listContexts)
 	v.GET("/contexts/search", r.search)
@@ -111,14 +111,14 @@ func (r *CXDBRoutes) Register(e *echo.Echo) {
 	v.GET("/metrics", r.metrics.serve)
 }
 
-// MapError maps the CXDB packages' errors; it is CXDBErrors.
-func (r *CXDBRoutes) MapError(err error) *fault.Error { return CXDBErrors(err) }
+// MapError maps the CXDB packages' errors: the package's MapError.
+func (r *Routes) MapError(err error) *fault.Error { return MapError(err) }
 
-// CXDBErrors gives the CXDB codecs' errors that are no *fault.Error their
+// MapError gives the CXDB codecs' errors that are no *fault.Error their
 // kind: data that does not fit its type is unprocessable (422). The
 // service's and the registry's errors are *fault.Error values already. It
 // returns nil for other errors.
-func CXDBErrors(err error) *fault.Error {
+func MapError(err error) *fault.Error {
 	var fe *typedjson.FieldError
 	if errors.As(err, &fe) {
 		return fault.New(fault.Unprocessable, "%s", fe.Error()).With("field", fe.Path)
@@ -127,11 +127,11 @@ func CXDBErrors(err error) *fault.Error {
 }
 
 // tenant is the tenant a request acts for.
-func (r *CXDBRoutes) tenant(c echo.Context) (ident.Tenant, error) {
+func (r *Routes) tenant(c echo.Context) (ident.Tenant, error) {
 	return api.RequestTenant(c, r.svc.Tenant)
 }
 
-func (r *CXDBRoutes) listContexts(c echo.Context) error {
+func (r *Routes) listContexts(c echo.Context) error {
 	t, err := r.tenant(c)
 	if err != nil {
 		return err
@@ -179,7 +179,7 @@ func contextQuery(c echo.Context) (service.ContextQuery, error) {
 	return q, nil
 }
 
-func (r *CXDBRoutes) search(c echo.Context) error {
+func (r *Routes) search(c echo.Context) error {
 	text := c.QueryParam("q")
 	if text == "" {
 		return c.JSON(http.StatusBadRequest, map[string]string{"error": "Missing required 'q' parameter"})
@@ -210,7 +210,7 @@ func (r *CXDBRoutes) search(c echo.Context) error {
 	})
 }
 
-func (r *CXDBRoutes) getContext(c echo.Context) error {
+func (r *Routes) getContext(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err
@@ -222,7 +222,7 @@ func (r *CXDBRoutes) getContext(c echo.Context) error {
 	return c.JSON(http.StatusOK, e)
 }
 
-func (r *CXDBRoutes) provenance(c echo.Context) error {
+func (r *Routes) provenance(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err
@@ -234,7 +234,7 @@ func (r *CXDBRoutes) provenance(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"context_id": idString(id), "provenance": p})
 }
 
-func (r *CXDBRoutes) tenantAndID(c echo.Context, param string) (ident.Tenant, uint64, error) {
+func (r *Routes) tenantAndID(c echo.Context, param string) (ident.Tenant, uint64, error) {
 	id, err := idParam(c, param)
 	if err != nil {
 		return ident.Tenant{}, 0, err
@@ -255,10 +255,10 @@ type headResponse struct {
 	HeadDepth  uint32 `json:"head_depth"`
 }
 
-func (r *CXDBRoutes) createContext(c echo.Context) error { return r.newContext(c, false) }
-func (r *CXDBRoutes) forkContext(c echo.Context) error   { return r.newContext(c, true) }
+func (r *Routes) createContext(c echo.Context) error { return r.newContext(c, false) }
+func (r *Routes) forkContext(c echo.Context) error   { return r.newContext(c, true) }
 
-func (r *CXDBRoutes) newContext(c echo.Context, fork bool) error {
+func (r *Routes) newContext(c echo.Context, fork bool) error {
 	var req createRequest
 	if err := jsonbody.DecodeStrict(c, &req, !fork); err != nil {
 		return err
@@ -290,7 +290,7 @@ type turnAppendRequest struct {
 	IfHead *jsonbody.ID `json:"if_head"`
 }
 
-func (r *CXDBRoutes) appendTurn(c echo.Context) error {
+func (r *Routes) appendTurn(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err
@@ -323,7 +323,7 @@ func (r *CXDBRoutes) appendTurn(c echo.Context) error {
 	})
 }
 
-func (r *CXDBRoutes) turns(c echo.Context) error {
+func (r *Routes) turns(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 
 // charge starts what a request of tenant t holds of the answer budget;
 // the caller releases it once the answer is sent.
-func (r *CXDBRoutes) charge(c echo.Context, t ident.Tenant) *answers.Charge {
+func (r *Routes) charge(c echo.Context, t ident.Tenant) *answers.Charge {
 	return answers.NewCharge(c.Request().Context(), r.answers, r.answerWait, t.ID)
 }
 

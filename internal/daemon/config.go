@@ -81,8 +81,8 @@ type TestOptions struct {
 	// QuotaRefresh is how long a tenant's own quota is used before it is
 	// read again (quota.Options.RefreshEvery; negative: at every write).
 	QuotaRefresh time.Duration
-	// Heartbeat is the CXDB routes' (cxdbhttp.CXDBOptions); AnswerWait theirs
-	// and the CardBox routes' (cardboxhttp.CardBoxOptions).
+	// Heartbeat is the CXDB routes' (cxdbhttp.Options); AnswerWait theirs
+	// and the CardBox routes' (cardboxhttp.Options).
 	Heartbeat  time.Duration
 	AnswerWait time.Duration
 	// Answers, if set, is the HTTP routes' answer budget (the CXDB and

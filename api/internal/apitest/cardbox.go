@@ -99,7 +99,7 @@ func CardBoxOf(h *CXDB) *CardBox {
 func NewCardBoxRoutesOnly(t testing.TB, db cardbox.DB) *CardBox {
 	t.Helper()
 	svc := cardbox.New(db, cardbox.Options{})
-	h := api.New(api.Options{Routes: []api.Routes{cardboxhttp.CardBox(svc), cardboxhttp.Assembly(svc, nil)}, BodyLimit: BodyLimit})
+	h := api.New(api.Options{Routes: []api.Routes{cardboxhttp.New(svc), cardboxhttp.Assembly(svc, nil)}, BodyLimit: BodyLimit})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &CardBox{T: t, URL: srv.URL, Svc: svc, H: h}

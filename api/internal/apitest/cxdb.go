@@ -49,7 +49,7 @@ type CXDB struct {
 type Options struct {
 	Hosted     bool          // API keys on both surfaces (h.keys)
 	Heartbeat  time.Duration // of event streams
-	AnswerWait time.Duration // for room in the answer budget (cxdbhttp.CXDBOptions.AnswerWait)
+	AnswerWait time.Duration // for room in the answer budget (cxdbhttp.Options.AnswerWait)
 	// answers, when set, is the answer budget of the HTTP routes instead
 	// of the binary server's.
 	Answers *membudget.Budget
