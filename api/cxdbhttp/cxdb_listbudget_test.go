@@ -21,13 +21,15 @@ import (
 // are built, until sent.
 
 // titledContexts makes n contexts whose first turns carry titles of
-// titleBytes (label "big"), and waits until their metadata is extracted.
-func titledContexts(t *testing.T, h *apitest.CXDB, n, titleBytes int) {
+// titleBytes (label "big"), waits until their metadata is extracted, and
+// returns their ids.
+func titledContexts(t *testing.T, h *apitest.CXDB, n, titleBytes int) []uint64 {
 	t.Helper()
 	c := h.Client()
-	for i := range n {
-		id := newContext(t, c)
-		appendBinary(t, c, id, userTurn(t, "hi", fmt.Sprintf("title %02d ", i)+strings.Repeat("x", titleBytes), "big"))
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = newContext(t, c)
+		appendBinary(t, c, ids[i], userTurn(t, "hi", fmt.Sprintf("title %02d ", i)+strings.Repeat("x", titleBytes), "big"))
 	}
 	tenant, err := h.Engine.Tenant(context.Background(), ident.DefaultTenantID)
 	if err != nil {
@@ -46,6 +48,50 @@ func titledContexts(t *testing.T, h *apitest.CXDB, n, titleBytes int) {
 		}
 		return titled == n
 	})
+	return ids
+}
+
+// titledServerOnBudget starts a server whose HTTP answers are charged to
+// a budget of budgetSize bytes (a request waits up to a minute for room
+// in it), holding n contexts titled titleBytes each.
+func titledServerOnBudget(t *testing.T, budgetSize int64, n, titleBytes int) (*apitest.CXDB, *membudget.Budget) {
+	t.Helper()
+	budget := membudget.New(budgetSize, 0, 0)
+	h := apitest.NewCXDBWith(t, apitest.Options{Answers: budget, AnswerWait: time.Minute})
+	titledContexts(t, h, n, titleBytes)
+	return h, budget
+}
+
+// answer is how one of getAll's requests ended.
+type answer struct {
+	path   string
+	status int
+	body   []byte
+	err    error
+}
+
+// getAll sends a GET of every path at once and returns the answers, in
+// no particular order, once all are in. It does not fail the test: it
+// may run in the test's goroutines.
+func getAll(h *apitest.CXDB, paths []string) []answer {
+	answers := make([]answer, len(paths))
+	var wg sync.WaitGroup
+	for i, path := range paths {
+		wg.Go(func() {
+			a := &answers[i]
+			a.path = path
+			res, err := http.Get(h.URL + path)
+			if err != nil {
+				a.err = err
+				return
+			}
+			defer res.Body.Close()
+			a.status = res.StatusCode
+			a.body, a.err = io.ReadAll(res.Body)
+		})
+	}
+	wg.Wait()
+	return answers
 }
 
 type budgetListPage struct {
@@ -66,9 +112,7 @@ func TestContextListsAndSearchesAreChargedToTheAnswerBudget(t *testing.T) {
 		contexts   = 6
 		budgetSize = 10 << 20 // two entries, not three
 	)
-	budget := membudget.New(budgetSize, 0, 0)
-	h := apitest.NewCXDBWith(t, apitest.Options{Answers: budget, AnswerWait: time.Minute})
-	titledContexts(t, h, contexts, titleBytes)
+	h, budget := titledServerOnBudget(t, budgetSize, contexts, titleBytes)
 	search := "/v1/contexts/search?q=" + urlQuery(`label = "big"`)
 
 	t.Run("one list over the budget stops at it", func(t *testing.T) {
@@ -105,36 +149,12 @@ func TestContextListsAndSearchesAreChargedToTheAnswerBudget(t *testing.T) {
 	t.Run("concurrent lists share it and all answer", func(t *testing.T) {
 		w := apitest.WatchHeld(t, budget)
 		paths := []string{"/v1/contexts?limit=20", search, "/v1/contexts?limit=20&label=big", search, "/v1/contexts?limit=1000&include_provenance=1", search}
-		type answer struct {
-			path   string
-			status int
-			body   string
-			err    error
-		}
-		answers := make(chan answer, len(paths))
-		var wg sync.WaitGroup
-		for _, path := range paths {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res, err := http.Get(h.URL + path)
-				if err != nil {
-					answers <- answer{path: path, err: err}
-					return
-				}
-				defer res.Body.Close()
-				body, err := io.ReadAll(res.Body)
-				answers <- answer{path, res.StatusCode, string(body), err}
-			}()
-		}
-		wg.Wait()
-		close(answers)
-		for a := range answers {
+		for _, a := range getAll(h, paths) {
 			if a.err != nil || a.status != http.StatusOK {
 				t.Errorf("%s: %d, %v: %.300s", a.path, a.status, a.err, a.body)
 				continue
 			}
-			r := apitest.Response{Status: a.status, Body: []byte(a.body)}
+			r := apitest.Response{Status: a.status, Body: a.body}
 			if strings.HasPrefix(a.path, "/v1/contexts/search") {
 				var found budgetSearch
 				r.JSON(t, &found)

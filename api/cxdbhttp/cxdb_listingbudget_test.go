@@ -3,10 +3,8 @@ package cxdbhttp_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,28 +61,13 @@ func TestDirectoryListingsAreChargedToTheAnswerBudget(t *testing.T) {
 		fmt.Sprintf("/v1/turns/%d/fs", turn), fmt.Sprintf("/v1/turns/%d/fs?path=", turn),
 		fmt.Sprintf("/v1/turns/%d/fs", turn), fmt.Sprintf("/v1/turns/%d/fs", turn),
 	}
-	sizes := make(chan int, len(paths))
-	var wg sync.WaitGroup
-	for _, path := range paths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := http.Get(h.URL + path)
-			if err != nil {
-				t.Errorf("%s: %v", path, err)
-				return
-			}
-			defer res.Body.Close()
-			body, err := io.ReadAll(res.Body)
-			if err != nil || res.StatusCode != http.StatusOK {
-				t.Errorf("%s: %d, %v: %.300s", path, res.StatusCode, err, body)
-			}
-			sizes <- len(body)
-		}()
+	size := 0
+	for _, a := range getAll(h, paths) {
+		if a.err != nil || a.status != http.StatusOK {
+			t.Errorf("%s: %d, %v: %.300s", a.path, a.status, a.err, a.body)
+		}
+		size = len(a.body)
 	}
-	wg.Wait()
-	close(sizes)
-	size := <-sizes
 	most := w.Most()
 	t.Logf("%d listings of %d bytes at once held at most %d bytes of a %d-byte budget", len(paths), size, most, budgetSize)
 	if most < int64(size) || most > budgetSize {
