@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/api"
-	"github.com/cardboxhq/cardbox/api/adminhttp"
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
@@ -28,8 +27,6 @@ import (
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/daemon"
 	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
-	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
@@ -400,12 +397,9 @@ func TestOpenAPIDescribesOperationsAnswers(t *testing.T) {
 // TestOpenAPIDescribesAdminAnswers checks the /admin routes' exchanges in
 // hosted mode, as an operator and as a tenant's admin.
 func TestOpenAPIDescribesAdminAnswers(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	keys := tenancy.New(pool, nil)
-	usage := func(context.Context, string) (int64, int64) { return 4096, 0 }
-	srv := httptest.NewServer(api.New(api.Options{Auth: auth.NewKeys(pool, nil), Routes: []api.Routes{adminhttp.New(keys).WithUsage(usage)}}))
-	t.Cleanup(srv.Close)
-	d := apitest.NewDocCheck(t, srv.URL)
+	h := apitest.NewCXDBWith(t, apitest.Options{Hosted: true})
+	keys := h.Keys
+	d := apitest.NewDocCheck(t, h.URL)
 	_, operator := seed.OperatorKey(t, keys)
 	d.Key = operator
 
