@@ -71,9 +71,9 @@ func NewCardBoxWith(t testing.TB, o CardBoxOptions) *CardBox {
 	if o.CardCacheBytes != 0 {
 		cfg.CardCacheBytes = o.CardCacheBytes
 	}
-	// The routes' own write deadline, as they had before they ran in the
-	// whole server: under the race detector on a busy machine, a write of
-	// a card of megabytes can take longer than cardboxd's 30 s.
+	// A minute to answer (api.DefaultDeadlines.Write) rather than
+	// cardboxd's 30 s: under the race detector on a busy machine, a write
+	// of a card of megabytes can take longer.
 	cfg.WriteTimeout = api.DefaultDeadlines.Write
 	cfg.Test.Now, cfg.Test.Answers, cfg.Test.AnswerWait = clk.Now, o.Answers, o.AnswerWait
 	d := daemontest.Start(t, cfg)

@@ -1,7 +1,8 @@
 // Package apitest is the test harness of the HTTP route groups: a whole
-// server as cardboxd runs it (CXDB), a CardBox server on a fresh database
-// (CardBox), requests and their answers, and checks of each exchange
-// against docs/openapi.yaml (Spec, DocCheck).
+// server as cardboxd runs it (internal/daemon) seen through its CXDB API
+// (CXDB) or its CardBox API on a clock of the test's (CardBox), requests
+// and their answers, and checks of each exchange against
+// docs/openapi.yaml (Spec, DocCheck).
 package apitest
 
 import (
