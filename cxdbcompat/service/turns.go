@@ -32,7 +32,7 @@ const (
 // MaxPageBytes bounds the JSON of a page's turns as GET_LAST bounds its
 // payloads (48 MiB, store's maxListBytes): a page stops before the turn
 // that would pass it, whatever its limit and however large its payloads
-// (see renderer.page).
+// (see package turnpage).
 const MaxPageBytes = 48 << 20
 
 // TurnQuery selects and renders a page of a context's turns. The service
