@@ -125,8 +125,8 @@ func newGoneEnv(t *testing.T) *goneEnv {
 	h := api.New(api.Options{
 		Health: enteredHealth{engine, e.entered},
 		Routes: []api.Routes{
-			cardboxhttp.CardBox(e.cards),
-			cxdbhttp.CXDB(svc, cxdbhttp.CXDBOptions{Stop: ctx.Done(), Stats: engine, Gatherer: reg}),
+			cardboxhttp.New(e.cards),
+			cxdbhttp.New(svc, cxdbhttp.Options{Stop: ctx.Done(), Stats: engine, Gatherer: reg}),
 		},
 		HTTPMetrics: e.metrics, Metrics: reg, AccessLog: true, Logger: slog.New(e.logs),
 	})

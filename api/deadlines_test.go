@@ -22,7 +22,7 @@ import (
 func TestSlowBodyIsCut(t *testing.T) {
 	svc := cardbox.New(pgtest.NewPool(t), cardbox.Options{})
 	srv := httptest.NewServer(api.New(api.Options{
-		Routes:    []api.Routes{cardboxhttp.CardBox(svc)},
+		Routes:    []api.Routes{cardboxhttp.New(svc)},
 		Deadlines: api.Deadlines{BodyGrace: time.Second, BodyMinRate: 1000, Write: 5 * time.Second},
 	}))
 	t.Cleanup(srv.Close)

@@ -34,7 +34,7 @@ func TestAccessLogAndRequestMetrics(t *testing.T) {
 	var logs syncBuffer
 	m := api.NewHTTPMetrics()
 	srv := httptest.NewServer(api.New(api.Options{
-		Routes:      []api.Routes{cardboxhttp.CardBox(cardbox.New(pgtest.NewPool(t), cardbox.Options{}))},
+		Routes:      []api.Routes{cardboxhttp.New(cardbox.New(pgtest.NewPool(t), cardbox.Options{}))},
 		Logger:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		HTTPMetrics: m, AccessLog: true,
 	}))

@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardboxhq/cardbox/api"
-	"github.com/cardboxhq/cardbox/api/adminhttp"
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
@@ -28,8 +27,8 @@ import (
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/daemon"
 	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
-	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // TestOpenAPIIsValid checks that docs/openapi.yaml is a valid OpenAPI 3
@@ -263,7 +262,7 @@ func TestOpenAPIDescribesCXDBAnswers(t *testing.T) {
 	d.Call(http.StatusCreated, http.MethodPost, "/v1/contexts/"+meta.ContextID+"/append",
 		`{"type_id":"cxdb.ConversationItem","type_version":3,"data":{"item_type":"system","context_metadata":{"client_tag":"agent","title":"Docs","labels":["a","b"],`+
 			`"provenance":{"parent_context_id":"`+created.ContextID+`","spawn_reason":"test","process_pid":42,"env":{"K":"V"},"captured_at":"2023-11-14T22:13:20Z"}}}}`)
-	apitest.Eventually(t, "the context's metadata", func() bool {
+	waitfor.Soon(t, "the context's metadata", func() bool {
 		var e struct{ Title string }
 		json.Unmarshal(h.Get("/v1/contexts/"+meta.ContextID).Body, &e)
 		return e.Title == "Docs"
@@ -398,17 +397,10 @@ func TestOpenAPIDescribesOperationsAnswers(t *testing.T) {
 // TestOpenAPIDescribesAdminAnswers checks the /admin routes' exchanges in
 // hosted mode, as an operator and as a tenant's admin.
 func TestOpenAPIDescribesAdminAnswers(t *testing.T) {
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	keys := tenancy.New(pool, nil)
-	usage := func(context.Context, string) (int64, int64) { return 4096, 0 }
-	srv := httptest.NewServer(api.New(api.Options{Auth: auth.NewKeys(pool, nil), Routes: []api.Routes{adminhttp.Admin(keys).WithUsage(usage)}}))
-	t.Cleanup(srv.Close)
-	d := apitest.NewDocCheck(t, srv.URL)
-	_, operator, err := keys.CreateOperatorKey(ctx, "test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := apitest.NewCXDBWith(t, apitest.Options{Hosted: true})
+	keys := h.Keys
+	d := apitest.NewDocCheck(t, h.URL)
+	_, operator := seed.OperatorKey(t, keys)
 	d.Key = operator
 
 	d.Call(http.StatusCreated, http.MethodPost, "/admin/tenants", `{"tenant_id":"acme","name":"Acme"}`)
@@ -470,10 +462,7 @@ func TestOpenAPIDescribesAdminAnswers(t *testing.T) {
 
 	d.Key = ""
 	d.Call(http.StatusUnauthorized, http.MethodGet, "/admin/tenants", nil)
-	_, writer, err := keys.CreateKey(ctx, "test", "other", auth.RoleWriter, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, writer := seed.Key(t, keys, "other", auth.RoleWriter)
 	d.Key = writer
 	d.Call(http.StatusForbidden, http.MethodGet, "/admin/tenants", nil)
 }

@@ -24,7 +24,7 @@ func TestPostgresFullDiskIsHTTP507(t *testing.T) {
 	dir := pgtest.SmallDisk(t, pgtest.DBName(url), 4<<20, "turns", "cards")
 	cx := apitest.NewCXDBWith(t, apitest.Options{Pool: pool})
 	cx.PublishConversationBundle()
-	cards := apitest.NewCardBoxOn(t, pool, apitest.BodyLimit)
+	cards := apitest.CardBoxOf(cx)
 	var created map[string]any
 	cx.Call(http.MethodPost, "/v1/contexts/create", `{"base_turn_id":"0"}`).Want(t, http.StatusCreated).JSON(t, &created)
 	appendPath := "/v1/contexts/" + created["context_id"].(string) + "/append"

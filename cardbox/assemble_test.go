@@ -17,6 +17,7 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // conversation writes a small conversation with a tool call into box b.
@@ -188,7 +189,7 @@ func TestCardsWithContentHash(t *testing.T) {
 func TestAssembleCachedFactsFollowChanges(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Tx(t)
-	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(testStart)
 	s := cardbox.New(db, cardbox.Options{Now: clk.Now})
 	conversation(t, s)
 	for _, tt := range []struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,26 +11,17 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// testStart is where the tests' clocks start.
+var testStart = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func newService(t *testing.T) (*cardbox.Service, *clock) {
+func newService(t *testing.T) (*cardbox.Service, *testkit.Clock) {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(testStart)
 	return cardbox.New(pgtest.Tx(t), cardbox.Options{Now: clk.Now}), clk
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // A write that changes existing cards or boxes (a soft delete, a box
@@ -24,9 +25,9 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name  string
-		write func(*cardbox.Service, *clock) (func() error, error)
+		write func(*cardbox.Service, *testkit.Clock) (func() error, error)
 	}{
-		{"soft delete", func(s *cardbox.Service, _ *clock) (func() error, error) {
+		{"soft delete", func(s *cardbox.Service, _ *testkit.Clock) (func() error, error) {
 			return func() error {
 				if err := s.DeleteCard(ctx, "p1", "a"); !errors.Is(err, rules.ErrNotFound) {
 					return fmt.Errorf("soft delete: %v, want not found", err)
@@ -34,13 +35,13 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 				return nil
 			}, nil
 		}},
-		{"sweeper's purge", func(s *cardbox.Service, clk *clock) (func() error, error) {
+		{"sweeper's purge", func(s *cardbox.Service, clk *testkit.Clock) (func() error, error) {
 			if err := s.DeleteCard(ctx, "p1", "a"); err != nil {
 				return nil, err
 			}
 			return sweepsNothing(s, clk), nil
 		}},
-		{"box append", func(s *cardbox.Service, _ *clock) (func() error, error) {
+		{"box append", func(s *cardbox.Service, _ *testkit.Clock) (func() error, error) {
 			if _, err := s.SaveBox(ctx, "p1", "x", cardbox.BoxInput{CardIDs: []string{"a"}}); err != nil {
 				return nil, err
 			}
@@ -51,7 +52,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 				return nil
 			}, nil
 		}},
-		{"box replace", func(s *cardbox.Service, _ *clock) (func() error, error) {
+		{"box replace", func(s *cardbox.Service, _ *testkit.Clock) (func() error, error) {
 			if _, err := s.SaveBox(ctx, "p1", "x", cardbox.BoxInput{CardIDs: []string{"a"}}); err != nil {
 				return nil, err
 			}
@@ -65,7 +66,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 				return nil
 			}, nil
 		}},
-		{"boxes' purge", func(s *cardbox.Service, clk *clock) (func() error, error) {
+		{"boxes' purge", func(s *cardbox.Service, clk *testkit.Clock) (func() error, error) {
 			if _, err := s.SaveBox(ctx, "p1", "x", cardbox.BoxInput{CardIDs: []string{"a"}}); err != nil {
 				return nil, err
 			}
@@ -74,7 +75,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 			}
 			return sweepsNothing(s, clk), nil
 		}},
-		{"usage compaction", func(s *cardbox.Service, clk *clock) (func() error, error) {
+		{"usage compaction", func(s *cardbox.Service, clk *testkit.Clock) (func() error, error) {
 			return sweepsNothing(s, clk), nil // folds the cards' bytes into the project's total
 		}},
 	} {
@@ -105,7 +106,7 @@ func TestWritesQueueBehindProjectDeletion(t *testing.T) {
 
 // sweepsNothing returns a sweep, due for what was deleted before clk's
 // time, that must purge nothing: the project's deletion took it all.
-func sweepsNothing(s *cardbox.Service, clk *clock) func() error {
+func sweepsNothing(s *cardbox.Service, clk *testkit.Clock) func() error {
 	clk.Add(2 * time.Hour)
 	sw := s.NewSweeper(sweep.Config{DeletedRetention: time.Hour, BatchSize: 10})
 	return func() error {

@@ -13,6 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // jsonIDs returns the card_id of each rendered card.
@@ -74,9 +75,9 @@ func liveIDs(t *testing.T, s *cardbox.Service, project, box string, ids, want []
 
 // newPoolService is a Service on a database of its own, which other
 // writers (a second Service, plain SQL) share.
-func newPoolService(t *testing.T) (*cardbox.Service, *pgxpool.Pool, *clock) {
+func newPoolService(t *testing.T) (*cardbox.Service, *pgxpool.Pool, *testkit.Clock) {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(testStart)
 	pool := pgtest.NewPool(t)
 	return cardbox.New(pool, cardbox.Options{Now: clk.Now}), pool, clk
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/sweep"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // counted is what Postgres counts for a project's cards and boxes
@@ -38,7 +39,7 @@ func counted(t *testing.T, tx pgx.Tx, project string) (counted, recounted int64)
 func TestCardBoxBytesAreCounted(t *testing.T) {
 	ctx := context.Background()
 	tx := pgtest.Tx(t)
-	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(testStart)
 	s := cardbox.New(tx, cardbox.Options{Now: clk.Now})
 	if _, err := s.AddCards(ctx, "other", []cardbox.NewCard{note("o", "other project's")}); err != nil {
 		t.Fatal(err)

@@ -11,19 +11,11 @@ import (
 	"testing"
 
 	"github.com/zeebo/blake3"
+
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 const fixtureDir = "testdata/fixtures"
-
-// sharedFixtureDir is where the shared fixtures are: under
-// CARDBOX_SHARED_DIR, or ../shared beside the repository.
-func sharedFixtureDir() string {
-	shared := os.Getenv("CARDBOX_SHARED_DIR")
-	if shared == "" {
-		shared = "../../shared"
-	}
-	return filepath.Join(shared, "fixtures", "cxdb", "protocol")
-}
 
 // fixture is one upstream protocol fixture file.
 type fixture struct {
@@ -184,14 +176,7 @@ func TestFixtureHashes(t *testing.T) {
 // TestFixturesMatchShared guards against the vendored copies drifting from
 // the shared fixtures, when the shared directory is present.
 func TestFixturesMatchShared(t *testing.T) {
-	dir := sharedFixtureDir()
-	shared, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil || len(shared) == 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("shared fixtures not found at %s (set CARDBOX_SHARED_DIR)", dir)
-		}
-		t.Skipf("WARNING: shared fixtures not found at %s (set CARDBOX_SHARED_DIR); the copies in %s are not checked against them", dir, fixtureDir)
-	}
+	shared := testkit.CXDBFixtureFiles(t, "protocol")
 	local, _ := filepath.Glob(filepath.Join(fixtureDir, "*.json"))
 	if len(local) != len(shared) {
 		t.Errorf("%d local fixtures, %d shared", len(local), len(shared))

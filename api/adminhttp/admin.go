@@ -40,11 +40,11 @@ type Administration interface {
 	Retentions(ctx context.Context, tenant string) ([]tenancy.Retention, error)
 }
 
-// AdminRoutes are hosted mode's administration over HTTP, audited with
+// Routes are hosted mode's administration over HTTP, audited with
 // the key as the actor. An operator key reaches every tenant; a tenant's
 // admin key its own tenant's keys, audit records and usage, and sees
 // other tenants exactly as missing ones (auth.Scope).
-type AdminRoutes struct {
+type Routes struct {
 	admin Administration
 	usage UsageFunc // nil: tenants are listed without their usage
 }
@@ -53,12 +53,12 @@ type AdminRoutes struct {
 // none).
 type UsageFunc func(ctx context.Context, tenant string) (used, limit int64)
 
-// Admin returns the admin routes. Pass them in api.Options.Routes in hosted
+// New returns the admin routes. Pass them in api.Options.Routes in hosted
 // mode only (authenticate lets administering keys alone reach /admin/).
-func Admin(a Administration) *AdminRoutes { return &AdminRoutes{admin: a} }
+func New(a Administration) *Routes { return &Routes{admin: a} }
 
 // WithUsage lists every tenant with its usage and quota (nil: without).
-func (r *AdminRoutes) WithUsage(u UsageFunc) *AdminRoutes {
+func (r *Routes) WithUsage(u UsageFunc) *Routes {
 	r.usage = u
 	return r
 }
@@ -85,7 +85,7 @@ type usageEntry struct {
 }
 
 // Register adds the /admin routes.
-func (r *AdminRoutes) Register(e *echo.Echo) {
+func (r *Routes) Register(e *echo.Echo) {
 	g := e.Group("/admin")
 	g.POST("/tenants", r.createTenant)
 	g.GET("/tenants", r.listTenants)
@@ -103,7 +103,7 @@ func (r *AdminRoutes) Register(e *echo.Echo) {
 
 // MapError gives administration errors (internal/auth's) their kinds; the
 // message is the error's whole text.
-func (r *AdminRoutes) MapError(err error) *fault.Error {
+func (r *Routes) MapError(err error) *fault.Error {
 	switch {
 	case errors.Is(err, auth.ErrForbidden):
 		return fault.New(fault.Forbidden, "%s", err)
@@ -147,7 +147,7 @@ func scopedTenant(c echo.Context, named string) (auth.Scope, string, string, err
 	return scope, actor, tenant, err
 }
 
-func (r *AdminRoutes) createTenant(c echo.Context) error {
+func (r *Routes) createTenant(c echo.Context) error {
 	actor, err := operator(c, "create tenants")
 	if err != nil {
 		return err
@@ -166,7 +166,7 @@ func (r *AdminRoutes) createTenant(c echo.Context) error {
 	return c.JSON(http.StatusCreated, t)
 }
 
-func (r *AdminRoutes) listTenants(c echo.Context) error {
+func (r *Routes) listTenants(c echo.Context) error {
 	ctx := c.Request().Context()
 	scope, _, err := caller(c)
 	if err != nil {
@@ -188,7 +188,7 @@ func (r *AdminRoutes) listTenants(c echo.Context) error {
 }
 
 // visibleTenants are the live tenants scope reaches.
-func (r *AdminRoutes) visibleTenants(ctx context.Context, scope auth.Scope) ([]tenancy.Tenant, error) {
+func (r *Routes) visibleTenants(ctx context.Context, scope auth.Scope) ([]tenancy.Tenant, error) {
 	ts, err := r.admin.ListTenants(ctx)
 	if err != nil || scope.Operator() {
 		return ts, err
@@ -199,7 +199,7 @@ func (r *AdminRoutes) visibleTenants(ctx context.Context, scope auth.Scope) ([]t
 // deleteTenant deletes a tenant and everything it owns at once (204; 404
 // when it does not exist or was deleted already). The audit log records
 // how many rows of each table went.
-func (r *AdminRoutes) deleteTenant(c echo.Context) error {
+func (r *Routes) deleteTenant(c echo.Context) error {
 	actor, err := operator(c, "delete tenants")
 	if err != nil {
 		return err
@@ -212,7 +212,7 @@ func (r *AdminRoutes) deleteTenant(c echo.Context) error {
 
 // setQuota sets a tenant's storage quota: {"bytes": N}, 0 for the
 // server's default.
-func (r *AdminRoutes) setQuota(c echo.Context) error {
+func (r *Routes) setQuota(c echo.Context) error {
 	actor, err := operator(c, "set quotas")
 	if err != nil {
 		return err
@@ -238,7 +238,7 @@ func (r *AdminRoutes) setQuota(c echo.Context) error {
 
 // setRate sets a tenant's request rate limit: {"per_sec": X, "burst": N},
 // both 0 for the server's default.
-func (r *AdminRoutes) setRate(c echo.Context) error {
+func (r *Routes) setRate(c echo.Context) error {
 	actor, err := operator(c, "set rate limits")
 	if err != nil {
 		return err
@@ -260,7 +260,7 @@ func (r *AdminRoutes) setRate(c echo.Context) error {
 
 // listUsage lists the tenants the key reaches (?tenant_id= for one) with
 // their stored bytes, quota and rate limit.
-func (r *AdminRoutes) listUsage(c echo.Context) error {
+func (r *Routes) listUsage(c echo.Context) error {
 	ctx := c.Request().Context()
 	scope, _, named, err := scopedTenant(c, c.QueryParam("tenant_id"))
 	if err != nil {
@@ -295,7 +295,7 @@ func (r *AdminRoutes) listUsage(c echo.Context) error {
 // createKey creates a key: {"tenant_id", "role", "expires_at"}. A
 // tenant's admin may leave out tenant_id (its own); an operator key
 // ("role": "operator") has none.
-func (r *AdminRoutes) createKey(c echo.Context) error {
+func (r *Routes) createKey(c echo.Context) error {
 	var req struct {
 		TenantID  string     `json:"tenant_id"`
 		Role      auth.Role  `json:"role"`
@@ -341,7 +341,7 @@ func (r *AdminRoutes) createKey(c echo.Context) error {
 	return c.JSON(http.StatusCreated, map[string]any{"key": key, "secret": secret})
 }
 
-func (r *AdminRoutes) listKeys(c echo.Context) error {
+func (r *Routes) listKeys(c echo.Context) error {
 	_, _, tenant, err := scopedTenant(c, c.QueryParam("tenant_id"))
 	if err != nil {
 		return err
@@ -353,7 +353,7 @@ func (r *AdminRoutes) listKeys(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"keys": keys})
 }
 
-func (r *AdminRoutes) revokeKey(c echo.Context) error {
+func (r *Routes) revokeKey(c echo.Context) error {
 	scope, actor, err := caller(c)
 	if err != nil {
 		return err
@@ -365,7 +365,7 @@ func (r *AdminRoutes) revokeKey(c echo.Context) error {
 	return c.JSON(http.StatusOK, key)
 }
 
-func (r *AdminRoutes) audit(c echo.Context) error {
+func (r *Routes) audit(c echo.Context) error {
 	limit := 100
 	if s := c.QueryParam("limit"); s != "" {
 		n, err := strconv.Atoi(s)

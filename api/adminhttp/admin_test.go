@@ -19,6 +19,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
@@ -26,15 +27,10 @@ func TestAdminAPI(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	keys, checker := tenancy.New(pool, nil), auth.NewKeys(pool, nil)
-	if _, err := keys.CreateTenant(ctx, "test", "ops", ""); err != nil {
-		t.Fatal(err)
-	}
-	_, adminKey, err := keys.CreateOperatorKey(ctx, "test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, writerKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleWriter, nil)
-	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	seed.Tenants(t, keys, "ops")
+	_, adminKey := seed.OperatorKey(t, keys)
+	_, writerKey := seed.Key(t, keys, "ops", auth.RoleWriter)
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &apitest.CXDB{T: t, URL: srv.URL}
 	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
@@ -89,19 +85,14 @@ func TestAdminAPI(t *testing.T) {
 // tenant that never existed; the default tenant is refused (409); the
 // deleted tenant's keys stop working, and its id cannot be created again.
 func TestAdminDeletesTenants(t *testing.T) {
-	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	keys, checker := tenancy.New(pool, nil), auth.NewKeys(pool, nil)
-	for _, id := range []string{"ops", "acme"} {
-		if _, err := keys.CreateTenant(ctx, "test", id, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, adminKey, _ := keys.CreateOperatorKey(ctx, "test", nil)
-	_, opsAdminKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleAdmin, nil)
-	_, writerKey, _ := keys.CreateKey(ctx, "test", "ops", auth.RoleWriter, nil)
-	_, acmeKey, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
-	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	seed.Tenants(t, keys, "ops", "acme")
+	_, adminKey := seed.OperatorKey(t, keys)
+	_, opsAdminKey := seed.Key(t, keys, "ops", auth.RoleAdmin)
+	_, writerKey := seed.Key(t, keys, "ops", auth.RoleWriter)
+	_, acmeKey := seed.Key(t, keys, "acme", auth.RoleWriter)
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &apitest.CXDB{T: t, URL: srv.URL}
 	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
@@ -147,13 +138,9 @@ func TestRateLimitedRequestsGet429WithRetryAfter(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	keys, checker := tenancy.New(pool, nil), auth.NewKeys(pool, nil)
-	for _, tenant := range []string{"acme", "globex"} {
-		if _, err := keys.CreateTenant(ctx, "test", tenant, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, acme, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleAdmin, nil)
-	_, globex, _ := keys.CreateKey(ctx, "test", "globex", auth.RoleAdmin, nil)
+	seed.Tenants(t, keys, "acme", "globex")
+	_, acme := seed.Key(t, keys, "acme", auth.RoleAdmin)
+	_, globex := seed.Key(t, keys, "globex", auth.RoleAdmin)
 	if err := keys.SetRate(ctx, "test", "acme", tenancy.Rate{PerSec: 0.001, Burst: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +148,7 @@ func TestRateLimitedRequestsGet429WithRetryAfter(t *testing.T) {
 		r, err := keys.TenantRate(ctx, tenant)
 		return ratelimit.Rate{PerSec: r.PerSec, Burst: r.Burst}, err
 	})
-	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Limit: limiter.Allow, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Limit: limiter.Allow, Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &apitest.CXDB{T: t, URL: srv.URL}
 	for range 2 {
@@ -180,11 +167,9 @@ func TestRateLimitedRequestsGet429WithRetryAfter(t *testing.T) {
 func TestEventStreamsOfARevokedKeyEnd(t *testing.T) {
 	ctx := context.Background()
 	h := apitest.NewCXDBWith(t, apitest.Options{Hosted: true, Heartbeat: 20 * time.Millisecond})
-	if _, err := h.Keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
-		t.Fatal(err)
-	}
-	revoked, revokedSecret, _ := h.Keys.CreateKey(ctx, "test", "acme", auth.RoleReader, nil)
-	_, keptSecret, _ := h.Keys.CreateKey(ctx, "test", "acme", auth.RoleReader, nil)
+	seed.Tenants(t, h.Keys, "acme")
+	revoked, revokedSecret := seed.Key(t, h.Keys, "acme", auth.RoleReader)
+	_, keptSecret := seed.Key(t, h.Keys, "acme", auth.RoleReader)
 	gone := h.Events("", "Authorization", "Bearer "+revokedSecret)
 	kept := h.Events("", "Authorization", "Bearer "+keptSecret)
 	gone.Until("connected")
@@ -203,7 +188,7 @@ func TestEventStreamsOfARevokedKeyEnd(t *testing.T) {
 		t.Fatal("the revoked key's event stream still runs 10 s after the revocation")
 	}
 	// The other key's stream still delivers: a context created now shows.
-	_, writer, _ := h.Keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
+	_, writer := seed.Key(t, h.Keys, "acme", auth.RoleWriter)
 	h.Call(http.MethodPost, "/v1/contexts/create", `{"base_turn_id":"0"}`, "Authorization", "Bearer "+writer).Want(t, http.StatusCreated)
 	kept.Until("context_created")
 }
@@ -217,14 +202,9 @@ func TestAdminWritesAreBounded(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	const bound = 300 * time.Millisecond
 	keys, checker := tenancy.New(pool, nil).Bound(bound), auth.NewKeys(pool, nil).Bound(bound)
-	if _, err := keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
-		t.Fatal(err)
-	}
-	_, op, err := keys.CreateOperatorKey(ctx, "test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	seed.Tenants(t, keys, "acme")
+	_, op := seed.OperatorKey(t, keys)
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &apitest.CXDB{T: t, URL: srv.URL}
 	hold, err := pool.Begin(ctx)
@@ -325,17 +305,13 @@ func TestTenantDeletionIsBounded(t *testing.T) {
 	const limit = bound + 1500*time.Millisecond
 	keys := tenancy.New(pool, nil).Bound(bound)
 	for _, id := range []string{"acme", "bravo"} {
-		if _, err := keys.CreateTenant(ctx, "test", id, ""); err != nil {
-			t.Fatal(err)
-		}
+		seed.Tenants(t, keys, id)
 		for range 3 {
-			if _, _, err := keys.CreateKey(ctx, "test", id, auth.RoleWriter, nil); err != nil {
-				t.Fatal(err)
-			}
+			seed.Key(t, keys, id, auth.RoleWriter)
 		}
 	}
 	const op = "operator-secret"
-	srv := httptest.NewServer(api.New(api.Options{Auth: operatorOnly(op), Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: operatorOnly(op), Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 
 	// Postgres stops answering before the deletion commits: 503 in time,
@@ -412,7 +388,7 @@ func TestAdminSetsRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, writerKey, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
-	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.Admin(keys)}}))
+	srv := httptest.NewServer(api.New(api.Options{Auth: checker, Routes: []api.Routes{adminhttp.New(keys)}}))
 	t.Cleanup(srv.Close)
 	h := &apitest.CXDB{T: t, URL: srv.URL}
 	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }

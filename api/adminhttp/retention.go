@@ -37,7 +37,7 @@ func entryOf(r tenancy.Retention) retentionEntry {
 // duration or whole days ("30d"), at least one given; neither removes the
 // label's policy. A duration that does not parse or is not above a second
 // is 400 naming its field.
-func (r *AdminRoutes) setRetention(c echo.Context) error {
+func (r *Routes) setRetention(c echo.Context) error {
 	actor, err := operator(c, "set retention policies")
 	if err != nil {
 		return err
@@ -74,7 +74,7 @@ func (r *AdminRoutes) setRetention(c echo.Context) error {
 
 // listRetention lists a tenant's retention policies (operator keys, and
 // the tenant's own admin keys).
-func (r *AdminRoutes) listRetention(c echo.Context) error {
+func (r *Routes) listRetention(c echo.Context) error {
 	_, _, tenant, err := scopedTenant(c, c.Param("tenant_id"))
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@
 package cardboxhttp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,22 +30,22 @@ import (
 // page.
 const NextCursorHeader = "X-Next-Cursor"
 
-// CardBoxRoutes serves the CardBox REST API and its OpenAPI document.
-type CardBoxRoutes struct {
+// Routes serves the CardBox REST API and its OpenAPI document.
+type Routes struct {
 	svc        *cardbox.Service
 	answers    *membudget.Budget
 	answerWait time.Duration
 }
 
-// CardBox returns the CardBox routes over svc, with an answer budget of
-// their own (CardBoxWith gives them a shared one). Pass it in
+// New returns the CardBox routes over svc, with an answer budget of
+// their own (NewWith gives them a shared one). Pass it in
 // api.Options.Routes; api.New also installs its error mapper (MapError).
-func CardBox(svc *cardbox.Service) *CardBoxRoutes {
-	return CardBoxWith(svc, CardBoxOptions{})
+func New(svc *cardbox.Service) *Routes {
+	return NewWith(svc, Options{})
 }
 
 // Register adds the CardBox routes and GET /openapi.yaml.
-func (r *CardBoxRoutes) Register(e *echo.Echo) {
+func (r *Routes) Register(e *echo.Echo) {
 	e.GET("/openapi.yaml", serveOpenAPI)
 	p := e.Group("/projects/:project_id")
 	p.POST("/cards", r.addCards)
@@ -60,16 +61,16 @@ func (r *CardBoxRoutes) Register(e *echo.Echo) {
 	p.POST("/boxes/:box_id/append", r.appendToBox)
 }
 
-// MapError gives cardbox's errors their kinds; it is CardBoxErrors.
-func (r *CardBoxRoutes) MapError(err error) *fault.Error { return CardBoxErrors(err) }
+// MapError gives cardbox's errors their kinds: the package's MapError.
+func (r *Routes) MapError(err error) *fault.Error { return MapError(err) }
 
-// CardBoxErrors gives the cardbox package's errors their kinds: invalid
+// MapError gives the cardbox package's errors their kinds: invalid
 // input fault.Invalid (400), not found fault.NotFound (404), a changed
 // immutable card fault.Conflict (409), unknown card ids in a box write
 // fault.Unprocessable (422); the message is the error's whole text. It
 // returns nil for other errors; Postgres's own (unavailable 503, a full
 // disk 507) take their kinds in fault.From.
-func CardBoxErrors(err error) *fault.Error {
+func MapError(err error) *fault.Error {
 	var (
 		ve *rules.ValidationError
 		ce *rules.ConflictError
@@ -120,13 +121,39 @@ func params(c echo.Context, name string) (project, id string, err error) {
 	return project, id, err
 }
 
-func (r *CardBoxRoutes) addCards(c echo.Context) error {
-	project, err := param(c, "project_id")
-	if err != nil {
-		return err
+// boxParams returns the project id, the box id and one more path
+// parameter (an entry's, a snapshot's).
+func boxParams(c echo.Context, name string) (project, box, id string, err error) {
+	if project, box, err = params(c, "box_id"); err != nil {
+		return "", "", "", err
 	}
-	var req addCardsRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
+	id, err = param(c, name)
+	return project, box, id, err
+}
+
+// projectAndBody returns the project id and the request's JSON body: what
+// a write to a project reads first.
+func projectAndBody[T any](c echo.Context) (project string, body T, err error) {
+	if project, err = param(c, "project_id"); err != nil {
+		return "", body, err
+	}
+	err = jsonbody.Decode(c, &body)
+	return project, body, err
+}
+
+// pathAndBody returns the project id, one more path parameter and the
+// request's JSON body: what a write to a card or a box reads first.
+func pathAndBody[T any](c echo.Context, name string) (project, id string, body T, err error) {
+	if project, id, err = params(c, name); err != nil {
+		return "", "", body, err
+	}
+	err = jsonbody.Decode(c, &body)
+	return project, id, body, err
+}
+
+func (r *Routes) addCards(c echo.Context) error {
+	project, req, err := projectAndBody[addCardsRequest](c)
+	if err != nil {
 		return err
 	}
 	inputs := []cardInput{req.cardInput}
@@ -143,7 +170,7 @@ func (r *CardBoxRoutes) addCards(c echo.Context) error {
 	return c.JSON(http.StatusCreated, addCardsResponse{Cards: stored})
 }
 
-func (r *CardBoxRoutes) addInputs(c echo.Context, project string, inputs []cardInput) ([]cardbox.Card, error) {
+func (r *Routes) addInputs(c echo.Context, project string, inputs []cardInput) ([]cardbox.Card, error) {
 	cards := make([]cardbox.NewCard, len(inputs))
 	for i, in := range inputs {
 		if in.Meta != nil {
@@ -170,13 +197,9 @@ func bareCardError(err error) error {
 	return &rules.ValidationError{Field: field, Reason: ve.Reason}
 }
 
-func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
-	project, err := param(c, "project_id")
+func (r *Routes) cardsBatch(c echo.Context) error {
+	project, req, err := projectAndBody[cardsBatchRequest](c)
 	if err != nil {
-		return err
-	}
-	var req cardsBatchRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
 	charge := r.charge(c, project)
@@ -191,7 +214,7 @@ func (r *CardBoxRoutes) cardsBatch(c echo.Context) error {
 	return writeBoundedCards(c, charge, res)
 }
 
-func (r *CardBoxRoutes) getCard(c echo.Context) error {
+func (r *Routes) getCard(c echo.Context) error {
 	project, id, err := params(c, "card_id")
 	if err != nil {
 		return err
@@ -208,7 +231,7 @@ func (r *CardBoxRoutes) getCard(c echo.Context) error {
 	return sendChargedCards(c, charge, len(card), func(b []byte) ([]byte, error) { return append(b, card...), nil })
 }
 
-func (r *CardBoxRoutes) deleteCard(c echo.Context) error {
+func (r *Routes) deleteCard(c echo.Context) error {
 	project, id, err := params(c, "card_id")
 	if err != nil {
 		return err
@@ -219,57 +242,50 @@ func (r *CardBoxRoutes) deleteCard(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-func (r *CardBoxRoutes) createBox(c echo.Context) error {
-	project, err := param(c, "project_id")
+func (r *Routes) createBox(c echo.Context) error {
+	project, req, err := projectAndBody[boxRequest](c)
 	if err != nil {
 		return err
 	}
-	var req boxRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
-		return err
-	}
-	// The answer is charged before the write, so that a refusal leaves
-	// nothing written.
-	charge := r.charge(c, project)
-	defer charge.Release()
 	in := req.input()
-	if err := charge.Reserve(answer.BoxInputJSONSize(project, "", in.CardIDs, in.ParentIDs, in.Metadata)); err != nil {
-		return err
-	}
-	box, err := r.svc.CreateBox(c.Request().Context(), project, in)
-	if err != nil {
-		return err
-	}
-	return writeBox(c, http.StatusCreated, charge, box)
+	return r.writeAndAnswerBox(c, http.StatusCreated, project, "", in, func(ctx context.Context) (cardbox.Box, error) {
+		return r.svc.CreateBox(ctx, project, in)
+	})
 }
 
-func (r *CardBoxRoutes) saveBox(c echo.Context) error {
-	project, id, err := params(c, "box_id")
+func (r *Routes) saveBox(c echo.Context) error {
+	project, id, req, err := pathAndBody[boxRequest](c, "box_id")
 	if err != nil {
 		return err
 	}
-	var req boxRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
-		return err
-	}
+	in := req.input()
+	return r.writeAndAnswerBox(c, http.StatusOK, project, id, in, func(ctx context.Context) (cardbox.Box, error) {
+		return r.svc.SaveBox(ctx, project, id, in)
+	})
+}
+
+// writeAndAnswerBox writes box id of project (id "" for one the write names) with
+// write, and answers the box with status. The answer is charged before
+// the write, so that a refusal leaves nothing written.
+func (r *Routes) writeAndAnswerBox(c echo.Context, status int, project, id string, in cardbox.BoxInput,
+	write func(context.Context) (cardbox.Box, error)) error {
 	charge := r.charge(c, project)
 	defer charge.Release()
-	in := req.input()
 	if err := charge.Reserve(answer.BoxInputJSONSize(project, id, in.CardIDs, in.ParentIDs, in.Metadata)); err != nil {
 		return err
 	}
-	box, err := r.svc.SaveBox(c.Request().Context(), project, id, in)
+	box, err := write(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	return writeBox(c, http.StatusOK, charge, box)
+	return writeBox(c, status, charge, box)
 }
 
 func (req boxRequest) input() cardbox.BoxInput {
 	return cardbox.BoxInput{CardIDs: req.CardIDs, ParentIDs: req.ParentIDs, Metadata: req.Metadata}
 }
 
-func (r *CardBoxRoutes) getBox(c echo.Context) error {
+func (r *Routes) getBox(c echo.Context) error {
 	project, id, err := params(c, "box_id")
 	if err != nil {
 		return err
@@ -283,7 +299,7 @@ func (r *CardBoxRoutes) getBox(c echo.Context) error {
 	return writeBox(c, http.StatusOK, charge, box)
 }
 
-func (r *CardBoxRoutes) deleteBox(c echo.Context) error {
+func (r *Routes) deleteBox(c echo.Context) error {
 	project, id, err := params(c, "box_id")
 	if err != nil {
 		return err
@@ -294,13 +310,9 @@ func (r *CardBoxRoutes) deleteBox(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
-	project, id, err := params(c, "box_id")
+func (r *Routes) appendToBox(c echo.Context) error {
+	project, id, req, err := pathAndBody[appendRequest](c, "box_id")
 	if err != nil {
-		return err
-	}
-	var req appendRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
 	ret := c.QueryParam("return")
@@ -337,13 +349,9 @@ func (r *CardBoxRoutes) appendToBox(c echo.Context) error {
 	return writeBox(c, http.StatusOK, charge, box)
 }
 
-func (r *CardBoxRoutes) boxesBatch(c echo.Context) error {
-	project, err := param(c, "project_id")
+func (r *Routes) boxesBatch(c echo.Context) error {
+	project, req, err := projectAndBody[boxesBatchRequest](c)
 	if err != nil {
-		return err
-	}
-	var req boxesBatchRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
 	limit := cardbox.DefaultCardsLimit
@@ -364,7 +372,7 @@ func (r *CardBoxRoutes) boxesBatch(c echo.Context) error {
 	return writeBoxesBatch(c, charge, res, req.Hydrate)
 }
 
-func (r *CardBoxRoutes) boxCards(c echo.Context) error {
+func (r *Routes) boxCards(c echo.Context) error {
 	project, id, err := params(c, "box_id")
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // Card reads are charged to the answer budget as the CXDB lists are
@@ -91,7 +92,7 @@ func TestCardReadsAreChargedToTheAnswerBudget(t *testing.T) {
 			if most := w.Most(); most > budgetSize {
 				t.Fatalf("the reads held at most %d bytes of the budget, want at most %d", most, budgetSize)
 			}
-			apitest.Eventually(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
+			waitfor.Soon(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
 		})
 	}
 
@@ -171,7 +172,7 @@ func TestCardReadsAreChargedToTheAnswerBudget(t *testing.T) {
 		if most > budgetSize {
 			t.Fatalf("held at most %d bytes, want at most the budget's %d", most, budgetSize)
 		}
-		apitest.Eventually(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
+		waitfor.Soon(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
 	})
 }
 

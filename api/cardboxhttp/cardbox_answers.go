@@ -28,8 +28,8 @@ import (
 // later and its X-Next-Cursor reads the rest. An entry over the tenant's
 // share is 503 when it would be the answer's first.
 
-// CardBoxOptions configure the CardBox routes.
-type CardBoxOptions struct {
+// Options configure the CardBox routes.
+type Options struct {
 	// Answers is the memory budget card reads are charged to while built
 	// and sent: the binary server's (server.Server.ReplyBudget), as the
 	// CXDB routes', so that every surface shares it. Nil gives the routes
@@ -40,20 +40,20 @@ type CardBoxOptions struct {
 	AnswerWait time.Duration
 }
 
-// CardBoxWith returns the CardBox routes over svc with opts.
-func CardBoxWith(svc *cardbox.Service, opts CardBoxOptions) *CardBoxRoutes {
+// NewWith returns the CardBox routes over svc with opts.
+func NewWith(svc *cardbox.Service, opts Options) *Routes {
 	if opts.Answers == nil {
 		opts.Answers = membudget.New(answers.DefaultBudget, 0, 0)
 	}
 	if opts.AnswerWait <= 0 {
 		opts.AnswerWait = answers.DefaultWait
 	}
-	return &CardBoxRoutes{svc: svc, answers: opts.Answers, answerWait: opts.AnswerWait}
+	return &Routes{svc: svc, answers: opts.Answers, answerWait: opts.AnswerWait}
 }
 
 // charge starts what a read of project holds of the answer budget; the
 // caller releases it once the answer is sent.
-func (r *CardBoxRoutes) charge(c echo.Context, project string) *answers.Charge {
+func (r *Routes) charge(c echo.Context, project string) *answers.Charge {
 	return answers.NewCharge(c.Request().Context(), r.answers, r.answerWait, project)
 }
 

@@ -63,7 +63,7 @@ func (r *AssemblyRoutes) MapError(err error) *fault.Error {
 		e.Details = map[string]any{"budget": be.Budget, "permanent_tokens": be.Permanent, "short_by": be.Permanent - be.Budget}
 		return e
 	}
-	return CardBoxErrors(err)
+	return MapError(err)
 }
 
 // Bodies of the assembly routes.
@@ -194,12 +194,8 @@ func (r *AssemblyRoutes) entries(c echo.Context) error {
 }
 
 func (r *AssemblyRoutes) insertEntries(c echo.Context) error {
-	project, box, err := params(c, "box_id")
+	project, box, req, err := pathAndBody[insertEntriesRequest](c, "box_id")
 	if err != nil {
-		return err
-	}
-	var req insertEntriesRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
 	added, err := r.svc.InsertEntries(c.Request().Context(), project, box, req.CardIDs, req.place(), req.Draft)
@@ -210,11 +206,7 @@ func (r *AssemblyRoutes) insertEntries(c echo.Context) error {
 }
 
 func (r *AssemblyRoutes) changeEntry(c echo.Context) error {
-	project, box, err := params(c, "box_id")
-	if err != nil {
-		return err
-	}
-	entry, err := param(c, "entry_id")
+	project, box, entry, err := boxParams(c, "entry_id")
 	if err != nil {
 		return err
 	}
@@ -231,11 +223,7 @@ func (r *AssemblyRoutes) changeEntry(c echo.Context) error {
 }
 
 func (r *AssemblyRoutes) removeEntry(c echo.Context) error {
-	project, box, err := params(c, "box_id")
-	if err != nil {
-		return err
-	}
-	entry, err := param(c, "entry_id")
+	project, box, entry, err := boxParams(c, "entry_id")
 	if err != nil {
 		return err
 	}
@@ -246,12 +234,8 @@ func (r *AssemblyRoutes) removeEntry(c echo.Context) error {
 }
 
 func (r *AssemblyRoutes) reorder(c echo.Context) error {
-	project, box, err := params(c, "box_id")
+	project, box, req, err := pathAndBody[reorderRequest](c, "box_id")
 	if err != nil {
-		return err
-	}
-	var req reorderRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
 	b, err := r.svc.ReorderZone(c.Request().Context(), project, box, req.Zone, req.EntryIDs)
@@ -304,11 +288,7 @@ func (r *AssemblyRoutes) snapshots(c echo.Context) error {
 }
 
 func (r *AssemblyRoutes) snapshot(c echo.Context) error {
-	project, box, err := params(c, "box_id")
-	if err != nil {
-		return err
-	}
-	id, err := param(c, "snapshot_id")
+	project, box, id, err := boxParams(c, "snapshot_id")
 	if err != nil {
 		return err
 	}
@@ -320,11 +300,7 @@ func (r *AssemblyRoutes) snapshot(c echo.Context) error {
 }
 
 func (r *AssemblyRoutes) diff(c echo.Context) error {
-	project, box, err := params(c, "box_id")
-	if err != nil {
-		return err
-	}
-	id, err := param(c, "snapshot_id")
+	project, box, id, err := boxParams(c, "snapshot_id")
 	if err != nil {
 		return err
 	}
@@ -340,12 +316,8 @@ func (r *AssemblyRoutes) diff(c echo.Context) error {
 }
 
 func (r *AssemblyRoutes) restore(c echo.Context) error {
-	project, box, err := params(c, "box_id")
+	project, box, req, err := pathAndBody[restoreRequest](c, "box_id")
 	if err != nil {
-		return err
-	}
-	var req restoreRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
 	b, err := r.svc.RestoreSnapshot(c.Request().Context(), project, box, req.FromBoxID, req.SnapshotID)
@@ -356,12 +328,8 @@ func (r *AssemblyRoutes) restore(c echo.Context) error {
 }
 
 func (r *AssemblyRoutes) derive(c echo.Context) error {
-	project, box, err := params(c, "box_id")
+	project, box, req, err := pathAndBody[deriveRequest](c, "box_id")
 	if err != nil {
-		return err
-	}
-	var req deriveRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -414,12 +382,8 @@ func cxdbID(field string, n json.Number) (uint64, error) {
 }
 
 func (r *AssemblyRoutes) assemble(c echo.Context) error {
-	project, box, err := params(c, "box_id")
+	project, box, req, err := pathAndBody[assembleRequest](c, "box_id")
 	if err != nil {
-		return err
-	}
-	var req assembleRequest
-	if err := jsonbody.Decode(c, &req); err != nil {
 		return err
 	}
 	if req.Budget == nil {

@@ -171,7 +171,7 @@ func TestSnapshotAndDeriveRoutes(t *testing.T) {
 	if len(next.ParentIDs) != 1 || next.ParentIDs[0] != "chat" {
 		t.Fatalf("parent_ids %v", next.ParentIDs)
 	}
-	h.Do("POST", "/projects/p/boxes/x/derive", map[string]any{"context_id": "1"}).Want(t, 422) // a server without a CXDB store cannot derive
+	h.Do("POST", "/projects/p/boxes/x/derive", map[string]any{"context_id": "1"}).Want(t, 404) // no such CXDB context
 	h.Do("GET", "/projects/other/boxes/chat/snapshots", nil).Want(t, 404)
 }
 

@@ -44,7 +44,7 @@ func BenchmarkCardsBatch100AfterBulkLoad(b *testing.B) {
 	if _, err := pool.Exec(ctx, "ALTER TABLE cards SET (autovacuum_enabled = false)"); err != nil {
 		b.Fatal(err)
 	}
-	h := apitest.NewCardBoxOn(b, pool, apitest.BodyLimit)
+	h := apitest.NewCardBoxWith(b, apitest.CardBoxOptions{Pool: pool})
 	projects := map[string]int{"large": 500_000}
 	for i := range 1000 {
 		projects[fmt.Sprintf("small-%d", i)] = 500

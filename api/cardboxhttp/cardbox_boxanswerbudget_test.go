@@ -10,6 +10,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // A single box's answer (GET, PUT and POST of a box, an append with
@@ -75,7 +76,7 @@ func TestSingleBoxAnswersAreChargedToTheAnswerBudget(t *testing.T) {
 		if len(b.CardIDs) != largeIDs+1 {
 			t.Errorf("append?return=box answered %d ids, want %d", len(b.CardIDs), largeIDs+1)
 		}
-		apitest.Eventually(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
+		waitfor.Soon(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
 	})
 
 	t.Run("over the share", func(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
-	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
 // repeat returns n copies of id: a box is a list, so one card fills it.
@@ -64,7 +63,7 @@ func distinct(prefix string, n int) []string {
 }
 
 func TestMetadataSizeLimit(t *testing.T) {
-	h := apitest.NewCardBoxOn(t, pgtest.NewPool(t), 1<<20)
+	h := apitest.NewCardBoxWith(t, apitest.CardBoxOptions{BodyLimit: 1 << 20})
 	h.AddCards("p1", apitest.Card("a", "task.instruction", "x"))
 	pad := func(n int) map[string]any {
 		return map[string]any{"type": "task.instruction", "pad": strings.Repeat("x", n)}
@@ -148,7 +147,7 @@ func TestPostgresUnavailableIs503(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	h := apitest.NewCardBoxOn(t, pool, apitest.BodyLimit)
+	h := apitest.NewCardBoxRoutesOnly(t, pool)
 	for _, req := range []struct {
 		method, path string
 		body         any

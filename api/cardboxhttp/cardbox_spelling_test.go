@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
-	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 )
 
@@ -51,7 +50,7 @@ func TestOneCardOneSpelling(t *testing.T) {
 	}{{"card cache on", 0}, {"card cache off", -1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := pgtest.NewPool(t)
-			h := apitest.NewCardBoxWith(t, pool, apitest.BodyLimit, cardbox.Options{CardCacheBytes: tc.cache})
+			h := apitest.NewCardBoxWith(t, apitest.CardBoxOptions{Pool: pool, CardCacheBytes: tc.cache})
 			seen := map[string]map[string]string{} // card id -> route -> bytes
 			add := func(route string, cards []json.RawMessage) {
 				t.Helper()

@@ -26,7 +26,7 @@ func TestEveryCardBoxErrorMaps(t *testing.T) {
 		{fmt.Errorf("add cards: %w", store.QuotaExceeded("acme", 10, 10, 1)), 507},
 	} {
 		got := api.ErrorOf(tt.err)
-		if e := cardboxhttp.CardBoxErrors(tt.err); e != nil {
+		if e := cardboxhttp.MapError(tt.err); e != nil {
 			got = api.ErrorOf(e)
 		}
 		if got.Status != tt.status {

@@ -20,15 +20,17 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/cql"
 	"github.com/cardboxhq/cardbox/cxdbcompat/projection"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/cxdbcompat/turnpage"
 	"github.com/cardboxhq/cardbox/cxdbcompat/typedjson"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 
-// CXDBRoutes serve the CXDB HTTP API (/v1) over the CXDB service.
-type CXDBRoutes struct {
-	svc *service.Service
+// Routes serve the CXDB HTTP API (/v1) over the CXDB service.
+type Routes struct {
+	svc   *service.Service
+	pages *turnpage.Pages
 	// stop ends live event streams at shutdown (they would hold it).
 	stop      <-chan struct{}
 	heartbeat time.Duration
@@ -38,8 +40,8 @@ type CXDBRoutes struct {
 	answerWait time.Duration
 }
 
-// CXDBOptions configure the CXDB routes.
-type CXDBOptions struct {
+// Options configure the CXDB routes.
+type Options struct {
 	// Stop, when closed, ends the event streams (server shutdown).
 	Stop <-chan struct{}
 	// Stats feeds GET /v1/metrics; nil serves zeros for the store's part.
@@ -60,10 +62,13 @@ type CXDBOptions struct {
 	// AnswerWait is how long a request waits for room in Answers before
 	// it is refused 503 with Retry-After (default 5 s).
 	AnswerWait time.Duration
+	// Pages renders the turn pages: the server's, whose rendered-turn
+	// cache CardBox's derivation shares. Nil gives the routes their own.
+	Pages *turnpage.Pages
 }
 
-// CXDB returns the CXDB HTTP routes. Pass it in api.Options.Routes.
-func CXDB(svc *service.Service, opts CXDBOptions) *CXDBRoutes {
+// New returns the CXDB HTTP routes. Pass it in api.Options.Routes.
+func New(svc *service.Service, opts Options) *Routes {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = heartbeatEvery
 	}
@@ -73,14 +78,17 @@ func CXDB(svc *service.Service, opts CXDBOptions) *CXDBRoutes {
 	if opts.AnswerWait <= 0 {
 		opts.AnswerWait = answers.DefaultWait
 	}
-	return &CXDBRoutes{
-		svc: svc, stop: opts.Stop, heartbeat: opts.Heartbeat, metrics: newCXDBMetrics(svc, opts),
+	if opts.Pages == nil {
+		opts.Pages = turnpage.New(svc, 0)
+	}
+	return &Routes{
+		svc: svc, pages: opts.Pages, stop: opts.Stop, heartbeat: opts.Heartbeat, metrics: newCXDBMetrics(svc, opts),
 		answers: opts.Answers, answerWait: opts.AnswerWait,
 	}
 }
 
 // Register adds the /v1 routes.
-func (r *CXDBRoutes) Register(e *echo.Echo) {
+func (r *Routes) Register(e *echo.Echo) {
 	v := e.Group("/v1")
 	v.GET("/contexts", r.listContexts)
 	v.GET("/contexts/search", r.search)
@@ -104,14 +112,14 @@ func (r *CXDBRoutes) Register(e *echo.Echo) {
 	v.GET("/metrics", r.metrics.serve)
 }
 
-// MapError maps the CXDB packages' errors; it is CXDBErrors.
-func (r *CXDBRoutes) MapError(err error) *fault.Error { return CXDBErrors(err) }
+// MapError maps the CXDB packages' errors: the package's MapError.
+func (r *Routes) MapError(err error) *fault.Error { return MapError(err) }
 
-// CXDBErrors gives the CXDB codecs' errors that are no *fault.Error their
+// MapError gives the CXDB codecs' errors that are no *fault.Error their
 // kind: data that does not fit its type is unprocessable (422). The
 // service's and the registry's errors are *fault.Error values already. It
 // returns nil for other errors.
-func CXDBErrors(err error) *fault.Error {
+func MapError(err error) *fault.Error {
 	var fe *typedjson.FieldError
 	if errors.As(err, &fe) {
 		return fault.New(fault.Unprocessable, "%s", fe.Error()).With("field", fe.Path)
@@ -120,11 +128,11 @@ func CXDBErrors(err error) *fault.Error {
 }
 
 // tenant is the tenant a request acts for.
-func (r *CXDBRoutes) tenant(c echo.Context) (ident.Tenant, error) {
+func (r *Routes) tenant(c echo.Context) (ident.Tenant, error) {
 	return api.RequestTenant(c, r.svc.Tenant)
 }
 
-func (r *CXDBRoutes) listContexts(c echo.Context) error {
+func (r *Routes) listContexts(c echo.Context) error {
 	t, err := r.tenant(c)
 	if err != nil {
 		return err
@@ -172,7 +180,7 @@ func contextQuery(c echo.Context) (service.ContextQuery, error) {
 	return q, nil
 }
 
-func (r *CXDBRoutes) search(c echo.Context) error {
+func (r *Routes) search(c echo.Context) error {
 	text := c.QueryParam("q")
 	if text == "" {
 		return c.JSON(http.StatusBadRequest, map[string]string{"error": "Missing required 'q' parameter"})
@@ -203,7 +211,7 @@ func (r *CXDBRoutes) search(c echo.Context) error {
 	})
 }
 
-func (r *CXDBRoutes) getContext(c echo.Context) error {
+func (r *Routes) getContext(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err
@@ -215,7 +223,7 @@ func (r *CXDBRoutes) getContext(c echo.Context) error {
 	return c.JSON(http.StatusOK, e)
 }
 
-func (r *CXDBRoutes) provenance(c echo.Context) error {
+func (r *Routes) provenance(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err
@@ -227,7 +235,7 @@ func (r *CXDBRoutes) provenance(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"context_id": idString(id), "provenance": p})
 }
 
-func (r *CXDBRoutes) tenantAndID(c echo.Context, param string) (ident.Tenant, uint64, error) {
+func (r *Routes) tenantAndID(c echo.Context, param string) (ident.Tenant, uint64, error) {
 	id, err := idParam(c, param)
 	if err != nil {
 		return ident.Tenant{}, 0, err
@@ -248,10 +256,10 @@ type headResponse struct {
 	HeadDepth  uint32 `json:"head_depth"`
 }
 
-func (r *CXDBRoutes) createContext(c echo.Context) error { return r.newContext(c, false) }
-func (r *CXDBRoutes) forkContext(c echo.Context) error   { return r.newContext(c, true) }
+func (r *Routes) createContext(c echo.Context) error { return r.newContext(c, false) }
+func (r *Routes) forkContext(c echo.Context) error   { return r.newContext(c, true) }
 
-func (r *CXDBRoutes) newContext(c echo.Context, fork bool) error {
+func (r *Routes) newContext(c echo.Context, fork bool) error {
 	var req createRequest
 	if err := jsonbody.DecodeStrict(c, &req, !fork); err != nil {
 		return err
@@ -283,7 +291,7 @@ type turnAppendRequest struct {
 	IfHead *jsonbody.ID `json:"if_head"`
 }
 
-func (r *CXDBRoutes) appendTurn(c echo.Context) error {
+func (r *Routes) appendTurn(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err
@@ -316,7 +324,7 @@ func (r *CXDBRoutes) appendTurn(c echo.Context) error {
 	})
 }
 
-func (r *CXDBRoutes) turns(c echo.Context) error {
+func (r *Routes) turns(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err
@@ -330,7 +338,7 @@ func (r *CXDBRoutes) turns(c echo.Context) error {
 	charge := r.charge(c, t)
 	defer charge.Release()
 	q.Reserve = charge.Reserve
-	page, err := r.svc.Turns(c.Request().Context(), t, id, q)
+	page, err := r.pages.Turns(c.Request().Context(), t, id, q)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ type missingBlobsRequest struct {
 // client uploads only those (a snapshot of a workspace where little
 // changed). Bytes only another tenant stored are missing for this one,
 // in the same time as bytes nobody stored (see store.MissingBlobs).
-func (r *CXDBRoutes) missingBlobs(c echo.Context) error {
+func (r *Routes) missingBlobs(c echo.Context) error {
 	t, err := r.tenant(c)
 	if err != nil {
 		return err

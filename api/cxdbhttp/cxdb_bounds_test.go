@@ -21,6 +21,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // The bounds of HTTP answers (docs/cxdb-http.md, "Answer bounds"): a turn
@@ -487,7 +488,7 @@ func TestLargeAnswersAreChargedToTheBinaryPortsBudget(t *testing.T) {
 		t.Fatalf("the page: %d, %d bytes, %v", res.StatusCode, n, err)
 	}
 	res.Body.Close()
-	apitest.Eventually(t, "the page's bytes released once sent", func() bool { return !held() })
+	waitfor.Soon(t, "the page's bytes released once sent", func() bool { return !held() })
 }
 
 func (p rawPage) idsOnly(t testing.TB) []uint64 {

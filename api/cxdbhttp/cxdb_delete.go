@@ -9,11 +9,11 @@ import (
 // registerDeletion adds DELETE /v1/contexts/{id}: writers and admins of
 // the context's tenant (a reader key is 403); an unknown, deleted or
 // other tenant's context is 404.
-func (r *CXDBRoutes) registerDeletion(v *echo.Group) {
+func (r *Routes) registerDeletion(v *echo.Group) {
 	v.DELETE("/contexts/:id", r.deleteContext)
 }
 
-func (r *CXDBRoutes) deleteContext(c echo.Context) error {
+func (r *Routes) deleteContext(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ var streamEpoch = strconv.FormatInt(time.Now().UnixMilli(), 36)
 // the server still holds it, and an event "reset" when it does not (it
 // should reload what it shows). It is exempt from the write deadline that
 // bounds other responses.
-func (r *CXDBRoutes) events(c echo.Context) error {
+func (r *Routes) events(c echo.Context) error {
 	t, err := r.tenant(c)
 	if err != nil {
 		return err
@@ -62,7 +62,7 @@ func (r *CXDBRoutes) events(c echo.Context) error {
 
 // pump writes events as they come until the client leaves, the server
 // stops, or (hosted mode) its key is found revoked at a heartbeat.
-func (r *CXDBRoutes) pump(c echo.Context, sub *live.Subscription, w *sseWriter) error {
+func (r *Routes) pump(c echo.Context, sub *live.Subscription, w *sseWriter) error {
 	ctx := c.Request().Context()
 	beat := time.NewTicker(r.heartbeat)
 	defer beat.Stop()

@@ -16,7 +16,7 @@ import (
 )
 
 // fsList serves GET /v1/turns/{id}/fs?path=: a directory listing.
-func (r *CXDBRoutes) fsList(c echo.Context) error {
+func (r *Routes) fsList(c echo.Context) error {
 	t, id, err := r.tenantAndID(c, "id")
 	if err != nil {
 		return err
@@ -37,7 +37,7 @@ func (r *CXDBRoutes) fsList(c echo.Context) error {
 
 // fsPath serves GET /v1/turns/{id}/fs/{path...}: a file's bytes (or JSON
 // with format=json), or a directory's listing.
-func (r *CXDBRoutes) fsPath(c echo.Context) error {
+func (r *Routes) fsPath(c echo.Context) error {
 	p, err := url.PathUnescape(c.Param("*"))
 	if err != nil {
 		return paramError("path", "not a valid percent-encoded path")
@@ -76,7 +76,7 @@ func (r *CXDBRoutes) fsPath(c echo.Context) error {
 // fileJSON answers a file as JSON, its content in base64: at most
 // service.MaxPageBytes of it, as a turn page; a larger file is 422, to be
 // read as bytes. The JSON is written once, in a buffer of its size.
-func (r *CXDBRoutes) fileJSON(c echo.Context, charge *answers.Charge, id uint64, p string, f *service.FSFile) error {
+func (r *Routes) fileJSON(c echo.Context, charge *answers.Charge, id uint64, p string, f *service.FSFile) error {
 	n := base64.StdEncoding.EncodedLen(len(f.Content))
 	if n > service.MaxPageBytes {
 		e := fault.New(fault.Unprocessable,

@@ -12,6 +12,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // wideRootTurn stores a root directory of n files with names of nameBytes
@@ -94,7 +95,7 @@ func TestFSTreeObjectsAreChargedBeforeTheyAreRead(t *testing.T) {
 		if most := w.Most(); most > budget.Total() {
 			t.Errorf("held at most %d bytes of a %d-byte budget", most, budget.Total())
 		}
-		apitest.Eventually(t, "the tree objects' bytes released", func() bool { return budget.Held() == 0 })
+		waitfor.Soon(t, "the tree objects' bytes released", func() bool { return budget.Held() == 0 })
 	})
 
 	t.Run("over the share", func(t *testing.T) {

@@ -1,15 +1,12 @@
 package cxdbhttp_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
-	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // Context lists and searches are bounded in bytes as turn pages are
@@ -17,32 +14,11 @@ import (
 // have no length limit of their own.
 func TestContextListsAndSearchesStopAtTheAnswerBound(t *testing.T) {
 	h := apitest.NewCXDB(t)
-	c := h.Client()
 	const contexts, titleBytes = 12, 8 << 20
 	want := map[string]bool{}
-	for i := range contexts {
-		id := newContext(t, c)
-		title := fmt.Sprintf("title %02d ", i) + strings.Repeat("x", titleBytes)
-		appendBinary(t, c, id, userTurn(t, "hi", title, "big"))
+	for _, id := range titledContexts(t, h, contexts, titleBytes) {
 		want[fmt.Sprint(id)] = true
 	}
-	tenant, err := h.Engine.Tenant(context.Background(), ident.DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apitest.Eventually(t, "every context's title to be extracted", func() bool {
-		all, err := h.Svc.MetaStore().Metadata(context.Background(), tenant, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		titled := 0
-		for _, m := range all {
-			if m.Title != nil && len(*m.Title) > titleBytes {
-				titled++
-			}
-		}
-		return titled == contexts
-	})
 	const bound = service.MaxPageBytes + 64<<10 // the contexts and the answer's other members
 
 	type listPage struct {

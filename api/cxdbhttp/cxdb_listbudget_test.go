@@ -13,6 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // Context lists and searches are charged to the answer budget as turn
@@ -20,19 +21,21 @@ import (
 // are built, until sent.
 
 // titledContexts makes n contexts whose first turns carry titles of
-// titleBytes (label "big"), and waits until their metadata is extracted.
-func titledContexts(t *testing.T, h *apitest.CXDB, n, titleBytes int) {
+// titleBytes (label "big"), waits until their metadata is extracted, and
+// returns their ids.
+func titledContexts(t *testing.T, h *apitest.CXDB, n, titleBytes int) []uint64 {
 	t.Helper()
 	c := h.Client()
-	for i := range n {
-		id := newContext(t, c)
-		appendBinary(t, c, id, userTurn(t, "hi", fmt.Sprintf("title %02d ", i)+strings.Repeat("x", titleBytes), "big"))
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = newContext(t, c)
+		appendBinary(t, c, ids[i], userTurn(t, "hi", fmt.Sprintf("title %02d ", i)+strings.Repeat("x", titleBytes), "big"))
 	}
 	tenant, err := h.Engine.Tenant(context.Background(), ident.DefaultTenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	apitest.Eventually(t, "every context's title to be extracted", func() bool {
+	waitfor.Soon(t, "every context's title to be extracted", func() bool {
 		all, err := h.Svc.MetaStore().Metadata(context.Background(), tenant, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -45,6 +48,50 @@ func titledContexts(t *testing.T, h *apitest.CXDB, n, titleBytes int) {
 		}
 		return titled == n
 	})
+	return ids
+}
+
+// titledServerOnBudget starts a server whose HTTP answers are charged to
+// a budget of budgetSize bytes (a request waits up to a minute for room
+// in it), holding n contexts titled titleBytes each.
+func titledServerOnBudget(t *testing.T, budgetSize int64, n, titleBytes int) (*apitest.CXDB, *membudget.Budget) {
+	t.Helper()
+	budget := membudget.New(budgetSize, 0, 0)
+	h := apitest.NewCXDBWith(t, apitest.Options{Answers: budget, AnswerWait: time.Minute})
+	titledContexts(t, h, n, titleBytes)
+	return h, budget
+}
+
+// answer is how one of getAll's requests ended.
+type answer struct {
+	path   string
+	status int
+	body   []byte
+	err    error
+}
+
+// getAll sends a GET of every path at once and returns the answers, in
+// no particular order, once all are in. It does not fail the test: it
+// may run in the test's goroutines.
+func getAll(h *apitest.CXDB, paths []string) []answer {
+	answers := make([]answer, len(paths))
+	var wg sync.WaitGroup
+	for i, path := range paths {
+		wg.Go(func() {
+			a := &answers[i]
+			a.path = path
+			res, err := http.Get(h.URL + path)
+			if err != nil {
+				a.err = err
+				return
+			}
+			defer res.Body.Close()
+			a.status = res.StatusCode
+			a.body, a.err = io.ReadAll(res.Body)
+		})
+	}
+	wg.Wait()
+	return answers
 }
 
 type budgetListPage struct {
@@ -65,9 +112,7 @@ func TestContextListsAndSearchesAreChargedToTheAnswerBudget(t *testing.T) {
 		contexts   = 6
 		budgetSize = 10 << 20 // two entries, not three
 	)
-	budget := membudget.New(budgetSize, 0, 0)
-	h := apitest.NewCXDBWith(t, apitest.Options{Answers: budget, AnswerWait: time.Minute})
-	titledContexts(t, h, contexts, titleBytes)
+	h, budget := titledServerOnBudget(t, budgetSize, contexts, titleBytes)
 	search := "/v1/contexts/search?q=" + urlQuery(`label = "big"`)
 
 	t.Run("one list over the budget stops at it", func(t *testing.T) {
@@ -98,42 +143,18 @@ func TestContextListsAndSearchesAreChargedToTheAnswerBudget(t *testing.T) {
 		if most := w.Most(); most < 2*titleBytes || most > budgetSize {
 			t.Fatalf("the lists held at most %d bytes of the budget, want two entries' (%d) and at most %d", most, 2*titleBytes, budgetSize)
 		}
-		apitest.Eventually(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
+		waitfor.Soon(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
 	})
 
 	t.Run("concurrent lists share it and all answer", func(t *testing.T) {
 		w := apitest.WatchHeld(t, budget)
 		paths := []string{"/v1/contexts?limit=20", search, "/v1/contexts?limit=20&label=big", search, "/v1/contexts?limit=1000&include_provenance=1", search}
-		type answer struct {
-			path   string
-			status int
-			body   string
-			err    error
-		}
-		answers := make(chan answer, len(paths))
-		var wg sync.WaitGroup
-		for _, path := range paths {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res, err := http.Get(h.URL + path)
-				if err != nil {
-					answers <- answer{path: path, err: err}
-					return
-				}
-				defer res.Body.Close()
-				body, err := io.ReadAll(res.Body)
-				answers <- answer{path, res.StatusCode, string(body), err}
-			}()
-		}
-		wg.Wait()
-		close(answers)
-		for a := range answers {
+		for _, a := range getAll(h, paths) {
 			if a.err != nil || a.status != http.StatusOK {
 				t.Errorf("%s: %d, %v: %.300s", a.path, a.status, a.err, a.body)
 				continue
 			}
-			r := apitest.Response{Status: a.status, Body: []byte(a.body)}
+			r := apitest.Response{Status: a.status, Body: a.body}
 			if strings.HasPrefix(a.path, "/v1/contexts/search") {
 				var found budgetSearch
 				r.JSON(t, &found)
@@ -153,7 +174,7 @@ func TestContextListsAndSearchesAreChargedToTheAnswerBudget(t *testing.T) {
 		if most < titleBytes || most > budgetSize {
 			t.Fatalf("held at most %d bytes, want at least one entry's (%d) and at most the budget's %d", most, titleBytes, budgetSize)
 		}
-		apitest.Eventually(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
+		waitfor.Soon(t, "the answers' bytes released once sent", func() bool { return budget.Held() == 0 })
 	})
 }
 

@@ -3,10 +3,8 @@ package cxdbhttp_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // wideDirectory stores a root directory of n files with names of
@@ -62,34 +61,19 @@ func TestDirectoryListingsAreChargedToTheAnswerBudget(t *testing.T) {
 		fmt.Sprintf("/v1/turns/%d/fs", turn), fmt.Sprintf("/v1/turns/%d/fs?path=", turn),
 		fmt.Sprintf("/v1/turns/%d/fs", turn), fmt.Sprintf("/v1/turns/%d/fs", turn),
 	}
-	sizes := make(chan int, len(paths))
-	var wg sync.WaitGroup
-	for _, path := range paths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := http.Get(h.URL + path)
-			if err != nil {
-				t.Errorf("%s: %v", path, err)
-				return
-			}
-			defer res.Body.Close()
-			body, err := io.ReadAll(res.Body)
-			if err != nil || res.StatusCode != http.StatusOK {
-				t.Errorf("%s: %d, %v: %.300s", path, res.StatusCode, err, body)
-			}
-			sizes <- len(body)
-		}()
+	size := 0
+	for _, a := range getAll(h, paths) {
+		if a.err != nil || a.status != http.StatusOK {
+			t.Errorf("%s: %d, %v: %.300s", a.path, a.status, a.err, a.body)
+		}
+		size = len(a.body)
 	}
-	wg.Wait()
-	close(sizes)
-	size := <-sizes
 	most := w.Most()
 	t.Logf("%d listings of %d bytes at once held at most %d bytes of a %d-byte budget", len(paths), size, most, budgetSize)
 	if most < int64(size) || most > budgetSize {
 		t.Fatalf("held at most %d bytes, want at least one listing's (%d) and at most the budget's %d", most, size, budgetSize)
 	}
-	apitest.Eventually(t, "the listings' bytes released once sent", func() bool { return budget.Held() == 0 })
+	waitfor.Soon(t, "the listings' bytes released once sent", func() bool { return budget.Held() == 0 })
 
 	t.Run("over the share", func(t *testing.T) {
 		small := membudget.New(1<<20, 0, 0)

@@ -42,7 +42,7 @@ func typesSize(types []registry.TypeSummary) int64 {
 }
 
 // writeFSListing answers a directory, charged to the answer budget.
-func (r *CXDBRoutes) writeFSListing(c echo.Context, charge *answers.Charge, d *service.FSListing) error {
+func (r *Routes) writeFSListing(c echo.Context, charge *answers.Charge, d *service.FSListing) error {
 	size := fsListingSize(d)
 	if size > service.MaxPageBytes {
 		e := fault.New(fault.Unprocessable,

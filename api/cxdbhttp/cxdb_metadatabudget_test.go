@@ -1,14 +1,11 @@
 package cxdbhttp_test
 
 import (
-	"io"
 	"net/http"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
-	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // A filtered list or a search reads every context's metadata to filter
@@ -21,9 +18,7 @@ func TestFiltersChargeTheMetadataTheyRead(t *testing.T) {
 		contexts   = 4
 		budgetSize = 10 << 20 // two titles, not three
 	)
-	budget := membudget.New(budgetSize, 0, 0)
-	h := apitest.NewCXDBWith(t, apitest.Options{Answers: budget, AnswerWait: time.Minute})
-	titledContexts(t, h, contexts, titleBytes)
+	h, budget := titledServerOnBudget(t, budgetSize, contexts, titleBytes)
 
 	w := apitest.WatchHeld(t, budget)
 	// Nothing matches: what the budget held is the metadata filtered.
@@ -31,31 +26,7 @@ func TestFiltersChargeTheMetadataTheyRead(t *testing.T) {
 		"/v1/contexts/search?q=" + urlQuery(`label = "none"`), "/v1/contexts?label=none",
 		"/v1/contexts/search?q=" + urlQuery(`title ^~= "nothing"`), "/v1/contexts?tag=none",
 	}
-	type answer struct {
-		path   string
-		status int
-		body   string
-		err    error
-	}
-	answers := make(chan answer, len(paths))
-	var wg sync.WaitGroup
-	for _, path := range paths {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := http.Get(h.URL + path)
-			if err != nil {
-				answers <- answer{path: path, err: err}
-				return
-			}
-			defer res.Body.Close()
-			body, err := io.ReadAll(res.Body)
-			answers <- answer{path, res.StatusCode, string(body), err}
-		}()
-	}
-	wg.Wait()
-	close(answers)
-	for a := range answers {
+	for _, a := range getAll(h, paths) {
 		if a.err != nil || a.status != http.StatusOK {
 			t.Errorf("%s: %d, %v: %.300s", a.path, a.status, a.err, a.body)
 		}
@@ -65,5 +36,5 @@ func TestFiltersChargeTheMetadataTheyRead(t *testing.T) {
 	if most < titleBytes || most > budgetSize {
 		t.Fatalf("held at most %d bytes, want at least one title's (%d) and at most the budget's %d", most, titleBytes, budgetSize)
 	}
-	apitest.Eventually(t, "the metadata's bytes released once filtered", func() bool { return budget.Held() == 0 })
+	waitfor.Soon(t, "the metadata's bytes released once filtered", func() bool { return budget.Held() == 0 })
 }

@@ -49,7 +49,7 @@ type metricSample struct {
 	counts map[string]int64
 }
 
-func newCXDBMetrics(svc *service.Service, opts CXDBOptions) *cxdbMetrics {
+func newCXDBMetrics(svc *service.Service, opts Options) *cxdbMetrics {
 	return &cxdbMetrics{svc: svc, stats: opts.Stats, prom: opts.Gatherer, dataDir: opts.DataDir, start: time.Now(), history: map[string][]float64{}}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 // TestGetBlobOverHTTPIsNoExistenceOracle: GET /v1/blobs/{hash} of bytes
@@ -26,19 +27,8 @@ import (
 func TestGetBlobOverHTTPIsNoExistenceOracle(t *testing.T) {
 	ctx := context.Background()
 	h := apitest.NewCXDBWith(t, apitest.Options{Hosted: true})
-	keyOf := func(tenant string, role auth.Role) string {
-		t.Helper()
-		if _, err := h.Keys.CreateTenant(ctx, "test", tenant, ""); err != nil {
-			t.Fatal(err)
-		}
-		_, secret, err := h.Keys.CreateKey(ctx, "test", tenant, role, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return secret
-	}
-	acme := h.Client(client.WithClientMeta([]byte(`{"api_key":"` + keyOf("acme", auth.RoleWriter) + `"}`)))
-	globexKey := keyOf("globex", auth.RoleReader)
+	acme := h.Client(client.WithClientMeta([]byte(`{"api_key":"` + seed.TenantKey(t, h.Keys, "acme", auth.RoleWriter) + `"}`)))
+	globexKey := seed.TenantKey(t, h.Keys, "globex", auth.RoleReader)
 	secret := []byte("acme's secret content")
 	stored, _, err := acme.PutBlob(ctx, secret)
 	if err != nil {

@@ -5,22 +5,23 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/cardboxhq/cardbox/api/internal/answers"
-	"github.com/cardboxhq/cardbox/cxdbcompat/service"
-	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/labstack/echo/v4"
+
+	"github.com/cardboxhq/cardbox/api/internal/answers"
+	"github.com/cardboxhq/cardbox/cxdbcompat/turnpage"
+	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
 // charge starts what a request of tenant t holds of the answer budget;
 // the caller releases it once the answer is sent.
-func (r *CXDBRoutes) charge(c echo.Context, t ident.Tenant) *answers.Charge {
+func (r *Routes) charge(c echo.Context, t ident.Tenant) *answers.Charge {
 	return answers.NewCharge(c.Request().Context(), r.answers, r.answerWait, t.ID)
 }
 
 // writeTurnsPage writes a turn page as it lies in memory, its turns one
 // after the other, without copying them into one body: the page is up to
 // service.MaxPageBytes.
-func writeTurnsPage(c echo.Context, p *service.TurnPage, charge *answers.Charge) error {
+func writeTurnsPage(c echo.Context, p *turnpage.Page, charge *answers.Charge) error {
 	head, err := turnsHead(p)
 	if err != nil {
 		return err
@@ -56,7 +57,7 @@ func writeTurnsPage(c echo.Context, p *service.TurnPage, charge *answers.Charge)
 }
 
 // turnsHead is the page's object without its turns.
-func turnsHead(p *service.TurnPage) ([]byte, error) {
+func turnsHead(p *turnpage.Page) ([]byte, error) {
 	out := turnsJSON{
 		Meta: turnsMeta{
 			ContextID: idString(p.Context.ContextID), HeadTurnID: idString(p.Context.TurnID), HeadDepth: p.Context.Depth,

@@ -5,9 +5,10 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/cardboxhq/cardbox/api"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cardboxhq/cardbox/api"
 )
 
 // promStats reads the server's own Prometheus metrics, so that

@@ -13,7 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
-func (r *CXDBRoutes) putBundle(c echo.Context) error {
+func (r *Routes) putBundle(c echo.Context) error {
 	id, err := pathParam(c, "bundle_id")
 	if err != nil {
 		return err
@@ -41,7 +41,7 @@ func (r *CXDBRoutes) putBundle(c echo.Context) error {
 	return c.JSON(http.StatusCreated, map[string]string{"bundle_id": id})
 }
 
-func (r *CXDBRoutes) getBundle(c echo.Context) error {
+func (r *Routes) getBundle(c echo.Context) error {
 	id, err := pathParam(c, "bundle_id")
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func (r *CXDBRoutes) getBundle(c echo.Context) error {
 
 // listTypes answers every type of the tenant's registry, charged to the
 // answer budget before its JSON is built.
-func (r *CXDBRoutes) listTypes(c echo.Context) error {
+func (r *Routes) listTypes(c echo.Context) error {
 	t, err := r.tenant(c)
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func (r *CXDBRoutes) listTypes(c echo.Context) error {
 	return writeChargedJSON(c, charge, typesSize(types), map[string]any{"types": types})
 }
 
-func (r *CXDBRoutes) getTypeVersion(c echo.Context) error {
+func (r *Routes) getTypeVersion(c echo.Context) error {
 	typeID, err := pathParam(c, "type_id")
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func (r *CXDBRoutes) getTypeVersion(c echo.Context) error {
 	return c.JSONBlob(http.StatusOK, b)
 }
 
-func (r *CXDBRoutes) renderers(c echo.Context) error {
+func (r *Routes) renderers(c echo.Context) error {
 	reg, err := r.registry(c)
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func (r *CXDBRoutes) renderers(c echo.Context) error {
 	return c.JSONBlob(http.StatusOK, b)
 }
 
-func (r *CXDBRoutes) registry(c echo.Context) (*registry.Registry, error) {
+func (r *Routes) registry(c echo.Context) (*registry.Registry, error) {
 	t, err := r.tenant(c)
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func idParam32(c echo.Context, name string) (uint32, error) {
 }
 
 // getBlob serves a blob's bytes by its BLAKE3-256 hex hash.
-func (r *CXDBRoutes) getBlob(c echo.Context) error {
+func (r *Routes) getBlob(c echo.Context) error {
 	raw, err := hex.DecodeString(strings.ToLower(c.Param("hash")))
 	if err != nil || len(raw) != len(ident.Hash{}) {
 		return paramError("hash", "must be 64 hex digits")

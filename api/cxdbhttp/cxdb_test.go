@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,8 @@ import (
 	"github.com/cardboxhq/cardbox/api/internal/apitest"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
+	"github.com/cardboxhq/cardbox/internal/testkit"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // userTurn is a ConversationItem as the official Go client writes it
@@ -139,11 +140,7 @@ func TestRegistryRefusals(t *testing.T) {
 	}
 	// The fixtures of ../shared/fixtures/cxdb/registry are not in the
 	// accepted format.
-	files, _ := filepath.Glob(filepath.Join(apitest.SharedDir(t), "fixtures", "cxdb", "registry", "*.json"))
-	if len(files) == 0 && os.Getenv("CI") != "" {
-		t.Fatal("registry fixtures missing")
-	}
-	for _, f := range files {
+	for _, f := range testkit.CXDBFixtureFiles(t, "registry") {
 		body, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -165,7 +162,7 @@ func TestBinaryWritesReadTypedOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixture := apitest.SharedFixture(t, "msgpack_conversation_item")
+	fixture := testkit.TypePayload(t, "msgpack_conversation_item")
 	first := appendBinary(t, c, head.ContextID, fixture)
 	appendBinary(t, c, head.ContextID, userTurn(t, "second", ""))
 
@@ -185,7 +182,7 @@ func TestBinaryWritesReadTypedOverHTTP(t *testing.T) {
 
 	// The first turn's metadata reaches the listing.
 	var list struct{ Contexts []map[string]any }
-	apitest.Eventually(t, "metadata in the context list", func() bool {
+	waitfor.Soon(t, "metadata in the context list", func() bool {
 		h.Get("/v1/contexts?limit=1000&include_provenance=1").Want(t, http.StatusOK).JSON(t, &list)
 		return len(list.Contexts) == 1 && list.Contexts[0]["title"] == "Fixture Title"
 	})
@@ -423,7 +420,7 @@ func TestContextListPagesNewestFirstAndSearchFindsForks(t *testing.T) {
 		Contexts   []map[string]any
 		TotalCount int `json:"total_count"`
 	}
-	apitest.Eventually(t, "the fork to be searchable by its origin's title", func() bool {
+	waitfor.Soon(t, "the fork to be searchable by its origin's title", func() bool {
 		h.Get("/v1/contexts/search?q="+urlQuery(`title = "title 1"`)).Want(t, http.StatusOK).JSON(t, &found)
 		return found.TotalCount == 2
 	})
@@ -445,7 +442,7 @@ func TestContextListPagesNewestFirstAndSearchFindsForks(t *testing.T) {
 		t.Fatalf("missing q: %v", cqlErr)
 	}
 	var filtered struct{ Contexts []map[string]any }
-	apitest.Eventually(t, "a context filtered by label and title", func() bool {
+	waitfor.Soon(t, "a context filtered by label and title", func() bool {
 		h.Get("/v1/contexts?label=env%3Dprod&title=TITLE%203").Want(t, http.StatusOK).JSON(t, &filtered)
 		return len(filtered.Contexts) == 1
 	})

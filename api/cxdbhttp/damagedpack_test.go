@@ -19,6 +19,8 @@ import (
 	"github.com/cardboxhq/cardbox/internal/filefault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -105,18 +107,12 @@ func newTurnsStore(t *testing.T, n int) *turnsStore {
 	t.Helper()
 	ctx := context.Background()
 	d := &turnsStore{pool: pgtest.NewPool(t), dir: t.TempDir()}
-	if _, err := d.pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, ident.DefaultTenantID); err != nil {
-		t.Fatal(err)
-	}
 	engine, err := store.Open(ctx, store.Options{Dir: d.dir, Pool: d.pool})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	ten, err := engine.Tenant(ctx, ident.DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ten := seed.StoreTenant(t, d.pool, engine, ident.DefaultTenantID)
 	if d.head, err = engine.CreateContext(ctx, ten, 0, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +190,7 @@ func TestBlobPackDamageFoundOverHTTP(t *testing.T) {
 				t.Fatalf("cardbox_blob_pack_holes %v after the read, want 1", g)
 			}
 		}
-		apitest.Eventually(t, "the damaged record in pack_holes", func() bool {
+		waitfor.Soon(t, "the damaged record in pack_holes", func() bool {
 			var start, end int64
 			err := d.pool.QueryRow(context.Background(), `SELECT start_offset, end_offset FROM pack_holes`).Scan(&start, &end)
 			return err == nil && start == entry.Offset && end == entry.End()

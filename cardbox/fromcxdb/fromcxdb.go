@@ -13,14 +13,16 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/cxdbcompat/turnpage"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
-// Turns is what derivation needs of CXDB (*service.Service).
+// Turns is what derivation needs of CXDB: its turns rendered as the HTTP
+// API renders them (*turnpage.Pages).
 type Turns interface {
 	Tenant(ctx context.Context, id string) (ident.Tenant, error)
-	Turns(ctx context.Context, t ident.Tenant, contextID uint64, q service.TurnQuery) (*service.TurnPage, error)
+	Turns(ctx context.Context, t ident.Tenant, contextID uint64, q service.TurnQuery) (*turnpage.Page, error)
 }
 
 // CardID is the id of the card derived from a turn.

@@ -9,6 +9,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -20,9 +21,7 @@ func TestTenantQuotaCommand(t *testing.T) {
 	ctx := context.Background()
 	pool, url := pgtest.NewPoolAndURL(t)
 	keys := tenancy.New(pool, nil)
-	if _, err := keys.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
+	seed.Tenants(t, keys, "acme")
 	tenant := func(args ...string) (string, error) {
 		return cardbox(ctx, append(append([]string{"tenant"}, args...), "--database-url", url)...)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -62,13 +63,7 @@ func writeTurns(t *testing.T, pool *pgxpool.Pool, dir string, tenants ...string)
 	}
 	defer engine.Close()
 	for _, id := range tenants {
-		if _, err := pool.Exec(ctx, "INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING", id); err != nil {
-			t.Fatal(err)
-		}
-		tenant, err := engine.Tenant(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tenant := seed.StoreTenant(t, pool, engine, id)
 		head, err := engine.CreateContext(ctx, tenant, 0, "")
 		if err != nil {
 			t.Fatal(err)

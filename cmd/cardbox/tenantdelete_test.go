@@ -10,6 +10,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 // runDelete runs `cardbox tenant delete` with args on the database at url.
@@ -20,15 +21,10 @@ func runDelete(url string, args ...string) (string, error) {
 // Without --yes the command says what would go, deletes nothing and
 // fails; with it, it deletes and says what went.
 func TestTenantDeleteWantsYes(t *testing.T) {
-	ctx := context.Background()
 	pool, url := pgtest.NewPoolAndURL(t)
 	k := tenancy.New(pool, nil)
-	if _, err := k.CreateTenant(ctx, "test", "acme", ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := k.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil); err != nil {
-		t.Fatal(err)
-	}
+	seed.Tenants(t, k, "acme")
+	seed.Key(t, k, "acme", auth.RoleWriter)
 	tests := []struct {
 		args    []string
 		want    string

@@ -18,6 +18,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 // TestHostedRevocationEndsSessions: in hosted mode, revoking a key (as
@@ -39,17 +40,9 @@ func TestHostedRevocationEndsSessions(t *testing.T) {
 	}
 	defer pool.Close()
 	keys := tenancy.New(pool, nil)
-	if _, err := keys.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
-	doomed, doomedSecret, err := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, keptSecret, err := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seed.Tenants(t, keys, "acme")
+	doomed, doomedSecret := seed.Key(t, keys, "acme", auth.RoleWriter)
+	_, keptSecret := seed.Key(t, keys, "acme", auth.RoleWriter)
 	gone, kept := helloed(t, srv.binAddr, doomedSecret), helloed(t, srv.binAddr, keptSecret)
 	getContexts := func(secret string) int {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.httpURL("/v1/contexts"), nil)
@@ -135,13 +128,8 @@ func TestHostedStorageQuota(t *testing.T) {
 	}
 	defer pool.Close()
 	keys := tenancy.New(pool, nil)
-	if _, err := keys.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
-	_, secret, err := keys.CreateKey(ctx, "test", "acme", auth.RoleWriter, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seed.Tenants(t, keys, "acme")
+	_, secret := seed.Key(t, keys, "acme", auth.RoleWriter)
 	conn := helloed(t, srv.binAddr, secret)
 	f := call(t, conn, cxdbcompat.CtxCreateRequest{})
 	head, err := cxdbcompat.DecodeHeadResponse(f.Payload)

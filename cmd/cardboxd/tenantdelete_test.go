@@ -21,6 +21,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store/salvage"
 )
@@ -146,26 +147,16 @@ func TestHostedTenantDeletion(t *testing.T) {
 	keys := tenancy.New(pool, nil)
 	sides := map[string]*tenantSide{}
 	for _, id := range []string{"acme", "bravo"} {
-		if _, err := keys.CreateTenant(ctx, "test", id, ""); err != nil {
-			t.Fatal(err)
-		}
-		_, secret, err := keys.CreateKey(ctx, "test", id, auth.RoleWriter, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sides[id] = &tenantSide{id: id, secret: secret}
+		sides[id] = &tenantSide{id: id, secret: seed.TenantKey(t, keys, id, auth.RoleWriter)}
 	}
 	// /metrics is for operator keys.
-	_, opsSecret, err := keys.CreateOperatorKey(ctx, "test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, opsSecret := seed.OperatorKey(t, keys)
 	acme, bravo, ops := sides["acme"], sides["bravo"], &tenantSide{secret: opsSecret}
 	seedTenant(t, srv, acme) // first: acme owns the shared blob's record
 	seedTenant(t, srv, bravo)
 	open := helloed(t, srv.binAddr, acme.secret)
 	// bravo's rows are compared after the deletion: its analytics first.
-	waitFor(t, "the projector to write the seeded turns' rows", func() bool {
+	waitfor.Soon(t, "the projector to write the seeded turns' rows", func() bool {
 		var n int
 		err := pool.QueryRow(ctx, "SELECT count(*) FROM turn_data WHERE tenant_id IN ('acme', 'bravo')").Scan(&n)
 		return err == nil && n == acme.turns+bravo.turns
@@ -182,7 +173,7 @@ func TestHostedTenantDeletion(t *testing.T) {
 	}
 	// The rows go in batches, the deletion's own or, when the server's
 	// purge of deleted tenants holds the tenant first, the server's.
-	waitFor(t, "acme's rows to go", func() bool {
+	waitfor.Soon(t, "acme's rows to go", func() bool {
 		for _, n := range tenantRows(t, pool, "acme") {
 			if n != 0 {
 				return false
@@ -191,7 +182,7 @@ func TestHostedTenantDeletion(t *testing.T) {
 		return true
 	})
 	checkSessionClosed(t, open)
-	waitFor(t, "the server forgets acme's contexts and turns", func() bool {
+	waitfor.Soon(t, "the server forgets acme's contexts and turns", func() bool {
 		return gauge(t, srv, ops, "cardbox_contexts") == contexts-1 && gauge(t, srv, ops, "cardbox_turns") == turns-acme.turns
 	})
 	acme.do(t, srv, http.MethodGet, "/v1/contexts", "", http.StatusUnauthorized)
@@ -259,9 +250,3 @@ func helloFrame(t *testing.T, addr, secret string) cxdbcompat.Frame {
 }
 
 func hashOf(b []byte) client.Hash { return blake3.Sum256(b) }
-
-// waitFor polls cond until it holds, failing after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	waitfor.True(t, what, 10*time.Second, cond)
-}

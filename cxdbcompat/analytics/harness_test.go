@@ -1,6 +1,7 @@
 package analytics_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/cxdbcompat/turnpage"
+	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
@@ -48,8 +51,16 @@ type harnessOptions struct {
 	wrap func(analytics.Source) analytics.Source
 }
 
+// newHarness starts the real server (internal/daemon) when o asks for
+// nothing its configuration cannot say, so that a test of projection over
+// a running server runs the server's wiring; a test that drives the
+// projector by hand (not started, not told of appends, its source
+// wrapped, its batch, queue or clock changed) gets the pieces wired here.
 func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
+	if o.isServer() {
+		return newServerHarness(t, o)
+	}
 	h := &harness{t: t, ctx: context.Background(), pool: o.pool, dir: o.dir}
 	if h.pool == nil {
 		h.pool = pgtest.NewPool(t)
@@ -86,6 +97,45 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		h.run()
 	}
 	t.Cleanup(func() { h.stop() })
+	return h
+}
+
+// isServer reports whether o is a server's configuration: the projector
+// running and told of every append, nothing in its options but the
+// largest payload it projects.
+func (o harnessOptions) isServer() bool {
+	p := o.opts
+	return !o.noRun && !o.noListen && o.wrap == nil && o.payloads == 0 &&
+		p.Source == nil && p.Pool == nil && p.QueueSize == 0 && p.QueuePayloads == 0 &&
+		p.Batch == 0 && p.Linger == 0 && p.Logger == nil && p.Now == nil
+}
+
+// newServerHarness starts the daemon on o's database and data directory
+// (fresh ones when unset); h.stop shuts it down.
+func newServerHarness(t *testing.T, o harnessOptions) *harness {
+	t.Helper()
+	cfg := daemontest.Config(t)
+	cfg.Pool = cmp.Or(o.pool, pgtest.NewPool(t))
+	cfg.DataDir = cmp.Or(o.dir, cfg.DataDir)
+	if o.opts.MaxPayload != 0 {
+		cfg.AnalyticsMaxPayload = o.opts.MaxPayload
+	}
+	d := daemontest.Start(t, cfg)
+	h := &harness{
+		t: t, ctx: context.Background(), pool: cfg.Pool, dir: cfg.DataDir,
+		engine: d.Store(), svc: d.CXDB(), proj: d.Projector(),
+	}
+	var err error
+	if h.tenant, err = h.engine.Tenant(h.ctx, ident.DefaultTenantID); err != nil {
+		t.Fatal(err)
+	}
+	h.stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("shut the daemon down: %v", err)
+		}
+	}
 	return h
 }
 
@@ -193,7 +243,7 @@ func (h *harness) data(t ident.Tenant, turn uint64) (data []byte, skipped string
 // context, by turn id.
 func (h *harness) typedView(t ident.Tenant, contextID uint64) map[string]json.RawMessage {
 	h.t.Helper()
-	page, err := h.svc.Turns(h.ctx, t, contextID, service.TurnQuery{Limit: 1000})
+	page, err := turnpage.New(h.svc, -1).Turns(h.ctx, t, contextID, service.TurnQuery{Limit: 1000})
 	if err != nil {
 		h.t.Fatal(err)
 	}

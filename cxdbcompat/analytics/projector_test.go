@@ -13,6 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 // canonicalItems is one conversation item of every canonical type (spec
@@ -181,13 +182,7 @@ func TestCatchUpAfterCrash(t *testing.T) {
 // failed catch-up is retried every few seconds instead of every minute.
 func TestCatchUpLeavesOutDeletedTenants(t *testing.T) {
 	h := newHarness(t, harnessOptions{noRun: true, noListen: true})
-	if _, err := h.pool.Exec(h.ctx, "INSERT INTO tenants (tenant_id) VALUES ('acme')"); err != nil {
-		t.Fatal(err)
-	}
-	acme, err := h.engine.Tenant(h.ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
+	acme := seed.StoreTenant(t, h.pool, h.engine, "acme")
 	h.publish(acme)
 	h.publish(h.tenant)
 	h.appendJSON(acme, h.newContext(acme, 0), 0, "", `{"item_type":"user_input","user_input":{"text":"hi"}}`)
@@ -294,13 +289,7 @@ func metricValue(t *testing.T, c prometheus.Collector, name string) float64 {
 // unknown type, and re-projected once it arrives.
 func TestPublishReprojectsUnknownTypes(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	if _, err := h.pool.Exec(h.ctx, "INSERT INTO tenants (tenant_id) VALUES ('other')"); err != nil {
-		t.Fatal(err)
-	}
-	other, err := h.engine.Tenant(h.ctx, "other")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := seed.StoreTenant(t, h.pool, h.engine, "other")
 	c := h.newContext(h.tenant, 0)
 	id := h.appendRaw(h.tenant, c, "cxdb.ConversationItem", 3, fixturePayload(t))
 	h.waitProjected(1)

@@ -10,6 +10,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 // viewData is what the view tests write: a conversation with tool calls,
@@ -25,13 +26,7 @@ type viewData struct {
 func newViewData(t *testing.T) *viewData {
 	t.Helper()
 	h := newHarness(t, harnessOptions{})
-	if _, err := h.pool.Exec(h.ctx, "INSERT INTO tenants (tenant_id) VALUES ('other')"); err != nil {
-		t.Fatal(err)
-	}
-	other, err := h.engine.Tenant(h.ctx, "other")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := seed.StoreTenant(t, h.pool, h.engine, "other")
 	v := &viewData{h: h, other: other}
 	h.publish(h.tenant)
 	v.ctxA = h.newContext(h.tenant, 0)

@@ -20,6 +20,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -434,7 +435,7 @@ func TestCancelWhileWaitingForTurn(t *testing.T) {
 	c := dial(t, srv.addr())
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = c.GetHead(context.Background(), 1) }) // holds the one slot
-	waitFor(t, func() bool { return len(srv.requests()) == 1 })
+	waitfor.Soon(t, "the server to see one request", func() bool { return len(srv.requests()) == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	_, err := c.GetHead(ctx, 2)
@@ -584,7 +585,7 @@ func TestCloseFailsPendingRequests(t *testing.T) {
 	c := dial(t, srv.addr())
 	errc := make(chan error, 1)
 	go func() { _, err := c.GetHead(testCtx(t), 1); errc <- err }()
-	waitFor(t, func() bool { return len(srv.requests()) == 1 })
+	waitfor.Soon(t, "the server to see one request", func() bool { return len(srv.requests()) == 1 })
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -652,19 +653,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		srv.close()
 		silent.close()
 	}()
-	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("condition not met; goroutines:\n%s", buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.GoroutinesAtMost(t, before)
 }
 
 func TestDialTLS(t *testing.T) {
@@ -690,7 +679,7 @@ func TestWriteInterruptedByDeadline(t *testing.T) {
 	t.Cleanup(func() { close(stop) })
 	c := dial(t, srv.addr(), WithPipelining())
 	go func() { _, _ = c.GetHead(context.Background(), 1) }()
-	waitFor(t, func() bool { return len(srv.requests()) == 1 })
+	waitfor.Soon(t, "the server to see one request", func() bool { return len(srv.requests()) == 1 })
 
 	// Generous deadline: it must expire during the write, not while the
 	// frame is being built (slow under -race on a loaded machine). The peer

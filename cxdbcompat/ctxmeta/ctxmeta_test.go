@@ -2,56 +2,17 @@ package ctxmeta
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
-
-// sharedDir returns the shared fixtures directory, skipping the test when it
-// is missing (failing under CI).
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("CARDBOX_SHARED_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "fixtures", "cxdb")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("shared fixtures not found at %s (set CARDBOX_SHARED_DIR): %v", dir, err)
-		}
-		t.Skipf("shared fixtures not found at %s (set CARDBOX_SHARED_DIR)", dir)
-	}
-	return dir
-}
-
-// fixturePayload returns the payload of fixtures/cxdb/types/<name>.json.
-func fixturePayload(t testing.TB, name string) []byte {
-	t.Helper()
-	path := filepath.Join(sharedDir(t), "fixtures", "cxdb", "types", name+".json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		PayloadHex string `json:"payload_hex"`
-	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	b, err := hex.DecodeString(f.PayloadHex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func sp(s string) *string     { return &s }
 func u64p(v uint64) *uint64   { return &v }
@@ -105,7 +66,7 @@ func om(t testing.TB, kv ...any) msgpack.RawMessage {
 }
 
 func TestFixtureConversationItem(t *testing.T) {
-	m, ok := Extract(fixturePayload(t, "msgpack_conversation_item"))
+	m, ok := Extract(testkit.TypePayload(t, "msgpack_conversation_item"))
 	want := Metadata{ClientTag: sp("fixture-tag"), Title: sp("Fixture Title"), Labels: []string{"alpha", "beta"}}
 	if !ok || !reflect.DeepEqual(m, want) {
 		t.Fatalf("Extract = %+v, %v; want %+v", m, ok, want)
@@ -113,7 +74,7 @@ func TestFixtureConversationItem(t *testing.T) {
 }
 
 func TestFixtureNumericMapHasNoMetadata(t *testing.T) {
-	if m, ok := Extract(fixturePayload(t, "msgpack_numeric_map")); ok {
+	if m, ok := Extract(testkit.TypePayload(t, "msgpack_numeric_map")); ok {
 		t.Fatalf("Extract = %+v, true; want false", m)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // FuzzParse feeds untrusted bytes to Parse and Apply: they must never
@@ -23,9 +25,10 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	paths, _ := filepath.Glob("testdata/*.json")
-	fixtures, _ := filepath.Glob(filepath.Join(os.Getenv("CARDBOX_SHARED_DIR"), "fixtures", "cxdb", "registry", "*.json"))
-	if os.Getenv("CARDBOX_SHARED_DIR") == "" {
-		fixtures, _ = filepath.Glob(filepath.Join("..", "..", "..", "shared", "fixtures", "cxdb", "registry", "*.json"))
+	// The shared bundles are extra seeds: the fuzz test runs without them.
+	var fixtures []string
+	if shared, ok := testkit.FindSharedDir(); ok {
+		fixtures, _ = filepath.Glob(filepath.Join(shared, "fixtures", "cxdb", "registry", "*.json"))
 	}
 	base := Empty()
 	for _, p := range append(paths, fixtures...) {

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/zeebo/blake3"
+
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 func TestParseMalformed(t *testing.T) {
@@ -456,28 +458,11 @@ func itemRef(it *Items) string {
 	return it.Ref
 }
 
-// sharedDir is the shared spec and fixtures directory; missing, the fixture
-// tests skip locally and fail in CI.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("CARDBOX_SHARED_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("shared directory: %v", err)
-		}
-		t.Skipf("shared directory: %v", err)
-	}
-	return dir
-}
-
 func fixtureBundles(t *testing.T) []string {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(sharedDir(t), "fixtures", "cxdb", "registry", "*.json"))
-	if err != nil || len(paths) != 2 {
-		t.Fatalf("fixtures = %v, %v", paths, err)
+	paths := testkit.CXDBFixtureFiles(t, "registry")
+	if len(paths) != 2 {
+		t.Fatalf("fixtures = %v, want 2", paths)
 	}
 	return paths
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/filefault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 )
@@ -46,18 +47,12 @@ func newDamagedPackWith(t *testing.T, n, k int, unindexed bool) *damagedPack {
 	t.Helper()
 	ctx := context.Background()
 	pool, dir := pgtest.NewPool(t), t.TempDir()
-	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, ident.DefaultTenantID); err != nil {
-		t.Fatal(err)
-	}
 	engine, err := store.Open(ctx, store.Options{Dir: dir, Pool: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	ten, err := engine.Tenant(ctx, ident.DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ten := seed.StoreTenant(t, pool, engine, ident.DefaultTenantID)
 	h, err := engine.CreateContext(ctx, ten, 0, "")
 	if err != nil {
 		t.Fatal(err)

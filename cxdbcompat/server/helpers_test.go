@@ -27,6 +27,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/logtest"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -154,15 +155,7 @@ func (e *env) dial(opts ...client.Option) *client.Client {
 // tenant creates (if needed) and resolves a tenant in the test database.
 func (e *env) tenant(id string) ident.Tenant {
 	e.t.Helper()
-	ctx := context.Background()
-	if _, err := e.pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, id); err != nil {
-		e.t.Fatal(err)
-	}
-	t, err := e.engine.Tenant(ctx, id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return t
+	return seed.StoreTenant(e.t, e.pool, e.engine, id)
 }
 
 func (e *env) count(query string, args ...any) int {

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -14,17 +13,13 @@ import (
 
 // roleKeys authenticates {"api_key": K}: "writer-*" keys write, "reader-*"
 // keys only read; all are tenant acme's.
-func roleKeys(e *env) server.Authenticator {
-	return func(ctx context.Context, hello cxdbcompat.HelloRequest) (server.Identity, error) {
-		var meta struct {
-			APIKey string `json:"api_key"`
+func roleKeys(*env) server.Authenticator {
+	return func(_ context.Context, cred server.Credential) (server.Grant, error) {
+		key := cred.Secret
+		if len(key) < 7 || (key[:7] != "writer-" && key[:7] != "reader-") {
+			return server.Grant{}, errors.New("unknown api key")
 		}
-		_ = json.Unmarshal(hello.ClientMetaJSON, &meta)
-		if len(meta.APIKey) < 7 || (meta.APIKey[:7] != "writer-" && meta.APIKey[:7] != "reader-") {
-			return server.Identity{}, errors.New("unknown api key")
-		}
-		t, err := e.engine.Tenant(ctx, "acme")
-		return server.Identity{Tenant: t, ClientTag: hello.ClientTag, KeyID: meta.APIKey, ReadOnly: meta.APIKey[:7] == "reader-"}, err
+		return server.Grant{TenantID: "acme", KeyID: key, ReadOnly: key[:7] == "reader-"}, nil
 	}
 }
 

@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
-	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/internal/auth"
 )
 
@@ -14,32 +12,20 @@ type KeyChecker interface {
 	Authenticate(ctx context.Context, secret string) (auth.Principal, error)
 }
 
-// KeyAuthenticator authenticates a HELLO by its API key, taken from the
-// client metadata JSON ({"api_key": "..."}) or, since the official clients
-// send no metadata, from the client tag ("<name>;key=<secret>" or the
-// secret alone). The tag is kept without its key. Reader keys get
-// read-only sessions; analyst keys are refused with 403.
+// KeyAuthenticator authenticates a HELLO by its API key (Credential.Secret).
+// Reader keys get read-only sessions; analyst keys are refused with 403.
 func KeyAuthenticator(keys KeyChecker) Authenticator {
-	return func(ctx context.Context, hello cxdbcompat.HelloRequest) (Identity, error) {
-		tag, secret := auth.SplitClientTag(hello.ClientTag)
-		if len(hello.ClientMetaJSON) > 0 {
-			var meta struct {
-				APIKey string `json:"api_key"`
-			}
-			if json.Unmarshal(hello.ClientMetaJSON, &meta) == nil && meta.APIKey != "" {
-				secret = meta.APIKey
-			}
+	return func(ctx context.Context, cred Credential) (Grant, error) {
+		if cred.Secret == "" {
+			return Grant{}, errors.New("HELLO carries no API key (client tag \"<name>;key=<secret>\" or metadata {\"api_key\": ...})")
 		}
-		if secret == "" {
-			return Identity{}, errors.New("HELLO carries no API key (client tag \"<name>;key=<secret>\" or metadata {\"api_key\": ...})")
-		}
-		p, err := keys.Authenticate(ctx, secret)
+		p, err := keys.Authenticate(ctx, cred.Secret)
 		if err != nil {
-			return Identity{}, err
+			return Grant{}, err
 		}
 		if !p.Role.CanRead() {
-			return Identity{}, auth.Forbidden(p.Role, "use the binary protocol (operator keys administer the service; analyst keys are for SQL)")
+			return Grant{}, auth.Forbidden(p.Role, "use the binary protocol (operator keys administer the service; analyst keys are for SQL)")
 		}
-		return Identity{Tenant: p.Tenant, ClientTag: tag, KeyID: p.KeyID, ReadOnly: !p.Role.CanWrite()}, nil
+		return Grant{TenantID: p.Tenant.ID, KeyID: p.KeyID, ReadOnly: !p.Role.CanWrite()}, nil
 	}
 }

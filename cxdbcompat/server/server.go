@@ -12,6 +12,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
+	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/lograte"
@@ -32,9 +34,10 @@ import (
 
 // Identity is who a session acts as, decided at HELLO.
 type Identity struct {
+	// Tenant is the store's tenant (the session resolves the grant's).
 	Tenant ident.Tenant
 	// ClientTag is the tag to record and publish for the session: the
-	// authenticator strips any secret the HELLO's tag carried.
+	// HELLO's, without any secret it carried.
 	ClientTag string
 	// KeyID names the credential, so that CloseSessions can find the
 	// sessions of a revoked key; "" without one.
@@ -43,11 +46,50 @@ type Identity struct {
 	ReadOnly bool
 }
 
-// Authenticator decides a session's identity from its HELLO. An error
-// refuses the HELLO with ERROR 401 and closes the connection, except a
-// *fault.Error of kind UNAVAILABLE or INTERNAL, which is answered with its
-// own code (503, 500) and leaves the session open to try again.
-type Authenticator func(ctx context.Context, hello cxdbcompat.HelloRequest) (Identity, error)
+// Credential is what a HELLO offers to authenticate with, read from it
+// once by the session (ParseCredential).
+type Credential struct {
+	// ClientTag is the HELLO's client tag without the secret it may
+	// carry: what the session records and publishes.
+	ClientTag string
+	// Secret is the API key: the client metadata's {"api_key": ...},
+	// else the one the tag carries ("<name>;key=<secret>" or the secret
+	// alone, for the official clients, which send no metadata); "" when
+	// the HELLO has none.
+	Secret string
+}
+
+// ParseCredential reads a HELLO's credential. A tag never keeps a secret,
+// authenticated or not: it is stored on contexts, logged and published.
+func ParseCredential(hello cxdbcompat.HelloRequest) Credential {
+	tag, secret := auth.SplitClientTag(hello.ClientTag)
+	if len(hello.ClientMetaJSON) > 0 {
+		var meta struct {
+			APIKey string `json:"api_key"`
+		}
+		if json.Unmarshal(hello.ClientMetaJSON, &meta) == nil && meta.APIKey != "" {
+			secret = meta.APIKey
+		}
+	}
+	return Credential{ClientTag: tag, Secret: secret}
+}
+
+// Grant is what an Authenticator decides: whose session it is (the
+// tenant, by id: the session resolves it through the store, once) and
+// what it may do.
+type Grant struct {
+	TenantID string
+	// KeyID names the credential ("" without one); see Identity.
+	KeyID string
+	// ReadOnly answers every write message with ERROR 403.
+	ReadOnly bool
+}
+
+// Authenticator decides a session's grant from its HELLO's credential. An
+// error refuses the HELLO with ERROR 401 and closes the connection, except
+// a *fault.Error of kind UNAVAILABLE or INTERNAL, which is answered with
+// its own code (503, 500) and leaves the session open to try again.
+type Authenticator func(ctx context.Context, cred Credential) (Grant, error)
 
 // Options configure a Server.
 type Options struct {

@@ -393,12 +393,10 @@ func (s *session) hello(f cxdbcompat.Frame) []byte {
 		s.refused = s.srv.opts.Authenticate != nil && !s.hasTenant
 		return errorFrame(f.ReqID, fault.New(fault.Invalid, "client_tag contains a NUL byte"))
 	}
-	// A tag never keeps a secret, authenticated or not: it is stored on
-	// contexts, logged and published.
-	tag, _ := auth.SplitClientTag(req.ClientTag)
-	s.clientTag.Store(&tag)
+	cred := ParseCredential(req)
+	s.clientTag.Store(&cred.ClientTag)
 	if !s.hasTenant {
-		if err := s.authenticate(req); err != nil {
+		if err := s.authenticate(cred); err != nil {
 			return errorFrame(f.ReqID, err)
 		}
 	}
@@ -413,13 +411,13 @@ func (s *session) hello(f cxdbcompat.Frame) []byte {
 // errHelloFirst refuses a request sent before authenticating.
 var errHelloFirst = fault.New(fault.Unauthorized, "send HELLO with an API key first (client tag \"<name>;key=<secret>\" or metadata {\"api_key\": ...}); closing the connection")
 
-// authenticate fixes the session's identity from its HELLO; a refusal
-// ends the session once answered.
-func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
+// authenticate fixes the session's identity from its HELLO's credential;
+// a refusal ends the session once answered.
+func (s *session) authenticate(cred Credential) error {
 	if s.srv.opts.Authenticate == nil {
 		return s.useDefaultTenant()
 	}
-	id, err := s.srv.opts.Authenticate(s.ctx, req)
+	grant, err := s.srv.opts.Authenticate(s.ctx, cred)
 	if err != nil {
 		if k := fault.KindOf(err); errors.As(err, new(*fault.Error)) && (k == fault.Unavailable || k == fault.DiskFull || k == fault.Internal) {
 			return err // the authenticator could not decide: 503 / 507 / 500
@@ -430,16 +428,21 @@ func (s *session) authenticate(req cxdbcompat.HelloRequest) error {
 		}
 		return fault.New(fault.Unauthorized, "%s; closing the connection", err)
 	}
-	// The store's own Tenant value: its writers know only tenants it
-	// resolved.
-	if id.Tenant, err = s.srv.opts.Store.Tenant(s.ctx, id.Tenant.ID); err != nil {
+	// The grant names the tenant; the store resolves it, once: its
+	// writers know only tenants it resolved.
+	t, err := s.srv.opts.Store.Tenant(s.ctx, grant.TenantID)
+	if fault.KindOf(err) == fault.NotFound {
+		s.refused = true
+		return fault.New(fault.Unauthorized, "the key's tenant %q does not exist; closing the connection", grant.TenantID)
+	}
+	if err != nil {
 		return err
 	}
-	if !s.srv.admit(s, id.Tenant.ID) {
+	if !s.srv.admit(s, t.ID) {
 		s.refused = true
 		return errTenantSessions
 	}
-	s.clientTag.Store(&id.ClientTag)
+	id := Identity{Tenant: t, ClientTag: cred.ClientTag, KeyID: grant.KeyID, ReadOnly: grant.ReadOnly}
 	s.in.helloBy = time.Time{}
 	s.setIdentity(id)
 	return nil

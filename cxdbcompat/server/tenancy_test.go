@@ -2,9 +2,7 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"testing"
 
 	"github.com/cardboxhq/cardbox/cxdbcompat"
@@ -53,27 +51,18 @@ func TestSessionsWithoutAuthUseTheDefaultTenant(t *testing.T) {
 	}
 }
 
-// apiKeys maps HELLO client_meta_json {"api_key": …} to tenants.
+// apiKeys maps API keys (client_meta_json {"api_key": …}) to tenants.
 func apiKeys(keys map[string]string) func(*env) server.Authenticator {
-	return func(e *env) server.Authenticator {
-		return func(ctx context.Context, hello cxdbcompat.HelloRequest) (server.Identity, error) {
-			var meta struct {
-				APIKey string `json:"api_key"`
+	return func(*env) server.Authenticator {
+		return func(_ context.Context, cred server.Credential) (server.Grant, error) {
+			if cred.Secret == "db-down" { // the key lookup cannot answer
+				return server.Grant{}, &fault.Error{Kind: fault.Unavailable, Message: "look up key: database unavailable"}
 			}
-			if len(hello.ClientMetaJSON) > 0 {
-				if err := json.Unmarshal(hello.ClientMetaJSON, &meta); err != nil {
-					return server.Identity{}, fmt.Errorf("client_meta_json: %w", err)
-				}
-			}
-			if meta.APIKey == "db-down" { // the tenant lookup cannot answer
-				return server.Identity{}, &fault.Error{Kind: fault.Unavailable, Message: "look up tenant: database unavailable"}
-			}
-			id, ok := keys[meta.APIKey]
+			tenant, ok := keys[cred.Secret]
 			if !ok {
-				return server.Identity{}, errors.New("unknown api key")
+				return server.Grant{}, errors.New("unknown api key")
 			}
-			t, err := e.engine.Tenant(ctx, id)
-			return server.Identity{Tenant: t, ClientTag: hello.ClientTag, KeyID: meta.APIKey}, err
+			return server.Grant{TenantID: tenant, KeyID: cred.Secret}, nil
 		}
 	}
 }

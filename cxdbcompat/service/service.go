@@ -1,10 +1,11 @@
 // Package service is the CXDB domain over the turn store, shared by the
-// binary protocol and the CXDB HTTP API: type registries per tenant, typed
-// turn pages, context listings with first-turn metadata, CQL search, fs
+// binary protocol and the CXDB HTTP API: type registries per tenant, the
+// turns a page selects, context listings with first-turn metadata, CQL search, fs
 // browsing, JSON appends, and the live events every write publishes
 // whichever surface it came in on. Wire formats and SQL stay outside: the
 // codecs and rules live in the sibling packages (registry, projection,
-// ctxmeta, cql, typedjson, fstree), the bytes and rows in package store
+// ctxmeta, cql, typedjson, fstree; turnpage renders the selected turns as
+// the HTTP API's turn objects), the bytes and rows in package store
 // and, for registries and context metadata, store/metastore.
 package service
 
@@ -17,7 +18,6 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
-	"github.com/cardboxhq/cardbox/internal/bytecache"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/metastore"
@@ -45,19 +45,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
-	// RenderCacheBytes bounds the memory of rendered turns kept for the
-	// typed turn pages: DefaultRenderCacheBytes when 0, none when
-	// negative.
-	RenderCacheBytes int64
 	// OnPublish, if set, is told of every bundle a tenant published that
 	// changed its registry, once the registry serves it. It must not
 	// block (SQL analytics queues a re-projection).
 	OnPublish func(ident.Tenant)
 }
-
-// DefaultRenderCacheBytes is the rendered-turn cache's budget when
-// Options.RenderCacheBytes is 0.
-const DefaultRenderCacheBytes = 64 << 20
 
 // Service is the CXDB domain. It is a store.TurnStore itself: creating a
 // context through it publishes context_created and remembers the creating
@@ -70,13 +62,13 @@ type Service struct {
 	now   func() time.Time
 
 	onPublish func(ident.Tenant)
+	// onContextDeleted are told of each deleted context (OnContextDeleted).
+	onContextDeleted []func(t ident.Tenant, dead func(turnID uint64) bool)
 
 	regMu      sync.Mutex
 	registries map[string]*tenantRegistry
 
 	meta *metadataWorker
-	// rendered holds turn objects as pages render them; nil when off.
-	rendered *bytecache.Cache[renderKey]
 }
 
 // tenantRegistry is a tenant's registry snapshot; publish serialises the
@@ -100,26 +92,21 @@ func New(st Store, metas *metastore.Store, opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.RenderCacheBytes == 0 {
-		opts.RenderCacheBytes = DefaultRenderCacheBytes
-	}
 	s := &Service{
 		Store: st, metas: metas, hub: opts.Hub, log: opts.Logger, now: opts.Now, onPublish: opts.OnPublish,
 		registries: map[string]*tenantRegistry{},
-		rendered:   bytecache.New[renderKey](opts.RenderCacheBytes),
 	}
 	s.meta = newMetadataWorker(s)
 	return s
 }
 
 // ForgetTenant drops what the service keeps of a deleted tenant: its type
-// registry, its rendered turns and its buffered events. The store forgets
-// the rest (store.Engine.ForgetTenant).
+// registry and its buffered events. The store forgets the rest
+// (store.Engine.ForgetTenant), turnpage.Pages its rendered turns.
 func (s *Service) ForgetTenant(t ident.Tenant) {
 	s.regMu.Lock()
 	delete(s.registries, t.ID)
 	s.regMu.Unlock()
-	s.rendered.DropIf(func(k renderKey) bool { return k.tenant == t.No })
 	s.hub.Stream.Forget(t.ID)
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/internal/connlimit"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 // serveEcho accepts on l until it closes, echoing one line per connection
@@ -71,17 +72,6 @@ func dial(t *testing.T, addr net.Addr) net.Conn {
 	return c
 }
 
-// waitFor polls cond until it holds or 5 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestLimitRefusesAndFreesSlots(t *testing.T) {
 	l := listen(t, connlimit.Options{Max: 2, Refuse: func(c net.Conn) { fmt.Fprintln(c, "busy") }})
 	a, b := dial(t, l.Addr()), dial(t, l.Addr())
@@ -101,7 +91,7 @@ func TestLimitRefusesAndFreesSlots(t *testing.T) {
 	}
 	// Closing a connection frees its slot once the server side closes too.
 	a.Close()
-	waitFor(t, "the slot to be freed", func() bool { return l.Open() == 1 })
+	waitfor.Soon(t, "the slot to be freed", func() bool { return l.Open() == 1 })
 	if got, err := echo(dial(t, l.Addr()), "again"); err != nil || got != "again\n" {
 		t.Fatalf("after a close: echo = %q, %v", got, err)
 	}

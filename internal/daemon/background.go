@@ -20,8 +20,8 @@ import (
 // writes (nil: none).
 func newCardBox(cfg *Config, pool *pgxpool.Pool, admit func(ctx context.Context, project string, adding int64) error,
 	log *slog.Logger) (*cardbox.Service, *sweep.Sweeper) {
-	svc := cardbox.New(pgbound.DB{Pool: pool, Timeout: cfg.PGTimeout}, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes, Admit: admit})
-	sweeper := cardbox.New(pool, cardbox.Options{CardCacheBytes: -1}).NewSweeper(sweep.Config{
+	svc := cardbox.New(pgbound.DB{Pool: pool, Timeout: cfg.PGTimeout}, cardbox.Options{CardCacheBytes: cfg.CardCacheBytes, Admit: admit, Now: cfg.Test.Now})
+	sweeper := cardbox.New(pool, cardbox.Options{CardCacheBytes: -1, Now: cfg.Test.Now}).NewSweeper(sweep.Config{
 		Interval: cfg.SweepInterval, DeletedRetention: cfg.DeletedRetention, Logger: log,
 	})
 	return svc, sweeper
@@ -61,7 +61,7 @@ func (d *Daemon) startBackground() {
 // deleted tenants are forgotten (both modes).
 func (d *Daemon) startWatches() {
 	d.forget = &forgetter{
-		admin: tenancy.New(d.db.Pool, d.log), engine: d.engine, cxdb: d.cxdb, cards: d.cards, bin: d.bin,
+		admin: tenancy.New(d.db.Pool, d.log), engine: d.engine, cxdb: d.cxdb, pages: d.pages, cards: d.cards, bin: d.bin,
 		limiter: d.access.limiter, log: d.log,
 	}
 	d.goWork(func(ctx context.Context) { d.access.watch(ctx, d.bin, d.log) })

@@ -81,8 +81,8 @@ type TestOptions struct {
 	// QuotaRefresh is how long a tenant's own quota is used before it is
 	// read again (quota.Options.RefreshEvery; negative: at every write).
 	QuotaRefresh time.Duration
-	// Heartbeat is the CXDB routes' (cxdbhttp.CXDBOptions); AnswerWait theirs
-	// and the CardBox routes' (cardboxhttp.CardBoxOptions).
+	// Heartbeat is the CXDB routes' (cxdbhttp.Options); AnswerWait theirs
+	// and the CardBox routes' (cardboxhttp.Options).
 	Heartbeat  time.Duration
 	AnswerWait time.Duration
 	// Answers, if set, is the HTTP routes' answer budget (the CXDB and
@@ -92,8 +92,9 @@ type TestOptions struct {
 	// WrapStore, if set, wraps the turn store the CXDB service uses (a
 	// test that holds appends at a gate).
 	WrapStore func(service.Store) service.Store
-	// Now, if set, is the CXDB service's clock (event times and the
-	// retention sweeper's now), for a test of time-based behaviour.
+	// Now, if set, is the clock of the CXDB service (event times and the
+	// retention sweeper's now) and of the CardBox service and its sweeper
+	// (a test that moves time past a card's expiry); time.Now when nil.
 	Now func() time.Time
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/analytics"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/cxdbcompat/turnpage"
 	"github.com/cardboxhq/cardbox/internal/connlimit"
 	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/internal/ident"
@@ -50,6 +51,7 @@ type Daemon struct {
 	commits   feed[[]store.Appended]
 	publishes feed[ident.Tenant]
 	cxdb      *service.Service
+	pages     *turnpage.Pages      // the CXDB service's turn pages as JSON
 	proj      *analytics.Projector // nil with analytics off
 	cards     *cardbox.Service
 	sweeper   *sweep.Sweeper
@@ -173,8 +175,10 @@ func (d *Daemon) buildServices() {
 		turns = cfg.Test.WrapStore(turns)
 	}
 	d.cxdb = service.New(turns, metastore.New(d.db.Pool, cfg.PGTimeout, d.engine), service.Options{
-		Logger: d.log, RenderCacheBytes: cfg.RenderCacheBytes, OnPublish: d.publishes.publish, Now: cfg.Test.Now,
+		Logger: d.log, OnPublish: d.publishes.publish, Now: cfg.Test.Now,
 	})
+	d.pages = turnpage.New(d.cxdb, cfg.RenderCacheBytes)
+	d.cxdb.OnContextDeleted(d.pages.ForgetDeadTurns)
 	d.commits.subscribe(d.cxdb.Appended)
 	if cfg.Analytics {
 		background := d.db.Background

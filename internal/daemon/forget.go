@@ -7,6 +7,7 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/cxdbcompat/turnpage"
 	"github.com/cardboxhq/cardbox/internal/ratelimit"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/store"
@@ -23,6 +24,7 @@ type forgetter struct {
 	admin   *tenancy.Admin
 	engine  *store.Engine
 	cxdb    *service.Service
+	pages   *turnpage.Pages
 	cards   *cardbox.Service
 	bin     *server.Server
 	limiter *ratelimit.Limiter // nil in dev mode
@@ -77,6 +79,7 @@ func (f *forgetter) forget(ctx context.Context, id string) {
 	closed := f.bin.CloseSessions(func(s server.Identity) bool { return s.Tenant.No == t.No })
 	f.cards.ForgetProject(id)
 	f.cxdb.ForgetTenant(t)
+	f.pages.ForgetTenant(t)
 	if f.limiter != nil {
 		f.limiter.Forget(id)
 	}

@@ -42,15 +42,15 @@ func (d *Daemon) buildServers() {
 		answers = cfg.Test.Answers
 	}
 	routes := []api.Routes{
-		cardboxhttp.CardBoxWith(d.cards, cardboxhttp.CardBoxOptions{Answers: answers, AnswerWait: cfg.Test.AnswerWait}),
-		cardboxhttp.Assembly(d.cards, d.cxdb),
-		cxdbhttp.CXDB(d.cxdb, cxdbhttp.CXDBOptions{
+		cardboxhttp.NewWith(d.cards, cardboxhttp.Options{Answers: answers, AnswerWait: cfg.Test.AnswerWait}),
+		cardboxhttp.Assembly(d.cards, d.pages),
+		cxdbhttp.New(d.cxdb, cxdbhttp.Options{
 			Stop: d.life.Done(), Stats: d.engine, DataDir: cfg.DataDir, Gatherer: metrics, Answers: answers,
-			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait,
+			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait, Pages: d.pages,
 		}),
 	}
 	if d.access.tenants != nil {
-		routes = append(routes, adminhttp.Admin(d.access.tenants).WithUsage(d.access.usage(d.engine)))
+		routes = append(routes, adminhttp.New(d.access.tenants).WithUsage(d.access.usage(d.engine)))
 	}
 	deadlines := api.DefaultDeadlines
 	deadlines.Write = cfg.WriteTimeout

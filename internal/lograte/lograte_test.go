@@ -13,73 +13,15 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/lograte"
 	"github.com/cardboxhq/cardbox/internal/logtest"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
-// fakeClock is a clock whose time moves when the test says, running the
-// timers that come due.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
-	c       *fakeClock
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) lograte.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{at: c.now.Add(d), f: f, c: c}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-// Advance moves the clock by d and runs the timers due by then.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*fakeTimer
-	keep := c.timers[:0]
-	for _, t := range c.timers {
-		switch {
-		case t.stopped:
-		case !t.at.After(c.now):
-			t.stopped = true
-			due = append(due, t)
-		default:
-			keep = append(keep, t)
-		}
-	}
-	c.timers = keep
-	c.mu.Unlock()
-	for _, t := range due {
-		t.f()
-	}
-}
-
-func newLimiter(interval time.Duration) (*lograte.Limiter, *logtest.All, *fakeClock) {
+func newLimiter(interval time.Duration) (*lograte.Limiter, *logtest.All, *testkit.Clock) {
 	logs := &logtest.All{}
-	clk := &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-	l := lograte.New(slog.New(logs), lograte.Options{Interval: interval, Now: clk.Now, AfterFunc: clk.AfterFunc})
+	clk := testkit.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	afterFunc := func(d time.Duration, f func()) lograte.Timer { return clk.AfterFunc(d, f) }
+	l := lograte.New(slog.New(logs), lograte.Options{Interval: interval, Now: clk.Now, AfterFunc: afterFunc})
 	return l, logs, clk
 }
 
@@ -113,13 +55,13 @@ func TestRepeatsAreCounted(t *testing.T) {
 	for i := range 10_000 {
 		l.Log(ctx, slog.LevelError, unavailable, "binary request failed", "session", i, "err", "postgres: connection refused")
 		if i%1000 == 999 {
-			clk.Advance(400 * time.Millisecond) // 10,000 in 4 s
+			clk.Add(400 * time.Millisecond) // 10,000 in 4 s
 		}
 	}
 	if recs := logs.Records(); len(recs) != 1 || strings.Contains(recs[0], "repeated") {
 		t.Fatalf("before the interval is over: %q, want the first error alone", recs)
 	}
-	clk.Advance(time.Second)
+	clk.Add(time.Second)
 	recs := logs.Records()
 	if len(recs) != 2 {
 		t.Fatalf("%d records, want 2: %q", len(recs), recs)
@@ -146,7 +88,7 @@ func TestKindsAreNotMerged(t *testing.T) {
 		k := keys[i%len(keys)]
 		l.Log(context.Background(), slog.LevelError, k, k.Surface+" request failed")
 	}
-	clk.Advance(5 * time.Second)
+	clk.Add(5 * time.Second)
 	recs := logs.Records()
 	if len(recs) != 2*len(keys) {
 		t.Fatalf("%d records, want a first and a summary for each of %d kinds: %q", len(recs), len(keys), recs)
@@ -179,9 +121,9 @@ func TestOngoingAndQuiet(t *testing.T) {
 			l.Log(ctx, slog.LevelError, unavailable, "binary request failed")
 			total++
 		}
-		clk.Advance(100 * time.Millisecond)
+		clk.Add(100 * time.Millisecond)
 	}
-	clk.Advance(5 * time.Second)
+	clk.Add(5 * time.Second)
 	recs := logs.Records()
 	if len(recs) < 4 || len(recs) > 6 {
 		t.Fatalf("%d records for 20 s of errors, want one and one per 5 s: %q", len(recs), recs)
@@ -189,7 +131,7 @@ func TestOngoingAndQuiet(t *testing.T) {
 	if n := counted(t, recs); n != total {
 		t.Fatalf("the records stand for %d errors, want %d", n, total)
 	}
-	clk.Advance(time.Minute)
+	clk.Add(time.Minute)
 	l.Log(ctx, slog.LevelError, unavailable, "binary request failed", "again", true)
 	if recs := logs.Records(); !strings.Contains(recs[len(recs)-1], "again=true") || strings.Contains(recs[len(recs)-1], "repeated") {
 		t.Fatalf("after a quiet minute the next error is not logged at once: %q", recs)
@@ -203,7 +145,7 @@ func TestStopLogsTheCounts(t *testing.T) {
 	for range 10 {
 		l.Log(ctx, slog.LevelError, unavailable, "binary request failed")
 	}
-	clk.Advance(time.Second)
+	clk.Add(time.Second)
 	l.Stop()
 	recs := logs.Records()
 	if len(recs) != 2 || !strings.Contains(recs[1], "×9 in the last 1s") {
@@ -214,7 +156,7 @@ func TestStopLogsTheCounts(t *testing.T) {
 	if n := len(logs.Records()); n != 4 {
 		t.Fatalf("%d records, want each event after Stop", n)
 	}
-	clk.Advance(time.Minute) // no timer left to fire
+	clk.Add(time.Minute) // no timer left to fire
 	if n := len(logs.Records()); n != 4 {
 		t.Fatalf("%d records after Stop's timers", n)
 	}

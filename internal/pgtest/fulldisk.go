@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // SmallDisk moves tables of database db (a NewDB database's name) into a
@@ -38,7 +40,7 @@ func SmallDisk(t testing.TB, db string, size int64, tables ...string) string {
 	}
 	fi, err := os.Stat(dataDir)
 	if err != nil {
-		skipOrFail(t, fmt.Sprintf("the test server's data directory is not on this machine: %v", err))
+		testkit.SkipOrFail(t, "full-disk test: the test server's data directory is not on this machine: %v", err)
 	}
 	owner := fi.Sys().(*syscall.Stat_t)
 	// postgres runs as another user than the test: the directory's
@@ -53,7 +55,7 @@ func SmallDisk(t testing.TB, db string, size int64, tables ...string) string {
 	}
 	opts := fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", size, owner.Uid, owner.Gid)
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput(); err != nil {
-		skipOrFail(t, fmt.Sprintf("cannot mount a tmpfs (needs root): %v: %s", err, out))
+		testkit.SkipOrFail(t, "full-disk test: cannot mount a tmpfs (needs root): %v: %s", err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
@@ -109,12 +111,4 @@ func FillDisk(t testing.TB, dir string) (free func()) {
 		}
 	}
 	return free
-}
-
-func skipOrFail(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(why)
-	}
-	t.Skip("WARNING: full-disk test skipped: " + why)
 }

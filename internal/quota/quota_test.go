@@ -3,7 +3,6 @@ package quota_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,36 +13,21 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // setup makes tenants acme and globex, and a checker reading their
 // settings through auth.Keys as cardboxd's does, with default quota def.
-func setup(t *testing.T, def int64) (*pgxpool.Pool, *tenancy.Admin, *quota.Checker, *clock) {
+func setup(t *testing.T, def int64) (*pgxpool.Pool, *tenancy.Admin, *quota.Checker, *testkit.Clock) {
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	keys := tenancy.New(pool, nil)
-	for _, id := range []string{"acme", "globex"} {
-		if _, err := keys.CreateTenant(context.Background(), "test", id, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	c := quota.New(quota.Options{Default: def, Lookup: lookup(keys), Now: clk.now})
+	seed.Tenants(t, keys, "acme", "globex")
+	clk := testkit.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	c := quota.New(quota.Options{Default: def, Lookup: lookup(keys), Now: clk.Now})
 	return pool, keys, c, clk
 }
 
@@ -115,7 +99,7 @@ func TestCardBoxBytesCount(t *testing.T) {
 		t.Errorf("usage %d of %d, want 1000 of 1000", used, limit)
 	}
 	// The cards were never written: the next read of Postgres forgets them.
-	clk.add(quota.RefreshEvery)
+	clk.Add(quota.RefreshEvery)
 	if err := c.CheckTurnStore(ctx, acme, 400, 600); err != nil {
 		t.Errorf("after a refresh: %v", err)
 	}
@@ -123,7 +107,7 @@ func TestCardBoxBytesCount(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO cards (tenant_id, card_id, content) VALUES ('acme', 'c', to_jsonb(repeat('x', 498)))`); err != nil {
 		t.Fatal(err)
 	}
-	clk.add(quota.RefreshEvery)
+	clk.Add(quota.RefreshEvery)
 	if used, _ := c.Usage(ctx, "acme", 0); used != 1+500+2 {
 		t.Errorf("usage with a card of 503 bytes: %d", used)
 	}
@@ -144,12 +128,12 @@ func TestQuotaChangesApplyAfterRefresh(t *testing.T) {
 	if err := c.CheckTurnStore(ctx, acme, 1000, 1); !refused(err) {
 		t.Errorf("before the refresh: %v, want the old quota", err)
 	}
-	clk.add(quota.RefreshEvery)
+	clk.Add(quota.RefreshEvery)
 	if err := c.CheckTurnStore(ctx, acme, 1000, 1); err != nil {
 		t.Errorf("after the refresh: %v", err)
 	}
 	pool.Close() // every read fails from now on
-	clk.add(quota.RefreshEvery)
+	clk.Add(quota.RefreshEvery)
 	if err := c.CheckTurnStore(ctx, acme, 1999, 2); !refused(err) {
 		t.Errorf("with Postgres gone: %v, want the last quota known", err)
 	}

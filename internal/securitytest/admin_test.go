@@ -1,7 +1,6 @@
 package securitytest_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 // adminTarget is what an administration request names: acme's tenant and
@@ -153,15 +153,8 @@ func TestAdminScopes(t *testing.T) {
 // request that may revoke one.
 func (h *hosted) adminTarget(t *testing.T) adminTarget {
 	t.Helper()
-	ctx := context.Background()
-	k, _, err := h.keys.CreateKey(ctx, "securitytest", "acme", auth.RoleReader, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	op, _, err := h.keys.CreateOperatorKey(ctx, "securitytest", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, _ := seed.Key(t, h.keys, "acme", auth.RoleReader)
+	op, _ := seed.OperatorKey(t, h.keys)
 	return adminTarget{Tenant: "acme", Key: k.ID, OperatorKey: op.ID}
 }
 

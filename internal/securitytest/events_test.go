@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 // TestEventStreamOfARevokedKey: a key revoked while its event stream is
@@ -19,10 +20,7 @@ func TestEventStreamOfARevokedKey(t *testing.T) {
 	h := newHosted(t)
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
-	key, secret, err := h.keys.CreateKey(ctx, "securitytest", "acme", auth.RoleReader, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, secret := seed.Key(t, h.keys, "acme", auth.RoleReader)
 	const streamer cred = "acme reader whose stream is open"
 	h.secrets[streamer] = secret
 

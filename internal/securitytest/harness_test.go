@@ -26,6 +26,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -157,16 +158,9 @@ func (h *hosted) usage(ctx context.Context, tenant string) (used, limit int64) {
 func (h *hosted) makeKeys(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	for _, tenant := range []string{"acme", "globex"} {
-		if _, err := h.keys.CreateTenant(ctx, "securitytest", tenant, tenant+" inc"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seed.Tenants(t, h.keys, "acme", "globex")
 	key := func(c cred, tenant string, role auth.Role, expires *time.Time) tenancy.Key {
-		k, secret, err := h.keys.CreateKey(ctx, "securitytest", tenant, role, expires)
-		if err != nil {
-			t.Fatal(err)
-		}
+		k, secret := seed.ExpiringKey(t, h.keys, tenant, role, expires)
 		h.secrets[c] = secret
 		return k
 	}
@@ -176,11 +170,7 @@ func (h *hosted) makeKeys(t *testing.T) {
 	key(acmeAnalyst, "acme", auth.RoleAnalyst, nil)
 	key(globexWriter, "globex", auth.RoleWriter, nil)
 	key(globexAdmin, "globex", auth.RoleAdmin, nil)
-	if _, secret, err := h.keys.CreateOperatorKey(ctx, "securitytest", nil); err != nil {
-		t.Fatal(err)
-	} else {
-		h.secrets[operator] = secret
-	}
+	_, h.secrets[operator] = seed.OperatorKey(t, h.keys)
 	// CreateKey refuses an expiry in the past: the key is made valid for
 	// an hour, then expires as if the hour had passed.
 	soon := time.Now().Add(time.Hour)

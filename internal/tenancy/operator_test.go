@@ -9,6 +9,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/auth"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 // An operator key belongs to no tenant; every other key belongs to one.
@@ -16,13 +17,8 @@ func TestOperatorKeysBelongToNoTenant(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	keys := tenancy.New(pool, nil)
-	if _, err := keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
-		t.Fatal(err)
-	}
-	key, secret, err := keys.CreateOperatorKey(ctx, "test", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seed.Tenants(t, keys, "acme")
+	key, secret := seed.OperatorKey(t, keys)
 	p, err := auth.NewKeys(pool, nil).Authenticate(ctx, secret)
 	if err != nil || p.Role != auth.RoleOperator || p.Tenant.ID != "" || p.KeyID != key.ID || key.TenantID != "" {
 		t.Fatalf("operator key %+v authenticates as %+v, %v", key, p, err)
@@ -59,9 +55,7 @@ func TestEnsureOperatorKey(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	keys := tenancy.New(pool, nil)
-	if _, err := keys.CreateTenant(ctx, "test", "acme", ""); err != nil {
-		t.Fatal(err)
-	}
+	seed.Tenants(t, keys, "acme")
 	const secret = "cbk_key_00112233445566aa_" + "0123456789abcdefghijklmnopqrstuvwxyzABCDEFG"
 	for range 2 { // the second start finds it
 		if err := keys.EnsureOperatorKey(ctx, secret); err != nil {
@@ -75,7 +69,7 @@ func TestEnsureOperatorKey(t *testing.T) {
 	if n := countActions(audit, "key.create"); err != nil || n != 1 {
 		t.Errorf("audit: %d key.create records (%v), want 1", n, err)
 	}
-	_, tenantSecret, _ := keys.CreateKey(ctx, "test", "acme", auth.RoleAdmin, nil)
+	_, tenantSecret := seed.Key(t, keys, "acme", auth.RoleAdmin)
 	for _, c := range []struct {
 		name, secret, want string
 	}{

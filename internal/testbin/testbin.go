@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // builds are the directories built so far in this test binary, by the
@@ -52,7 +54,7 @@ func Command(t testing.TB, pkg string) string {
 }
 
 func goBuild(pkgs []string) (string, error) {
-	root, err := moduleRoot()
+	root, err := testkit.FindRepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -67,25 +69,6 @@ func goBuild(pkgs []string) (string, error) {
 		return "", fmt.Errorf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
 	}
 	return dir, nil
-}
-
-// moduleRoot is the directory of the go.mod above the working directory
-// (a test runs in its package's directory).
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // Output is a process's output: the process writes it while the test may

@@ -11,6 +11,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/metastore"
 )
@@ -46,15 +47,7 @@ func (v *env) open() {
 
 func (v *env) tenant(id string) ident.Tenant {
 	v.t.Helper()
-	ctx := context.Background()
-	if _, err := v.pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ($1) ON CONFLICT DO NOTHING`, id); err != nil {
-		v.t.Fatal(err)
-	}
-	t, err := v.e.Tenant(ctx, id)
-	if err != nil {
-		v.t.Fatal(err)
-	}
-	return t
+	return seed.StoreTenant(v.t, v.pool, v.e, id)
 }
 
 // A bundle's body is charged to its tenant once, also after a restart;

@@ -2,65 +2,83 @@ package apitest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cardboxhq/cardbox/api"
 	"github.com/cardboxhq/cardbox/api/cardboxhttp"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
+	"github.com/cardboxhq/cardbox/internal/daemon"
+	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/membudget"
-	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // BodyLimit is the body limit of test servers.
 const BodyLimit = 64 << 10
 
-// Clock is a settable test clock.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now is the clock's time.
-func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-// Add moves the clock by d.
-func (c *Clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
-
-// CardBox is a CardBox server on a fresh database.
+// CardBox is a CardBox API client of a running cardbox: the daemon
+// cardboxd runs, whose CardBox service reads the harness's clock.
 type CardBox struct {
 	T   testing.TB
 	URL string
 	Svc *cardbox.Service
-	Clk *Clock
+	// Clk is the CardBox service's clock; nil when the server reads
+	// the real time (CardBoxOf).
+	Clk *testkit.Clock
 	H   *api.Handler
 }
 
-// NewCardBox is a CardBox server on a fresh database.
+// CardBoxOptions vary a CardBox server; the zero value is cardboxd's
+// configuration with the test body limit.
+type CardBoxOptions struct {
+	// Pool is the database (one a test prepared); a fresh one when nil.
+	Pool *pgxpool.Pool
+	// BodyLimit is the HTTP body limit; BodyLimit when 0.
+	BodyLimit int64
+	// CardCacheBytes is the card cache's size (daemon.Config's).
+	CardCacheBytes int64
+	// Answers and AnswerWait: the answer budget of the routes, instead of
+	// the one they share with the binary port, and how long a read waits
+	// for room in it.
+	Answers    *membudget.Budget
+	AnswerWait time.Duration
+}
+
+// NewCardBox starts a CardBox server on a fresh database.
 func NewCardBox(t testing.TB) *CardBox {
 	t.Helper()
-	return NewCardBoxOn(t, pgtest.NewPool(t), BodyLimit)
+	return NewCardBoxWith(t, CardBoxOptions{})
 }
 
-// NewCardBoxOn is a CardBox server over pool with a body limit.
-func NewCardBoxOn(t testing.TB, pool cardbox.DB, bodyLimit int64) *CardBox {
+// NewCardBoxWith starts a whole server as o says, its CardBox service on
+// a clock of the harness's that starts at the current second.
+func NewCardBoxWith(t testing.TB, o CardBoxOptions) *CardBox {
 	t.Helper()
-	return NewCardBoxWith(t, pool, bodyLimit, cardbox.Options{})
-}
-
-// NewCardBoxWith is newHarnessOn with the service's options (its clock is
-// the harness's).
-func NewCardBoxWith(t testing.TB, pool cardbox.DB, bodyLimit int64, opts cardbox.Options) *CardBox {
-	t.Helper()
-	return NewCardBoxRoutes(t, pool, bodyLimit, opts, cardboxhttp.CardBoxOptions{})
+	clk := testkit.NewClock(time.Now().UTC().Truncate(time.Second))
+	cfg := daemontest.Config(t)
+	cfg.Pool = o.Pool
+	cfg.HTTPBodyLimit = cmp.Or(o.BodyLimit, BodyLimit)
+	if o.CardCacheBytes != 0 {
+		cfg.CardCacheBytes = o.CardCacheBytes
+	}
+	// A minute to answer (api.DefaultDeadlines.Write) rather than
+	// cardboxd's 30 s: under the race detector on a busy machine, a write
+	// of a card of megabytes can take longer.
+	cfg.WriteTimeout = api.DefaultDeadlines.Write
+	cfg.Test.Now, cfg.Test.Answers, cfg.Test.AnswerWait = clk.Now, o.Answers, o.AnswerWait
+	d := daemontest.Start(t, cfg)
+	return &CardBox{T: t, URL: "http://" + d.HTTPAddr(), Svc: d.CardBox(), Clk: clk, H: d.Handler()}
 }
 
 // NewBudgetCardBox is a CardBox server on a fresh database, with the body
@@ -68,19 +86,24 @@ func NewCardBoxWith(t testing.TB, pool cardbox.DB, bodyLimit int64, opts cardbox
 // most wait for room in it.
 func NewBudgetCardBox(t testing.TB, answers *membudget.Budget, wait time.Duration) *CardBox {
 	t.Helper()
-	return NewCardBoxRoutes(t, pgtest.NewPool(t), 8<<20, cardbox.Options{}, cardboxhttp.CardBoxOptions{Answers: answers, AnswerWait: wait})
+	return NewCardBoxWith(t, CardBoxOptions{BodyLimit: daemon.Defaults().HTTPBodyLimit, Answers: answers, AnswerWait: wait})
 }
 
-// NewCardBoxRoutes is newHarnessWith with the routes' options.
-func NewCardBoxRoutes(t testing.TB, pool cardbox.DB, bodyLimit int64, opts cardbox.Options, routes cardboxhttp.CardBoxOptions) *CardBox {
+// CardBoxOf is a CardBox API client of the server h runs.
+func CardBoxOf(h *CXDB) *CardBox {
+	return &CardBox{T: h.T, URL: h.URL, Svc: h.cards, H: h.handler}
+}
+
+// NewCardBoxRoutesOnly serves the CardBox routes alone over db, with no
+// server around them: for a test of the routes when no server could
+// start (its Postgres unreachable).
+func NewCardBoxRoutesOnly(t testing.TB, db cardbox.DB) *CardBox {
 	t.Helper()
-	clk := &Clock{t: time.Now().UTC().Truncate(time.Second)}
-	opts.Now = clk.Now
-	svc := cardbox.New(pool, opts)
-	h := api.New(api.Options{Routes: []api.Routes{cardboxhttp.CardBoxWith(svc, routes), cardboxhttp.Assembly(svc, nil)}, BodyLimit: bodyLimit})
+	svc := cardbox.New(db, cardbox.Options{})
+	h := api.New(api.Options{Routes: []api.Routes{cardboxhttp.New(svc), cardboxhttp.Assembly(svc, nil)}, BodyLimit: BodyLimit})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &CardBox{T: t, URL: srv.URL, Svc: svc, Clk: clk, H: h}
+	return &CardBox{T: t, URL: srv.URL, Svc: svc, H: h}
 }
 
 // Response is a decoded HTTP answer.

@@ -1,24 +1,24 @@
 // Package apitest is the test harness of the HTTP route groups: a whole
-// server as cardboxd runs it (CXDB), a CardBox server on a fresh database
-// (CardBox), requests and their answers, and checks of each exchange
-// against docs/openapi.yaml (Spec, DocCheck).
+// server as cardboxd runs it (internal/daemon) seen through its CXDB API
+// (CXDB) or its CardBox API on a clock of the test's (CardBox), requests
+// and their answers, and checks of each exchange against
+// docs/openapi.yaml (Spec, DocCheck).
 package apitest
 
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/cardboxhq/cardbox/api"
+	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/cxdbcompat/server"
@@ -27,7 +27,6 @@ import (
 	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
-	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -42,13 +41,16 @@ type CXDB struct {
 	Svc    *service.Service
 	Keys   *tenancy.Admin // hosted mode only
 	Bin    *server.Server
+
+	cards   *cardbox.Service
+	handler *api.Handler
 }
 
 // Options vary the harness.
 type Options struct {
 	Hosted     bool          // API keys on both surfaces (h.keys)
 	Heartbeat  time.Duration // of event streams
-	AnswerWait time.Duration // for room in the answer budget (cxdbhttp.CXDBOptions.AnswerWait)
+	AnswerWait time.Duration // for room in the answer budget (cxdbhttp.Options.AnswerWait)
 	// answers, when set, is the answer budget of the HTTP routes instead
 	// of the binary server's.
 	Answers *membudget.Budget
@@ -80,6 +82,7 @@ func NewCXDBWith(t testing.TB, o Options) *CXDB {
 	return &CXDB{
 		T: t, URL: "http://" + d.HTTPAddr(), Binary: d.BinaryAddr(),
 		Engine: d.Store(), Svc: d.CXDB(), Keys: d.Tenancy(), Bin: d.Binary(),
+		cards: d.CardBox(), handler: d.Handler(),
 	}
 }
 
@@ -141,65 +144,6 @@ func (h *CXDB) Get(path string, headers ...string) Response {
 func (h *CXDB) PublishConversationBundle() {
 	h.T.Helper()
 	h.Call(http.MethodPut, "/v1/registry/bundles/"+registry.ConversationBundleID, registry.ConversationBundle).Want(h.T, http.StatusCreated)
-}
-
-// Eventually polls cond until it holds or 10 s pass.
-func Eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	waitfor.True(t, what, 10*time.Second, cond)
-}
-
-// SharedFixture reads a payload fixture of ../shared/fixtures/cxdb/types.
-func SharedFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(SharedDir(t), "fixtures", "cxdb", "types", name+".json"))
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("shared fixtures missing: %v", err)
-		}
-		t.Skipf("shared fixtures missing: %v", err)
-	}
-	var f struct {
-		PayloadHex string `json:"payload_hex"`
-	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		t.Fatal(err)
-	}
-	b, err := hex.DecodeString(f.PayloadHex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// SharedDir is the shared material beside the repository (fixtures, the
-// official CXDB client): CARDBOX_SHARED_DIR, else ../shared.
-func SharedDir(t testing.TB) string {
-	t.Helper()
-	if dir := os.Getenv("CARDBOX_SHARED_DIR"); dir != "" {
-		return dir
-	}
-	return filepath.Join(repoRoot(t), "..", "shared")
-}
-
-// repoRoot is the repository: the nearest directory above the test's
-// that holds go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }
 
 // SSEEvent is one server-sent event.

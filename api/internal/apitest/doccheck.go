@@ -10,10 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cardboxhq/cardbox/docs"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
+
+	"github.com/cardboxhq/cardbox/docs"
 )
 
 // OpenAPIDoc is docs/openapi.yaml as kin-openapi loads it (references

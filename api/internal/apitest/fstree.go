@@ -10,6 +10,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/client"
 	"github.com/cardboxhq/cardbox/cxdbcompat/fstree"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // UploadBasicTree stores the fstree_basic fixture (trees and file
@@ -17,7 +18,7 @@ import (
 // both roots.
 func UploadBasicTree(t testing.TB, c *client.Client) (basic, withEmpty client.Hash) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "cxdbcompat", "fstree", "testdata", "fstree_basic.json"))
+	raw, err := os.ReadFile(filepath.Join(testkit.RepoRoot(t), "cxdbcompat", "fstree", "testdata", "fstree_basic.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

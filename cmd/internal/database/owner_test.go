@@ -21,6 +21,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -68,9 +69,7 @@ func newManaged(t *testing.T) *managed {
 	}
 	m := &managed{server: server, cli: cli, url: url, super: pgtest.SuperuserPool(t, pgtest.DBName(url)),
 		cards: cardbox.New(server.Pool, cardbox.Options{}), admin: tenancy.New(server.Pool, nil), cliKeys: tenancy.New(cli.Pool, nil)}
-	if _, err := m.admin.CreateTenant(ctx, "test", "acme", "Acme"); err != nil {
-		t.Fatal(err)
-	}
+	seed.Tenants(t, m.admin, "acme")
 	return m
 }
 
