@@ -27,6 +27,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/quota"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
 	"github.com/cardboxhq/cardbox/internal/testkit/seed"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -307,11 +308,26 @@ func mergeKeys[V any](a, b map[string]V) map[string]V {
 // anything at all when tenant is "").
 func (h *hosted) unchanged(t *testing.T, tenant string, do func()) {
 	t.Helper()
+	h.metadataSettled(t)
 	before := h.snapshot(t)
 	do()
 	if diff := before.changes(h.snapshot(t), tenant); len(diff) > 0 {
 		t.Errorf("changed what it must not:\n%s", strings.Join(diff, "\n"))
 	}
+}
+
+// metadataSettled waits until the service has extracted the metadata of
+// every context that has a turn: it does so off the append path and
+// writes the contexts row when done, which a snapshot taken earlier would
+// count as a change made by whatever ran between the two.
+func (h *hosted) metadataSettled(t *testing.T) {
+	t.Helper()
+	waitfor.Soon(t, "context metadata extracted", func() bool {
+		var pending int
+		err := h.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM contexts WHERE head_turn_id <> 0 AND NOT metadata_done`).Scan(&pending)
+		return err == nil && pending == 0
+	})
 }
 
 // waitEvent waits for the tenant's event name about context id on sub:
