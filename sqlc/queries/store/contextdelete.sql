@@ -1,8 +1,10 @@
--- name: MarkContextDeleted :execrows
--- Deletes a context of the tenant (cardbox_tenant); 0 rows when it does
--- not exist or is deleted already.
+-- name: MarkContextDeleted :one
+-- Deletes a context of the tenant (cardbox_tenant); no row when it does
+-- not exist or is deleted already. The turns it was forked from and
+-- began with bound the scan for its own turns (see ContextOwnTurns).
 UPDATE contexts SET deleted_at = now()
-WHERE tenant_id = @tenant_id AND context_id = @context_id AND deleted_at IS NULL;
+WHERE tenant_id = @tenant_id AND context_id = @context_id AND deleted_at IS NULL
+RETURNING base_turn_id, root_turn_id;
 
 -- name: ListUnreapedContexts :many
 -- Deleted contexts whose dead turns are still to be worked out (sweeper),

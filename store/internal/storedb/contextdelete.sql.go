@@ -152,9 +152,10 @@ func (q *Queries) ListUnreapedContexts(ctx context.Context, maxContexts int32) (
 	return items, nil
 }
 
-const markContextDeleted = `-- name: MarkContextDeleted :execrows
+const markContextDeleted = `-- name: MarkContextDeleted :one
 UPDATE contexts SET deleted_at = now()
 WHERE tenant_id = $1 AND context_id = $2 AND deleted_at IS NULL
+RETURNING base_turn_id, root_turn_id
 `
 
 type MarkContextDeletedParams struct {
@@ -162,14 +163,19 @@ type MarkContextDeletedParams struct {
 	ContextID int64
 }
 
-// Deletes a context of the tenant (cardbox_tenant); 0 rows when it does
-// not exist or is deleted already.
-func (q *Queries) MarkContextDeleted(ctx context.Context, arg MarkContextDeletedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, markContextDeleted, arg.TenantID, arg.ContextID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type MarkContextDeletedRow struct {
+	BaseTurnID int64
+	RootTurnID int64
+}
+
+// Deletes a context of the tenant (cardbox_tenant); no row when it does
+// not exist or is deleted already. The turns it was forked from and
+// began with bound the scan for its own turns (see ContextOwnTurns).
+func (q *Queries) MarkContextDeleted(ctx context.Context, arg MarkContextDeletedParams) (MarkContextDeletedRow, error) {
+	row := q.db.QueryRow(ctx, markContextDeleted, arg.TenantID, arg.ContextID)
+	var i MarkContextDeletedRow
+	err := row.Scan(&i.BaseTurnID, &i.RootTurnID)
+	return i, err
 }
 
 const markContextsReaped = `-- name: MarkContextsReaped :exec
