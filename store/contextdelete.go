@@ -17,12 +17,16 @@ import (
 // hidden from reads, and no fork or append can take one as its parent.
 // Their rows are removed after the answer, by the reaper (see
 // ReapDeleted); a crash in between loses nothing, since the next start
-// works the dead turns out again before it serves.
-func (e *Engine) DeleteContext(ctx context.Context, t ident.Tenant, id uint64) error {
+// works the dead turns out again before it serves. The audit log records
+// the deletion and actor, who asked for it ("key:ID", "retention"), in
+// the statement that deletes it.
+func (e *Engine) DeleteContext(ctx context.Context, t ident.Tenant, id uint64, actor string) error {
 	if _, err := e.contextOf(t, id); err != nil {
 		return err
 	}
-	row, err := e.as(pgrole.Tenant, t.ID).MarkContextDeleted(ctx, storedb.MarkContextDeletedParams{TenantID: t.ID, ContextID: int64(id)})
+	row, err := e.as(pgrole.Tenant, t.ID).MarkContextDeleted(ctx, storedb.MarkContextDeletedParams{
+		TenantID: t.ID, ContextID: int64(id), Actor: actor, Detail: []byte("{}"),
+	})
 	if isNoRows(err) {
 		return fault.New(fault.NotFound, "context %d not found", id)
 	}

@@ -11,7 +11,7 @@ import (
 
 func (s *testStore) deleteContext(t ident.Tenant, id uint64) {
 	s.t.Helper()
-	if err := s.DeleteContext(context.Background(), t, id); err != nil {
+	if err := s.DeleteContext(context.Background(), t, id, "test"); err != nil {
 		s.t.Fatalf("delete context %d: %v", id, err)
 	}
 	if _, err := s.ReapDeleted(context.Background()); err != nil {
@@ -83,10 +83,10 @@ func TestDeletingTwiceOrAnotherTenantsContextIsNotFound(t *testing.T) {
 	s := newTestStore(t)
 	acme, other := s.tenant("acme"), s.tenant("other")
 	c := s.create(acme, 0)
-	wantKind(t, s.DeleteContext(context.Background(), other, c.ContextID), fault.NotFound)
+	wantKind(t, s.DeleteContext(context.Background(), other, c.ContextID, "test"), fault.NotFound)
 	s.deleteContext(acme, c.ContextID)
-	wantKind(t, s.DeleteContext(context.Background(), acme, c.ContextID), fault.NotFound)
-	wantKind(t, s.DeleteContext(context.Background(), acme, 1<<40), fault.NotFound)
+	wantKind(t, s.DeleteContext(context.Background(), acme, c.ContextID, "test"), fault.NotFound)
+	wantKind(t, s.DeleteContext(context.Background(), acme, 1<<40, "test"), fault.NotFound)
 }
 
 // Appends and forks racing a deletion: none succeeds after it answered,
@@ -137,7 +137,7 @@ func TestDeletionRacingAppendsAndForks(t *testing.T) {
 		})
 	}
 	waitForTurns(t, s, ten, c.ContextID, 20)
-	if err := s.DeleteContext(context.Background(), ten, c.ContextID); err != nil {
+	if err := s.DeleteContext(context.Background(), ten, c.ContextID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	close(deleted)
@@ -236,7 +236,7 @@ func TestForksFailAtOnceAfterDeletion(t *testing.T) {
 			}
 		})
 	}
-	if err := s.DeleteContext(context.Background(), ten, c.ContextID); err != nil {
+	if err := s.DeleteContext(context.Background(), ten, c.ContextID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	close(deleted)

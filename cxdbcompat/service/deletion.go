@@ -9,16 +9,17 @@ import (
 
 // ContextDeleter deletes contexts (*store.Engine).
 type ContextDeleter interface {
-	DeleteContext(ctx context.Context, t ident.Tenant, id uint64) error
+	DeleteContext(ctx context.Context, t ident.Tenant, id uint64, actor string) error
 	Dead(turnID uint64) bool
 }
 
-// DeleteContext deletes a context of the tenant, drops the rendered turns
+// DeleteContext deletes a context of the tenant on behalf of actor (who
+// the audit log names: "key:ID", "retention"), drops the rendered turns
 // of the turns that died with it, and publishes context_deleted. The
 // store must be a ContextDeleter.
-func (s *Service) DeleteContext(ctx context.Context, t ident.Tenant, id uint64) error {
+func (s *Service) DeleteContext(ctx context.Context, t ident.Tenant, id uint64, actor string) error {
 	d := s.Store.(ContextDeleter)
-	if err := d.DeleteContext(ctx, t, id); err != nil {
+	if err := d.DeleteContext(ctx, t, id, actor); err != nil {
 		return err
 	}
 	s.rendered.DropIf(func(k renderKey) bool { return k.tenant == t.No && d.Dead(k.turn) })

@@ -9,6 +9,10 @@ import (
 	"github.com/cardboxhq/cardbox/store"
 )
 
+// RetentionActor is who the audit log names for the contexts retention
+// policies delete.
+const RetentionActor = "retention"
+
 // retentionBatch is how many expired contexts one pass looks up at once;
 // each is deleted as DELETE /v1/contexts/{id} would, so appends wait for
 // no more than one deletion's quiescence at a time.
@@ -36,7 +40,7 @@ func (s *Service) SweepRetention(ctx context.Context) (int, error) {
 		}
 		progress := 0
 		for _, c := range batch {
-			err := s.DeleteContext(ctx, c.Tenant, c.ContextID)
+			err := s.DeleteContext(ctx, c.Tenant, c.ContextID, RetentionActor)
 			switch {
 			case err == nil:
 				deleted++

@@ -1,10 +1,17 @@
 -- name: MarkContextDeleted :one
--- Deletes a context of the tenant (cardbox_tenant); no row when it does
--- not exist or is deleted already. The turns it was forked from and
--- began with bound the scan for its own turns (see ContextOwnTurns).
-UPDATE contexts SET deleted_at = now()
-WHERE tenant_id = @tenant_id AND context_id = @context_id AND deleted_at IS NULL
-RETURNING base_turn_id, root_turn_id;
+-- Deletes a context of the tenant (cardbox_tenant) and records who did in
+-- the audit log, in one statement; no row when it does not exist or is
+-- deleted already. The turns it was forked from and began with bound the
+-- scan for its own turns (see ContextOwnTurns).
+WITH deleted AS (
+    UPDATE contexts c SET deleted_at = now()
+    WHERE c.tenant_id = @tenant_id AND c.context_id = @context_id AND c.deleted_at IS NULL
+    RETURNING c.tenant_id, c.context_id, c.base_turn_id, c.root_turn_id
+), audited AS (
+    INSERT INTO audit_log (actor, action, tenant_id, target, detail)
+    SELECT @actor::text, 'context.delete', d.tenant_id, d.context_id::text, @detail::jsonb FROM deleted d
+)
+SELECT d.base_turn_id, d.root_turn_id FROM deleted d;
 
 -- name: ListUnreapedContexts :many
 -- Deleted contexts whose dead turns are still to be worked out (sweeper),

@@ -153,14 +153,22 @@ func (q *Queries) ListUnreapedContexts(ctx context.Context, maxContexts int32) (
 }
 
 const markContextDeleted = `-- name: MarkContextDeleted :one
-UPDATE contexts SET deleted_at = now()
-WHERE tenant_id = $1 AND context_id = $2 AND deleted_at IS NULL
-RETURNING base_turn_id, root_turn_id
+WITH deleted AS (
+    UPDATE contexts c SET deleted_at = now()
+    WHERE c.tenant_id = $1 AND c.context_id = $2 AND c.deleted_at IS NULL
+    RETURNING c.tenant_id, c.context_id, c.base_turn_id, c.root_turn_id
+), audited AS (
+    INSERT INTO audit_log (actor, action, tenant_id, target, detail)
+    SELECT $3::text, 'context.delete', d.tenant_id, d.context_id::text, $4::jsonb FROM deleted d
+)
+SELECT d.base_turn_id, d.root_turn_id FROM deleted d
 `
 
 type MarkContextDeletedParams struct {
 	TenantID  string
 	ContextID int64
+	Actor     string
+	Detail    []byte
 }
 
 type MarkContextDeletedRow struct {
@@ -168,11 +176,17 @@ type MarkContextDeletedRow struct {
 	RootTurnID int64
 }
 
-// Deletes a context of the tenant (cardbox_tenant); no row when it does
-// not exist or is deleted already. The turns it was forked from and
-// began with bound the scan for its own turns (see ContextOwnTurns).
+// Deletes a context of the tenant (cardbox_tenant) and records who did in
+// the audit log, in one statement; no row when it does not exist or is
+// deleted already. The turns it was forked from and began with bound the
+// scan for its own turns (see ContextOwnTurns).
 func (q *Queries) MarkContextDeleted(ctx context.Context, arg MarkContextDeletedParams) (MarkContextDeletedRow, error) {
-	row := q.db.QueryRow(ctx, markContextDeleted, arg.TenantID, arg.ContextID)
+	row := q.db.QueryRow(ctx, markContextDeleted,
+		arg.TenantID,
+		arg.ContextID,
+		arg.Actor,
+		arg.Detail,
+	)
 	var i MarkContextDeletedRow
 	err := row.Scan(&i.BaseTurnID, &i.RootTurnID)
 	return i, err
