@@ -7,7 +7,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
-// ContextDeleter deletes contexts (*store.Engine).
+// ContextDeleter deletes contexts (*store.Engine); part of Store.
 type ContextDeleter interface {
 	DeleteContext(ctx context.Context, t ident.Tenant, id uint64, actor string) error
 	Dead(turnID uint64) bool
@@ -15,14 +15,12 @@ type ContextDeleter interface {
 
 // DeleteContext deletes a context of the tenant on behalf of actor (who
 // the audit log names: "key:ID", "retention"), drops the rendered turns
-// of the turns that died with it, and publishes context_deleted. The
-// store must be a ContextDeleter.
+// of the turns that died with it, and publishes context_deleted.
 func (s *Service) DeleteContext(ctx context.Context, t ident.Tenant, id uint64, actor string) error {
-	d := s.Store.(ContextDeleter)
-	if err := d.DeleteContext(ctx, t, id, actor); err != nil {
+	if err := s.Store.DeleteContext(ctx, t, id, actor); err != nil {
 		return err
 	}
-	s.rendered.DropIf(func(k renderKey) bool { return k.tenant == t.No && d.Dead(k.turn) })
+	s.rendered.DropIf(func(k renderKey) bool { return k.tenant == t.No && s.Store.Dead(k.turn) })
 	s.hub.Stream.Publish(t.ID, live.ContextDeleted, map[string]any{
 		"context_id": idString(id), "deleted_at": s.now().UnixMilli(),
 	})

@@ -19,7 +19,7 @@ const RetentionActor = "retention"
 const retentionBatch = 500
 
 // RetentionStore finds the contexts retention policies expire
-// (*store.Engine).
+// (*store.Engine); part of Store.
 type RetentionStore interface {
 	ExpiredContexts(ctx context.Context, now time.Time, max int) ([]store.ExpiredContext, error)
 }
@@ -27,14 +27,12 @@ type RetentionStore interface {
 // SweepRetention deletes every context its tenant's retention policies
 // expire at the service's clock's now, a batch at a time, and returns how
 // many it deleted. Each deletion is DeleteContext's: subscribers get
-// context_deleted and the reaper buries the dead turns. The store must be
-// a RetentionStore and a ContextDeleter.
+// context_deleted and the reaper buries the dead turns.
 func (s *Service) SweepRetention(ctx context.Context) (int, error) {
-	expiring := s.Store.(RetentionStore)
 	now := s.now()
 	deleted := 0
 	for {
-		batch, err := expiring.ExpiredContexts(ctx, now, retentionBatch)
+		batch, err := s.Store.ExpiredContexts(ctx, now, retentionBatch)
 		if err != nil {
 			return deleted, err
 		}
