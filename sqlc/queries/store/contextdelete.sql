@@ -74,3 +74,8 @@ WHERE c.tenant_id = @tenant_id AND c.context_id = ANY(@context_ids::bigint[]);
 -- name: ListDeadTurns :many
 -- Every dead turn (recovery skips their records).
 SELECT turn_id FROM dead_turns;
+
+-- name: CountDeletedContexts :one
+-- How many contexts of live tenants are deleted (cardbox verify).
+SELECT count(*) FROM contexts c JOIN tenants t USING (tenant_id)
+WHERE c.deleted_at IS NOT NULL AND t.deleted_at IS NULL;

@@ -83,6 +83,19 @@ func (q *Queries) ContextOwnTurns(ctx context.Context, arg ContextOwnTurnsParams
 	return items, nil
 }
 
+const countDeletedContexts = `-- name: CountDeletedContexts :one
+SELECT count(*) FROM contexts c JOIN tenants t USING (tenant_id)
+WHERE c.deleted_at IS NOT NULL AND t.deleted_at IS NULL
+`
+
+// How many contexts of live tenants are deleted (cardbox verify).
+func (q *Queries) CountDeletedContexts(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, countDeletedContexts)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const listDeadTurns = `-- name: ListDeadTurns :many
 SELECT turn_id FROM dead_turns
 `
