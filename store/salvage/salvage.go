@@ -38,8 +38,8 @@ type Report struct {
 	// contexts (dead_turns), of DeletedContexts contexts: known, never
 	// served, left for a compaction; not counted in Records.
 	DeadRecords, DeletedContexts int
-	PackDefects    []blobpack.Defect
-	LogDefects     []turnlog.Defect
+	PackDefects                  []blobpack.Defect
+	LogDefects                   []turnlog.Defect
 	// Problems are the cross-check's findings, at most maxListed of each
 	// kind; Counts has every kind's total.
 	Problems []string
