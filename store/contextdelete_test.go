@@ -11,7 +11,7 @@ import (
 
 func (s *testStore) deleteContext(t ident.Tenant, id uint64) {
 	s.t.Helper()
-	if err := s.DeleteContext(context.Background(), t, id); err != nil {
+	if err := s.DeleteContext(context.Background(), t, id, "test"); err != nil {
 		s.t.Fatalf("delete context %d: %v", id, err)
 	}
 	if _, err := s.ReapDeleted(context.Background()); err != nil {
@@ -83,10 +83,10 @@ func TestDeletingTwiceOrAnotherTenantsContextIsNotFound(t *testing.T) {
 	s := newTestStore(t)
 	acme, other := s.tenant("acme"), s.tenant("other")
 	c := s.create(acme, 0)
-	wantKind(t, s.DeleteContext(context.Background(), other, c.ContextID), fault.NotFound)
+	wantKind(t, s.DeleteContext(context.Background(), other, c.ContextID, "test"), fault.NotFound)
 	s.deleteContext(acme, c.ContextID)
-	wantKind(t, s.DeleteContext(context.Background(), acme, c.ContextID), fault.NotFound)
-	wantKind(t, s.DeleteContext(context.Background(), acme, 1<<40), fault.NotFound)
+	wantKind(t, s.DeleteContext(context.Background(), acme, c.ContextID, "test"), fault.NotFound)
+	wantKind(t, s.DeleteContext(context.Background(), acme, 1<<40, "test"), fault.NotFound)
 }
 
 // Appends and forks racing a deletion: none succeeds after it answered,
@@ -137,7 +137,7 @@ func TestDeletionRacingAppendsAndForks(t *testing.T) {
 		})
 	}
 	waitForTurns(t, s, ten, c.ContextID, 20)
-	if err := s.DeleteContext(context.Background(), ten, c.ContextID); err != nil {
+	if err := s.DeleteContext(context.Background(), ten, c.ContextID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	close(deleted)
@@ -189,4 +189,82 @@ func isClosed(c chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// Forks racing a deletion, with the reaper held back: once the deletion
+// has answered, a fork from one of the context's turns succeeds exactly
+// when a fork created before reaches that turn, and the turns no fork
+// reaches are unreadable at once, before any reaping.
+func TestForksFailAtOnceAfterDeletion(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	c := s.create(ten, 0)
+	var at []uint64
+	for i := range 10 {
+		at = append(at, s.append(ten, turnReq(c.ContextID, 0, payloadN(i))).TurnID)
+	}
+	// Forks are racing from the lower half only: the upper half dies.
+	const racing = 5
+	s.create(ten, at[0])
+	var (
+		mu       sync.Mutex
+		reached  = 0 // the highest index of at a fork created so far reaches
+		deleted  = make(chan struct{})
+		unwanted []error
+		wg       sync.WaitGroup
+	)
+	s.reapMu.Lock() // the reaper waits until the checks are done
+	reaperHeld := true
+	defer func() {
+		if reaperHeld {
+			s.reapMu.Unlock()
+		}
+	}()
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; !isClosed(deleted); i++ {
+				base := i % racing
+				_, err := s.CreateContext(context.Background(), ten, at[base], "")
+				mu.Lock()
+				switch {
+				case err == nil:
+					reached = max(reached, base)
+				case fault.KindOf(err) != fault.NotFound:
+					unwanted = append(unwanted, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	if err := s.DeleteContext(context.Background(), ten, c.ContextID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	close(deleted)
+	wg.Wait()
+	if len(unwanted) > 0 {
+		t.Fatalf("forks failed otherwise than not found: %v", unwanted)
+	}
+	check := func(when string) {
+		t.Helper()
+		for i, id := range at {
+			live := i <= reached
+			if _, ok := s.TurnInfo(ten, id); ok != live {
+				t.Errorf("%s: turn %d readable = %v, want %v", when, i, ok, live)
+			}
+			_, err := s.CreateContext(context.Background(), ten, id, "")
+			if live && err != nil {
+				t.Errorf("%s: a fork from turn %d, which a fork reaches: %v", when, i, err)
+			}
+			if !live && fault.KindOf(err) != fault.NotFound {
+				t.Errorf("%s: a fork from dead turn %d: got %v, want not found", when, i, err)
+			}
+		}
+	}
+	check("before reaping")
+	reaperHeld = false
+	s.reapMu.Unlock()
+	if _, err := s.ReapDeleted(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check("after reaping")
 }

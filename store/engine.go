@@ -188,6 +188,13 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.startReaper()
 	e.holes.Start()
 	e.startSealer()
+	// Deletions a crash interrupted are finished before the store serves:
+	// their dead turns are known only once worked out again, and until
+	// then a fork could take one.
+	if _, err := e.ReapDeleted(ctx); err != nil {
+		_ = e.Close() // the reaping's error is the one to report
+		return nil, fmt.Errorf("open store in %s: reap deleted contexts: %w", opts.Dir, err)
+	}
 	return e, nil
 }
 

@@ -108,13 +108,44 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb
 		// A deleted tenant's rows go with it (tenant deletion).
 		return 0, sweep.MarkContextsReaped(ctx, storedb.MarkContextsReapedParams{TenantID: tenantID, ContextIds: ids})
 	}
-	candidates, err := e.candidates(ctx, t, rows)
+	dead, err := e.settle(ctx, t, rows)
 	if err != nil {
 		return 0, err
 	}
+	buried := int64(0)
+	for len(dead) > 0 {
+		n := min(len(dead), buryTurnBatch)
+		gone, err := sweep.BuryTurns(ctx, storedb.BuryTurnsParams{TenantID: t.ID, TurnIds: dead[:n]})
+		if err != nil {
+			return buried, fmt.Errorf("bury dead turns of tenant %q: %w", t.ID, err)
+		}
+		// Counted as their rows go, batch by batch: a pass that fails
+		// half-way has uncounted exactly the turns it removed.
+		e.index.Turns.Bury(gone)
+		e.usage.Add(t.No, -gone*TurnCharge)
+		buried += gone
+		dead = dead[n:]
+	}
+	if err := sweep.MarkContextsReaped(ctx, storedb.MarkContextsReapedParams{TenantID: t.ID, ContextIds: ids}); err != nil {
+		return 0, fmt.Errorf("mark contexts of tenant %q reaped: %w", t.ID, err)
+	}
+	return buried, nil
+}
+
+// settle works out which turns die with some deleted contexts of one
+// tenant and hides them at once (memindex.Index.Dead), returning them;
+// their rows stay until they are buried. Turns hidden by an earlier
+// settling whose rows are still there are among them again.
+func (e *Engine) settle(ctx context.Context, t ident.Tenant, rows []storedb.ListUnreapedContextsRow) ([]int64, error) {
+	candidates, err := e.candidates(ctx, t, rows)
+	if err != nil {
+		return nil, err
+	}
 	var dead []int64
 	// Under the gate: no fork or append with an explicit parent can take
-	// a candidate as its base between the walk and the marking.
+	// a candidate as its base between the walk and the marking. A turn
+	// hidden already is reached by no live head (nothing could take it
+	// as a parent since), so it stays dead.
 	e.gate.Quiesce(func() {
 		e.spareReachable(t, candidates)
 		for id := range candidates {
@@ -122,29 +153,19 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb
 			dead = append(dead, int64(id))
 		}
 	})
-	for len(dead) > 0 {
-		n := min(len(dead), buryTurnBatch)
-		if _, err := sweep.BuryTurns(ctx, storedb.BuryTurnsParams{TenantID: t.ID, TurnIds: dead[:n]}); err != nil {
-			return 0, fmt.Errorf("bury dead turns of tenant %q: %w", t.ID, err)
-		}
-		dead = dead[n:]
-	}
-	if err := sweep.MarkContextsReaped(ctx, storedb.MarkContextsReapedParams{TenantID: t.ID, ContextIds: ids}); err != nil {
-		return 0, fmt.Errorf("mark contexts of tenant %q reaped: %w", t.ID, err)
-	}
-	e.index.Turns.Bury(int64(len(candidates)))
-	e.usage.Add(t.No, -int64(len(candidates))*TurnCharge)
-	return int64(len(candidates)), nil
+	return dead, nil
 }
 
-// candidates are the turns that may die with the contexts: the turns
-// appended to them, and those of their head chains that belong to a
-// deleted context (forks of deleted contexts kept them alive until now).
+// candidates are the turns that may die with the contexts and whose rows
+// are still there: the turns appended to them, and those of their head
+// chains that belong to a deleted context (forks of deleted contexts kept
+// them alive until now). Turns hidden by an earlier settling are among
+// them until they are buried.
 func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []storedb.ListUnreapedContextsRow) (map[uint64]uint32, error) {
 	sweep := e.as(pgrole.Sweeper, t.ID)
 	out := map[uint64]uint32{}
 	note := func(id uint64) {
-		if m, ok := e.index.Turn(t, id); ok {
+		if m, ok := e.index.Turns.Get(id); ok && m.Tenant == t.No {
 			out[id] = m.Depth
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/cardboxhq/cardbox/api"
 )
 
 // registerDeletion adds DELETE /v1/contexts/{id}: writers and admins of
@@ -18,7 +20,13 @@ func (r *Routes) deleteContext(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := r.svc.DeleteContext(c.Request().Context(), t, id); err != nil {
+	// The audit log names the key that asked; a server without keys
+	// (local mode) has no one to name but itself.
+	actor := "local"
+	if p, ok := api.PrincipalFrom(c.Request().Context()); ok && p.KeyID != "" {
+		actor = "key:" + p.KeyID
+	}
+	if err := r.svc.DeleteContext(c.Request().Context(), t, id, actor); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

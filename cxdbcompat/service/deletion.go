@@ -7,9 +7,9 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 )
 
-// ContextDeleter deletes contexts (*store.Engine).
+// ContextDeleter deletes contexts (*store.Engine); part of Store.
 type ContextDeleter interface {
-	DeleteContext(ctx context.Context, t ident.Tenant, id uint64) error
+	DeleteContext(ctx context.Context, t ident.Tenant, id uint64, actor string) error
 	Dead(turnID uint64) bool
 }
 
@@ -20,16 +20,15 @@ func (s *Service) OnContextDeleted(fn func(t ident.Tenant, dead func(turnID uint
 	s.onContextDeleted = append(s.onContextDeleted, fn)
 }
 
-// DeleteContext deletes a context of the tenant, tells those registered
-// with OnContextDeleted, and publishes context_deleted. The store must be
-// a ContextDeleter.
-func (s *Service) DeleteContext(ctx context.Context, t ident.Tenant, id uint64) error {
-	d := s.Store.(ContextDeleter)
-	if err := d.DeleteContext(ctx, t, id); err != nil {
+// DeleteContext deletes a context of the tenant on behalf of actor (who
+// the audit log names: "key:ID", "retention"), tells those registered with
+// OnContextDeleted, and publishes context_deleted.
+func (s *Service) DeleteContext(ctx context.Context, t ident.Tenant, id uint64, actor string) error {
+	if err := s.Store.DeleteContext(ctx, t, id, actor); err != nil {
 		return err
 	}
 	for _, fn := range s.onContextDeleted {
-		fn(t, d.Dead)
+		fn(t, s.Store.Dead)
 	}
 	s.hub.Stream.Publish(t.ID, live.ContextDeleted, map[string]any{
 		"context_id": idString(id), "deleted_at": s.now().UnixMilli(),

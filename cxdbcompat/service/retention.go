@@ -9,13 +9,17 @@ import (
 	"github.com/cardboxhq/cardbox/store"
 )
 
+// RetentionActor is who the audit log names for the contexts retention
+// policies delete.
+const RetentionActor = "retention"
+
 // retentionBatch is how many expired contexts one pass looks up at once;
 // each is deleted as DELETE /v1/contexts/{id} would, so appends wait for
 // no more than one deletion's quiescence at a time.
 const retentionBatch = 500
 
 // RetentionStore finds the contexts retention policies expire
-// (*store.Engine).
+// (*store.Engine); part of Store.
 type RetentionStore interface {
 	ExpiredContexts(ctx context.Context, now time.Time, max int) ([]store.ExpiredContext, error)
 }
@@ -23,20 +27,18 @@ type RetentionStore interface {
 // SweepRetention deletes every context its tenant's retention policies
 // expire at the service's clock's now, a batch at a time, and returns how
 // many it deleted. Each deletion is DeleteContext's: subscribers get
-// context_deleted and the reaper buries the dead turns. The store must be
-// a RetentionStore and a ContextDeleter.
+// context_deleted and the reaper buries the dead turns.
 func (s *Service) SweepRetention(ctx context.Context) (int, error) {
-	expiring := s.Store.(RetentionStore)
 	now := s.now()
 	deleted := 0
 	for {
-		batch, err := expiring.ExpiredContexts(ctx, now, retentionBatch)
+		batch, err := s.Store.ExpiredContexts(ctx, now, retentionBatch)
 		if err != nil {
 			return deleted, err
 		}
 		progress := 0
 		for _, c := range batch {
-			err := s.DeleteContext(ctx, c.Tenant, c.ContextID)
+			err := s.DeleteContext(ctx, c.Tenant, c.ContextID, RetentionActor)
 			switch {
 			case err == nil:
 				deleted++

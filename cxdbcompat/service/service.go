@@ -25,8 +25,13 @@ import (
 
 // Store is what the service needs of the turn store (*store.Engine); the
 // registry bundles and context metadata it keeps in a metastore.Store.
+// Deleting contexts and finding those retention expires are part of it,
+// so that a store without them (a test's wrapper) fails to compile rather
+// than at the first deletion.
 type Store interface {
 	store.TurnStore
+	ContextDeleter
+	RetentionStore
 	Contexts(t ident.Tenant) []store.ContextInfo
 	Context(t ident.Tenant, id uint64) (store.ContextInfo, error)
 	TurnInfo(t ident.Tenant, id uint64) (store.Turn, bool)

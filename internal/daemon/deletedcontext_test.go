@@ -66,12 +66,9 @@ func TestDeletedContextAnswersAsNeverExistingOnTheBinaryPort(t *testing.T) {
 			t.Errorf("%s: deleted context answers %q, a never-existing one %q", tt.name, got, want)
 		}
 	}
-	// The deleted context's own turn dies with it once the reaper has run
-	// (after the answer; a fork before that keeps the turn alive): a fork
-	// from it is then refused as a fork from a turn that never existed.
-	if _, err := d.Store().ReapDeleted(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// The deleted context's own turn died with its answer, before any
+	// reaping: a fork from it is refused as a fork from a turn that never
+	// existed.
 	_, got := c.ForkContext(ctx, first.NewTurnID)
 	_, want := c.ForkContext(ctx, first.NewTurnID+1000)
 	if got == nil || strings.ReplaceAll(got.Error(), fmt.Sprint(first.NewTurnID), fmt.Sprint(first.NewTurnID+1000)) != want.Error() {

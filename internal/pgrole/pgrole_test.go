@@ -153,7 +153,9 @@ func TestPathGrants(t *testing.T) {
 		{pgrole.Recovery, "SELECT 1 FROM cards", false},
 		{pgrole.Recovery, "SELECT tenant_id FROM contexts", true},
 		{pgrole.Recovery, "DELETE FROM contexts", false},
-		{pgrole.Sweeper, "SELECT 1 FROM contexts", false},
+		{pgrole.Sweeper, "SELECT 1 FROM contexts", true}, // the reaper of deleted contexts
+		{pgrole.Sweeper, "DELETE FROM contexts", false},
+		{pgrole.Sweeper, "SELECT 1 FROM api_keys", false},
 		{pgrole.Sweeper, "DELETE FROM cards WHERE false", true},
 		{pgrole.Lookup, "SELECT 1 FROM api_keys", true},
 		{pgrole.Lookup, "SELECT 1 FROM cards", false},

@@ -34,8 +34,12 @@ type Report struct {
 	// DeletedRecords are good turn records of deleted tenants: known,
 	// never served, left for a compaction; not counted in Records.
 	DeletedRecords int
-	PackDefects    []blobpack.Defect
-	LogDefects     []turnlog.Defect
+	// DeadRecords are good turn records of turns that died with deleted
+	// contexts (dead_turns), of DeletedContexts contexts: known, never
+	// served, left for a compaction; not counted in Records.
+	DeadRecords, DeletedContexts int
+	PackDefects                  []blobpack.Defect
+	LogDefects                   []turnlog.Defect
 	// Problems are the cross-check's findings, at most maxListed of each
 	// kind; Counts has every kind's total.
 	Problems []string
@@ -72,6 +76,9 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "turn log: %d good records, %d damaged", r.Records, len(r.LogDefects))
 	if r.DeletedRecords > 0 {
 		fmt.Fprintf(w, ", and %d of deleted tenants (unreadable, kept until a compaction)", r.DeletedRecords)
+	}
+	if r.DeadRecords > 0 || r.DeletedContexts > 0 {
+		fmt.Fprintf(w, ", and %d of dead turns of %d deleted contexts (unreadable, kept until a compaction)", r.DeadRecords, r.DeletedContexts)
 	}
 	fmt.Fprintln(w)
 	for _, d := range r.LogDefects {
@@ -118,7 +125,11 @@ func Verify(ctx context.Context, dataDir string, pool *pgxpool.Pool, progress io
 		return nil, err
 	}
 	r := &Report{}
-	f, err := readFiles(dataDir, deleted, r, progress)
+	dead, err := deadTurns(ctx, q, r)
+	if err != nil {
+		return nil, err
+	}
+	f, err := readFiles(dataDir, deleted, dead, r, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +202,27 @@ func sameStore(ctx context.Context, dataDir string, q *storedb.Queries) error {
 	return nil
 }
 
-func readFiles(dataDir string, deleted map[uint32]bool, r *Report, progress io.Writer) (*files, error) {
+// deadTurns returns the turns that died with deleted contexts, whose turn
+// records are known and not damage: their rows are gone on purpose. It
+// counts the deleted contexts in r.
+func deadTurns(ctx context.Context, q *storedb.Queries, r *Report) (map[uint64]bool, error) {
+	ids, err := q.ListDeadTurns(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list dead turns: %w", err)
+	}
+	n, err := q.CountDeletedContexts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("count deleted contexts: %w", err)
+	}
+	r.DeletedContexts = int(n)
+	dead := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		dead[uint64(id)] = true
+	}
+	return dead, nil
+}
+
+func readFiles(dataDir string, deleted map[uint32]bool, dead map[uint64]bool, r *Report, progress io.Writer) (*files, error) {
 	f := &files{blobs: map[ident.Hash]struct{}{}, records: map[uint64][32]byte{}}
 	step := newProgress(progress, "blob pack")
 	defects, err := blobpack.Verify(store.BlobDir(dataDir), func(e blobpack.Entry) {
@@ -208,6 +239,10 @@ func readFiles(dataDir string, deleted map[uint32]bool, r *Report, progress io.W
 		f.maxTurn = max(f.maxTurn, rec.TurnID)
 		if deleted[rec.Tenant] {
 			r.DeletedRecords++
+			return
+		}
+		if dead[rec.TurnID] {
+			r.DeadRecords++
 			return
 		}
 		f.records[rec.TurnID] = rec.PayloadHash

@@ -260,3 +260,54 @@ func TestDeletedTenantIsNotDamage(t *testing.T) {
 	}
 	s.readsAll()
 }
+
+// A deleted context's dead turns keep their records in the turn log
+// without their rows: verify counts them and the deleted contexts apart
+// and reports no damage, recover leaves the log alone.
+func TestDeadTurnsAreNotDamage(t *testing.T) {
+	t.Parallel()
+	s := newStopped(t)
+	ctx := context.Background()
+	e := s.open()
+	ten, err := e.Tenant(ctx, ident.DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.CreateContext(ctx, ten, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const doomed = 5
+	for i := range doomed {
+		p := []byte(fmt.Sprintf("doomed %d", i))
+		if _, err := e.Append(ctx, ten, &store.AppendRequest{
+			ContextID: h.ContextID, TypeID: "t", TypeVersion: 1, Encoding: 1,
+			UncompressedLen: uint32(len(p)), ContentHash: blake3.Sum256(p), Payload: p,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.DeleteContext(ctx, ten, h.ContextID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ReapDeleted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if r := s.verify(); !r.OK() || r.Turns != turns || r.Records != turns || r.DeadRecords != doomed || r.DeletedContexts != 1 {
+		t.Fatalf("verify after the deletion: %+v", r)
+	}
+	r := s.recover()
+	if !r.OK() || r.DeadRecords != doomed || strings.Contains(strings.Join(r.Actions, "\n"), "turn log") {
+		t.Fatalf("recover after the deletion: %+v", r)
+	}
+	var out strings.Builder
+	r.Print(&out)
+	if want := fmt.Sprintf("%d of dead turns of 1 deleted contexts", doomed); !strings.Contains(out.String(), want) {
+		t.Errorf("the report does not say %q:\n%s", want, out.String())
+	}
+	s.readsAll()
+}

@@ -1,8 +1,17 @@
--- name: MarkContextDeleted :execrows
--- Deletes a context of the tenant (cardbox_tenant); 0 rows when it does
--- not exist or is deleted already.
-UPDATE contexts SET deleted_at = now()
-WHERE tenant_id = @tenant_id AND context_id = @context_id AND deleted_at IS NULL;
+-- name: MarkContextDeleted :one
+-- Deletes a context of the tenant (cardbox_tenant) and records who did in
+-- the audit log, in one statement; no row when it does not exist or is
+-- deleted already. The turns it was forked from and began with bound the
+-- scan for its own turns (see ContextOwnTurns).
+WITH deleted AS (
+    UPDATE contexts c SET deleted_at = now()
+    WHERE c.tenant_id = @tenant_id AND c.context_id = @context_id AND c.deleted_at IS NULL
+    RETURNING c.tenant_id, c.context_id, c.base_turn_id, c.root_turn_id
+), audited AS (
+    INSERT INTO audit_log (actor, action, tenant_id, target, detail)
+    SELECT @actor::text, 'context.delete', d.tenant_id, d.context_id::text, @detail::jsonb FROM deleted d
+)
+SELECT d.base_turn_id, d.root_turn_id FROM deleted d;
 
 -- name: ListUnreapedContexts :many
 -- Deleted contexts whose dead turns are still to be worked out (sweeper),
@@ -65,3 +74,8 @@ WHERE c.tenant_id = @tenant_id AND c.context_id = ANY(@context_ids::bigint[]);
 -- name: ListDeadTurns :many
 -- Every dead turn (recovery skips their records).
 SELECT turn_id FROM dead_turns;
+
+-- name: CountDeletedContexts :one
+-- How many contexts of live tenants are deleted (cardbox verify).
+SELECT count(*) FROM contexts c JOIN tenants t USING (tenant_id)
+WHERE c.deleted_at IS NOT NULL AND t.deleted_at IS NULL;

@@ -83,6 +83,19 @@ func (q *Queries) ContextOwnTurns(ctx context.Context, arg ContextOwnTurnsParams
 	return items, nil
 }
 
+const countDeletedContexts = `-- name: CountDeletedContexts :one
+SELECT count(*) FROM contexts c JOIN tenants t USING (tenant_id)
+WHERE c.deleted_at IS NOT NULL AND t.deleted_at IS NULL
+`
+
+// How many contexts of live tenants are deleted (cardbox verify).
+func (q *Queries) CountDeletedContexts(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, countDeletedContexts)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const listDeadTurns = `-- name: ListDeadTurns :many
 SELECT turn_id FROM dead_turns
 `
@@ -152,24 +165,44 @@ func (q *Queries) ListUnreapedContexts(ctx context.Context, maxContexts int32) (
 	return items, nil
 }
 
-const markContextDeleted = `-- name: MarkContextDeleted :execrows
-UPDATE contexts SET deleted_at = now()
-WHERE tenant_id = $1 AND context_id = $2 AND deleted_at IS NULL
+const markContextDeleted = `-- name: MarkContextDeleted :one
+WITH deleted AS (
+    UPDATE contexts c SET deleted_at = now()
+    WHERE c.tenant_id = $1 AND c.context_id = $2 AND c.deleted_at IS NULL
+    RETURNING c.tenant_id, c.context_id, c.base_turn_id, c.root_turn_id
+), audited AS (
+    INSERT INTO audit_log (actor, action, tenant_id, target, detail)
+    SELECT $3::text, 'context.delete', d.tenant_id, d.context_id::text, $4::jsonb FROM deleted d
+)
+SELECT d.base_turn_id, d.root_turn_id FROM deleted d
 `
 
 type MarkContextDeletedParams struct {
 	TenantID  string
 	ContextID int64
+	Actor     string
+	Detail    []byte
 }
 
-// Deletes a context of the tenant (cardbox_tenant); 0 rows when it does
-// not exist or is deleted already.
-func (q *Queries) MarkContextDeleted(ctx context.Context, arg MarkContextDeletedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, markContextDeleted, arg.TenantID, arg.ContextID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type MarkContextDeletedRow struct {
+	BaseTurnID int64
+	RootTurnID int64
+}
+
+// Deletes a context of the tenant (cardbox_tenant) and records who did in
+// the audit log, in one statement; no row when it does not exist or is
+// deleted already. The turns it was forked from and began with bound the
+// scan for its own turns (see ContextOwnTurns).
+func (q *Queries) MarkContextDeleted(ctx context.Context, arg MarkContextDeletedParams) (MarkContextDeletedRow, error) {
+	row := q.db.QueryRow(ctx, markContextDeleted,
+		arg.TenantID,
+		arg.ContextID,
+		arg.Actor,
+		arg.Detail,
+	)
+	var i MarkContextDeletedRow
+	err := row.Scan(&i.BaseTurnID, &i.RootTurnID)
+	return i, err
 }
 
 const markContextsReaped = `-- name: MarkContextsReaped :exec
