@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cardboxhq/cardbox/internal/pgrole"
@@ -31,10 +32,29 @@ type sealKey struct {
 // sealed_segments. Its goroutine is woken by each rollover; sealing is
 // off the append path, and an append waits for none of it.
 type sealer struct {
-	wake   chan struct{}
-	sealed map[sealKey]segment.ID // owned by recovery, then by the goroutine
+	wake chan struct{}
+	// mu guards sealed: written by recovery, then by the goroutine, and
+	// read by Stats.
+	mu     sync.Mutex
+	sealed map[sealKey]segment.ID
 	stop   context.CancelFunc
 	done   chan struct{}
+}
+
+// isSealed reports whether the segment starting at start of stream is
+// sealed.
+func (s *sealer) isSealed(stream string, start int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.sealed[sealKey{stream, start}]
+	return ok
+}
+
+// markSealed records that segment id of stream is sealed.
+func (s *sealer) markSealed(stream string, id segment.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sealed[sealKey{stream, id.Start}] = id
 }
 
 func newSealer() *sealer {
@@ -65,7 +85,7 @@ func (e *Engine) checkSealed(ctx context.Context) error {
 		if err := checkSealedSegment(r, segs); err != nil {
 			return fmt.Errorf("%w: committed bytes are missing; refusing to start; %s, and %s", err, adviceVerify, adviceBackup)
 		}
-		e.sealer.sealed[sealKey{r.Stream, r.StartOffset}] = segment.ID{Start: r.StartOffset, Gen: uint32(r.Generation)}
+		e.sealer.markSealed(r.Stream, segment.ID{Start: r.StartOffset, Gen: uint32(r.Generation)})
 	}
 	return nil
 }
@@ -146,8 +166,7 @@ func (e *Engine) sealCommitted(ctx context.Context) (pending bool, err error) {
 		{streamTurns, e.turns.Closed(), state.CommittedEnd},
 	} {
 		for _, seg := range s.closed {
-			key := sealKey{s.stream, seg.ID.Start}
-			if _, ok := e.sealer.sealed[key]; ok {
+			if e.sealer.isSealed(s.stream, seg.ID.Start) {
 				continue
 			}
 			if seg.End() > s.committed {
@@ -157,7 +176,7 @@ func (e *Engine) sealCommitted(ctx context.Context) (pending bool, err error) {
 			if err := e.seal(ctx, q, s.stream, seg); err != nil {
 				return true, err
 			}
-			e.sealer.sealed[key] = seg.ID
+			e.sealer.markSealed(s.stream, seg.ID)
 		}
 	}
 	return pending, nil
@@ -181,4 +200,57 @@ func (e *Engine) seal(ctx context.Context, q *storedb.Queries, stream string, se
 	}
 	e.log.Info("segment sealed", "file", seg.Path, "bytes", seg.Length)
 	return nil
+}
+
+// The states of a segment SegmentStats counts: sealed (closed, its bytes
+// all committed and recorded in sealed_segments), closed (not written
+// any more, waiting for its last group's COMMIT or for the sealer), and
+// active (the one appends write).
+const (
+	SegmentSealed = "sealed"
+	SegmentClosed = "closed"
+	SegmentActive = "active"
+)
+
+// SegmentStats counts the segments of one file in one state.
+type SegmentStats struct {
+	// File is FileBlobs or FileTurns; State is SegmentSealed,
+	// SegmentClosed or SegmentActive.
+	File, State string
+	Count       int
+	// Bytes are the stream's bytes the segments hold: the active
+	// segment's up to the file's data end, without its reservation.
+	Bytes int64
+}
+
+// segmentStats counts the segments of both files by state, every state
+// of each file listed, in a fixed order.
+func (e *Engine) segmentStats(packEnd, logEnd int64) []SegmentStats {
+	var out []SegmentStats
+	for _, f := range []struct {
+		stream string
+		segs   []segment.Info
+		end    int64
+	}{
+		{streamBlobs, e.blobs.Segments(), packEnd},
+		{streamTurns, e.turns.Segments(), logEnd},
+	} {
+		sealed := SegmentStats{File: f.stream, State: SegmentSealed}
+		closed := SegmentStats{File: f.stream, State: SegmentClosed}
+		active := SegmentStats{File: f.stream, State: SegmentActive}
+		for i, seg := range f.segs {
+			switch {
+			case i == len(f.segs)-1:
+				active.Count, active.Bytes = 1, max(0, f.end-seg.ID.Start)
+			case e.sealer.isSealed(f.stream, seg.ID.Start):
+				sealed.Count++
+				sealed.Bytes += seg.Length
+			default:
+				closed.Count++
+				closed.Bytes += seg.Length
+			}
+		}
+		out = append(out, sealed, closed, active)
+	}
+	return out
 }
