@@ -3,12 +3,17 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/segment"
+	"github.com/cardboxhq/cardbox/store/syncfile"
+	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
 // The streams of sealed_segments: the blob pack and the turn log.
@@ -253,4 +258,62 @@ func (e *Engine) segmentStats(packEnd, logEnd int64) []SegmentStats {
 		out = append(out, sealed, closed, active)
 	}
 	return out
+}
+
+// settleGenerations removes, of two generations of one segment, the file
+// sealed_segments does not name (docs/storage.md, Segments): a compaction
+// killed before its swap committed leaves its rewrite, the next
+// generation, beside the sealed one; killed after it, the old generation
+// beside the rewrite Postgres now names, which was fsynced before the
+// swap. Postgres decides which one the stream holds, as it decides
+// which turns exist. Generations of a segment that is not sealed, or
+// sealed as neither, are left as they are: opening the files then
+// refuses them, naming both.
+func (e *Engine) settleGenerations(ctx context.Context) error {
+	rows, err := e.as(pgrole.Recovery, "").ListSealedSegments(ctx, e.storeID)
+	if err != nil {
+		return fmt.Errorf("list sealed segments: %w", err)
+	}
+	named := map[sealKey]uint32{}
+	for _, r := range rows {
+		named[sealKey{r.Stream, r.StartOffset}] = uint32(r.Generation)
+	}
+	for _, f := range []struct {
+		stream string
+		layout segment.Layout
+	}{
+		{streamBlobs, blobpack.Layout(BlobDir(e.opts.Dir))},
+		{streamTurns, turnlog.Layout(TurnLogPath(e.opts.Dir))},
+	} {
+		ids, err := f.layout.All()
+		if err != nil {
+			return err
+		}
+		removed := false
+		for i, j := 0, 0; i < len(ids); i = j {
+			for j = i + 1; j < len(ids) && ids[j].Start == ids[i].Start; j++ {
+			}
+			gen, sealed := named[sealKey{f.stream, ids[i].Start}]
+			if j-i == 1 || !sealed || !slices.Contains(ids[i:j], segment.ID{Start: ids[i].Start, Gen: gen}) {
+				continue
+			}
+			for _, id := range ids[i:j] {
+				if id.Gen == gen {
+					continue
+				}
+				if err := os.Remove(f.layout.Path(id)); err != nil {
+					return fmt.Errorf("remove %s, a generation of a segment that Postgres does not name: %w", f.layout.Path(id), err)
+				}
+				e.log.Info("segment generation removed: sealed_segments names another",
+					"file", f.layout.Path(id), "kept", f.layout.Path(segment.ID{Start: id.Start, Gen: gen}))
+				removed = true
+			}
+		}
+		if removed {
+			if err := syncfile.Dir(f.layout.Dir); err != nil {
+				return fmt.Errorf("remove segment generations of the %s: %w", f.stream, err)
+			}
+		}
+	}
+	return nil
 }
