@@ -37,8 +37,8 @@ var storeDescs = map[string]*prometheus.Desc{
 	"turns":         prometheus.NewDesc("cardbox_turns", "Turns in the turn store.", nil, nil),
 	"blobs":         prometheus.NewDesc("cardbox_blobs", "Blobs in the blob pack.", nil, nil),
 	"holes":         prometheus.NewDesc("cardbox_blob_pack_holes", "Damaged records of the blob pack, kept at start or found by a read since; their blobs cannot be read.", nil, nil),
-	"pack":          prometheus.NewDesc("cardbox_blob_pack_bytes", "Size of blobs.pack.", nil, nil),
-	"log":           prometheus.NewDesc("cardbox_turn_log_bytes", "Size of turns.log.", nil, nil),
+	"pack":          prometheus.NewDesc("cardbox_blob_pack_bytes", "Size of the blob pack: the end of its last segment's data.", nil, nil),
+	"log":           prometheus.NewDesc("cardbox_turn_log_bytes", "Size of the turn log: the end of its last segment's data.", nil, nil),
 	"db":            prometheus.NewDesc("cardbox_database_bytes", "Bytes of the turn store's Postgres tables and indexes.", nil, nil),
 	"stored":        prometheus.NewDesc("cardbox_stored_bytes", "Blob pack + turn log + Postgres turn store bytes.", nil, nil),
 	"appends_total": prometheus.NewDesc("cardbox_appends_total", "Appends committed since start.", nil, nil),
@@ -51,6 +51,10 @@ var storeDescs = map[string]*prometheus.Desc{
 		"Time group commits spent in COMMIT (after the files and the statement), since start.", nil, nil),
 	"damaged_served": prometheus.NewDesc("cardbox_damaged_turns_served_total",
 		"Turns GET_LAST and GET_BEFORE served without their payload, which lies in a damaged record of the blob pack, since start.", nil, nil),
+	"segments": prometheus.NewDesc("cardbox_segments",
+		"Segments of the blob pack (file=\"blobs\") and of the turn log (file=\"turns\"), by state: sealed, closed (waiting to be sealed) or active.", []string{"file", "state"}, nil),
+	"segment_bytes": prometheus.NewDesc("cardbox_segment_bytes",
+		"Bytes the segments of the blob pack and of the turn log hold, by file and state (the active segment's up to its data end).", []string{"file", "state"}, nil),
 }
 
 // Describe implements prometheus.Collector.
@@ -87,4 +91,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("statement_seconds", st.StatementTime.Seconds())
 	counter("commit_seconds", st.CommitTime.Seconds())
 	counter("damaged_served", float64(st.DamagedTurnsServed))
+	for _, seg := range st.Segments {
+		ch <- prometheus.MustNewConstMetric(storeDescs["segments"], prometheus.GaugeValue, float64(seg.Count), seg.File, seg.State)
+		ch <- prometheus.MustNewConstMetric(storeDescs["segment_bytes"], prometheus.GaugeValue, float64(seg.Bytes), seg.File, seg.State)
+	}
 }

@@ -280,6 +280,9 @@ type Stats struct {
 	// without their payload, which lies in a damaged record of the blob
 	// pack (Turn.PayloadDamaged), since the process started.
 	DamagedTurnsServed int64
+	// Segments counts the segments of the blob pack and the turn log
+	// by state (see docs/storage.md, Segments).
+	Segments []SegmentStats
 }
 
 // Stats returns the store's current size.
@@ -290,6 +293,7 @@ func (e *Engine) Stats() Stats {
 		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(), PackHoles: len(e.blobs.Holes()),
 		Appends: cs.Appends, Groups: cs.Groups, FilesTime: cs.FilesTime, StatementTime: cs.StatementTime,
 		CommitTime: cs.CommitTime, DamagedTurnsServed: e.damaged.served.Load(),
+		Segments: e.segmentStats(bs.PackBytes, e.turns.Size()),
 	}
 }
 

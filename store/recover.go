@@ -35,7 +35,9 @@ const storeIDFile = "STORE_ID"
 //  1. match the directory's STORE_ID with the database's turn_stores row;
 //  2. refuse a directory that lost blobs/ or turns/ while the database
 //     holds committed turns;
-//  3. open the blob pack (its segments: the active one is recovered as
+//  3. of two generations of a segment (a compaction killed midway),
+//     remove the one sealed_segments does not name; then
+//     open the blob pack (its segments: the active one is recovered as
 //     below, see docs/storage.md, Segments), never cutting below its committed end (a bad
 //     record there is a hole, recorded and logged; only a torn tail past
 //     it is cut; orphan blobs are harmless);
@@ -61,6 +63,9 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	if err := checkDirs(e.opts.Dir, state); err != nil {
+		return err
+	}
+	if err := e.settleGenerations(ctx); err != nil {
 		return err
 	}
 	maxTurn, err := e.openFiles(ctx, state)

@@ -3,11 +3,17 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/segment"
+	"github.com/cardboxhq/cardbox/store/syncfile"
+	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
 // The streams of sealed_segments: the blob pack and the turn log.
@@ -31,10 +37,29 @@ type sealKey struct {
 // sealed_segments. Its goroutine is woken by each rollover; sealing is
 // off the append path, and an append waits for none of it.
 type sealer struct {
-	wake   chan struct{}
-	sealed map[sealKey]segment.ID // owned by recovery, then by the goroutine
+	wake chan struct{}
+	// mu guards sealed: written by recovery, then by the goroutine, and
+	// read by Stats.
+	mu     sync.Mutex
+	sealed map[sealKey]segment.ID
 	stop   context.CancelFunc
 	done   chan struct{}
+}
+
+// isSealed reports whether the segment starting at start of stream is
+// sealed.
+func (s *sealer) isSealed(stream string, start int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.sealed[sealKey{stream, start}]
+	return ok
+}
+
+// markSealed records that segment id of stream is sealed.
+func (s *sealer) markSealed(stream string, id segment.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sealed[sealKey{stream, id.Start}] = id
 }
 
 func newSealer() *sealer {
@@ -65,7 +90,7 @@ func (e *Engine) checkSealed(ctx context.Context) error {
 		if err := checkSealedSegment(r, segs); err != nil {
 			return fmt.Errorf("%w: committed bytes are missing; refusing to start; %s, and %s", err, adviceVerify, adviceBackup)
 		}
-		e.sealer.sealed[sealKey{r.Stream, r.StartOffset}] = segment.ID{Start: r.StartOffset, Gen: uint32(r.Generation)}
+		e.sealer.markSealed(r.Stream, segment.ID{Start: r.StartOffset, Gen: uint32(r.Generation)})
 	}
 	return nil
 }
@@ -146,8 +171,7 @@ func (e *Engine) sealCommitted(ctx context.Context) (pending bool, err error) {
 		{streamTurns, e.turns.Closed(), state.CommittedEnd},
 	} {
 		for _, seg := range s.closed {
-			key := sealKey{s.stream, seg.ID.Start}
-			if _, ok := e.sealer.sealed[key]; ok {
+			if e.sealer.isSealed(s.stream, seg.ID.Start) {
 				continue
 			}
 			if seg.End() > s.committed {
@@ -157,7 +181,7 @@ func (e *Engine) sealCommitted(ctx context.Context) (pending bool, err error) {
 			if err := e.seal(ctx, q, s.stream, seg); err != nil {
 				return true, err
 			}
-			e.sealer.sealed[key] = seg.ID
+			e.sealer.markSealed(s.stream, seg.ID)
 		}
 	}
 	return pending, nil
@@ -180,5 +204,116 @@ func (e *Engine) seal(ctx context.Context, q *storedb.Queries, stream string, se
 		return fmt.Errorf("seal %s: %w", seg.Path, err)
 	}
 	e.log.Info("segment sealed", "file", seg.Path, "bytes", seg.Length)
+	return nil
+}
+
+// The states of a segment SegmentStats counts: sealed (closed, its bytes
+// all committed and recorded in sealed_segments), closed (not written
+// any more, waiting for its last group's COMMIT or for the sealer), and
+// active (the one appends write).
+const (
+	SegmentSealed = "sealed"
+	SegmentClosed = "closed"
+	SegmentActive = "active"
+)
+
+// SegmentStats counts the segments of one file in one state.
+type SegmentStats struct {
+	// File is FileBlobs or FileTurns; State is SegmentSealed,
+	// SegmentClosed or SegmentActive.
+	File, State string
+	Count       int
+	// Bytes are the stream's bytes the segments hold: the active
+	// segment's up to the file's data end, without its reservation.
+	Bytes int64
+}
+
+// segmentStats counts the segments of both files by state, every state
+// of each file listed, in a fixed order.
+func (e *Engine) segmentStats(packEnd, logEnd int64) []SegmentStats {
+	var out []SegmentStats
+	for _, f := range []struct {
+		stream string
+		segs   []segment.Info
+		end    int64
+	}{
+		{streamBlobs, e.blobs.Segments(), packEnd},
+		{streamTurns, e.turns.Segments(), logEnd},
+	} {
+		sealed := SegmentStats{File: f.stream, State: SegmentSealed}
+		closed := SegmentStats{File: f.stream, State: SegmentClosed}
+		active := SegmentStats{File: f.stream, State: SegmentActive}
+		for i, seg := range f.segs {
+			switch {
+			case i == len(f.segs)-1:
+				active.Count, active.Bytes = 1, max(0, f.end-seg.ID.Start)
+			case e.sealer.isSealed(f.stream, seg.ID.Start):
+				sealed.Count++
+				sealed.Bytes += seg.Length
+			default:
+				closed.Count++
+				closed.Bytes += seg.Length
+			}
+		}
+		out = append(out, sealed, closed, active)
+	}
+	return out
+}
+
+// settleGenerations removes, of two generations of one segment, the file
+// sealed_segments does not name (docs/storage.md, Segments): a compaction
+// killed before its swap committed leaves its rewrite, the next
+// generation, beside the sealed one; killed after it, the old generation
+// beside the rewrite Postgres now names, which was fsynced before the
+// swap. Postgres decides which one the stream holds, as it decides
+// which turns exist. Generations of a segment that is not sealed, or
+// sealed as neither, are left as they are: opening the files then
+// refuses them, naming both.
+func (e *Engine) settleGenerations(ctx context.Context) error {
+	rows, err := e.as(pgrole.Recovery, "").ListSealedSegments(ctx, e.storeID)
+	if err != nil {
+		return fmt.Errorf("list sealed segments: %w", err)
+	}
+	named := map[sealKey]uint32{}
+	for _, r := range rows {
+		named[sealKey{r.Stream, r.StartOffset}] = uint32(r.Generation)
+	}
+	for _, f := range []struct {
+		stream string
+		layout segment.Layout
+	}{
+		{streamBlobs, blobpack.Layout(BlobDir(e.opts.Dir))},
+		{streamTurns, turnlog.Layout(TurnLogPath(e.opts.Dir))},
+	} {
+		ids, err := f.layout.All()
+		if err != nil {
+			return err
+		}
+		removed := false
+		for i, j := 0, 0; i < len(ids); i = j {
+			for j = i + 1; j < len(ids) && ids[j].Start == ids[i].Start; j++ {
+			}
+			gen, sealed := named[sealKey{f.stream, ids[i].Start}]
+			if j-i == 1 || !sealed || !slices.Contains(ids[i:j], segment.ID{Start: ids[i].Start, Gen: gen}) {
+				continue
+			}
+			for _, id := range ids[i:j] {
+				if id.Gen == gen {
+					continue
+				}
+				if err := os.Remove(f.layout.Path(id)); err != nil {
+					return fmt.Errorf("remove %s, a generation of a segment that Postgres does not name: %w", f.layout.Path(id), err)
+				}
+				e.log.Info("segment generation removed: sealed_segments names another",
+					"file", f.layout.Path(id), "kept", f.layout.Path(segment.ID{Start: id.Start, Gen: gen}))
+				removed = true
+			}
+		}
+		if removed {
+			if err := syncfile.Dir(f.layout.Dir); err != nil {
+				return fmt.Errorf("remove segment generations of the %s: %w", f.stream, err)
+			}
+		}
+	}
 	return nil
 }

@@ -75,6 +75,8 @@ func TestNonsenseValuesAreRefusedAtStartUp(t *testing.T) {
 		{args: []string{"--max-conns", "-5"}, want: "cardboxd: --max-conns -5: must be above 0\nUsage: cardboxd [flags]\n"},
 		{env: [2]string{"CARDBOX_MAX_CONNS", "-5"}, want: "cardboxd: CARDBOX_MAX_CONNS=-5 (--max-conns): must be above 0\nUsage: cardboxd [flags]\n"},
 		{args: []string{"--idle-timeout", "-1s"}, want: "cardboxd: --idle-timeout -1s: must be above 0\nUsage: cardboxd [flags]\n"},
+		{args: []string{"--segment-size", "0"}, want: "cardboxd: --segment-size 0: must be above 0\nUsage: cardboxd [flags]\n"},
+		{args: []string{"--segment-size", "-1"}, want: "cardboxd: --segment-size -1: must be above 0\nUsage: cardboxd [flags]\n"},
 		{args: []string{"--tenant-memory-share", "2"}, want: "cardboxd: --tenant-memory-share 2: must be above 0 and at most 1\nUsage: cardboxd [flags]\n"},
 		{args: []string{"--tenant-quota-bytes", "-1"}, want: "cardboxd: --tenant-quota-bytes -1: must not be negative\nUsage: cardboxd [flags]\n"},
 		{args: []string{"--mode", "open"}, want: "cardboxd: --mode open: want dev or hosted\nUsage: cardboxd [flags]\n"},

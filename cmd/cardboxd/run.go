@@ -44,6 +44,7 @@ func daemonConfig(cfg *config.Config, log *slog.Logger) daemon.Config {
 		IdleTimeout:         cfg.IdleTimeout,
 		WriteTimeout:        cfg.WriteTimeout,
 		PGTimeout:           cfg.PGTimeout,
+		SegmentSize:         cfg.SegmentSize,
 		TenantRate:          cfg.TenantRate,
 		TenantBurst:         cfg.TenantBurst,
 		TenantMaxConns:      cfg.TenantMaxConns,

@@ -2,16 +2,19 @@
 // them.
 //
 // A store is its Postgres database and the append-only files of its data
-// directory (blob pack, turn log). A backup reads the committed ends of
-// the files in one REPEATABLE READ transaction, exports that
-// transaction's snapshot to pg_dump, and copies the files up to those
-// ends: the dump and the files are one moment of the store, whatever the
-// server appends meanwhile (bytes past a committed end belong to no row
-// of the snapshot). The files are copied in segments named after their
-// hash, so a later backup into the same directory copies only the
-// segments that changed, and a manifest naming every segment and its
-// BLAKE3 is written last. Restore checks every hash before it writes
-// anything.
+// directory (blob pack, turn log), each a stream of segment files. A
+// backup reads the committed ends of the streams and their sealed
+// segments in one REPEATABLE READ transaction, exports that
+// transaction's snapshot to pg_dump, and copies the segment files up to
+// those ends: the dump and the files are one moment of the store,
+// whatever the server appends meanwhile (bytes past a committed end
+// belong to no row of the snapshot). The files are copied in pieces
+// (the manifest's segments) named after their hash, so a later backup
+// into the same directory copies only the pieces that changed; a sealed
+// segment is checked against its BLAKE3 once, when first backed up, and
+// taken over by later backups by its name and hash. A manifest naming
+// every piece and its BLAKE3 is written last. Restore checks every hash
+// before it writes anything.
 package backup
 
 import (
@@ -31,7 +34,6 @@ import (
 	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/internal/pgembed"
 	"github.com/cardboxhq/cardbox/store"
-	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/syncfile"
 )
 
@@ -183,12 +185,13 @@ func take(ctx context.Context, opts Options, dir, dest, url string, snap *snapsh
 			opts.Progress(Status{Phase: phase, Done: c.copied.Load(), Total: total})
 		}
 	}
-	files := []struct {
-		src, rel string
-		size     int64
-	}{
-		{filepath.Join(store.BlobDir(dir), blobpack.PackFile), "blobs/" + blobpack.PackFile, snap.ends.Pack},
-		{store.TurnLogPath(dir), "turns/turns.log", snap.ends.TurnLog},
+	var sources []source
+	for _, st := range streams(dir) {
+		got, err := st.sources(st.committedEnd(snap.ends), snap.sealed)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, got...)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -206,12 +209,12 @@ func take(ctx context.Context, opts Options, dir, dest, url string, snap *snapsh
 	g.Go(func() error {
 		stopReport := every(gctx, 200*time.Millisecond, func() { report("copying files") })
 		defer stopReport()
-		for _, f := range files {
+		for _, src := range sources {
 			var before *File
 			if prev != nil {
-				before = prev.file(f.rel)
+				before = prev.File(src.rel)
 			}
-			got, err := c.copyFile(gctx, f.src, f.rel, f.size, before)
+			got, err := c.copyFile(gctx, src, before)
 			if err != nil {
 				return err
 			}

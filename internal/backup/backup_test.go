@@ -35,9 +35,17 @@ type liveStore struct {
 
 func newLiveStore(t *testing.T) *liveStore {
 	t.Helper()
+	return newLiveStoreWith(t, store.Options{})
+}
+
+// newLiveStoreWith opens the store with opts (its directory and pool
+// set here).
+func newLiveStoreWith(t *testing.T, opts store.Options) *liveStore {
+	t.Helper()
 	pool, url := pgtest.NewPoolAndURL(t)
 	s := &liveStore{dir: t.TempDir(), url: url, pool: pool, payloads: map[uint64][]byte{}, rng: rand.NewChaCha8([32]byte{7})}
-	e, err := store.Open(context.Background(), store.Options{Dir: s.dir, Pool: pool})
+	opts.Dir, opts.Pool = s.dir, pool
+	e, err := store.Open(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,23 +50,31 @@ func newCopier(dest string, limit limiter, segSize int64) *copier {
 	return &copier{dest: dest, limit: limit, segSize: segSize, buf: make([]byte, min(chunk, limit.Burst()))}
 }
 
-// copyFile backs up the first size bytes of the file at src (path inside
-// the data directory: rel), segment by segment, reusing the segments of
-// prev (the same file in the previous backup) that cover the same bytes.
-func (c *copier) copyFile(ctx context.Context, src, rel string, size int64, prev *File) (File, error) {
-	f, err := os.Open(src)
+// copyFile backs up src's bytes piece by piece, reusing the pieces of
+// prev (the same file in the previous backup) that cover the same bytes:
+// all of them when src is a sealed segment prev holds with the same
+// BLAKE3, else those of the same source file (by device and inode). A
+// sealed segment backed up anew is checked against its BLAKE3, so that
+// a segment damaged on disk fails the backup instead of living on in it.
+func (c *copier) copyFile(ctx context.Context, src source, prev *File) (File, error) {
+	rel, size := src.rel, src.size
+	f, err := os.Open(src.path)
 	if err != nil {
 		return File{}, fmt.Errorf("back up %s: %w", rel, err)
 	}
 	defer f.Close()
-	out := File{Path: rel, Size: size}
+	out := File{Path: rel, Size: size, Sealed: src.sealed}
 	if fi, err := f.Stat(); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			out.Device, out.Inode = uint64(st.Dev), uint64(st.Ino)
 		}
 		if fi.Size() < size {
-			return File{}, fmt.Errorf("back up %s: the file holds %d bytes, fewer than its committed end %d", rel, fi.Size(), size)
+			return File{}, fmt.Errorf("back up %s: the file holds %d bytes, fewer than the %d below its stream's committed end", rel, fi.Size(), size)
 		}
+	}
+	if src.sealed != "" && prev != nil && prev.Sealed == src.sealed && prev.Size == size && c.presentAll(prev.Segments) {
+		out.Segments = prev.Segments
+		return out, nil
 	}
 	reusable := map[int64]Segment{}
 	if prev != nil && prev.Device == out.Device && prev.Inode == out.Inode {
@@ -86,7 +94,41 @@ func (c *copier) copyFile(ctx context.Context, src, rel string, size int64, prev
 		}
 		out.Segments = append(out.Segments, s)
 	}
+	if src.sealed != "" {
+		if err := c.checkSealed(ctx, out); err != nil {
+			return File{}, err
+		}
+	}
 	return out, nil
+}
+
+// checkSealed hashes the backup's pieces of a sealed segment, as the
+// backup now holds them, against the BLAKE3 it was sealed with.
+func (c *copier) checkSealed(ctx context.Context, f File) error {
+	h := blake3.New()
+	for _, s := range f.Segments {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := hashInto(h, filepath.Join(c.dest, s.Name)); err != nil {
+			return fmt.Errorf("back up %s: %w", f.Path, err)
+		}
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.Sealed {
+		return fmt.Errorf("back up %s: the sealed segment's bytes hash to %s, but it was sealed with BLAKE3 %s: "+
+			"it changed on disk since (run cardbox verify; restore it from an earlier backup)", f.Path, sum, f.Sealed)
+	}
+	return nil
+}
+
+// presentAll reports whether the backup still holds every piece of segs.
+func (c *copier) presentAll(segs []Segment) bool {
+	for _, s := range segs {
+		if !c.present(s.Blob) {
+			return false
+		}
+	}
+	return true
 }
 
 // present reports whether the backup still holds b at its size (its hash

@@ -83,7 +83,11 @@ type Database struct {
 	Roles *Blob `json:"roles,omitempty"`
 }
 
-// File is one file of the data directory, copied up to Size.
+// File is one file of the data directory, copied up to Size: a segment
+// file of the blob pack or of the turn log (blobs/blobs.pack,
+// blobs/blobs.pack.<start>.<generation>, turns/turns.log, ...), whose
+// name says where in its stream it starts. Its Segments are the backup's
+// own pieces of it, not the store's segments.
 type File struct {
 	// Path is the file's path inside the data directory.
 	Path     string    `json:"path"`
@@ -94,6 +98,13 @@ type File struct {
 	// change, but a file rebuilt by `cardbox recover` is another file).
 	Device uint64 `json:"device"`
 	Inode  uint64 `json:"inode"`
+	// Sealed is the BLAKE3 (hex) sealed_segments records for the file,
+	// a sealed segment of the store, whose backup was checked against
+	// it; empty for a file that was not sealed. A later backup takes a
+	// sealed file over by its name and this hash, whatever its inode:
+	// a sealed segment changes only by a compaction, which names the
+	// rewrite anew.
+	Sealed string `json:"sealed_blake3,omitempty"`
 }
 
 // Segment is the bytes [Offset, Offset+Size) of a file, kept in the
@@ -125,8 +136,9 @@ func (m *Manifest) blobs() []Blob {
 	return out
 }
 
-// file returns m's file at path, or nil.
-func (m *Manifest) file(path string) *File {
+// File returns m's file at path (inside the data directory,
+// slash-separated), or nil.
+func (m *Manifest) File(path string) *File {
 	for i := range m.Files {
 		if m.Files[i].Path == path {
 			return &m.Files[i]
@@ -193,6 +205,17 @@ func writeFileSync(path string, b []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// hashInto writes the bytes of the file at path into h.
+func hashInto(h io.Writer, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(h, f)
+	return err
 }
 
 // hashFile returns the size and BLAKE3 of the file at path.

@@ -124,10 +124,7 @@ func checkNewDataDir(dir string) error {
 // m says, and that the segments cover each file up to its committed end.
 // Its error names every problem it found.
 func Check(ctx context.Context, src string, m *Manifest, progress func(Status)) error {
-	var problems []string
-	for _, f := range m.Files {
-		problems = append(problems, checkCoverage(f, m.Committed)...)
-	}
+	problems := checkStreams(m.Files, m.Committed)
 	var total, done int64
 	for _, b := range m.blobs() {
 		total += b.Size
@@ -146,27 +143,6 @@ func Check(ctx context.Context, src string, m *Manifest, progress func(Status)) 
 		return fmt.Errorf("%w: %s: %s", ErrDamaged, src, strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-// checkCoverage reports gaps in a file's segments, and a file that does
-// not reach its committed end.
-func checkCoverage(f File, ends Ends) []string {
-	var problems []string
-	want := map[string]int64{"blobs/" + blobpack.PackFile: ends.Pack, "turns/turns.log": ends.TurnLog}[f.Path]
-	if f.Size != want {
-		problems = append(problems, fmt.Sprintf("%s: %d bytes, its committed end is %d", f.Path, f.Size, want))
-	}
-	var off int64
-	for _, s := range f.Segments {
-		if s.Offset != off {
-			problems = append(problems, fmt.Sprintf("%s: bytes %d..%d are in no segment", f.Path, off, s.Offset))
-		}
-		off = s.Offset + s.Size
-	}
-	if off != f.Size {
-		problems = append(problems, fmt.Sprintf("%s: its segments end at %d of %d bytes", f.Path, off, f.Size))
-	}
-	return problems
 }
 
 // checkBlob returns what is wrong with b in src, or "".
@@ -194,7 +170,10 @@ func restoreFiles(ctx context.Context, src, dir string, m *Manifest, progress fu
 		total += f.Size
 	}
 	for _, f := range m.Files {
-		path := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if _, _, ok := parsePath(f.Path); !ok {
+			return fmt.Errorf("%w: %s is no segment file of a cardbox data directory", ErrDamaged, f.Path)
+		}
+		path := fromData(dir, f.Path)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}

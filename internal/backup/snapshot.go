@@ -22,6 +22,7 @@ type snapshot struct {
 	id        string // pg_export_snapshot()
 	storeID   string
 	ends      Ends
+	sealed    []store.SealedSegment
 	turns     int64
 	owner     string
 	migration int64
@@ -29,7 +30,7 @@ type snapshot struct {
 }
 
 // openSnapshot begins the transaction, exports its snapshot and reads,
-// in it, the store and its committed ends.
+// in it, the store, its committed ends and its sealed segments.
 func openSnapshot(ctx context.Context, url string) (*snapshot, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -65,6 +66,9 @@ func (s *snapshot) read(ctx context.Context) error {
 		return fmt.Errorf("read the committed ends: %w", err)
 	}
 	s.storeID = committed.StoreID.String()
+	if s.sealed, err = store.ReadSealed(ctx, tx, committed.StoreID); err != nil {
+		return err
+	}
 	s.ends = Ends{TurnLog: committed.TurnLog, Pack: committed.Pack, NextTurnID: committed.NextTurnID}
 	if s.ends.Pack < 0 {
 		if s.ends.TurnLog > 0 {

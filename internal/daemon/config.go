@@ -47,6 +47,9 @@ type Config struct {
 	IdleTimeout         time.Duration
 	WriteTimeout        time.Duration
 	PGTimeout           time.Duration
+	// SegmentSize bounds the segments of the blob pack and the turn log
+	// (store.Options.SegmentSize); zero: one unbounded segment each.
+	SegmentSize int64
 	// The tenants' shares, in hosted mode.
 	TenantRate        float64
 	TenantBurst       int
@@ -134,6 +137,7 @@ func Defaults() Config {
 		IdleTimeout:         5 * time.Minute,
 		WriteTimeout:        30 * time.Second,
 		PGTimeout:           5 * time.Second,
+		SegmentSize:         256 << 20,
 		TenantRate:          2000,
 		TenantBurst:         4000,
 		TenantMaxConns:      256,

@@ -17,6 +17,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/segment"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
 
@@ -153,5 +154,98 @@ func checkReads(t *testing.T, s *stopped, n int) {
 		if string(tr.Payload) != string(s.payloads[tr.ID]) {
 			t.Fatalf("turn %d reads %q", tr.ID, tr.Payload)
 		}
+	}
+}
+
+// Of two generations of one sealed segment (what a compaction killed
+// between writing its rewrite and removing the older file leaves), a
+// start keeps the one sealed_segments names and removes the other:
+// before the swap committed, the rewrite (here half written); after it,
+// the old generation. Generations of a segment sealed as neither are
+// refused, left as they are. Every turn reads and verify is clean.
+func TestStartKeepsTheGenerationPostgresNames(t *testing.T) {
+	t.Parallel()
+	s := newStopped(t)
+	const segmentSize = 2 << 10
+	e, err := store.Open(context.Background(), store.Options{Dir: s.dir, Pool: s.pool, SegmentSize: segmentSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ten, err := e.Tenant(context.Background(), ident.DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		p := []byte(fmt.Sprintf("generations %d %s", i, strings.Repeat("z", i*13)))
+		r, err := e.Append(context.Background(), ten, &store.AppendRequest{
+			ContextID: s.ctxID, TypeID: "t", TypeVersion: 1, Encoding: 1,
+			UncompressedLen: uint32(len(p)), ContentHash: blake3.Sum256(p), Payload: p,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.payloads[r.TurnID] = p
+	}
+	waitfor.True(t, "the first segment of the turn log sealed", 30*time.Second, func() bool {
+		var n int
+		err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM sealed_segments WHERE stream = 'turns' AND start_offset = 0`).Scan(&n)
+		return err == nil && n == 1
+	})
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	all := turns + 40
+	logDir := filepath.Dir(store.TurnLogPath(s.dir))
+	layout := turnlog.Layout(store.TurnLogPath(s.dir))
+	old, rewrite := layout.Path(segment.ID{}), layout.Path(segment.ID{Gen: 1})
+	exists := func(path string) bool {
+		_, err := os.Stat(path)
+		return err == nil
+	}
+	b, err := os.ReadFile(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Killed before the swap: the rewrite, half written, is removed.
+	if err := os.WriteFile(rewrite, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkReads(t, s, all)
+	if exists(rewrite) || !exists(old) {
+		t.Fatalf("after a start with an unswapped rewrite: %v", files(t, logDir))
+	}
+
+	// Killed after the swap: the old generation is removed.
+	if err := os.WriteFile(rewrite, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(context.Background(), `UPDATE sealed_segments SET generation = 1 WHERE stream = 'turns' AND start_offset = 0`); err != nil {
+		t.Fatal(err)
+	}
+	checkReads(t, s, all)
+	if !exists(rewrite) || exists(old) {
+		t.Fatalf("after a start with a swapped rewrite: %v", files(t, logDir))
+	}
+	if r := s.verify(); !r.OK() || r.Turns != all {
+		t.Fatalf("verify with a rewritten segment: %+v", r)
+	}
+
+	// Two generations of a segment Postgres names neither of: refused,
+	// both left.
+	if _, err := s.pool.Exec(context.Background(), `UPDATE sealed_segments SET generation = 7 WHERE stream = 'turns' AND start_offset = 0`); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := store.Open(context.Background(), store.Options{Dir: s.dir, Pool: s.pool}); err == nil || !strings.Contains(err.Error(), "both hold the bytes from 0") {
+		if err == nil {
+			e.Close()
+		}
+		t.Fatalf("a start with two generations, neither sealed: %v", err)
+	}
+	if !exists(rewrite) || !exists(old) {
+		t.Fatalf("a refused start removed a generation: %v", files(t, logDir))
 	}
 }

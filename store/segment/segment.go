@@ -76,8 +76,27 @@ func (l Layout) Parse(name string) (ID, bool) {
 }
 
 // List returns the segments in the layout's directory, by start offset.
-// A missing directory holds none.
+// A missing directory holds none. Two generations of one segment are an
+// error wrapping ErrCorrupt: see All.
 func (l Layout) List() ([]ID, error) {
+	ids, err := l.All()
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i].Start == ids[i-1].Start {
+			return nil, fmt.Errorf("segment: %s and %s both hold the bytes from %d: %w",
+				l.Path(ids[i-1]), l.Path(ids[i]), ids[i].Start, ErrCorrupt)
+		}
+	}
+	return ids, nil
+}
+
+// All returns every segment file in the layout's directory, by start
+// offset and generation, two generations of one segment included (what
+// a compaction killed between writing a rewrite and removing the older
+// file leaves: the caller keeps the one its records name).
+func (l Layout) All() ([]ID, error) {
 	entries, err := os.ReadDir(l.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -97,12 +116,6 @@ func (l Layout) List() ([]ID, error) {
 		}
 		return int(int64(a.Gen) - int64(b.Gen))
 	})
-	for i := 1; i < len(ids); i++ {
-		if ids[i].Start == ids[i-1].Start {
-			return nil, fmt.Errorf("segment: %s and %s both hold the bytes from %d: %w",
-				l.Path(ids[i-1]), l.Path(ids[i]), ids[i].Start, ErrCorrupt)
-		}
-	}
 	return ids, nil
 }
 

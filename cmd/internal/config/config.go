@@ -39,6 +39,7 @@ type Config struct {
 	IdleTimeout         time.Duration
 	WriteTimeout        time.Duration
 	PGTimeout           time.Duration // see store.Options.PGTimeout
+	SegmentSize         int64         // see store.Options.SegmentSize
 	AccessLog           bool
 	Mode                string
 	AllowPublicDev      bool
@@ -144,6 +145,8 @@ func settings(c *Config) []setting {
 			meaning: "how long a client has to take a response (plus a second per MiB on the binary port); streams extend it as they progress"},
 		{flag: "pg-timeout", env: "CARDBOX_PG_TIMEOUT", bind: dur(&c.PGTimeout, 5*time.Second), rule: Positive,
 			meaning: "how long a request waits for Postgres: each statement, and an append from being queued to its group's COMMIT; past it the request is answered 503 (HTTP with `Retry-After`), and an append whose COMMIT went unanswered may still have committed: retried with its idempotency key it gets its turn (see [docs/storage.md](docs/storage.md#when-postgres-does-not-answer))"},
+		{flag: "segment-size", env: "CARDBOX_SEGMENT_SIZE", bind: i64(&c.SegmentSize, 256<<20), rule: Positive,
+			meaning: "largest segment of the blob pack and of the turn log in bytes: a file is a sequence of segments, each sealed once full and committed (a larger single write gets a segment of its own); a store written without segments keeps its files as its first segments (see [docs/storage.md](docs/storage.md#segments))"},
 		{flag: "mode", env: "CARDBOX_MODE", bind: str(&c.Mode, ModeDev), rule: OneOf(ModeDev, ModeHosted),
 			meaning: "dev (no keys, the default tenant, loopback only) or hosted (an API key on every surface; see [docs/security.md](docs/security.md))"},
 		{flag: "allow-public-dev", env: "CARDBOX_ALLOW_PUBLIC_DEV", bind: boolean(&c.AllowPublicDev, false),
