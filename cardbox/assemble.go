@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/cardboxhq/cardbox/cardbox/appendjson"
@@ -21,9 +20,11 @@ import (
 // package assembly for the rule). The same box state, budget, tokenizer
 // and format give the same bytes.
 //
-// It costs one query when the card and facts caches hold the box's cards
-// (the box with the project's change counter), and one more for the cards
-// they cannot vouch for (see facts.go).
+// An assembly of a box unchanged since the last one asks Postgres for the
+// box's version and the project's change counter only (see prepared.go).
+// Otherwise it costs one query when the card and facts caches hold the
+// box's cards (the box with the project's change counter), and one more
+// for the cards they cannot vouch for (see facts.go).
 func (s *Service) Assemble(ctx context.Context, project, boxID string, req assembly.Request) (assembly.Assembled, error) {
 	if err := req.Check(); err != nil {
 		return assembly.Assembled{}, err
@@ -33,25 +34,15 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req assem
 	}
 	now := s.now()
 	q := s.as(project)
-	row, err := q.AssemblyBox(ctx, cardboxdb.AssemblyBoxParams{TenantID: project, BoxID: boxID})
-	if isNoRows(err) {
-		return assembly.Assembled{}, rules.NotFound("box", boxID)
-	}
-	if err != nil {
-		return assembly.Assembled{}, fmt.Errorf("read entries of box %q: %w", boxID, err)
-	}
-	at := factsAt{now: now, stamp: uint64(row.CardChanges) + 1, exists: row.CardChanges >= 0, tokenizer: tokenizerIndex(req.Tokenizer)}
-	entries, cards, err := s.assemblyEntries(ctx, q, project, row, at)
+	p, at, err := s.prepare(ctx, q, project, boxID, factsAt{now: now, tokenizer: tokenizerIndex(req.Tokenizer)})
 	if err != nil {
 		return assembly.Assembled{}, err
 	}
-	scratch := candidatePool.Get().(*[]assembly.Candidate)
-	defer releaseCandidates(scratch)
-	out, kept, err := assembly.Plan(boxID, req, candidatesOf(entries, cards, scratch))
+	out, kept, err := assembly.Plan(boxID, req, p.candidates)
 	if err != nil {
 		return assembly.Assembled{}, err
 	}
-	window, err := s.window(ctx, project, kept, req.Format, at, cards)
+	window, err := s.window(ctx, project, kept, req.Format, at, p.cards)
 	if err != nil {
 		return assembly.Assembled{}, err
 	}
@@ -59,23 +50,50 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req assem
 	return out, nil
 }
 
-// candidatePool recycles the candidates of assemblies: a box holds up to
-// rules.MaxBoxCards entries, and a new slice of them per request was the
-// largest allocation of an assembly.
-var candidatePool = sync.Pool{New: func() any { return new([]assembly.Candidate) }}
-
-// releaseCandidates returns candidates to the pool, cleared so that it
-// keeps no ids alive.
-func releaseCandidates(candidates *[]assembly.Candidate) {
-	clear(*candidates)
-	candidatePool.Put(candidates)
+// prepare returns the candidates of box's entries and the moment they
+// are current at (at with its stamp): the prepared box kept for box under
+// the tokenizer when it is fresh, else made from Postgres and kept.
+func (s *Service) prepare(ctx context.Context, q *cardboxdb.Queries, project, box string, at factsAt) (*prepared, factsAt, error) {
+	key := preparedKey{project: project, box: box, tokenizer: at.tokenizer}
+	if p := s.prepared.get(key); p != nil {
+		v, err := q.AssemblyBoxVersion(ctx, cardboxdb.AssemblyBoxVersionParams{TenantID: project, BoxID: box})
+		if isNoRows(err) {
+			s.prepared.drop(key, p)
+			return nil, at, rules.NotFound("box", box)
+		}
+		if err != nil {
+			return nil, at, fmt.Errorf("read version of box %q: %w", box, err)
+		}
+		at.stamp, at.exists = uint64(v.CardChanges)+1, v.CardChanges >= 0
+		if at.exists && p.fresh(v.Version, at.stamp, at.now.UnixMicro()) {
+			return p, at, nil
+		}
+		s.prepared.drop(key, p)
+	}
+	row, err := q.AssemblyBox(ctx, cardboxdb.AssemblyBoxParams{TenantID: project, BoxID: box})
+	if isNoRows(err) {
+		return nil, at, rules.NotFound("box", box)
+	}
+	if err != nil {
+		return nil, at, fmt.Errorf("read entries of box %q: %w", box, err)
+	}
+	at.stamp, at.exists = uint64(row.CardChanges)+1, row.CardChanges >= 0
+	entries, cards, err := s.assemblyEntries(ctx, q, project, row, at)
+	if err != nil {
+		return nil, at, err
+	}
+	candidates := candidatesOf(entries, cards)
+	if p := newPrepared(row.Version, at, candidates, cards); p != nil {
+		s.prepared.put(key, p)
+		return p, at, nil
+	}
+	return &prepared{candidates: candidates, cards: cards}, at, nil
 }
 
 // candidatesOf makes the entries, with their cards' states, candidates
-// of the assembly, in scratch.
-func candidatesOf(entries []layout.Entry, cards *assemblyCards, scratch *[]assembly.Candidate) []assembly.Candidate {
-	candidates := slices.Grow((*scratch)[:0], len(entries))[:len(entries)]
-	*scratch = candidates
+// of the assembly.
+func candidatesOf(entries []layout.Entry, cards *assemblyCards) []assembly.Candidate {
+	candidates := make([]assembly.Candidate, len(entries))
 	for i, e := range entries {
 		st := cards.state(e.CardID)
 		candidates[i] = assembly.Candidate{Entry: e, Dead: deadReason(e, st)}
@@ -208,7 +226,7 @@ func (s *Service) cardStates(ctx context.Context, q *cardboxdb.Queries, project 
 	for _, r := range rows {
 		f, dead := facts[r.CardID], rowDeadReason(r)
 		cards.states[cards.index[r.CardID]] = cardState{dead: dead, fact: cardcache.Fact{Zone: f.Zone, Tokens: f.Tokens[at.tokenizer],
-			ToolCallID: f.ToolCallID, ToolCallIDs: f.ToolCallIDs, Version: r.Version.UnixMicro()}}
+			ToolCallID: f.ToolCallID, ToolCallIDs: f.ToolCallIDs, Version: r.Version.UnixMicro(), Expires: r.Expires}}
 		if at.exists && dead == "" {
 			// Read after the counter was: live at the stamp at least.
 			s.cache.PutFacts(project, r.CardID, r.Version.UnixMicro(), at.stamp, f, r.Expires)

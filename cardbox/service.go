@@ -59,7 +59,8 @@ type Options struct {
 	// CardCacheBytes bounds the memory of the cache of rendered cards that
 	// the JSON reads serve from: DefaultCardCacheBytes when 0, no cache
 	// when negative. The caches of what assembly needs of cards and of
-	// their chat messages get a quarter of it more each.
+	// their chat messages get a quarter of it more each, and so do the
+	// boxes prepared for assembly.
 	CardCacheBytes int64
 	// Admit, if set, is asked before every card or box write whether the
 	// project may store about adding more bytes (see cardBytes and
@@ -79,6 +80,9 @@ type Service struct {
 	// stamped with the project's change counter when a read last saw the
 	// card live (see liveJSON).
 	cache *cardcache.Cache
+	// prepared holds the candidates of recent assemblies with the
+	// versions they are current at (see prepared.go); nil when off.
+	prepared *preparedCache
 	// projects records project ids known to exist, to skip EnsureTenant.
 	projects sync.Map
 	// gate admits the writes that add rows, per project; a deleted
@@ -96,7 +100,7 @@ func New(d DB, opts Options) *Service {
 	if size == 0 {
 		size = DefaultCardCacheBytes
 	}
-	return &Service{db: d, now: now, quota: opts.Admit, cache: cardcache.New(size)}
+	return &Service{db: d, now: now, quota: opts.Admit, cache: cardcache.New(size), prepared: newPreparedCache(size / 4)}
 }
 
 // Card is a stored card.

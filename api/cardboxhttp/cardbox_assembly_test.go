@@ -194,3 +194,33 @@ func TestCardsByContentHashRoute(t *testing.T) {
 	h.Do("GET", "/projects/p/cards", nil).Want(t, 400)
 	h.Do("GET", "/projects/p/cards?content_hash=xyz", nil).Want(t, 400)
 }
+
+// TestAssemblePretty: ?pretty indents an assembly's answer (and a card
+// read's, also written by hand) as it indents the answers echo encodes:
+// the compact answer's bytes through json.Indent with two spaces, so
+// the window's hash is still the hash of the compact window.
+func TestAssemblePretty(t *testing.T) {
+	h := apitest.NewCardBox(t)
+	chat(h, "p")
+	for _, tt := range []struct{ method, path string }{
+		{"POST", "/projects/p/boxes/chat/assemble"},
+		{"GET", "/projects/p/cards/t1"},
+		{"GET", "/projects/p/boxes/chat"}, // encoded by echo: the reference
+	} {
+		t.Run(tt.path, func(t *testing.T) {
+			var body any
+			if tt.method == "POST" {
+				body = map[string]any{"budget": 10000, "tokenizer": "cl100k_base", "format": "messages"}
+			}
+			compact := h.Do(tt.method, tt.path, body).Want(t, 200).Body
+			pretty := h.Do(tt.method, tt.path+"?pretty", body).Want(t, 200).Body
+			var want bytes.Buffer
+			if err := json.Indent(&want, compact, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(pretty, want.Bytes()) || bytes.Equal(pretty, compact) {
+				t.Fatalf("?pretty answered\n%s\nwant\n%s", pretty, want.Bytes())
+			}
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package cardboxhttp
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -42,7 +44,20 @@ func (cs rawCards) MarshalJSON() ([]byte, error) {
 
 // sendJSON writes a pre-encoded JSON body. With its length known, net/http
 // sends it as is rather than in chunks.
+//
+// With ?pretty in the query the body is indented first, as echo's c.JSON
+// indents the answers of the other routes: the same bytes encoding/json
+// writes with two spaces of indent (the compact body is what it writes
+// without).
 func sendJSON(c echo.Context, status int, body []byte) error {
+	if c.Request().URL.RawQuery != "" && c.QueryParams().Has("pretty") {
+		var pretty bytes.Buffer
+		pretty.Grow(len(body) + len(body)/4)
+		if err := json.Indent(&pretty, body, "", "  "); err != nil {
+			return fmt.Errorf("indent the answer: %w", err)
+		}
+		body = pretty.Bytes()
+	}
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(body)))
 	return c.Blob(status, echo.MIMEApplicationJSON, body)
 }

@@ -40,6 +40,8 @@ type Fact struct {
 	ToolCallIDs []string
 	// Version is the card's created_at, Unix microseconds.
 	Version int64
+	// Expires is when the card expires, Unix microseconds; 0 for never.
+	Expires int64
 }
 
 // Fact is Facts under the tokenizer at index tokenizer (in tokens.Names
@@ -52,10 +54,11 @@ func (c *Cache) Fact(project, card string, stamp uint64, now time.Time, tokenize
 	if v == nil || st != stamp || len(v) < factsHeader {
 		return Fact{}, false
 	}
-	if expires := int64(binary.BigEndian.Uint64(v)); expires != 0 && expires <= now.UnixMicro() {
+	expires := int64(binary.BigEndian.Uint64(v))
+	if expires != 0 && expires <= now.UnixMicro() {
 		return Fact{}, false
 	}
-	f := Fact{Zone: layout.Zone(v[expiryBytes]), Tokens: -1, Version: version}
+	f := Fact{Zone: layout.Zone(v[expiryBytes]), Tokens: -1, Version: version, Expires: expires}
 	counts := int(v[expiryBytes+1])
 	rest := v[factsHeader:]
 	if len(rest) < 4*counts {

@@ -26,7 +26,7 @@ func TestFactRoundTrip(t *testing.T) {
 			c.PutFacts("p", tt.name, 42, 7, &tt.facts, tt.expires)
 			for tokenizer, want := range tt.facts.Tokens {
 				f, ok := c.Fact("p", tt.name, 7, now, tokenizer)
-				if !ok || f.Zone != tt.facts.Zone || f.Tokens != want || f.Version != 42 ||
+				if !ok || f.Zone != tt.facts.Zone || f.Tokens != want || f.Version != 42 || f.Expires != tt.expires ||
 					f.ToolCallID != tt.facts.ToolCallID || !slices.Equal(f.ToolCallIDs, tt.facts.ToolCallIDs) {
 					t.Fatalf("tokenizer %d: %+v, %v", tokenizer, f, ok)
 				}

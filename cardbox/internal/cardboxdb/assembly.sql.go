@@ -12,7 +12,7 @@ import (
 
 const assemblyBox = `-- name: AssemblyBox :one
 SELECT b.card_ids, b.entry_ids, b.zones, b.positions, b.drafts, b.entry_seq,
-       (b.entry_ids IS NOT NULL)::boolean AS structured,
+       (b.entry_ids IS NOT NULL)::boolean AS structured, b.version,
        coalesce((SELECT t.card_changes FROM tenants t
                  WHERE t.tenant_id = $1::text AND t.deleted_at IS NULL), -1)::bigint AS card_changes
 FROM boxes b
@@ -32,12 +32,14 @@ type AssemblyBoxRow struct {
 	Drafts      []bool
 	EntrySeq    int64
 	Structured  bool
+	Version     int64
 	CardChanges int64
 }
 
-// A box's entries for an assembly, with the project's card change counter
-// (as CardChanges; -1 when the project has no live row): the stamp that
-// tells which cached card facts are still current.
+// A box's entries for an assembly, with its version (00049) and the
+// project's card change counter (as CardChanges; -1 when the project has
+// no live row): the stamp that tells which cached card facts are still
+// current.
 func (q *Queries) AssemblyBox(ctx context.Context, arg AssemblyBoxParams) (AssemblyBoxRow, error) {
 	row := q.db.QueryRow(ctx, assemblyBox, arg.TenantID, arg.BoxID)
 	var i AssemblyBoxRow
@@ -49,8 +51,37 @@ func (q *Queries) AssemblyBox(ctx context.Context, arg AssemblyBoxParams) (Assem
 		&i.Drafts,
 		&i.EntrySeq,
 		&i.Structured,
+		&i.Version,
 		&i.CardChanges,
 	)
+	return i, err
+}
+
+const assemblyBoxVersion = `-- name: AssemblyBoxVersion :one
+SELECT b.version,
+       coalesce((SELECT t.card_changes FROM tenants t
+                 WHERE t.tenant_id = $1::text AND t.deleted_at IS NULL), -1)::bigint AS card_changes
+FROM boxes b
+WHERE b.tenant_id = $1::text AND b.box_id = $2::text AND b.deleted_at IS NULL
+`
+
+type AssemblyBoxVersionParams struct {
+	TenantID string
+	BoxID    string
+}
+
+type AssemblyBoxVersionRow struct {
+	Version     int64
+	CardChanges int64
+}
+
+// A box's version and the project's card change counter, as AssemblyBox
+// reads them, without the entries: all an assembly asks when it holds
+// what it made of the box's entries at that version.
+func (q *Queries) AssemblyBoxVersion(ctx context.Context, arg AssemblyBoxVersionParams) (AssemblyBoxVersionRow, error) {
+	row := q.db.QueryRow(ctx, assemblyBoxVersion, arg.TenantID, arg.BoxID)
+	var i AssemblyBoxVersionRow
+	err := row.Scan(&i.Version, &i.CardChanges)
 	return i, err
 }
 

@@ -256,7 +256,7 @@ const getLiveBoxes = `-- name: GetLiveBoxes :many
 SELECT b.tenant_id, b.box_id, b.card_ids, b.parent_ids, b.metadata, b.created_at, b.updated_at, b.deleted_at
 FROM unnest($1::text[]) AS u(id)
 CROSS JOIN LATERAL (
-    SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at, entry_ids, zones, positions, drafts, entry_seq FROM boxes
+    SELECT tenant_id, box_id, card_ids, parent_ids, metadata, created_at, updated_at, deleted_at, entry_ids, zones, positions, drafts, entry_seq, version FROM boxes
     WHERE boxes.tenant_id = $2::text AND boxes.box_id = u.id AND boxes.deleted_at IS NULL
     LIMIT 1
 ) b

@@ -41,11 +41,22 @@ CROSS JOIN LATERAL (
 ) c;
 
 -- name: AssemblyBox :one
--- A box's entries for an assembly, with the project's card change counter
--- (as CardChanges; -1 when the project has no live row): the stamp that
--- tells which cached card facts are still current.
+-- A box's entries for an assembly, with its version (00049) and the
+-- project's card change counter (as CardChanges; -1 when the project has
+-- no live row): the stamp that tells which cached card facts are still
+-- current.
 SELECT b.card_ids, b.entry_ids, b.zones, b.positions, b.drafts, b.entry_seq,
-       (b.entry_ids IS NOT NULL)::boolean AS structured,
+       (b.entry_ids IS NOT NULL)::boolean AS structured, b.version,
+       coalesce((SELECT t.card_changes FROM tenants t
+                 WHERE t.tenant_id = @tenant_id::text AND t.deleted_at IS NULL), -1)::bigint AS card_changes
+FROM boxes b
+WHERE b.tenant_id = @tenant_id::text AND b.box_id = @box_id::text AND b.deleted_at IS NULL;
+
+-- name: AssemblyBoxVersion :one
+-- A box's version and the project's card change counter, as AssemblyBox
+-- reads them, without the entries: all an assembly asks when it holds
+-- what it made of the box's entries at that version.
+SELECT b.version,
        coalesce((SELECT t.card_changes FROM tenants t
                  WHERE t.tenant_id = @tenant_id::text AND t.deleted_at IS NULL), -1)::bigint AS card_changes
 FROM boxes b
