@@ -15,6 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
 // keptCards are the cards an assembly kept, in order, from its entries.
@@ -38,7 +39,7 @@ func keptCards(t *testing.T, s *cardbox.Service, a assembly.Assembled) []string 
 func TestAssemblySeesEveryBoxEdit(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Tx(t)
-	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	s := cardbox.New(db, cardbox.Options{Now: clk.Now})
 	if _, err := s.AddCards(ctx, "p", []cardbox.NewCard{
 		typed("a", "agent.thought", "first"), typed("b", "agent.thought", "second"),

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"sync"
 	"testing"
@@ -191,7 +192,7 @@ func (e *env) snapshot() snapshot {
 
 func (e *env) requireUnchanged(before snapshot, what string) {
 	e.t.Helper()
-	if after := e.snapshot(); after != before {
+	if after := e.snapshot(); !reflect.DeepEqual(after, before) {
 		e.t.Fatalf("%s changed the store:\nbefore %+v\nafter  %+v", what, before, after)
 	}
 }

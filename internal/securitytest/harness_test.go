@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -290,7 +291,7 @@ func (s snapshot) changes(after snapshot, tenant string) []string {
 			out = append(out, fmt.Sprintf("file %s: %d -> %d bytes", k, s.files[k], after.files[k]))
 		}
 	}
-	if s.stats != after.stats {
+	if !reflect.DeepEqual(s.stats, after.stats) {
 		out = append(out, fmt.Sprintf("store counts: %+v -> %+v", s.stats, after.stats))
 	}
 	return out
