@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
@@ -115,7 +117,7 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb
 	buried := int64(0)
 	for len(dead) > 0 {
 		n := min(len(dead), buryTurnBatch)
-		gone, err := sweep.BuryTurns(ctx, storedb.BuryTurnsParams{TenantID: t.ID, TurnIds: dead[:n]})
+		gone, err := e.bury(ctx, t.ID, dead[:n])
 		if err != nil {
 			return buried, fmt.Errorf("bury dead turns of tenant %q: %w", t.ID, err)
 		}
@@ -130,6 +132,31 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb
 		return 0, fmt.Errorf("mark contexts of tenant %q reaped: %w", t.ID, err)
 	}
 	return buried, nil
+}
+
+// bury removes the rows of some dead turns of one tenant and takes them
+// out of the analytics rollups, in one transaction: no reader sees rows
+// gone while the rollups still count them, nor rollup rows left at zero.
+// It returns how many turn rows went.
+func (e *Engine) bury(ctx context.Context, tenantID string, turns []int64) (int64, error) {
+	var gone int64
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		q := storedb.New(pgrole.As(tx, pgrole.Sweeper, tenantID))
+		r, err := q.BuryTurns(ctx, storedb.BuryTurnsParams{TenantID: tenantID, TurnIds: turns})
+		if err != nil {
+			return err
+		}
+		gone = r.Turns
+		if len(r.Days) == 0 && len(r.KeyedContextIds) == 0 {
+			return nil
+		}
+		err = q.DropEmptyRollups(ctx, storedb.DropEmptyRollupsParams{TenantID: tenantID, Days: r.Days, KeyedContextIds: r.KeyedContextIds})
+		if err != nil {
+			return fmt.Errorf("drop empty rollups: %w", err)
+		}
+		return nil
+	})
+	return gone, err
 }
 
 // settle works out which turns die with some deleted contexts of one

@@ -7,9 +7,11 @@ package storedb
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const buryTurns = `-- name: BuryTurns :execrows
+const buryTurns = `-- name: BuryTurns :one
 WITH dead AS (
     INSERT INTO dead_turns (tenant_id, turn_id)
     SELECT $1, unnest($2::bigint[])
@@ -22,13 +24,59 @@ WITH dead AS (
     DELETE FROM turn_metadata WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])
 ), data AS (
     DELETE FROM turn_data WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])
-), tools AS (
-    DELETE FROM analytics_tool_call_rows WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])
+    RETURNING turn_id, type_id, type_version, parent_turn_id, coalesce(pg_column_size(data), 0)::bigint AS data_bytes
+), counted AS (
+    -- The turn rows as the statement found them (the DELETE below does
+    -- not change what it reads).
+    SELECT d.turn_id, d.type_id, d.type_version, d.parent_turn_id, d.data_bytes, t.context_id, t.uncompressed_len,
+           (t.created_at AT TIME ZONE 'UTC')::date AS day, t.idempotency_key IS NOT NULL AS keyed
+    FROM data d JOIN turns t ON t.tenant_id = $1 AND t.turn_id = d.turn_id
+), daily AS (
+    INSERT INTO analytics_daily (tenant_id, day, type_id, type_version, turns)
+    SELECT $1, c.day, c.type_id, c.type_version, -count(*)
+    FROM counted c GROUP BY c.day, c.type_id, c.type_version
+    ORDER BY c.day, c.type_id COLLATE "C", c.type_version
+    ON CONFLICT (tenant_id, day, type_id, type_version) DO UPDATE SET turns = analytics_daily.turns + excluded.turns
+    RETURNING day
+), keyed AS (
+    INSERT INTO analytics_keyed (tenant_id, context_id, day, keyed_appends)
+    SELECT $1, c.context_id, c.day, -count(*)
+    FROM counted c WHERE c.keyed GROUP BY c.context_id, c.day
+    ORDER BY c.context_id, c.day
+    ON CONFLICT (tenant_id, context_id, day) DO UPDATE SET keyed_appends = analytics_keyed.keyed_appends + excluded.keyed_appends
+    RETURNING context_id
+), parents AS (
+    -- Every child of a dead turn is dead (a live one would keep it
+    -- alive): only the live parents of dead turns keep a row.
+    SELECT p.turn_id,
+           (SELECT count(*) FROM turn_data k
+            WHERE k.tenant_id = $1 AND k.parent_turn_id = p.turn_id AND k.turn_id <> ALL($2::bigint[])) AS children
+    FROM (SELECT DISTINCT c.parent_turn_id AS turn_id FROM counted c
+          WHERE c.parent_turn_id <> 0 AND c.parent_turn_id <> ALL($2::bigint[])) p
+), recounted AS (
+    UPDATE analytics_children ch SET children = p.children
+    FROM parents p WHERE ch.tenant_id = $1 AND ch.turn_id = p.turn_id AND p.children > 1
+), uncounted AS (
+    DELETE FROM analytics_children ch
+    WHERE ch.tenant_id = $1
+      AND (ch.turn_id = ANY($2::bigint[]) OR ch.turn_id IN (SELECT p.turn_id FROM parents p WHERE p.children < 2))
+), used AS (
+    INSERT INTO analytics_usage (tenant_id, turns, payload_bytes, data_bytes)
+    SELECT $1, -count(*), -coalesce(sum(c.uncompressed_len), 0), -coalesce(sum(c.data_bytes), 0)
+    FROM counted c HAVING count(*) > 0
+    ON CONFLICT (tenant_id) DO UPDATE
+    SET turns = analytics_usage.turns + excluded.turns, payload_bytes = analytics_usage.payload_bytes + excluded.payload_bytes,
+        data_bytes = analytics_usage.data_bytes + excluded.data_bytes
 ), derived AS (
     UPDATE cards SET deleted_at = now()
     WHERE tenant_id = $1 AND cxdb_turn_id = ANY($2::bigint[]) AND deleted_at IS NULL
+), gone AS (
+    DELETE FROM turns tu WHERE tu.tenant_id = $1 AND tu.turn_id = ANY($2::bigint[])
+    RETURNING tu.turn_id
 )
-DELETE FROM turns tu WHERE tu.tenant_id = $1 AND tu.turn_id = ANY($2::bigint[])
+SELECT (SELECT count(*) FROM gone)::bigint AS turns,
+       coalesce((SELECT array_agg(DISTINCT day) FROM daily), '{}')::date[] AS days,
+       coalesce((SELECT array_agg(DISTINCT context_id) FROM keyed), '{}')::bigint[] AS keyed_context_ids
 `
 
 type BuryTurnsParams struct {
@@ -36,16 +84,28 @@ type BuryTurnsParams struct {
 	TurnIds  []int64
 }
 
+type BuryTurnsRow struct {
+	Turns           int64
+	Days            []pgtype.Date
+	KeyedContextIds []int64
+}
+
 // Records dead turns and removes their rows in one statement (sweeper):
 // idempotency keys, fs attachments, metadata, analytics rows and the
 // turn rows; cards derived from them are deleted as a DELETE of the card
-// would (their purge removes them later).
-func (q *Queries) BuryTurns(ctx context.Context, arg BuryTurnsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, buryTurns, arg.TenantID, arg.TurnIds)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+// would (their purge removes them later). The rollups stop counting the
+// turns whose turn_data rows go (the projector counted a turn when it
+// inserted its row): their negative counts are added as ApplyRollups
+// adds (an upsert that takes the row's latest version, in the
+// projector's key order, so that a concurrent batch is neither lost nor
+// deadlocked against), and the children of their parents are recounted.
+// Returns how many turn rows went, and the days and contexts whose
+// rollup rows may be left at zero (DropEmptyRollups).
+func (q *Queries) BuryTurns(ctx context.Context, arg BuryTurnsParams) (BuryTurnsRow, error) {
+	row := q.db.QueryRow(ctx, buryTurns, arg.TenantID, arg.TurnIds)
+	var i BuryTurnsRow
+	err := row.Scan(&i.Turns, &i.Days, &i.KeyedContextIds)
+	return i, err
 }
 
 const contextOwnTurns = `-- name: ContextOwnTurns :many
@@ -94,6 +154,32 @@ func (q *Queries) CountDeletedContexts(ctx context.Context) (int64, error) {
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const dropEmptyRollups = `-- name: DropEmptyRollups :exec
+WITH daily AS (
+    DELETE FROM analytics_daily a
+    WHERE a.tenant_id = $1 AND a.day = ANY($2::date[]) AND a.turns <= 0
+), keyed AS (
+    DELETE FROM analytics_keyed k
+    WHERE k.tenant_id = $1 AND k.context_id = ANY($3::bigint[]) AND k.keyed_appends <= 0
+)
+DELETE FROM analytics_usage u WHERE u.tenant_id = $1 AND u.turns <= 0
+`
+
+type DropEmptyRollupsParams struct {
+	TenantID        string
+	Days            []pgtype.Date
+	KeyedContextIds []int64
+}
+
+// Removes the rollup rows BuryTurns left at zero (sweeper, in its
+// transaction), so that the rollups are those of a store where the dead
+// turns were never appended. The days and contexts bound the scan to the
+// rows it touched.
+func (q *Queries) DropEmptyRollups(ctx context.Context, arg DropEmptyRollupsParams) error {
+	_, err := q.db.Exec(ctx, dropEmptyRollups, arg.TenantID, arg.Days, arg.KeyedContextIds)
+	return err
 }
 
 const listDeadTurns = `-- name: ListDeadTurns :many
