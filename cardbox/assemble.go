@@ -7,13 +7,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cardboxhq/cardbox/cardbox/appendjson"
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
 	"github.com/cardboxhq/cardbox/cardbox/cardcache"
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
+	"github.com/cardboxhq/cardbox/internal/appendjson"
 )
 
 // Assemble builds a box's context window within a token budget (see
