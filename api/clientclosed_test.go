@@ -251,9 +251,9 @@ func TestClientThatGoesAwayIsNotAnError(t *testing.T) {
 			name: "card read, table locked", path: "/projects/p1/cards/c1", route: "/projects/:project_id/cards/:card_id", leave: true,
 			block: func(t *testing.T, e *goneEnv) func() {
 				t.Helper()
-				if _, err := e.cards.AddCard(context.Background(), "p1", cardbox.NewCard{
+				if _, err := e.cards.AddCards(context.Background(), "p1", []cardbox.NewCard{{
 					CardID: "c1", Content: json.RawMessage(`"hi"`), Metadata: json.RawMessage(`{"type":"task.instruction"}`),
-				}); err != nil {
+				}}); err != nil {
 					t.Fatal(err)
 				}
 				return e.lockTable(t, "cards")

@@ -7,13 +7,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cardboxhq/cardbox/cardbox/appendjson"
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
 	"github.com/cardboxhq/cardbox/cardbox/cardcache"
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 	"github.com/cardboxhq/cardbox/cardbox/layout"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cardbox/tokens"
+	"github.com/cardboxhq/cardbox/internal/appendjson"
 )
 
 // Assemble builds a box's context window within a token budget (see
@@ -55,10 +55,10 @@ func (s *Service) Assemble(ctx context.Context, project, boxID string, req assem
 // the tokenizer when it is fresh, else made from Postgres and kept.
 func (s *Service) prepare(ctx context.Context, q *cardboxdb.Queries, project, box string, at factsAt) (*prepared, factsAt, error) {
 	key := preparedKey{project: project, box: box, tokenizer: at.tokenizer}
-	if p := s.prepared.get(key); p != nil {
+	if p, ok := s.prepared.Get(key); ok {
 		v, err := q.AssemblyBoxVersion(ctx, cardboxdb.AssemblyBoxVersionParams{TenantID: project, BoxID: box})
 		if isNoRows(err) {
-			s.prepared.drop(key, p)
+			s.prepared.Drop(key, p)
 			return nil, at, rules.NotFound("box", box)
 		}
 		if err != nil {
@@ -68,7 +68,7 @@ func (s *Service) prepare(ctx context.Context, q *cardboxdb.Queries, project, bo
 		if at.exists && p.fresh(v.Version, at.stamp, at.now.UnixMicro()) {
 			return p, at, nil
 		}
-		s.prepared.drop(key, p)
+		s.prepared.Drop(key, p)
 	}
 	row, err := q.AssemblyBox(ctx, cardboxdb.AssemblyBoxParams{TenantID: project, BoxID: box})
 	if isNoRows(err) {
@@ -84,7 +84,7 @@ func (s *Service) prepare(ctx context.Context, q *cardboxdb.Queries, project, bo
 	}
 	candidates := candidatesOf(entries, cards)
 	if p := newPrepared(row.Version, at, candidates, cards); p != nil {
-		s.prepared.put(key, p)
+		s.prepared.Put(key, p)
 		return p, at, nil
 	}
 	return &prepared{candidates: candidates, cards: cards}, at, nil

@@ -218,7 +218,7 @@ func TestAssembleCachedFactsFollowChanges(t *testing.T) {
 				t.Fatal(err)
 			}
 			clk.Add(time.Second) // a new version
-			if _, err := s.AddCard(ctx, "p", typed("answer", "sys.profile", "written again")); err != nil {
+			if _, err := s.AddCards(ctx, "p", []cardbox.NewCard{typed("answer", "sys.profile", "written again")}); err != nil {
 				t.Fatal(err)
 			}
 		}, map[string]string{"gone": assembly.LeftOutDeleted, "think": assembly.LeftOutDeleted, "old": assembly.LeftOutExpired}},

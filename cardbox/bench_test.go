@@ -78,13 +78,13 @@ func benchReadService(b *testing.B, cacheBytes int64) (*cardbox.Service, []strin
 	if _, err := s.AddCards(ctx, "bench", cards); err != nil {
 		b.Fatal(err)
 	}
-	if res, err := s.GetCardsJSON(ctx, "bench", ids); err != nil || len(res.Cards) != len(ids) {
+	if res, err := s.GetCardsJSONWithin(ctx, "bench", ids, unlimited); err != nil || len(res.Cards) != len(ids) {
 		b.Fatalf("warm-up read: %d cards, %v", len(res.Cards), err)
 	}
 	return s, ids
 }
 
-// BenchmarkGetCardsJSON100 measures GetCardsJSON of 100 cached cards per
+// BenchmarkGetCardsJSON100 measures GetCardsJSONWithin of 100 cached cards per
 // call from many goroutines against real Postgres: the liveness query and
 // 100 cache hits. Run:
 //
@@ -110,7 +110,7 @@ func benchGetCardsJSON(b *testing.B, cacheBytes int64, parallel bool) {
 	ctx := context.Background()
 	s, ids := benchReadService(b, cacheBytes)
 	read := func() bool {
-		res, err := s.GetCardsJSON(ctx, "bench", ids)
+		res, err := s.GetCardsJSONWithin(ctx, "bench", ids, unlimited)
 		if err != nil || len(res.Cards) != len(ids) {
 			b.Errorf("%d cards, %v", len(res.Cards), err)
 			return false
@@ -138,8 +138,8 @@ func benchGetCardsJSON(b *testing.B, cacheBytes int64, parallel bool) {
 func BenchmarkAppendToBox(b *testing.B) {
 	ctx := context.Background()
 	s := cardbox.New(pgtest.NewPool(b), cardbox.Options{})
-	if _, err := s.AddCard(ctx, "bench", cardbox.NewCard{CardID: "c", Content: json.RawMessage(`"note"`),
-		Metadata: json.RawMessage(`{"type":"agent.thought"}`)}); err != nil {
+	if _, err := s.AddCards(ctx, "bench", []cardbox.NewCard{{CardID: "c", Content: json.RawMessage(`"note"`),
+		Metadata: json.RawMessage(`{"type":"agent.thought"}`)}}); err != nil {
 		b.Fatal(err)
 	}
 	var boxes atomic.Int64

@@ -38,9 +38,11 @@ type BoundedBoxesJSON struct {
 	RemainingBoxIDs []string
 }
 
-// GetCardsJSONWithin is GetCardsJSON holding its answer to what room
-// gives it: each live card, in request order, is asked of room before it
-// is loaded, and the answer ends before the first that gets none.
+// GetCardsJSONWithin reads the JSON of up to MaxBatchIDs live cards,
+// holding its answer to what room gives it. Ids are deduplicated keeping
+// the first occurrence; each live card, in request order, is asked of
+// room before it is loaded, and the answer ends before the first that
+// gets none.
 func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardIDs []string, room answer.Room) (BoundedCardsJSON, error) {
 	if err := checkProject(project); err != nil {
 		return BoundedCardsJSON{}, err
@@ -86,8 +88,11 @@ func (s *Service) GetCardsJSONWithin(ctx context.Context, project string, cardID
 	return res, nil
 }
 
-// BoxCardsJSONWithin is BoxCardsJSON holding its page to what room gives
-// it: the page's live cards are asked of room from the newest back, and
+// BoxCardsJSONWithin returns one page of a box's live cards' JSON, in box
+// order: the last limit card ids of the box, or the limit ids before
+// cursor (from a previous page's NextCursor); absent, deleted and expired
+// cards are left out. It holds the page to what room gives it: the
+// page's live cards are asked of room from the newest back, and
 // the page starts after the newest that gets none, its NextCursor there,
 // so that paging on reads the rest.
 func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string, limit int, cursor string, room answer.Room) (CardPageJSON, error) {
@@ -128,7 +133,8 @@ func (s *Service) BoxCardsJSONWithin(ctx context.Context, project, boxID string,
 	return out, nil
 }
 
-// GetBoxesJSONWithin is GetBoxesJSON holding its answer to what room
+// GetBoxesJSONWithin reads up to MaxBatchIDs boxes and, when hydrating,
+// the JSON of their last live cards, holding its answer to what room
 // gives it: each live box, in request order, is asked of room before it
 // is loaded, with its card and parent ids, and then again, when
 // hydrating, for its live cards and the ids of its window that are
@@ -156,14 +162,14 @@ func (s *Service) GetBoxesJSONWithin(ctx context.Context, project string, query 
 	}
 	res := BoundedBoxesJSON{
 		BoxesJSON: BoxesJSON{
-			Boxes: make([]HydratedBoxOf[json.RawMessage], 0, len(boxes)), MissingBoxIDs: []string{}, MissingCardIDs: []string{},
+			Boxes: make([]HydratedBoxJSON, 0, len(boxes)), MissingBoxIDs: []string{}, MissingCardIDs: []string{},
 		},
 		RemainingBoxIDs: append([]string{}, ids[answered:]...),
 	}
 	next := 0
 	for i, id := range ids[:answered] {
 		if next < len(boxes) && boxes[next].position == i {
-			res.Boxes = append(res.Boxes, boxes[next].HydratedBoxOf)
+			res.Boxes = append(res.Boxes, boxes[next].HydratedBoxJSON)
 			res.MissingCardIDs = append(res.MissingCardIDs, boxes[next].missing...)
 			next++
 		} else {
@@ -175,7 +181,7 @@ func (s *Service) GetBoxesJSONWithin(ctx context.Context, project string, query 
 
 // boundedBox is a box of a bounded batch read.
 type boundedBox struct {
-	HydratedBoxOf[json.RawMessage]
+	HydratedBoxJSON
 	position int      // in the request
 	missing  []string // the ids of its window first found missing in it
 }
@@ -224,7 +230,7 @@ func (s *Service) loadBoxesWithin(ctx context.Context, project string, ids []str
 	}
 	for i, id := range ids[:answered] {
 		if r, ok := byID[id]; ok { // a box deleted since it was measured is missing
-			boxes = append(boxes, boundedBox{HydratedBoxOf: HydratedBoxOf[json.RawMessage]{Box: boxFromRow(cardboxdb.GetLiveBoxRow(r))}, position: i})
+			boxes = append(boxes, boundedBox{HydratedBoxJSON: HydratedBoxJSON{Box: boxFromRow(cardboxdb.GetLiveBoxRow(r))}, position: i})
 		}
 	}
 	return answered, boxes, nil
@@ -387,8 +393,8 @@ func sizesByPosition(positions []int32, sizes []int64, ids []string) (map[int]in
 	return out, nil
 }
 
-// GetCardJSONWithin is GetCardJSON asking room for the card before it
-// loads it.
+// GetCardJSONWithin returns a live card's JSON, asking room for the card
+// before it loads it; an absent, deleted or expired card is ErrNotFound.
 func (s *Service) GetCardJSONWithin(ctx context.Context, project, cardID string, room answer.Room) (json.RawMessage, error) {
 	if err := checkProject(project); err != nil {
 		return nil, err

@@ -96,7 +96,7 @@ func TestBoxPagesAreHeldToRoom(t *testing.T) {
 			} else if _, err := svc.AppendToBox(ctx, "p", "b", ids[6:]); err != nil {
 				t.Fatal(err)
 			}
-			one, err := svc.GetCardJSON(ctx, "p", "c0")
+			one, err := svc.GetCardJSONWithin(ctx, "p", "c0", unlimited)
 			if err != nil {
 				t.Fatal(err)
 			}

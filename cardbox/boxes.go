@@ -40,22 +40,19 @@ type BoxesQuery struct {
 	Limit int
 }
 
-// HydratedBoxOf is a box of a batch read. C is Card, or json.RawMessage
-// for GetBoxesJSON.
-type HydratedBoxOf[C any] struct {
+// HydratedBoxJSON is a box of a batch read.
+type HydratedBoxJSON struct {
 	Box
-	// Cards are the live cards among the box's last Limit ids, in box
-	// order; nil unless the read hydrates.
-	Cards []C
+	// Cards are the JSON of the live cards among the box's last Limit
+	// ids, in box order; nil unless the read hydrates.
+	Cards []json.RawMessage
 }
 
-// HydratedBox is a box of GetBoxes.
-type HydratedBox = HydratedBoxOf[Card]
-
-// BoxesOf answers a batch box read.
-type BoxesOf[C any] struct {
+// BoxesJSON answers a batch box read (GetBoxesJSONWithin). Its cards'
+// bytes are shared with the card cache: do not modify them.
+type BoxesJSON struct {
 	// Boxes are the live boxes, in request order without repeats.
-	Boxes []HydratedBoxOf[C]
+	Boxes []HydratedBoxJSON
 	// MissingBoxIDs are the requested ids that are absent, deleted or
 	// another project's.
 	MissingBoxIDs []string
@@ -64,27 +61,14 @@ type BoxesOf[C any] struct {
 	MissingCardIDs []string
 }
 
-// BoxesResult answers GetBoxes.
-type BoxesResult = BoxesOf[Card]
-
-// BoxesJSON answers GetBoxesJSON. Its cards' bytes are shared with the
-// card cache: do not modify them.
-type BoxesJSON = BoxesOf[json.RawMessage]
-
-// CardPageOf is one page of a box's cards.
-type CardPageOf[C any] struct {
-	// Cards are the page's live cards in box order.
-	Cards []C
+// CardPageJSON is one page of a box's cards (BoxCardsJSONWithin). Its
+// cards' bytes are shared with the card cache: do not modify them.
+type CardPageJSON struct {
+	// Cards are the page's live cards' JSON, in box order.
+	Cards []json.RawMessage
 	// NextCursor pages further back; empty at the start of the box.
 	NextCursor string
 }
-
-// CardPage answers BoxCards.
-type CardPage = CardPageOf[Card]
-
-// CardPageJSON answers BoxCardsJSON. Its cards' bytes are shared with the
-// card cache: do not modify them.
-type CardPageJSON = CardPageOf[json.RawMessage]
 
 // CreateBox creates a box with a generated UUIDv7 id.
 func (s *Service) CreateBox(ctx context.Context, project string, in BoxInput) (Box, error) {
@@ -222,7 +206,7 @@ type Appended struct {
 	cursor string
 }
 
-// Cursor is the BoxCards cursor of the page that ends with the appended
+// Cursor is the BoxCardsJSONWithin cursor of the page that ends with the appended
 // ids.
 func (a Appended) Cursor() string {
 	if a.cursor != "" {
@@ -342,108 +326,6 @@ func (s *Service) DeleteBox(ctx context.Context, project, boxID string) error {
 	return nil
 }
 
-// GetBoxes reads up to MaxBatchIDs boxes in one query and, when hydrating,
-// their last cards in one more.
-func (s *Service) GetBoxes(ctx context.Context, project string, query BoxesQuery) (BoxesResult, error) {
-	return getBoxes(ctx, s, project, query, s.liveCards)
-}
-
-// GetBoxesJSON is GetBoxes returning each hydrated card's JSON.
-func (s *Service) GetBoxesJSON(ctx context.Context, project string, query BoxesQuery) (BoxesJSON, error) {
-	return getBoxes(ctx, s, project, query, s.liveJSON)
-}
-
-func getBoxes[C any](ctx context.Context, s *Service, project string, query BoxesQuery, read cardReader[C]) (BoxesOf[C], error) {
-	if err := checkProject(project); err != nil {
-		return BoxesOf[C]{}, err
-	}
-	ids, err := rules.BatchIDs("box_ids", query.BoxIDs)
-	if err != nil {
-		return BoxesOf[C]{}, err
-	}
-	res := BoxesOf[C]{Boxes: []HydratedBoxOf[C]{}, MissingBoxIDs: []string{}, MissingCardIDs: []string{}}
-	if len(ids) == 0 {
-		return res, nil
-	}
-	rows, err := s.as(project).GetLiveBoxes(ctx, cardboxdb.GetLiveBoxesParams{TenantID: project, BoxIds: ids})
-	if err != nil {
-		return BoxesOf[C]{}, fmt.Errorf("get boxes: %w", err)
-	}
-	byID := make(map[string]cardboxdb.GetLiveBoxesRow, len(rows))
-	for _, r := range rows {
-		byID[r.BoxID] = r
-	}
-	for _, id := range ids {
-		if r, ok := byID[id]; ok {
-			res.Boxes = append(res.Boxes, HydratedBoxOf[C]{Box: boxFromRow(cardboxdb.GetLiveBoxRow(r))})
-		} else {
-			res.MissingBoxIDs = append(res.MissingBoxIDs, id)
-		}
-	}
-	if query.Hydrate {
-		err = hydrate(ctx, project, ClampLimit(query.Limit), &res, read)
-	}
-	return res, err
-}
-
-// hydrate fills in the last limit cards of each box with one card read.
-func hydrate[C any](ctx context.Context, project string, limit int, res *BoxesOf[C], read cardReader[C]) error {
-	var want []string
-	for _, b := range res.Boxes {
-		want = append(want, tail(b.CardIDs, limit)...)
-	}
-	cards, err := read(ctx, project, rules.Dedupe(want))
-	if err != nil {
-		return err
-	}
-	missing := make(map[string]struct{})
-	for i := range res.Boxes {
-		b := &res.Boxes[i]
-		b.Cards = []C{}
-		for _, id := range tail(b.CardIDs, limit) {
-			if c, ok := cards[id]; ok {
-				b.Cards = append(b.Cards, c)
-			} else if _, seen := missing[id]; !seen {
-				missing[id] = struct{}{}
-				res.MissingCardIDs = append(res.MissingCardIDs, id)
-			}
-		}
-	}
-	return nil
-}
-
-// BoxCards returns one page of a box's live cards, in box order: the last
-// limit card ids of the box, or the limit ids before cursor (from a
-// previous page's NextCursor). Absent, deleted and expired cards are left
-// out, so a page may hold fewer than limit cards.
-func (s *Service) BoxCards(ctx context.Context, project, boxID string, limit int, cursor string) (CardPage, error) {
-	return boxCards(ctx, s, project, boxID, limit, cursor, s.liveCards)
-}
-
-// BoxCardsJSON is BoxCards returning each card's JSON.
-func (s *Service) BoxCardsJSON(ctx context.Context, project, boxID string, limit int, cursor string) (CardPageJSON, error) {
-	return boxCards(ctx, s, project, boxID, limit, cursor, s.liveJSON)
-}
-
-func boxCards[C any](ctx context.Context, s *Service, project, boxID string, limit int, cursor string, read cardReader[C]) (CardPageOf[C], error) {
-	page, err := s.pageIDs(ctx, project, boxID, limit, cursor)
-	if err != nil {
-		return CardPageOf[C]{}, err
-	}
-	cards, err := read(ctx, project, rules.Dedupe(page.ids))
-	if err != nil {
-		return CardPageOf[C]{}, err
-	}
-	out := CardPageOf[C]{Cards: make([]C, 0, len(page.ids))}
-	for _, id := range page.ids {
-		if c, ok := cards[id]; ok {
-			out.Cards = append(out.Cards, c)
-		}
-	}
-	out.NextCursor = page.cursorBefore(0)
-	return out, nil
-}
-
 // pageOfIDs is the card ids of one page of a box, in box order.
 type pageOfIDs struct {
 	ids []string
@@ -452,7 +334,7 @@ type pageOfIDs struct {
 	cursorBefore func(i int) string
 }
 
-// pageIDs reads the card ids of one page of a box (see BoxCards): by
+// pageIDs reads the card ids of one page of a box (see BoxCardsJSONWithin): by
 // index in a plain box, by place in a box with entries.
 func (s *Service) pageIDs(ctx context.Context, project, boxID string, limit int, cursor string) (pageOfIDs, error) {
 	if _, _, isEntry, err := layout.ParseCursor(cursor); isEntry || err != nil {
@@ -476,7 +358,7 @@ func (s *Service) pageIDs(ctx context.Context, project, boxID string, limit int,
 	}}, nil
 }
 
-// boxPage reads the card ids of one page of a box (see BoxCards).
+// boxPage reads the card ids of one page of a box (see BoxCardsJSONWithin).
 func (s *Service) boxPage(ctx context.Context, project, boxID string, limit int, cursor string) (cardboxdb.GetBoxPageRow, error) {
 	if err := checkProject(project); err != nil {
 		return cardboxdb.GetBoxPageRow{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func TestAddCardsReplayAndConflict(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, rules.ErrConflict) || ce.CardIDs[0] != "a" {
 		t.Fatalf("conflict: %v", err)
 	}
-	if _, err := s.GetCard(ctx, "p1", "c"); !errors.Is(err, rules.ErrNotFound) {
+	if _, err := s.GetCardJSONWithin(ctx, "p1", "c", unlimited); !errors.Is(err, rules.ErrNotFound) {
 		t.Fatalf("card c written by a failed batch: %v", err)
 	}
 }
@@ -68,20 +69,21 @@ func TestAddCardsReplayAndConflict(t *testing.T) {
 func TestNullsAndGeneratedIDs(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newService(t)
-	c, err := s.AddCard(ctx, "p1", cardbox.NewCard{
+	added, err := s.AddCards(ctx, "p1", []cardbox.NewCard{{
 		Metadata: json.RawMessage(`{"type":"tool.call"}`), ToolCalls: json.RawMessage(`[{"id":"x"}]`),
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := added[0]
 	if len(c.CardID) != 36 || c.Content != nil || string(c.ToolCalls) != `[{"id": "x"}]` {
 		t.Fatalf("card = %+v %s", c, c.ToolCalls)
 	}
 	// Replaying it with explicit nulls is the same card.
-	if _, err := s.AddCard(ctx, "p1", cardbox.NewCard{
+	if _, err := s.AddCards(ctx, "p1", []cardbox.NewCard{{
 		CardID: c.CardID, Content: json.RawMessage("null"),
 		Metadata: json.RawMessage(`{"type":"tool.call","role":"assistant"}`), ToolCalls: json.RawMessage(`[{"id": "x"}]`),
-	}); err != nil {
+	}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -98,18 +100,18 @@ func TestExpiryDeletionAndSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Add(61 * time.Second)
-	res, err := s.GetCards(ctx, "p1", []string{"short", "gone", "kept"})
+	res, err := s.GetCardsJSONWithin(ctx, "p1", []string{"short", "gone", "kept"}, unlimited)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Cards) != 1 || res.Cards[0].CardID != "kept" || len(res.MissingIDs) != 2 {
+	if ids := jsonIDs(t, res.Cards); !slices.Equal(ids, []string{"kept"}) || len(res.MissingIDs) != 2 {
 		t.Fatalf("res = %+v", res)
 	}
 	// A replay of the deleted card does not revive it.
-	if _, err := s.AddCard(ctx, "p1", note("gone", "y")); err != nil {
+	if _, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("gone", "y")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetCard(ctx, "p1", "gone"); !errors.Is(err, rules.ErrNotFound) {
+	if _, err := s.GetCardJSONWithin(ctx, "p1", "gone", unlimited); !errors.Is(err, rules.ErrNotFound) {
 		t.Fatalf("revived: %v", err)
 	}
 	sw := s.NewSweeper(sweep.Config{DeletedRetention: time.Hour, BatchSize: 1})
@@ -126,7 +128,7 @@ func TestExpiryDeletionAndSweep(t *testing.T) {
 		t.Fatalf("sweep 2 = %+v, %v", st, err)
 	}
 	// Purged: the id can be written afresh.
-	if _, err := s.AddCard(ctx, "p1", note("gone", "new content")); err != nil {
+	if _, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("gone", "new content")}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -156,15 +158,15 @@ func TestBoxes(t *testing.T) {
 	if _, err := s.AppendToBox(ctx, "p1", "nobox", []string{"zz"}); !errors.Is(err, rules.ErrNotFound) {
 		t.Fatalf("unknown box: %v", err)
 	}
-	page, err := s.BoxCards(ctx, "p1", "box", 3, "")
-	if err != nil || len(page.Cards) != 3 || page.NextCursor != "1" || page.Cards[0].CardID != "b" {
+	page, err := s.BoxCardsJSONWithin(ctx, "p1", "box", 3, "", unlimited)
+	if err != nil || len(page.Cards) != 3 || page.NextCursor != "1" || jsonIDs(t, page.Cards)[0] != "b" {
 		t.Fatalf("page = %+v, %v", page, err)
 	}
-	page, err = s.BoxCards(ctx, "p1", "box", 3, page.NextCursor)
-	if err != nil || len(page.Cards) != 1 || page.NextCursor != "" || page.Cards[0].CardID != "a" {
+	page, err = s.BoxCardsJSONWithin(ctx, "p1", "box", 3, page.NextCursor, unlimited)
+	if err != nil || len(page.Cards) != 1 || page.NextCursor != "" || jsonIDs(t, page.Cards)[0] != "a" {
 		t.Fatalf("page 2 = %+v, %v", page, err)
 	}
-	res, err := s.GetBoxes(ctx, "p1", cardbox.BoxesQuery{BoxIDs: []string{"x", "box", "box"}, Hydrate: true, Limit: 2})
+	res, err := s.GetBoxesJSONWithin(ctx, "p1", cardbox.BoxesQuery{BoxIDs: []string{"x", "box", "box"}, Hydrate: true, Limit: 2}, unlimited)
 	if err != nil || len(res.Boxes) != 1 || len(res.Boxes[0].Cards) != 2 || res.MissingBoxIDs[0] != "x" {
 		t.Fatalf("boxes = %+v, %v", res, err)
 	}

@@ -3,7 +3,7 @@ package cardbox
 import (
 	"strconv"
 
-	"github.com/cardboxhq/cardbox/cardbox/appendjson"
+	"github.com/cardboxhq/cardbox/internal/appendjson"
 )
 
 // AppendJSON appends the card's JSON form, the one every CardBox answer

@@ -12,15 +12,6 @@ import (
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
-// AddCard writes one card; see AddCards.
-func (s *Service) AddCard(ctx context.Context, project string, c NewCard) (Card, error) {
-	cards, err := s.AddCards(ctx, project, []NewCard{c})
-	if err != nil {
-		return Card{}, err
-	}
-	return cards[0], nil
-}
-
 // AddCards writes up to MaxAddCards cards, all or nothing, and returns them
 // as stored, in request order; an id named twice is invalid. A card whose id exists
 // with the same content is an idempotent replay: it is left as it is (a

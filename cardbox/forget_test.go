@@ -25,7 +25,7 @@ func TestForgetProject(t *testing.T) {
 		if _, err := s.SaveBox(ctx, p, "b", BoxInput{CardIDs: []string{"c"}}); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := s.GetCardsJSON(ctx, p, []string{"c"}); err != nil || len(res.Cards) != 1 {
+		if res, err := s.GetCardsJSONWithin(ctx, p, []string{"c"}, unlimited); err != nil || len(res.Cards) != 1 {
 			t.Fatalf("%s: %+v, %v", p, res, err)
 		}
 	}
@@ -36,7 +36,7 @@ func TestForgetProject(t *testing.T) {
 	if n := s.cache.DropProject("acme"); n != 0 {
 		t.Errorf("%d cards of acme still cached", n)
 	}
-	if res, err := s.GetCardsJSON(ctx, "acme", []string{"c"}); err != nil || len(res.Cards) != 0 || len(res.MissingIDs) != 1 {
+	if res, err := s.GetCardsJSONWithin(ctx, "acme", []string{"c"}, unlimited); err != nil || len(res.Cards) != 0 || len(res.MissingIDs) != 1 {
 		t.Errorf("acme's card: %+v, %v", res, err)
 	}
 	if _, err := s.LoadBox(ctx, "acme", "b"); !errors.Is(err, rules.ErrNotFound) {
@@ -54,7 +54,7 @@ func TestForgetProject(t *testing.T) {
 			}
 		}
 	}
-	if res, err := s.GetCardsJSON(ctx, "bravo", []string{"c"}); err != nil || len(res.Cards) != 1 {
+	if res, err := s.GetCardsJSONWithin(ctx, "bravo", []string{"c"}, unlimited); err != nil || len(res.Cards) != 1 {
 		t.Errorf("bravo's card: %+v, %v", res, err)
 	}
 	if b, err := s.LoadBox(ctx, "bravo", "b"); err != nil || len(b.CardIDs) != 1 {

@@ -69,13 +69,13 @@ func TestBatchReadPlansDoNotDependOnStatistics(t *testing.T) {
 	}
 	svc := cardbox.New(pool, cardbox.Options{CardCacheBytes: -1})
 	ids := bulkLoad(t, svc)
-	if _, err := svc.GetCardsJSON(ctx, "big", ids[:100]); err != nil {
+	if _, err := svc.GetCardsJSONWithin(ctx, "big", ids[:100], unlimited); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := svc.SaveBox(ctx, "big", "b1", cardbox.BoxInput{CardIDs: ids[:100]}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.GetBoxes(ctx, "big", cardbox.BoxesQuery{BoxIDs: []string{"b1", "nope"}}); err != nil {
+	if _, err := svc.GetBoxesJSONWithin(ctx, "big", cardbox.BoxesQuery{BoxIDs: []string{"b1", "nope"}}, unlimited); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"GetLiveCards", "MissingCardIDs", "GetLiveBoxes"} {

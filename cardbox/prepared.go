@@ -1,11 +1,10 @@
 package cardbox
 
 import (
-	"container/list"
 	"math"
-	"sync"
 
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
+	"github.com/cardboxhq/cardbox/cardbox/internal/lru"
 )
 
 // An assembly of an unchanged box repeats most of its work: the box's
@@ -75,79 +74,11 @@ func newPrepared(version int64, at factsAt, candidates []assembly.Candidate, car
 const preparedEntryBytes = 256
 
 // preparedCache holds the prepared boxes most recently used, up to a
-// number of entries in all. Its lock is held for a map lookup or a
-// list move only.
-type preparedCache struct {
-	mu      sync.Mutex
-	entries int // the entries of the boxes held
-	max     int
-	boxes   map[preparedKey]*list.Element // values are *preparedItem
-	recent  list.List                     // most recently used first
-}
-
-type preparedItem struct {
-	key preparedKey
-	p   *prepared
-}
+// number of entries in all.
+type preparedCache = lru.Cache[preparedKey, *prepared]
 
 // newPreparedCache returns a cache for about bytes of prepared boxes, or
 // nil (which holds nothing) when bytes is not positive.
 func newPreparedCache(bytes int64) *preparedCache {
-	if bytes <= 0 {
-		return nil
-	}
-	return &preparedCache{max: int(bytes / preparedEntryBytes), boxes: map[preparedKey]*list.Element{}}
-}
-
-// get returns the prepared box of key, or nil.
-func (c *preparedCache) get(key preparedKey) *prepared {
-	if c == nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.boxes[key]
-	if !ok {
-		return nil
-	}
-	c.recent.MoveToFront(e)
-	return e.Value.(*preparedItem).p
-}
-
-// put keeps p as key's prepared box, in place of any other, and lets go
-// of the least recently used boxes beyond the bound. A box larger than
-// the whole bound is not kept.
-func (c *preparedCache) put(key preparedKey, p *prepared) {
-	if c == nil || p == nil || len(p.candidates) > c.max {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.boxes[key]; ok {
-		c.remove(e)
-	}
-	c.boxes[key] = c.recent.PushFront(&preparedItem{key: key, p: p})
-	c.entries += len(p.candidates)
-	for c.entries > c.max {
-		c.remove(c.recent.Back())
-	}
-}
-
-// drop forgets key's prepared box if it is still p (a newer one made by
-// another assembly stays).
-func (c *preparedCache) drop(key preparedKey, p *prepared) {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.boxes[key]; ok && e.Value.(*preparedItem).p == p {
-		c.remove(e)
-	}
-}
-
-func (c *preparedCache) remove(e *list.Element) {
-	it := c.recent.Remove(e).(*preparedItem)
-	delete(c.boxes, it.key)
-	c.entries -= len(it.p.candidates)
+	return lru.New[preparedKey](int(bytes/preparedEntryBytes), func(p *prepared) int { return len(p.candidates) })
 }

@@ -11,101 +11,22 @@ import (
 
 	"github.com/cardboxhq/cardbox/cardbox/cardcache"
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
-	"github.com/cardboxhq/cardbox/cardbox/rules"
 )
 
-// Card reads come in two forms with one logic: the Card reads (GetCard,
-// GetCards, BoxCards, GetBoxes) return Card values read from Postgres, and
-// the JSON reads (GetCardJSON, GetCardsJSON, BoxCardsJSON, GetBoxesJSON)
-// return each card's JSON (Card.AppendJSON), which the HTTP API writes as
-// it is. The JSON reads serve cards from the Service's card cache: every
-// read asks Postgres which of the cards are live, so deletes and expiry are
-// seen at once, but only the cards missing from the cache are read in full
-// and rendered.
+// Card reads answer each card's JSON (Card.AppendJSON), which the HTTP API
+// writes as it is, from the Service's card cache: every read asks
+// Postgres which of the cards are live, so deletes and expiry are seen at
+// once, but only the cards missing from the cache are read in full and
+// rendered. The reads that answer clients are bounded (see bounded.go).
 
-// CardsOf answers a batch card read. C is Card, or json.RawMessage for the
-// JSON reads.
-type CardsOf[C any] struct {
-	// Cards are the live cards, in request order without repeats.
-	Cards []C
+// CardsJSON answers a batch card read (GetCardsJSONWithin). Its cards'
+// bytes are shared with the card cache: do not modify them.
+type CardsJSON struct {
+	// Cards are the live cards' JSON, in request order without repeats.
+	Cards []json.RawMessage
 	// MissingIDs are the requested ids that are absent, deleted, expired
 	// or another project's, in request order without repeats.
 	MissingIDs []string
-}
-
-// CardsResult answers GetCards.
-type CardsResult = CardsOf[Card]
-
-// CardsJSON answers GetCardsJSON. Its cards' bytes are shared with the
-// card cache: do not modify them.
-type CardsJSON = CardsOf[json.RawMessage]
-
-// cardReader reads the live cards among distinct ids, by id.
-type cardReader[C any] func(ctx context.Context, project string, ids []string) (map[string]C, error)
-
-// GetCard returns a live card; an absent, deleted or expired card is
-// ErrNotFound.
-func (s *Service) GetCard(ctx context.Context, project, cardID string) (Card, error) {
-	return getCard(ctx, project, cardID, s.liveCards)
-}
-
-// GetCardJSON is GetCard returning the card's JSON. The bytes are shared
-// with the card cache: do not modify them.
-func (s *Service) GetCardJSON(ctx context.Context, project, cardID string) (json.RawMessage, error) {
-	return getCard(ctx, project, cardID, s.liveJSON)
-}
-
-// GetCards reads up to MaxBatchIDs cards in one query. Ids are deduplicated
-// keeping the first occurrence; results follow request order.
-func (s *Service) GetCards(ctx context.Context, project string, cardIDs []string) (CardsResult, error) {
-	return getCards(ctx, project, cardIDs, s.liveCards)
-}
-
-// GetCardsJSON is GetCards returning each card's JSON.
-func (s *Service) GetCardsJSON(ctx context.Context, project string, cardIDs []string) (CardsJSON, error) {
-	return getCards(ctx, project, cardIDs, s.liveJSON)
-}
-
-func getCard[C any](ctx context.Context, project, cardID string, read cardReader[C]) (C, error) {
-	var none C
-	if err := checkProject(project); err != nil {
-		return none, err
-	}
-	if err := rules.ValidateID("card_id", cardID); err != nil {
-		return none, err
-	}
-	byID, err := read(ctx, project, []string{cardID})
-	if err != nil {
-		return none, err
-	}
-	c, ok := byID[cardID]
-	if !ok {
-		return none, rules.NotFound("card", cardID)
-	}
-	return c, nil
-}
-
-func getCards[C any](ctx context.Context, project string, cardIDs []string, read cardReader[C]) (CardsOf[C], error) {
-	if err := checkProject(project); err != nil {
-		return CardsOf[C]{}, err
-	}
-	ids, err := rules.BatchIDs("card_ids", cardIDs)
-	if err != nil {
-		return CardsOf[C]{}, err
-	}
-	byID, err := read(ctx, project, ids)
-	if err != nil {
-		return CardsOf[C]{}, err
-	}
-	res := CardsOf[C]{Cards: make([]C, 0, len(byID)), MissingIDs: []string{}}
-	for _, id := range ids {
-		if c, ok := byID[id]; ok {
-			res.Cards = append(res.Cards, c)
-		} else {
-			res.MissingIDs = append(res.MissingIDs, id)
-		}
-	}
-	return res, nil
 }
 
 // liveCards reads the live cards among distinct ids (one query), by id.

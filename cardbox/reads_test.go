@@ -16,6 +16,10 @@ import (
 	"github.com/cardboxhq/cardbox/internal/testkit"
 )
 
+// unlimited is a room that never runs out: these tests are of what the
+// reads answer, not of their bounds.
+func unlimited(int64) error { return nil }
+
 // jsonIDs returns the card_id of each rendered card.
 func jsonIDs(t *testing.T, cards []json.RawMessage) []string {
 	t.Helper()
@@ -37,16 +41,16 @@ func jsonIDs(t *testing.T, cards []json.RawMessage) []string {
 func liveIDs(t *testing.T, s *cardbox.Service, project, box string, ids, want []string) {
 	t.Helper()
 	ctx := context.Background()
-	res, err := s.GetCardsJSON(ctx, project, ids)
+	res, err := s.GetCardsJSONWithin(ctx, project, ids, unlimited)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := jsonIDs(t, res.Cards); !slices.Equal(got, want) {
-		t.Errorf("GetCardsJSON = %v, want %v", got, want)
+		t.Errorf("GetCardsJSONWithin = %v, want %v", got, want)
 	}
 	var single []string
 	for _, id := range ids {
-		raw, err := s.GetCardJSON(ctx, project, id)
+		raw, err := s.GetCardJSONWithin(ctx, project, id, unlimited)
 		switch {
 		case err == nil:
 			single = append(single, jsonIDs(t, []json.RawMessage{raw})...)
@@ -55,21 +59,21 @@ func liveIDs(t *testing.T, s *cardbox.Service, project, box string, ids, want []
 		}
 	}
 	if !slices.Equal(single, want) {
-		t.Errorf("GetCardJSON = %v, want %v", single, want)
+		t.Errorf("GetCardJSONWithin = %v, want %v", single, want)
 	}
-	page, err := s.BoxCardsJSON(ctx, project, box, cardbox.MaxCardsLimit, "")
+	page, err := s.BoxCardsJSONWithin(ctx, project, box, cardbox.MaxCardsLimit, "", unlimited)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := jsonIDs(t, page.Cards); !slices.Equal(got, want) {
-		t.Errorf("BoxCardsJSON = %v, want %v", got, want)
+		t.Errorf("BoxCardsJSONWithin = %v, want %v", got, want)
 	}
-	boxes, err := s.GetBoxesJSON(ctx, project, cardbox.BoxesQuery{BoxIDs: []string{box}, Hydrate: true, Limit: 100})
+	boxes, err := s.GetBoxesJSONWithin(ctx, project, cardbox.BoxesQuery{BoxIDs: []string{box}, Hydrate: true, Limit: 100}, unlimited)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := jsonIDs(t, boxes.Boxes[0].Cards); !slices.Equal(got, want) {
-		t.Errorf("GetBoxesJSON = %v, want %v", got, want)
+		t.Errorf("GetBoxesJSONWithin = %v, want %v", got, want)
 	}
 }
 
@@ -129,10 +133,10 @@ func TestCachedReadsSeeOtherWritersDeletes(t *testing.T) {
 func TestCachedReadsAfterPurgeAndRewrite(t *testing.T) {
 	ctx := context.Background()
 	s, pool, clk := newPoolService(t)
-	if _, err := s.AddCard(ctx, "p1", note("a", "first")); err != nil {
+	if _, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("a", "first")}); err != nil {
 		t.Fatal(err)
 	}
-	if raw, err := s.GetCardJSON(ctx, "p1", "a"); err != nil || !json.Valid(raw) {
+	if raw, err := s.GetCardJSONWithin(ctx, "p1", "a", unlimited); err != nil || !json.Valid(raw) {
 		t.Fatalf("%s, %v", raw, err)
 	}
 	// Another process deletes and purges it, then writes it anew.
@@ -141,10 +145,10 @@ func TestCachedReadsAfterPurgeAndRewrite(t *testing.T) {
 	}
 	clk.Add(time.Second)
 	other := cardbox.New(pool, cardbox.Options{Now: clk.Now})
-	if _, err := other.AddCard(ctx, "p1", note("a", "second")); err != nil {
+	if _, err := other.AddCards(ctx, "p1", []cardbox.NewCard{note("a", "second")}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := s.GetCardJSON(ctx, "p1", "a")
+	raw, err := s.GetCardJSONWithin(ctx, "p1", "a", unlimited)
 	var got struct {
 		Content string `json:"content"`
 	}
@@ -157,13 +161,13 @@ func TestCachedReadsKeepProjectsApart(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := newPoolService(t)
 	for _, p := range []string{"p1", "p2"} {
-		if _, err := s.AddCard(ctx, p, note("a", "belongs to "+p)); err != nil {
+		if _, err := s.AddCards(ctx, p, []cardbox.NewCard{note("a", "belongs to "+p)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for range 2 { // cold, then cached
 		for _, p := range []string{"p1", "p2"} {
-			raw, err := s.GetCardJSON(ctx, p, "a")
+			raw, err := s.GetCardJSONWithin(ctx, p, "a", unlimited)
 			var got struct {
 				ProjectID string `json:"project_id"`
 				Content   string `json:"content"`
@@ -172,14 +176,15 @@ func TestCachedReadsKeepProjectsApart(t *testing.T) {
 				t.Fatalf("%s: card a = %s, %v", p, raw, err)
 			}
 		}
-		if _, err := s.GetCardJSON(ctx, "p3", "a"); !errors.Is(err, rules.ErrNotFound) {
+		if _, err := s.GetCardJSONWithin(ctx, "p3", "a", unlimited); !errors.Is(err, rules.ErrNotFound) {
 			t.Fatalf("p3 reads p1's or p2's card: %v", err)
 		}
 	}
 }
 
-// The JSON reads answer what the Card reads answer, rendered.
-func TestJSONReadsMatchCardReads(t *testing.T) {
+// The reads answer the cards as stored, rendered (Card.AppendJSON), read
+// cold and from the cache alike.
+func TestJSONReadsMatchCardsAsStored(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newService(t)
 	ttl := note("ttl", "expires")
@@ -188,25 +193,28 @@ func TestJSONReadsMatchCardReads(t *testing.T) {
 		CardID: "tool", Metadata: json.RawMessage(`{"type":"tool.result","step_id":"s\u00e9"}`),
 		ToolCallID: "call-1", Content: json.RawMessage(`{"rows": [1, 2]}`),
 	}
-	if _, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("a", "x\"y\n"), ttl, tool}); err != nil {
+	added, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("a", "x\"y\n"), ttl, tool})
+	if err != nil {
 		t.Fatal(err)
 	}
+	stored := map[string]cardbox.Card{}
+	for _, c := range added {
+		stored[c.CardID] = c
+	}
 	ids := []string{"tool", "nope", "a", "ttl", "a"}
+	want := []string{"tool", "a", "ttl"}
 	for range 2 { // cold, then cached
-		cards, err := s.GetCards(ctx, "p1", ids)
+		rendered, err := s.GetCardsJSONWithin(ctx, "p1", ids, unlimited)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rendered, err := s.GetCardsJSON(ctx, "p1", ids)
-		if err != nil {
-			t.Fatal(err)
+		if got := jsonIDs(t, rendered.Cards); !slices.Equal(got, want) || !slices.Equal(rendered.MissingIDs, []string{"nope"}) {
+			t.Fatalf("read %v, missing %v; want %v, missing [nope]", got, rendered.MissingIDs, want)
 		}
-		if len(rendered.Cards) != len(cards.Cards) || !slices.Equal(rendered.MissingIDs, cards.MissingIDs) {
-			t.Fatalf("JSON read %+v, Card read %+v", rendered, cards)
-		}
-		for i := range cards.Cards {
-			if want := cards.Cards[i].AppendJSON(nil); string(rendered.Cards[i]) != string(want) {
-				t.Errorf("card %d:\n got %s\nwant %s", i, rendered.Cards[i], want)
+		for i, id := range want {
+			c := stored[id]
+			if want := c.AppendJSON(nil); string(rendered.Cards[i]) != string(want) {
+				t.Errorf("card %s:\n got %s\nwant %s", id, rendered.Cards[i], want)
 			}
 		}
 	}
@@ -240,7 +248,7 @@ func TestCachedReadsDoNotReadCards(t *testing.T) {
 	}
 	readCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	res, err := s.GetCardsJSON(readCtx, "p1", ids)
+	res, err := s.GetCardsJSONWithin(readCtx, "p1", ids, unlimited)
 	if err != nil {
 		t.Fatalf("cached read while cards is locked: %v", err)
 	}
@@ -248,7 +256,7 @@ func TestCachedReadsDoNotReadCards(t *testing.T) {
 		t.Fatalf("cached read = %v, want %v", got, ids)
 	}
 	clk.Add(time.Minute) // short expires; a is still served from the cache
-	if res, err = s.GetCardsJSON(readCtx, "p1", []string{"a"}); err != nil || len(res.Cards) != 1 {
+	if res, err = s.GetCardsJSONWithin(readCtx, "p1", []string{"a"}, unlimited); err != nil || len(res.Cards) != 1 {
 		t.Fatalf("cached read after the clock moved = %v, %v", res, err)
 	}
 	if err := lock.Rollback(ctx); err != nil {

@@ -13,7 +13,7 @@
 // assembly (what fits a token budget), answer (bounded answers). This
 // package applies them to Postgres.
 //
-// The JSON reads (GetCardsJSON and the like) serve rendered cards from a
+// The reads (GetCardsJSONWithin and the like) serve rendered cards from a
 // bounded in-memory cache (package cardcache). Every read asks Postgres whether any card of
 // the project changed since the cached ones were seen live (one counter,
 // kept by triggers), so deletes by other processes and by plain SQL show

@@ -56,7 +56,7 @@ func TestCardBoxBytesAreCounted(t *testing.T) {
 			_, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("a", "hello"), note("b", "world"), tool})
 			return err
 		}, true},
-		{"replay a card", func() error { _, err := s.AddCard(ctx, "p1", note("a", "hello")); return err }, false},
+		{"replay a card", func() error { _, err := s.AddCards(ctx, "p1", []cardbox.NewCard{note("a", "hello")}); return err }, false},
 		{"create a box", func() error {
 			_, err := s.CreateBox(ctx, "p1", cardbox.BoxInput{CardIDs: []string{"a"}, Metadata: json.RawMessage(`{"k": "v"}`)})
 			return err

@@ -2,7 +2,8 @@ package cxdbcompat
 
 import (
 	"encoding/json"
-	"unicode/utf8"
+
+	"github.com/cardboxhq/cardbox/internal/appendjson"
 )
 
 // ErrorResponse is the ERROR (255) frame payload: code:u32 | detail:str32.
@@ -26,15 +27,16 @@ type ErrorResponse struct {
 }
 
 // AppendTo appends code and the JSON detail {"code":Kind,"message":Message}.
-// Invalid UTF-8 in Kind or Message is replaced by U+FFFD.
+// Kind and Message are escaped as encoding/json escapes them (<, > and &
+// too, as in Details): invalid UTF-8 is replaced by U+FFFD.
 func (r ErrorResponse) AppendTo(dst []byte) []byte {
 	dst = appendU32(dst, r.Code)
 	lenAt := len(dst)
 	dst = appendU32(dst, 0)
 	dst = append(dst, `{"code":`...)
-	dst = appendJSONString(dst, r.Kind)
+	dst = appendjson.String(dst, r.Kind)
 	dst = append(dst, `,"message":`...)
-	dst = appendJSONString(dst, r.Message)
+	dst = appendjson.String(dst, r.Message)
 	if len(r.Details) > 0 {
 		if details, err := json.Marshal(r.Details); err == nil {
 			dst = append(dst, `,"details":`...)
@@ -78,50 +80,4 @@ func parseErrorDetail(detail []byte) (string, string, map[string]any) {
 		}
 	}
 	return "", string(detail), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string literal. It escapes quotes,
-// backslashes, control characters and U+2028/U+2029, and replaces invalid
-// UTF-8 with U+FFFD, so the output is always valid JSON.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			dst = appendJSONByte(dst, c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, `\u202`...)
-			dst = append(dst, hexDigits[r&0xf])
-		default:
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
-}
-
-func appendJSONByte(dst []byte, c byte) []byte {
-	switch c {
-	case '"', '\\':
-		return append(dst, '\\', c)
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
-	}
-	if c < 0x20 {
-		return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-	}
-	return append(dst, c)
 }

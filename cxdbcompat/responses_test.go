@@ -200,6 +200,7 @@ func TestErrorResponseEncodesJSON(t *testing.T) {
 		{Code: 422, Kind: "", Message: ""},
 		{Code: 500, Kind: "K\"\\", Message: "ctl \x00\x01\x1f\t\r\n quote \" back \\ uni é 世 \u2028\u2029 </script>"},
 		{Code: 500, Kind: "bad", Message: "invalid \xff utf8 \xe2 end"},
+		{Code: 422, Kind: "<&>", Message: "html <a href='x'>&amp;</a> bs \b ff \f"},
 		{Code: 409, Kind: "CONFLICT", Message: "reused", Details: map[string]any{"original_turn_id": "12"}},
 	}
 	for _, tc := range tests {
@@ -213,6 +214,15 @@ func TestErrorResponseEncodesJSON(t *testing.T) {
 		var v struct{ Code, Message string }
 		if err := json.Unmarshal(detail, &v); err != nil {
 			t.Fatalf("detail %q is not JSON: %v", detail, err)
+		}
+		if tc.Details == nil { // the bytes encoding/json writes, <, > and & escaped
+			want, err := json.Marshal(struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			}{tc.Kind, tc.Message})
+			if err != nil || string(detail) != string(want) {
+				t.Errorf("detail = %s, encoding/json writes %s (%v)", detail, want, err)
+			}
 		}
 		wantMsg := strings.ToValidUTF8(tc.Message, "\uFFFD")
 		if v.Code != tc.Kind || v.Message != wantMsg {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/cardboxhq/cardbox/store/internal/sealer"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/segment"
 )
@@ -67,8 +68,8 @@ type SealedSegment struct {
 
 // The files of sealed segments: the blob pack and the turn log.
 const (
-	FileBlobs = streamBlobs
-	FileTurns = streamTurns
+	FileBlobs = sealer.Blobs
+	FileTurns = sealer.Turns
 )
 
 // ReadSealed reads, in tx, the store's sealed segments, by file and

@@ -172,20 +172,6 @@ func TestWindowWithADamagedTurnServesTheOthersAndMarksIt(t *testing.T) {
 	}
 }
 
-func TestDamagedTurnsAreLoggedOnceEach(t *testing.T) {
-	var d damagedTurns
-	for round := range 3 {
-		for id := uint64(1); id <= maxLoggedDamagedTurns+2; id++ {
-			first, capped := d.first(id)
-			wantFirst := round == 0 && id <= maxLoggedDamagedTurns
-			wantCapped := round == 0 && id == maxLoggedDamagedTurns+1
-			if first != wantFirst || capped != wantCapped {
-				t.Fatalf("round %d, turn %d: first %v, capped %v; want %v, %v", round, id, first, capped, wantFirst, wantCapped)
-			}
-		}
-	}
-}
-
 // syncBuffer is a bytes.Buffer a logger may write from any goroutine.
 type syncBuffer struct {
 	mu  sync.Mutex

@@ -20,9 +20,11 @@ import (
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/damage"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/holerecorder"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/sealer"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -120,14 +122,14 @@ type Engine struct {
 	usage *usage.Ledger // what tenants store beyond the blobs the pack counts
 	// damaged counts and logs the turns served without their damaged
 	// payloads (see Turn.PayloadDamaged).
-	damaged damagedTurns
+	damaged damage.Served
 	// lost are the committed payloads recovery found missing from the
-	// pack, by tenant (see lostBlobs); holes queues the records found
+	// pack, by tenant (see damage.Lost); holes queues the records found
 	// damaged when read until pack_holes has them.
-	lost  lostBlobs
+	lost  damage.Lost
 	holes *holerecorder.Recorder
 	// sealer seals closed segments of the files (see segments.go).
-	sealer *sealer
+	sealer *sealer.Sealer
 
 	committer *groupcommit.Committer
 	// idem is the in-memory index of idempotency keys, which the
@@ -174,7 +176,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		tenants: newTenantCache(storedb.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
-		sealer: newSealer(),
+		sealer: sealer.New(),
 	}
 	e.holes = holerecorder.New(func(ctx context.Context, h blobpack.Hole) error {
 		return e.recordHole(ctx, h, opts.PGTimeout)
@@ -216,7 +218,7 @@ func (e *Engine) Close() error {
 			e.committer.Stop()
 		}
 		e.holes.Stop()
-		e.stopSealer()
+		e.sealer.Stop()
 		e.closeErr = e.closeFiles()
 	})
 	return e.closeErr
@@ -292,8 +294,8 @@ func (e *Engine) Stats() Stats {
 		Contexts: e.index.Contexts.Len(), Turns: e.index.Turns.Count(), LastTurn: e.index.Turns.Visible(),
 		Blobs: bs.Blobs, PackBytes: bs.PackBytes, LogBytes: e.turns.Size(), PackHoles: len(e.blobs.Holes()),
 		Appends: cs.Appends, Groups: cs.Groups, FilesTime: cs.FilesTime, StatementTime: cs.StatementTime,
-		CommitTime: cs.CommitTime, DamagedTurnsServed: e.damaged.served.Load(),
-		Segments: e.segmentStats(bs.PackBytes, e.turns.Size()),
+		CommitTime: cs.CommitTime, DamagedTurnsServed: e.damaged.Count(),
+		Segments: e.sealer.Stats(e.blobs.Segments(), e.turns.Segments(), bs.PackBytes, e.turns.Size()),
 	}
 }
 

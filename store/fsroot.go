@@ -9,6 +9,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/damage"
 )
 
 // An fs root attached to a turn (ATTACH_FS, APPEND with an fs root) must be
@@ -132,7 +133,7 @@ func (e *Engine) needBlob(ctx context.Context, t ident.Tenant, h ident.Hash, wha
 	}
 	if !ok {
 		if errors.Is(e.blobs.Has(h), blobpack.ErrDamaged) {
-			return blobReadError(e.blobs.Has(h), h, what+" "+path)
+			return damage.ReadError(e.blobs.Has(h), h, what+" "+path)
 		}
 		return fault.New(fault.NotFound, "%s blob %x (%s) not found", what, h, path)
 	}

@@ -10,14 +10,15 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/damage"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // What to run when the files and the database disagree.
 const (
-	adviceVerify  = "run `cardbox verify` to list what is damaged or missing"
+	adviceVerify  = damage.AdviceVerify
 	adviceRecover = "run `cardbox recover` (offline) to rebuild the turn log from Postgres"
-	adviceBackup  = "restore blobs/ from a backup of this data directory"
+	adviceBackup  = damage.AdviceBackup
 )
 
 // checkDirs refuses to start on a data directory that lost blobs/ or
@@ -46,7 +47,7 @@ func (e *Engine) openBlobs(ctx context.Context, state storedb.GetTurnLogStateRow
 	var err error
 	e.blobs, err = blobpack.Open(blobDir(e.opts.Dir), blobpack.Options{
 		Reserve: e.opts.fileReserve(), MinValidSize: max(state.PackEnd, 0), OnDamage: e.onPackDamage,
-		SegmentSize: e.opts.SegmentSize, OnRollover: e.onRollover,
+		SegmentSize: e.opts.SegmentSize, OnRollover: e.sealer.Wake,
 	})
 	if errors.Is(err, blobpack.ErrCorrupt) {
 		return fmt.Errorf("blob pack: %w: committed blobs are missing; refusing to start; %s, and %s", err, adviceVerify, adviceBackup)
@@ -83,41 +84,14 @@ func (e *Engine) recordHoles(ctx context.Context) error {
 }
 
 // crossCheck makes sure every committed turn's payload and every attached
-// fs root is in the pack, or in a hole the pack reported. A blob missing
-// for no such reason means the pack is not the one the turns were written
-// to (or lost records wholesale): the store refuses to start.
+// fs root is in the pack, or in a hole the pack reported (see
+// damage.CrossCheck).
 func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 	holes := e.blobs.Holes()
-	unidentified := 0
-	for _, h := range holes {
-		if !h.HashKnown {
-			unidentified++
-		}
-	}
-	var missing, damaged int
-	var first string
-	// what describes the blob only for the first missing one: formatting
-	// it for each of millions of turns was a noticeable part of a start.
-	// A turn's missing payload is remembered as its tenant's (see
-	// lostBlobs); an fs root's tenant is not known here.
-	note := func(hash ident.Hash, tenant uint32, what func() string) {
-		err := e.blobs.Has(hash)
-		switch {
-		case err == nil:
-		case errors.Is(err, blobpack.ErrDamaged):
-			damaged++
-		default:
-			if missing++; missing == 1 {
-				first = fmt.Sprintf("%s, blob %x", what(), hash)
-			}
-			if tenant != 0 {
-				e.lost.add(tenant, hash)
-			}
-		}
-	}
+	check := damage.CrossCheck{Has: e.blobs.Has, Lost: &e.lost}
 	for id := uint64(1); id <= maxTurn; id++ {
 		if m, ok := e.index.Turns.Get(id); ok && m.Tenant != 0 {
-			note(m.Hash, m.Tenant, func() string { return fmt.Sprintf("payload of turn %d", id) })
+			check.Note(m.Hash, m.Tenant, func() string { return fmt.Sprintf("payload of turn %d", id) })
 		}
 	}
 	roots, err := e.as(pgrole.Recovery, "").ListFSRoots(ctx)
@@ -125,23 +99,7 @@ func (e *Engine) crossCheck(ctx context.Context, maxTurn uint64) error {
 		return fmt.Errorf("list fs roots: %w", err)
 	}
 	for _, r := range roots {
-		note(ident.Hash(r), 0, func() string { return "an attached fs root" })
+		check.Note(ident.Hash(r), 0, func() string { return "an attached fs root" })
 	}
-	return e.judgeCrossCheck(missing, damaged, unidentified, first)
-}
-
-func (e *Engine) judgeCrossCheck(missing, damaged, unidentified int, first string) error {
-	if damaged > 0 {
-		e.log.Error("blob pack: committed blobs lie in damaged records; reading them fails", "blobs", damaged, "advice", adviceVerify)
-	}
-	if missing == 0 {
-		return nil
-	}
-	if unidentified > 0 {
-		e.log.Error("blob pack: committed blobs are missing, presumably in damaged regions the index no longer describes",
-			"blobs", missing, "holes", unidentified, "first", first, "advice", adviceVerify)
-		return nil
-	}
-	return fmt.Errorf("%d committed blobs are neither in %s nor in a damaged record (first: %s): "+
-		"refusing to start; %s, and %s", missing, blobDir(e.opts.Dir), first, adviceVerify, adviceBackup)
+	return check.Verdict(e.log, holes, blobDir(e.opts.Dir))
 }

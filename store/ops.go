@@ -15,6 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/internal/damage"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
@@ -183,20 +184,6 @@ func uncompressed(req *AppendRequest) ([]byte, error) {
 	}
 }
 
-// blobReadError is a stored blob that cannot be read: an internal error
-// whose message names the blob and, when its record is damaged, the
-// damaged bytes of the pack (also in its details, with the blob).
-func blobReadError(err error, h ident.Hash, what string) error {
-	var d *blobpack.DamageError
-	if errors.As(err, &d) {
-		e := fault.Wrap(fault.Internal, err, "%s %x lies in a damaged record of the blob pack (bytes %d..%d of %s: %s); run `cardbox verify`",
-			what, h, d.Offset, d.End, blobpack.PackFile, d.Reason)
-		e.Details = map[string]any{"blob": fmt.Sprintf("%x", h), "damaged_from": d.Offset, "damaged_to": d.End}
-		return e
-	}
-	return fault.Wrap(fault.Internal, err, "read %s %x", what, h)
-}
-
 // Last returns up to limit turns ending at the context's head, oldest first.
 func (e *Engine) Last(ctx context.Context, t ident.Tenant, contextID uint64, limit uint32, withPayload bool) ([]Turn, error) {
 	s, err := e.contextOf(t, contextID)
@@ -301,8 +288,8 @@ func (e *Engine) turn(id uint64, m *memindex.TurnMeta, typeID string, withPayloa
 	data, err := e.blobs.View(m.Hash)
 	switch {
 	case err == nil:
-	case payloadUnreadable(err):
-		e.servedDamaged(id, m, err)
+	case damage.Unreadable(err):
+		e.damaged.Note(e.log, id, m.Hash, err)
 		turn.Compression, turn.UncompressedLen, turn.PayloadDamaged = CompressionNone, 0, true
 		return turn, nil
 	default:
@@ -367,7 +354,7 @@ func (e *Engine) ownsBlob(ctx context.Context, t ident.Tenant, h ident.Hash) (bo
 			entry, stored = blobpack.Entry{Hash: h, Owner: hole.Owner}, true
 		}
 	}
-	if (stored && entry.Owner == t.No) || e.lost.of(t.No, h) {
+	if (stored && entry.Owner == t.No) || e.lost.Of(t.No, h) {
 		return true, nil
 	}
 	claimed, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, storedb.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})

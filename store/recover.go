@@ -272,7 +272,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	}
 	log, err := turnlog.Open(path, turnlog.Options{
 		MinValidSize: committedEnd, TruncateAt: committedEnd, Reserve: e.opts.fileReserve(),
-		SegmentSize: e.opts.SegmentSize, OnRollover: e.onRollover,
+		SegmentSize: e.opts.SegmentSize, OnRollover: e.sealer.Wake,
 	}, load)
 	if err != nil {
 		return 0, err

@@ -12,9 +12,9 @@ import (
 	"github.com/cardboxhq/cardbox/api/internal/answers"
 	"github.com/cardboxhq/cardbox/cardbox"
 	"github.com/cardboxhq/cardbox/cardbox/answer"
-	"github.com/cardboxhq/cardbox/cardbox/appendjson"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
+	"github.com/cardboxhq/cardbox/internal/appendjson"
 	"github.com/cardboxhq/cardbox/internal/membudget"
 )
 

@@ -11,10 +11,10 @@ import (
 
 	"github.com/cardboxhq/cardbox/api/internal/jsonbody"
 	"github.com/cardboxhq/cardbox/cardbox"
-	"github.com/cardboxhq/cardbox/cardbox/appendjson"
 	"github.com/cardboxhq/cardbox/cardbox/assembly"
 	"github.com/cardboxhq/cardbox/cardbox/fromcxdb"
 	"github.com/cardboxhq/cardbox/cardbox/layout"
+	"github.com/cardboxhq/cardbox/internal/appendjson"
 	"github.com/cardboxhq/cardbox/internal/fault"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/cardboxhq/cardbox/cardbox"
-	"github.com/cardboxhq/cardbox/cardbox/appendjson"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
+	"github.com/cardboxhq/cardbox/internal/appendjson"
 )
 
 // Card answers are rendered by hand rather than by encoding/json: card

@@ -3,7 +3,8 @@ package service
 import (
 	"encoding/json"
 	"errors"
-	"unicode/utf8"
+
+	"github.com/cardboxhq/cardbox/internal/appendjson"
 )
 
 // Context lists and searches are bounded in bytes as turn pages are: their
@@ -49,41 +50,11 @@ func (a *answerBytes) add(first bool, n int) (bool, error) {
 // unbounded length: its keys, ids, numbers, booleans and separators.
 const entryOverhead = 384
 
-// jsonStringLen is the length of s as encoding/json writes it, quotes
-// included, escaping HTML characters as echo's JSON answers do.
-func jsonStringLen(s string) int {
-	n := 2
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			switch {
-			case b == '"' || b == '\\' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
-				n += 2
-			case b < 0x20 || b == '<' || b == '>' || b == '&':
-				n += 6
-			default:
-				n++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
-			n += 6
-		default:
-			n += size
-		}
-		i += size
-	}
-	return n
-}
-
 // size is at least e's JSON and the comma before it.
 func (e *ContextEntry) size() int {
-	n := entryOverhead + jsonStringLen(e.ClientTag) + jsonStringLen(e.Title)
+	n := entryOverhead + appendjson.StringLen(e.ClientTag) + appendjson.StringLen(e.Title)
 	for _, l := range e.Labels {
-		n += jsonStringLen(l) + 1
+		n += appendjson.StringLen(l) + 1
 	}
 	if e.Provenance != nil {
 		if b, err := json.Marshal(e.Provenance); err == nil {
@@ -97,5 +68,5 @@ func (e *ContextEntry) size() int {
 
 // size is at least e's JSON and the comma before it.
 func (e *SearchEntry) size() int {
-	return entryOverhead + jsonStringLen(e.ClientTag) + jsonStringLen(e.Title)
+	return entryOverhead + appendjson.StringLen(e.ClientTag) + appendjson.StringLen(e.Title)
 }

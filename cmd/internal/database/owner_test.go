@@ -242,7 +242,7 @@ func TestOwnerIsNotSuperuserQuota(t *testing.T) {
 	s := cardbox.New(m.server.Pool, cardbox.Options{Admit: func(ctx context.Context, project string, adding int64) error {
 		return checker.CheckCardBox(ctx, project, 0, adding)
 	}})
-	if _, err := s.AddCard(ctx, "acme", note("a", "first")); err != nil {
+	if _, err := s.AddCards(ctx, "acme", []cardbox.NewCard{note("a", "first")}); err != nil {
 		t.Fatalf("add a card: %v", err)
 	}
 	q, err := m.admin.TenantQuota(ctx, "acme")
@@ -252,7 +252,7 @@ func TestOwnerIsNotSuperuserQuota(t *testing.T) {
 	if err := m.cliKeys.SetQuota(ctx, "test", "acme", q.CardBoxBytes+10); err != nil {
 		t.Fatalf("set a quota: %v", err)
 	}
-	_, err = s.AddCard(ctx, "acme", note("b", "a card that does not fit in ten bytes"))
+	_, err = s.AddCards(ctx, "acme", []cardbox.NewCard{note("b", "a card that does not fit in ten bytes")})
 	var se *fault.Error
 	if !errors.As(err, &se) || se.Kind != fault.QuotaExceeded {
 		t.Fatalf("a card over the quota: %v, want refused (quota exceeded)", err)
@@ -285,7 +285,7 @@ func TestOwnerIsNotSuperuserSQLRolesAndDeletion(t *testing.T) {
 	if _, err := m.cards.AddCards(ctx, "acme", []cardbox.NewCard{note("a", "hello"), note("b", "world")}); err != nil {
 		t.Fatalf("add cards: %v", err)
 	}
-	if _, err := m.cards.AddCard(ctx, "initech", note("i", "initech's")); err != nil {
+	if _, err := m.cards.AddCards(ctx, "initech", []cardbox.NewCard{note("i", "initech's")}); err != nil {
 		t.Fatalf("add a card: %v", err)
 	}
 

@@ -1,7 +1,9 @@
-// Package appendjson appends JSON values to byte slices without reflection.
-// CardBox renders cards and batch answers with it: they are the read hot
-// path, and their JSON members come from Postgres jsonb, which is valid JSON
-// and needs no re-checking.
+// Package appendjson appends JSON values to byte slices without reflection,
+// and measures JSON strings before they are written. It is the one JSON
+// string escaper of both surfaces: CardBox renders cards and batch answers
+// with it (the read hot path, whose JSON members come from Postgres jsonb,
+// which is valid JSON and needs no re-checking), the CXDB protocol its
+// ERROR frames, and the CXDB service sizes its answers with StringLen.
 //
 // What it appends is what encoding/json.Marshal appends for the same
 // value (a string, or a json.RawMessage): compact, with <, >, &, U+2028
@@ -69,6 +71,35 @@ func String(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// StringLen is the length of what String appends for s, quotes included:
+// the room a JSON answer needs for s, known before it is written.
+func StringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case !stringEscapes[c]:
+				n++
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			default:
+				n += 6 // \u00XX
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6 // \ufffd, \u2028, \u2029
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
 }
 
 // OptString appends s, or null when it is empty.

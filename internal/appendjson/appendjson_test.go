@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/cardboxhq/cardbox/cardbox/appendjson"
+	"github.com/cardboxhq/cardbox/internal/appendjson"
 )
 
 // String and Compact append what encoding/json.Marshal appends for the
@@ -69,4 +69,46 @@ func BenchmarkCompact(b *testing.B) {
 			buf = appendjson.Raw(buf[:0], raw)
 		}
 	})
+}
+
+// stringCases are strings whose escaping differs: every escape String
+// writes, multi-byte runes kept, and invalid UTF-8.
+var stringCases = []string{
+	"", "plain", `quote " backslash \ slash /`, "tab\t nl\n cr\r bs\b ff\f nul\x00 us\x1f del\x7f",
+	"<script>&amp;</script>", "é ü 日本 😀", "line\u2028sep\u2029", "replacement \ufffd kept",
+	"invalid \xff\xfe utf-8", "cut \xe2\x80", "\xe2\x80\xa8", "a\u2028", "&", "\x01\x02\x0b\x0e\x1b",
+	"surrogate half \xed\xa0\x80", "overlong \xc0\xaf", "4-byte cut \xf0\x9f\x98",
+}
+
+// checkStringLen fails unless StringLen(s) is the length of what String
+// appends and of what encoding/json.Marshal writes.
+func checkStringLen(t *testing.T, s string) {
+	t.Helper()
+	want, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := appendjson.String(nil, s)
+	if string(got) != string(want) {
+		t.Fatalf("String(%q) = %s, encoding/json writes %s", s, got, want)
+	}
+	if n := appendjson.StringLen(s); n != len(got) {
+		t.Fatalf("StringLen(%q) = %d, String appends %d bytes: %s", s, n, len(got), got)
+	}
+}
+
+func TestStringLenIsWhatStringAppends(t *testing.T) {
+	for _, s := range stringCases {
+		checkStringLen(t, s)
+	}
+	for c := range 256 { // every byte alone, as ASCII or as invalid UTF-8
+		checkStringLen(t, string([]byte{byte(c)}))
+	}
+}
+
+func FuzzStringLen(f *testing.F) {
+	for _, s := range stringCases {
+		f.Add(s)
+	}
+	f.Fuzz(checkStringLen)
 }
