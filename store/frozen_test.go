@@ -154,16 +154,18 @@ func TestFrozenPostgresAnswersInTimeAndLosesNothing(t *testing.T) {
 		return e.Healthy(ctx) == nil
 	})
 	// The COMMIT sat in the stopped backend's socket and took effect on
-	// SIGCONT: the store publishes the turn its client was refused.
+	// SIGCONT: the store publishes the turn its client was refused, once
+	// it has asked Postgres whether that group committed (which a healthy
+	// store may not have done yet).
 	var late uint64
-	for _, turn := range lastTurns(t, e, ten, head.ContextID) {
-		if bytes.Equal(turn.Payload, []byte("payload of frozen-commit")) {
-			late = turn.ID
+	waitfor.True(t, "the group whose COMMIT Postgres took while stopped readable after SIGCONT", 30*time.Second, func() bool {
+		for _, turn := range lastTurns(t, e, ten, head.ContextID) {
+			if bytes.Equal(turn.Payload, []byte("payload of frozen-commit")) {
+				late = turn.ID
+			}
 		}
-	}
-	if late == 0 {
-		t.Fatal("the group whose COMMIT Postgres took while stopped is not readable after SIGCONT")
-	}
+		return late != 0
+	})
 	for _, key := range refused {
 		first, err := e.Append(ctx, ten, keyed(key))
 		if err != nil {
