@@ -60,8 +60,11 @@ func TestProjectsEveryCanonicalTypeAsTheTypedView(t *testing.T) {
 			}})
 			projectsEveryCanonicalType(t, h)
 			caughtUp := int64(metricValue(t, h.proj, "cardbox_analytics_caught_up_total"))
-			if got, want := reads.Load(), tc.wantReads+caughtUp; got != want {
-				t.Errorf("the projector read %d payloads from the store, want %d (%d turns caught up)", got, want, caughtUp)
+			// A turn the catch-up found is read once more by the catch-up,
+			// unless its notification was drained first and projected it
+			// already: which comes first is the scheduler's choice.
+			if got, most := reads.Load(), tc.wantReads+caughtUp; got < tc.wantReads || got > most {
+				t.Errorf("the projector read %d payloads from the store, want %d to %d (%d turns caught up)", got, tc.wantReads, most, caughtUp)
 			}
 		})
 	}
