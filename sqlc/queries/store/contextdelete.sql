@@ -79,3 +79,7 @@ SELECT turn_id FROM dead_turns;
 -- How many contexts of live tenants are deleted (cardbox verify).
 SELECT count(*) FROM contexts c JOIN tenants t USING (tenant_id)
 WHERE c.deleted_at IS NOT NULL AND t.deleted_at IS NULL;
+
+-- name: DeadTurnsAmong :many
+-- Which of the turns are dead (compaction drops their records).
+SELECT turn_id FROM dead_turns WHERE turn_id = ANY(@turn_ids::bigint[]);

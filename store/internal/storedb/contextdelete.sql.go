@@ -96,6 +96,31 @@ func (q *Queries) CountDeletedContexts(ctx context.Context) (int64, error) {
 	return count, err
 }
 
+const deadTurnsAmong = `-- name: DeadTurnsAmong :many
+SELECT turn_id FROM dead_turns WHERE turn_id = ANY($1::bigint[])
+`
+
+// Which of the turns are dead (compaction drops their records).
+func (q *Queries) DeadTurnsAmong(ctx context.Context, turnIds []int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, deadTurnsAmong, turnIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var turn_id int64
+		if err := rows.Scan(&turn_id); err != nil {
+			return nil, err
+		}
+		items = append(items, turn_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listDeadTurns = `-- name: ListDeadTurns :many
 SELECT turn_id FROM dead_turns
 `
