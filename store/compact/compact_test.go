@@ -88,8 +88,16 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) open() *store.Engine {
 	f.t.Helper()
+	// The hook reads f.hook when called, so that a test changes it
+	// while the store runs (compactions run on the test's goroutine).
+	hook := func(s compact.Step) error {
+		if f.hook == nil {
+			return nil
+		}
+		return f.hook(s)
+	}
 	e, err := store.Open(context.Background(), store.Options{
-		Dir: f.dir, Pool: f.pool, SegmentSize: segmentSize, FileReserve: -1, CompactionHook: f.hook,
+		Dir: f.dir, Pool: f.pool, SegmentSize: segmentSize, FileReserve: -1, CompactionHook: hook,
 	})
 	if err != nil {
 		f.t.Fatalf("open the store: %v", err)
@@ -344,6 +352,48 @@ func TestCompactionCrashes(t *testing.T) {
 				t.Fatalf("compacting again: %v", err)
 			}
 			f.checkReads(e)
+		})
+	}
+}
+
+// A compaction that failed at its swap leaves its rewrite in a running
+// server, Postgres naming either generation (the swap's outcome may be
+// unknown to the process): the next compaction of the segment, without
+// a restart, removes the rewrite and starts again, or finishes the swap.
+func TestCompactionResumesWithoutRestart(t *testing.T) {
+	t.Parallel()
+	for _, step := range []compact.Step{compact.Synced, compact.Swapped} {
+		t.Run(step.String(), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			e := f.open()
+			defer e.Close()
+			f.hook = func(s compact.Step) error {
+				if s == step {
+					return errCrash
+				}
+				return nil
+			}
+			if _, err := e.CompactTurnSegment(context.Background(), 0); !errors.Is(err, errCrash) {
+				t.Fatalf("compaction failed after %s: %v", step, err)
+			}
+			f.hook = nil
+			res, err := e.CompactTurnSegment(context.Background(), 0)
+			if err != nil {
+				t.Fatalf("compacting again: %v", err)
+			}
+			if res.New != (segment.ID{Start: 0, Gen: 1}) {
+				t.Errorf("compacting again after %s: %+v", step, res)
+			}
+			files := f.logFiles()
+			if _, ok := files["turns.log"]; ok {
+				t.Errorf("the old generation is left: %v", slices.Sorted(maps.Keys(files)))
+			}
+			f.checkReads(e)
+			if err := e.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f.verify()
 		})
 	}
 }
