@@ -198,7 +198,7 @@ func TestBackupOfSegments(t *testing.T) {
 }
 
 // A turn log whose sealed segments were compacted (each rewrite shorter
-// than its range, a gap after it) is backed up as it is: each rewrite
+// than its range, a gap after it; some empty) is backed up as it is: each rewrite
 // as long as it was sealed, checked against its BLAKE3; the restore
 // reads every live turn back and verify is clean.
 func TestBackupOfCompactedTurnLog(t *testing.T) {
@@ -208,8 +208,12 @@ func TestBackupOfCompactedTurnLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 40 {
-		s.appendTurns(t, 1)
+	// Interleaved with live turns, then 40 in a row: a segment or two
+	// of dead turns alone, which compact to nothing.
+	for i := range 80 {
+		if i < 40 || i == 79 {
+			s.appendTurns(t, 1)
+		}
 		p := []byte(fmt.Sprintf("doomed %d", i))
 		if _, err := s.engine.Append(ctx, s.tenant, &store.AppendRequest{
 			ContextID: doomed.ContextID, TypeID: "t", TypeVersion: 1, Encoding: 1,
@@ -229,13 +233,16 @@ func TestBackupOfCompactedTurnLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rewritten := 0
+	rewritten, empty := 0, 0
 	for _, r := range results {
 		if r.New != r.Old {
 			rewritten++
 		}
+		if r.New != r.Old && r.After == 0 {
+			empty++
+		}
 	}
-	if rewritten < 3 {
+	if rewritten < 3 || empty == 0 {
 		t.Fatalf("%d turn-log segments rewritten: %+v", rewritten, results)
 	}
 
@@ -258,7 +265,7 @@ func TestBackupOfCompactedTurnLog(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	r, err := salvage.Verify(ctx, restored, pool, nil)
-	if err != nil || !r.OK() || r.Records != 40 {
+	if err != nil || !r.OK() || r.Records != 41 {
 		var b strings.Builder
 		if r != nil {
 			r.Print(&b)

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // segmentSize makes turn-log segments of 16 records.
 const segmentSize = 16 * turnlog.RecordSize
 
+// liveTurns is how many turns the fixture's live context has.
+const liveTurns = 81
+
 // fixture is a store whose turn log spans many sealed segments, with one
 // live context, one deleted (its turns dead, interleaved with the live
 // context's in every segment), and what the live turns read before any
@@ -71,6 +74,12 @@ func newFixture(t *testing.T) *fixture {
 			f.deadTurns = append(f.deadTurns, f.append(e, f.dead, fmt.Sprintf("dead %d.%d", i, j)))
 		}
 	}
+	// Then a segment or two of dead turns alone, which compact to
+	// nothing, closed by one more live turn.
+	for i := range 40 {
+		f.deadTurns = append(f.deadTurns, f.append(e, f.dead, fmt.Sprintf("dead alone %d", i)))
+	}
+	f.append(e, f.live, "the last live turn")
 	if err := e.DeleteContext(ctx, ten, f.dead, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +89,7 @@ func newFixture(t *testing.T) *fixture {
 	waitSealed(t, e)
 	f.liveTurns = f.last(e)
 	f.records = f.liveRecords()
-	if len(f.liveTurns) != 80 || len(f.records) != 80 {
+	if len(f.liveTurns) != liveTurns || len(f.records) != liveTurns {
 		t.Fatalf("before compaction: %d live turns, %d records", len(f.liveTurns), len(f.records))
 	}
 	return f
@@ -261,6 +270,9 @@ func TestCompactTurns(t *testing.T) {
 			t.Errorf("compaction result %+v", r)
 		}
 	}
+	if !slices.ContainsFunc(results, func(r compact.Result) bool { return r.Dropped > 0 && r.After == 0 }) {
+		t.Errorf("no segment of dead turns alone compacted to nothing: %+v", results)
+	}
 	if len(results) < 5 || dropped < 100 {
 		t.Fatalf("%d segments compacted, %d records dropped: %+v", len(results), dropped, results)
 	}
@@ -291,8 +303,8 @@ func TestCompactTurns(t *testing.T) {
 	}
 
 	r := f.verify()
-	if r.Records != 81 || r.DeadRecords != len(f.deadTurns)-dropped {
-		t.Errorf("verify after compaction counts %d records, %d dead, want 81 and %d", r.Records, r.DeadRecords, len(f.deadTurns)-dropped)
+	if r.Records != liveTurns+1 || r.DeadRecords != len(f.deadTurns)-dropped {
+		t.Errorf("verify after compaction counts %d records, %d dead, want %d and %d", r.Records, r.DeadRecords, liveTurns+1, len(f.deadTurns)-dropped)
 	}
 	e = f.open()
 	defer e.Close()
