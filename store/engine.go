@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +20,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/compact"
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/damage"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
@@ -84,6 +86,11 @@ type Options struct {
 	// when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// CompactionHook, if set, is called after each step of a compaction
+	// (see package compact); an error from it stops the compaction there,
+	// with nothing undone, as a crash at that point would. For crash
+	// tests.
+	CompactionHook func(compact.Step) error
 	// hooks are test-only fault injection points (see groupcommit.Hooks).
 	hooks *groupcommit.Hooks
 }
@@ -148,6 +155,11 @@ type Engine struct {
 	reapWake   chan struct{}
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
+
+	// compactMu runs one compaction at a time, and Close waits for it;
+	// closed, set under it, refuses compactions after Close.
+	compactMu sync.Mutex
+	closed    atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -219,6 +231,9 @@ func (e *Engine) Close() error {
 		}
 		e.holes.Stop()
 		e.sealer.Stop()
+		e.compactMu.Lock()
+		e.closed.Store(true)
+		e.compactMu.Unlock()
 		e.closeErr = e.closeFiles()
 	})
 	return e.closeErr

@@ -123,6 +123,11 @@ func (s stream) sources(end int64, sealed []store.SealedSegment) ([]source, erro
 		}
 		id := byStart[start]
 		src := source{path: s.layout.Path(id), rel: s.relDir + "/" + s.layout.Name(id), id: id, size: stop - start}
+		if seal, ok := seals[start]; ok && seal.ID == id && id.Gen > 0 && seal.Length < src.size {
+			// A compaction's rewrite packs its records at the start of
+			// its range: the rest of the range is a gap, in no file.
+			src.size = seal.Length
+		}
 		if seal, ok := seals[start]; ok {
 			if seal.ID != id || seal.Length != src.size {
 				return nil, fmt.Errorf("back up the %s: sealed segment %s (%d bytes) does not match %s on disk (%d bytes)",
@@ -140,8 +145,8 @@ func (s stream) sources(end int64, sealed []store.SealedSegment) ([]source, erro
 // stream that does not reach its committed end.
 func checkStreams(files []File, ends Ends) []string {
 	type placed struct {
-		start int64
-		f     File
+		id segment.ID
+		f  File
 	}
 	var problems []string
 	byStream := map[string][]placed{}
@@ -151,18 +156,19 @@ func checkStreams(files []File, ends Ends) []string {
 			problems = append(problems, fmt.Sprintf("%s: not a segment file of a cardbox data directory", f.Path))
 			continue
 		}
-		byStream[s.file] = append(byStream[s.file], placed{id.Start, f})
+		byStream[s.file] = append(byStream[s.file], placed{id, f})
 	}
 	for _, s := range streams("") {
 		ps := byStream[s.file]
-		slices.SortFunc(ps, func(a, b placed) int { return cmp.Compare(a.start, b.start) })
+		slices.SortFunc(ps, func(a, b placed) int { return cmp.Compare(a.id.Start, b.id.Start) })
 		var off int64
+		gap := false // the last file was a compaction's rewrite: a gap may follow it
 		for _, p := range ps {
-			if p.start != off {
-				problems = append(problems, fmt.Sprintf("%s: bytes %d..%d of the %s are in no file", p.f.Path, off, p.start, s.file))
+			if p.id.Start != off && (!gap || p.id.Start < off) {
+				problems = append(problems, fmt.Sprintf("%s: bytes %d..%d of the %s are in no file", p.f.Path, off, p.id.Start, s.file))
 			}
 			problems = append(problems, checkCoverage(p.f)...)
-			off = p.start + p.f.Size
+			off, gap = p.id.Start+p.f.Size, p.id.Gen > 0
 		}
 		if want := s.committedEnd(ends); off != want {
 			problems = append(problems, fmt.Sprintf("the %s: its files end at %d, its committed end is %d", s.file, off, want))

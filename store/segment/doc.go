@@ -27,7 +27,12 @@
 // package names and reads the files, and says which are closed. A closed
 // segment is changed by this package only by Truncate, which a caller
 // uses to cut records that never committed, and which therefore never
-// reaches a sealed one.
+// reaches a sealed one, and by Replace, which puts a compaction's rewrite
+// (the next generation, written and fsynced by the caller) in its place.
+// A rewrite keeps its segment's range but packs its records at the start
+// of it: it may end before the next segment starts, and the rest of the
+// range is a gap that holds nothing (reads there fail with ErrGap). A
+// generation-0 segment must end exactly where the next one starts.
 //
 // # Crash cases
 //

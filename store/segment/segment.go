@@ -18,6 +18,11 @@ import (
 // of this package wrap it with the files at fault; test with errors.Is.
 var ErrCorrupt = errors.New("segments do not fit together")
 
+// ErrGap is a read of bytes in the gap after a rewritten segment: a
+// compaction packs a segment's records at the start of its range, and
+// the rest of the range holds nothing.
+var ErrGap = errors.New("offset in the gap after a rewritten segment")
+
 // ID names a segment: the logical offset of its first byte, and the
 // generation of its file (0 as written by appends; a rewrite of the
 // segment, by a compaction, takes the next).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -123,12 +124,24 @@ func (s *Set) openAll(ids []ID) error {
 		return fmt.Errorf("segment: the first segment, %s, starts at %d, not 0: %w", files[0].path, files[0].id.Start, ErrCorrupt)
 	}
 	for i := 0; i+1 < len(files); i++ {
-		if cur, next := files[i], files[i+1]; cur.id.Start+cur.length != next.id.Start {
+		if cur, next := files[i], files[i+1]; !fits(cur.id, cur.length, next.id.Start) {
 			return fmt.Errorf("segment: %s ends at %d but the next segment, %s, starts at %d (files left untouched): %w",
 				cur.path, cur.id.Start+cur.length, next.path, next.id.Start, ErrCorrupt)
 		}
 	}
 	return nil
+}
+
+// fits reports whether a closed segment of length bytes fits before the
+// segment starting at next: exactly for a segment written by appends;
+// for a rewrite, which packs its records at the start of its range, at
+// or below it (the rest of the range is a gap that holds nothing).
+func fits(id ID, length, next int64) bool {
+	end := id.Start + length
+	if id.Gen == 0 {
+		return end == next
+	}
+	return end <= next
 }
 
 // create creates the file of segment id, empty, as the new last segment,
@@ -212,7 +225,8 @@ func find(files []*file, off int64) *file {
 // ReadAt reads len(b) bytes of the stream at logical offset off, from as
 // many segments as they span (records never span two; a scan may). It
 // returns io.EOF past the end of the files, and for bytes a concurrent
-// Truncate removed.
+// Truncate or Replace removed; an error wrapping ErrGap for bytes in the
+// gap after a rewritten segment.
 func (s *Set) ReadAt(b []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("segment: read %s at %d: negative offset", s.layout.Base, off)
@@ -226,7 +240,12 @@ func (s *Set) ReadAt(b []byte, off int64) (int, error) {
 		}
 		want := b[n:]
 		if seg != files[len(files)-1] {
-			want = want[:min(int64(len(want)), seg.id.Start+seg.length-off)]
+			end := seg.id.Start + seg.length
+			if off >= end {
+				return n, fmt.Errorf("segment: read %s at %d, past %s's %d bytes: %w",
+					s.layout.Base, off, seg.path, seg.length, ErrGap)
+			}
+			want = want[:min(int64(len(want)), end-off)]
 		}
 		m, err := seg.f.ReadAt(want, off-seg.id.Start)
 		n += m
@@ -410,6 +429,67 @@ func (s *Set) removeFrom(keep int) error {
 	last := s.last()
 	s.app = syncfile.NewAppender(last.f, last.length, s.opts.Reserve)
 	return nil
+}
+
+// Replace puts id, a new generation of a closed segment, in place of the
+// generation the set holds: the caller has written and fsynced its file
+// (and the directory) and made it the one its records name. The old
+// file is closed, not removed: removing it is the caller's last step,
+// and a start that finds both keeps the one the caller's records name.
+// Readers that still hold the old file read io.EOF from then on.
+func (s *Set) Replace(id ID) (old Info, err error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.opts.ReadOnly {
+		return Info{}, s.errLocked()
+	}
+	files := s.list()
+	i := slices.IndexFunc(files, func(f *file) bool { return f.id.Start == id.Start })
+	switch {
+	case i < 0:
+		return Info{}, fmt.Errorf("segment: replace %s: no segment of %s starts at %d", s.layout.Name(id), s.layout.Base, id.Start)
+	case i == len(files)-1:
+		return Info{}, fmt.Errorf("segment: replace %s: the active segment is never rewritten", s.layout.Name(id))
+	case id.Gen <= files[i].id.Gen:
+		return Info{}, fmt.Errorf("segment: replace %s with generation %d: not newer", files[i].path, id.Gen)
+	}
+	path := s.layout.Path(id)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return Info{}, fmt.Errorf("segment: replace: %w", err)
+	}
+	length, err := lockedSize(f)
+	if err != nil {
+		f.Close()
+		return Info{}, fmt.Errorf("segment: replace with %s: %w", path, err)
+	}
+	if !fits(id, length, files[i+1].id.Start) {
+		f.Close()
+		return Info{}, fmt.Errorf("segment: replace with %s: %d bytes do not fit before %d: %w",
+			path, length, files[i+1].id.Start, ErrCorrupt)
+	}
+	prev := files[i]
+	next := slices.Clone(files)
+	next[i] = &file{id: id, path: path, f: f, length: length}
+	s.files.Store(&next)
+	old = Info{ID: prev.id, Path: prev.path, Length: prev.length}
+	if err := prev.f.Close(); err != nil {
+		return old, fmt.Errorf("segment: replace: close %s: %w", prev.path, err)
+	}
+	return old, nil
+}
+
+// lockedSize locks f as every segment file of a writable set is locked,
+// and returns its size.
+func lockedSize(f *os.File) (int64, error) {
+	if err := syncfile.Lock(f); err != nil {
+		return 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }
 
 // Close stops the active segment's reservation and closes every file.

@@ -5,7 +5,10 @@
 //
 // The log is a sequence of 128-byte records, little-endian, with no file
 // header, kept in segments (package segment, Options.SegmentSize) of which
-// turns.log is the first; record i is at offset i*128 of the stream:
+// turns.log is the first. Each segment's records start at its first
+// offset, 128 bytes apart; a compaction's rewrite of a sealed segment
+// holds fewer records than its range has room for, and the rest of the
+// range is a gap (package compact). A record:
 //
 //	turn_id:u64 @0 | parent_turn_id:u64 @8 | context_id:u64 @16
 //	| depth:u32 @24 | tenant:u32 @28 | type_ref:u32 @32 | type_version:u32 @36

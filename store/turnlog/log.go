@@ -148,32 +148,36 @@ func (l *Log) tornAfter(end, size int64) (bool, error) {
 // scanChunk is how many bytes scan reads at a time.
 const scanChunk = 8192 * RecordSize
 
-// scan verifies the records of the first size bytes, calls visit for those
-// below keepBelow (all if keepBelow < 0), and returns where the first
-// partial or bad record starts (size if none).
+// scan verifies the records of the first size bytes, segment by segment
+// (a rewritten segment may end before the next one starts: its records
+// are packed at the start of its range), calls visit for those below
+// keepBelow (all if keepBelow < 0), and returns where the first partial
+// or bad record starts (size if none).
 func (l *Log) scan(size, keepBelow int64, visit func(int64, Record) error) (int64, error) {
 	if keepBelow < 0 {
 		keepBelow = size
 	}
 	buf := make([]byte, min(scanChunk, size))
-	var off int64
-	for off < size {
-		n := min(int64(len(buf)), size-off)
-		if _, err := l.set.ReadAt(buf[:n], off); err != nil {
-			return 0, fmt.Errorf("turnlog: open: read %s at %d: %w", l.path, off, err)
-		}
-		for i := int64(0); i < n; i += RecordSize {
-			r, err := UnmarshalRecord(buf[i:n])
-			if err != nil {
-				return off + i, nil
+	for _, seg := range l.set.Segments() {
+		from, to := seg.ID.Start, min(seg.End(), size)
+		for off := from; off < to; {
+			n := min(int64(len(buf)), to-off)
+			if _, err := l.set.ReadAt(buf[:n], off); err != nil {
+				return 0, fmt.Errorf("turnlog: open: read %s at %d: %w", l.path, off, err)
 			}
-			if visit != nil && off+i < keepBelow {
-				if err := visit(off+i, r); err != nil {
-					return 0, fmt.Errorf("turnlog: open: record at %d: %w", off+i, err)
+			for i := int64(0); i < n; i += RecordSize {
+				r, err := UnmarshalRecord(buf[i:n])
+				if err != nil {
+					return off + i, nil
+				}
+				if visit != nil && off+i < keepBelow {
+					if err := visit(off+i, r); err != nil {
+						return 0, fmt.Errorf("turnlog: open: record at %d: %w", off+i, err)
+					}
 				}
 			}
+			off += n
 		}
-		off += n
 	}
 	return size, nil
 }
@@ -329,4 +333,16 @@ func (l *Log) Close() error {
 		return fmt.Errorf("turnlog: close %s: %w", l.path, err)
 	}
 	return nil
+}
+
+// ReplaceSegment puts id, a compaction's rewrite of a sealed segment
+// (written, fsynced and named by the caller's records), in place of the
+// generation the log holds, and returns the old one, whose file the
+// caller removes (see segment.Set.Replace).
+func (l *Log) ReplaceSegment(id segment.ID) (segment.Info, error) {
+	old, err := l.set.Replace(id)
+	if err != nil {
+		return old, fmt.Errorf("turnlog: %w", err)
+	}
+	return old, nil
 }

@@ -32,31 +32,36 @@ func Scan(path string, visit func(off int64, r Record)) (end int64, defects []De
 	}
 	defer set.Close()
 	size := set.Size()
-	r := bufio.NewReaderSize(io.NewSectionReader(set, 0, size), 1<<20)
 	var b [RecordSize]byte
 	var zero [RecordSize]byte
-	for off := int64(0); off < size; off += RecordSize {
-		n, err := io.ReadFull(r, b[:])
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return off, append(defects, Defect{off, fmt.Sprintf("partial record (%d bytes)", n)}), nil
-		}
-		if err != nil {
-			return off, defects, fmt.Errorf("turnlog: scan %s at %d: %w", path, off, err)
-		}
-		if bytes.Equal(b[:], zero[:]) {
-			if rest, err := set.ZeroTail(off, size); err == nil && rest {
-				return off, defects, nil
+	for _, seg := range set.Segments() {
+		// A rewritten segment may end before the next starts: its
+		// records are packed at the start of its range.
+		from, to := seg.ID.Start, min(seg.End(), size)
+		r := bufio.NewReaderSize(io.NewSectionReader(set, from, to-from), 1<<20)
+		for off := from; off < to; off += RecordSize {
+			n, err := io.ReadFull(r, b[:])
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return off, append(defects, Defect{off, fmt.Sprintf("partial record (%d bytes)", n)}), nil
 			}
+			if err != nil {
+				return off, defects, fmt.Errorf("turnlog: scan %s at %d: %w", path, off, err)
+			}
+			if bytes.Equal(b[:], zero[:]) {
+				if rest, err := set.ZeroTail(off, size); err == nil && rest {
+					return off, defects, nil
+				}
+			}
+			rec, err := UnmarshalRecord(b[:])
+			if err != nil {
+				defects = append(defects, Defect{off, err.Error()})
+				continue
+			}
+			if visit != nil {
+				visit(off, rec)
+			}
+			end = off + RecordSize
 		}
-		rec, err := UnmarshalRecord(b[:])
-		if err != nil {
-			defects = append(defects, Defect{off, err.Error()})
-			continue
-		}
-		if visit != nil {
-			visit(off, rec)
-		}
-		end = off + RecordSize
 	}
 	return end, defects, nil
 }

@@ -146,3 +146,11 @@ SELECT turn_id FROM dead_turns;
 -- How many contexts of live tenants are deleted (cardbox verify).
 SELECT count(*) FROM contexts c JOIN tenants t USING (tenant_id)
 WHERE c.deleted_at IS NOT NULL AND t.deleted_at IS NULL;
+
+-- name: DeadTurnsAmong :many
+-- Which of the turns are dead (compaction drops their records). A
+-- segment's turns are many (two million in 256 MiB) and dead_turns is
+-- keyed by tenant first: a join lets Postgres hash one side rather than
+-- search the array once per dead turn.
+SELECT d.turn_id FROM dead_turns d
+JOIN unnest(@turn_ids::bigint[]) AS u(turn_id) ON u.turn_id = d.turn_id;

@@ -17,3 +17,19 @@ ON CONFLICT (store_id, stream, start_offset) DO NOTHING;
 -- Forgets one file's sealed segments: cardbox recover rebuilds the turn
 -- log as one new segment.
 DELETE FROM sealed_segments WHERE store_id = @store_id AND stream = @stream;
+
+-- name: GetSealedSegment :one
+-- One sealed segment: the generation a compaction rewrites.
+SELECT generation, length, blake3
+FROM sealed_segments
+WHERE store_id = @store_id AND stream = @stream AND start_offset = @start_offset;
+
+-- name: SwapSealedSegment :execrows
+-- Makes a compaction's rewrite the segment Postgres names, in place of
+-- the generation it read: no row when that generation is no longer the
+-- sealed one. From its commit on, a start keeps the rewrite and removes
+-- the old file.
+UPDATE sealed_segments
+SET generation = @new_generation, length = @length, blake3 = @blake3, sealed_at = now()
+WHERE store_id = @store_id AND stream = @stream AND start_offset = @start_offset
+  AND generation = @old_generation;

@@ -71,8 +71,9 @@ func (s *Sealer) IsSealed(stream string, start int64) bool {
 	return ok
 }
 
-// markSealed records that segment id of stream is sealed.
-func (s *Sealer) markSealed(stream string, id segment.ID) {
+// MarkSealed records that segment id of stream is sealed (as a
+// compaction's swap leaves its rewrite).
+func (s *Sealer) MarkSealed(stream string, id segment.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sealed[key{stream, id.Start}] = id
@@ -101,7 +102,7 @@ func (s *Sealer) Check(ctx context.Context, q *storedb.Queries, storeID pgtype.U
 		if err := checkSegment(r, files[r.Stream]); err != nil {
 			return fmt.Errorf("%w: %s", err, refusal)
 		}
-		s.markSealed(r.Stream, segment.ID{Start: r.StartOffset, Gen: uint32(r.Generation)})
+		s.MarkSealed(r.Stream, segment.ID{Start: r.StartOffset, Gen: uint32(r.Generation)})
 	}
 	return nil
 }
@@ -200,7 +201,7 @@ func (r *run) sealCommitted(ctx context.Context) (pending bool, err error) {
 			if err := r.seal(ctx, s.stream, seg); err != nil {
 				return true, err
 			}
-			r.s.markSealed(s.stream, seg.ID)
+			r.s.MarkSealed(s.stream, seg.ID)
 		}
 	}
 	return pending, nil

@@ -156,6 +156,35 @@ func (q *Queries) CountDeletedContexts(ctx context.Context) (int64, error) {
 	return count, err
 }
 
+const deadTurnsAmong = `-- name: DeadTurnsAmong :many
+SELECT d.turn_id FROM dead_turns d
+JOIN unnest($1::bigint[]) AS u(turn_id) ON u.turn_id = d.turn_id
+`
+
+// Which of the turns are dead (compaction drops their records). A
+// segment's turns are many (two million in 256 MiB) and dead_turns is
+// keyed by tenant first: a join lets Postgres hash one side rather than
+// search the array once per dead turn.
+func (q *Queries) DeadTurnsAmong(ctx context.Context, turnIds []int64) ([]int64, error) {
+	rows, err := q.db.Query(ctx, deadTurnsAmong, turnIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var turn_id int64
+		if err := rows.Scan(&turn_id); err != nil {
+			return nil, err
+		}
+		items = append(items, turn_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const dropEmptyRollups = `-- name: DropEmptyRollups :exec
 WITH daily AS (
     DELETE FROM analytics_daily a

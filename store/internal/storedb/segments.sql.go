@@ -27,6 +27,32 @@ func (q *Queries) ForgetSealedSegments(ctx context.Context, arg ForgetSealedSegm
 	return err
 }
 
+const getSealedSegment = `-- name: GetSealedSegment :one
+SELECT generation, length, blake3
+FROM sealed_segments
+WHERE store_id = $1 AND stream = $2 AND start_offset = $3
+`
+
+type GetSealedSegmentParams struct {
+	StoreID     pgtype.UUID
+	Stream      string
+	StartOffset int64
+}
+
+type GetSealedSegmentRow struct {
+	Generation int32
+	Length     int64
+	Blake3     []byte
+}
+
+// One sealed segment: the generation a compaction rewrites.
+func (q *Queries) GetSealedSegment(ctx context.Context, arg GetSealedSegmentParams) (GetSealedSegmentRow, error) {
+	row := q.db.QueryRow(ctx, getSealedSegment, arg.StoreID, arg.Stream, arg.StartOffset)
+	var i GetSealedSegmentRow
+	err := row.Scan(&i.Generation, &i.Length, &i.Blake3)
+	return i, err
+}
+
 const listSealedSegments = `-- name: ListSealedSegments :many
 SELECT stream, start_offset, generation, length, blake3
 FROM sealed_segments
@@ -97,4 +123,41 @@ func (q *Queries) SealSegment(ctx context.Context, arg SealSegmentParams) error 
 		arg.Blake3,
 	)
 	return err
+}
+
+const swapSealedSegment = `-- name: SwapSealedSegment :execrows
+UPDATE sealed_segments
+SET generation = $1, length = $2, blake3 = $3, sealed_at = now()
+WHERE store_id = $4 AND stream = $5 AND start_offset = $6
+  AND generation = $7
+`
+
+type SwapSealedSegmentParams struct {
+	NewGeneration int32
+	Length        int64
+	Blake3        []byte
+	StoreID       pgtype.UUID
+	Stream        string
+	StartOffset   int64
+	OldGeneration int32
+}
+
+// Makes a compaction's rewrite the segment Postgres names, in place of
+// the generation it read: no row when that generation is no longer the
+// sealed one. From its commit on, a start keeps the rewrite and removes
+// the old file.
+func (q *Queries) SwapSealedSegment(ctx context.Context, arg SwapSealedSegmentParams) (int64, error) {
+	result, err := q.db.Exec(ctx, swapSealedSegment,
+		arg.NewGeneration,
+		arg.Length,
+		arg.Blake3,
+		arg.StoreID,
+		arg.Stream,
+		arg.StartOffset,
+		arg.OldGeneration,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

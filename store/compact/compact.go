@@ -1,0 +1,349 @@
+// Package compact rewrites a sealed segment of the turn log without the
+// records of dead turns, and swaps the rewrite in.
+//
+// # Layout of a rewrite
+//
+// A rewrite keeps its segment's range of logical offsets, so that no
+// other segment, no committed end and no record outside it moves: the
+// live records are copied, in order, to the start of the range as the
+// segment's next generation, and the rest of the range becomes a gap
+// that holds nothing (package segment). The live records' offsets change
+// inside the range, but nothing names a turn record by its offset: the
+// turn table is keyed by turn id and rebuilt from the records at every
+// start, and the only offsets of the log Postgres records (the committed
+// ends) lie at or past the end of every sealed segment. So the swap is
+// one UPDATE of the segment's sealed_segments row, and recovery reads a
+// rewritten segment as any other.
+//
+// # Steps and crash assumptions
+//
+//  1. Read the sealed segment, checking every record's CRC and the
+//     file's length and BLAKE3 against its seal: a compaction never
+//     seals damage into a new generation.
+//  2. Ask the store which of its turns are dead (their rows are gone,
+//     listed in dead_turns). None: nothing is rewritten.
+//  3. Write the live records to the next generation's file, created
+//     beside the old one (Step Written).
+//  4. fsync the file and the directory (Step Synced).
+//  5. Swap, in one Postgres transaction, the segment's sealed_segments
+//     row to the rewrite: generation, length, BLAKE3 (Step Swapped).
+//  6. Install the rewrite in the open log; the old file is closed (Step
+//     Installed).
+//  7. Remove the old file and fsync the directory.
+//
+// A crash before 5 commits leaves the old generation named by Postgres
+// and a rewrite, whole or torn, beside it: the next start removes the
+// rewrite. A crash after it leaves the rewrite named, fsynced in 4, and
+// the old file beside it: the next start removes the old file. Either
+// way every live record is in the generation Postgres names, and no
+// manual step is needed. A compaction whose swap failed in a running
+// process (its outcome perhaps unknown) leaves both files too; the next
+// compaction of the segment asks Postgres which generation it names and
+// finishes the swap or removes the rewrite first.
+package compact
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/cardboxhq/cardbox/store/segment"
+	"github.com/cardboxhq/cardbox/store/syncfile"
+	"github.com/cardboxhq/cardbox/store/turnlog"
+)
+
+// Sealed is a segment as sealed_segments records it.
+type Sealed struct {
+	ID     segment.ID
+	Length int64
+	BLAKE3 [32]byte
+}
+
+// Store is what a compaction needs of the turn store. Its methods are
+// called by one compaction at a time.
+type Store interface {
+	// Sealed returns the turn log's sealed segment starting at start, as
+	// Postgres records it now.
+	Sealed(ctx context.Context, start int64) (Sealed, error)
+	// Dead returns which of the turns are dead: listed in dead_turns,
+	// their rows removed, so that no fact names them any more.
+	Dead(ctx context.Context, turnIDs []uint64) (map[uint64]bool, error)
+	// Swap makes rewrite the sealed segment of its range in place of
+	// old, in one Postgres transaction, and fails if Postgres names
+	// another generation than old.
+	Swap(ctx context.Context, old segment.ID, rewrite Sealed) error
+	// Install makes the open log read the range from the rewrite, which
+	// Postgres names, and returns the generation it replaced, whose file
+	// is closed and left for the compaction to remove.
+	Install(rewrite segment.ID) (segment.Info, error)
+}
+
+// Step is a point between the steps of a compaction, at which Options.Hook
+// is called.
+type Step int
+
+// The steps a hook is called after.
+const (
+	// Written: the rewrite's bytes are written, not fsynced.
+	Written Step = iota + 1
+	// Synced: the rewrite and its directory are fsynced; Postgres still
+	// names the old generation.
+	Synced
+	// Swapped: Postgres names the rewrite; the log still reads the old
+	// generation.
+	Swapped
+	// Installed: the log reads the rewrite; the old file is on disk.
+	Installed
+)
+
+func (s Step) String() string {
+	switch s {
+	case Written:
+		return "written"
+	case Synced:
+		return "synced"
+	case Swapped:
+		return "swapped"
+	case Installed:
+		return "installed"
+	}
+	return fmt.Sprintf("Step(%d)", int(s))
+}
+
+// Options configure a compaction.
+type Options struct {
+	// Hook, if set, is called after each Step. An error from it stops the
+	// compaction there and is returned, with nothing undone: what a crash
+	// at that point leaves (crash tests).
+	Hook func(Step) error
+}
+
+// Result describes a compaction of one segment.
+type Result struct {
+	Old, New segment.ID // New is Old when nothing was rewritten
+	// Records and Dropped count the old generation's records and those
+	// of dead turns left out of the rewrite.
+	Records, Dropped int
+	// Before and After are the segment's bytes in the old generation and
+	// in the one Postgres names now.
+	Before, After int64
+}
+
+// Reclaimed is the bytes the compaction gave back.
+func (r Result) Reclaimed() int64 { return r.Before - r.After }
+
+// Turns compacts seg, a sealed segment of the turn log whose segments
+// layout names, as the package documentation says.
+func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Info, opts Options) (Result, error) {
+	res := Result{Old: seg.ID, New: seg.ID, Before: seg.Length, After: seg.Length}
+	sealed, err := st.Sealed(ctx, seg.ID.Start)
+	if err != nil {
+		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
+	}
+	next := segment.ID{Start: seg.ID.Start, Gen: seg.ID.Gen + 1}
+	switch sealed.ID {
+	case seg.ID:
+	case next:
+		// An earlier compaction's swap committed without its process
+		// learning it: finish it.
+		res.New, res.After = next, sealed.Length
+		return res, finish(st, layout, next)
+	default:
+		return res, fmt.Errorf("compact %s: sealed_segments names generation %d", seg.Path, sealed.ID.Gen)
+	}
+	if sealed.Length != seg.Length {
+		return res, fmt.Errorf("compact %s: %d bytes, sealed with %d", seg.Path, seg.Length, sealed.Length)
+	}
+	// A rewrite left by a compaction whose swap failed: Postgres names
+	// the old generation, so it is nothing.
+	if err := removeIfThere(layout, next); err != nil {
+		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
+	}
+
+	ids, err := turnIDs(ctx, seg.Path, sealed)
+	if err != nil {
+		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
+	}
+	res.Records = len(ids)
+	dead, err := st.Dead(ctx, ids)
+	if err != nil {
+		return res, fmt.Errorf("compact %s: dead turns: %w", seg.Path, err)
+	}
+	if len(dead) == 0 {
+		return res, nil
+	}
+
+	rewrite, err := write(ctx, seg.Path, layout.Path(next), dead, opts.Hook)
+	if err != nil {
+		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
+	}
+	rewrite.ID = next
+	if err := syncfile.Dir(layout.Dir); err != nil {
+		return res, fmt.Errorf("compact %s: sync %s: %w", seg.Path, layout.Dir, err)
+	}
+	if err := hook(opts.Hook, Synced); err != nil {
+		return res, err
+	}
+	if err := st.Swap(ctx, seg.ID, rewrite); err != nil {
+		// The rewrite stays: if the swap committed after all, it is the
+		// segment now (see the package documentation).
+		return res, fmt.Errorf("compact %s: swap in %s: %w", seg.Path, layout.Name(next), err)
+	}
+	res.New, res.After, res.Dropped = next, rewrite.Length, len(dead)
+	if err := hook(opts.Hook, Swapped); err != nil {
+		return res, err
+	}
+	return res, finishHooked(st, layout, next, opts.Hook)
+}
+
+func finish(st Store, layout segment.Layout, rewrite segment.ID) error {
+	return finishHooked(st, layout, rewrite, nil)
+}
+
+// finishHooked installs the rewrite Postgres names and removes the
+// generation it replaced.
+func finishHooked(st Store, layout segment.Layout, rewrite segment.ID, h func(Step) error) error {
+	old, err := st.Install(rewrite)
+	if err != nil {
+		return fmt.Errorf("compact: install %s: %w", layout.Name(rewrite), err)
+	}
+	if err := hook(h, Installed); err != nil {
+		return err
+	}
+	if err := os.Remove(old.Path); err != nil {
+		return fmt.Errorf("compact: remove %s, replaced by %s: %w", old.Path, layout.Name(rewrite), err)
+	}
+	if err := syncfile.Dir(layout.Dir); err != nil {
+		return fmt.Errorf("compact: remove %s: sync %s: %w", old.Path, layout.Dir, err)
+	}
+	return nil
+}
+
+func hook(h func(Step) error, s Step) error {
+	if h == nil {
+		return nil
+	}
+	if err := h(s); err != nil {
+		return fmt.Errorf("compaction stopped after step %s: %w", s, err)
+	}
+	return nil
+}
+
+// removeIfThere removes segment id's file, if there is one, durably.
+func removeIfThere(layout segment.Layout, id segment.ID) error {
+	err := os.Remove(layout.Path(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return syncfile.Dir(layout.Dir)
+}
+
+// records calls fn with each record of the segment file at path, in
+// order, after checking its CRC; it returns the file's length and
+// BLAKE3. A bad or partial record is an error: a sealed segment holds
+// whole, committed records only.
+func records(ctx context.Context, path string, fn func(raw []byte, r turnlog.Record) error) (sum [32]byte, length int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return sum, 0, err
+	}
+	defer f.Close()
+	h := blake3.New()
+	r := bufio.NewReaderSize(io.TeeReader(f, h), 1<<20)
+	var b [turnlog.RecordSize]byte
+	for ; ; length += turnlog.RecordSize {
+		if length%(8192*turnlog.RecordSize) == 0 {
+			if err := ctx.Err(); err != nil {
+				return sum, 0, err
+			}
+		}
+		n, err := io.ReadFull(r, b[:])
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return sum, 0, fmt.Errorf("read %s at %d (%d bytes): %w", path, length, n, err)
+		}
+		rec, err := turnlog.UnmarshalRecord(b[:])
+		if err != nil {
+			return sum, 0, fmt.Errorf("record at %d of %s: %w", length, path, err)
+		}
+		if err := fn(b[:], rec); err != nil {
+			return sum, 0, err
+		}
+	}
+	copy(sum[:], h.Sum(nil))
+	return sum, length, nil
+}
+
+// turnIDs returns the turns of the segment file at path, which must be
+// as sealed says.
+func turnIDs(ctx context.Context, path string, sealed Sealed) ([]uint64, error) {
+	ids := make([]uint64, 0, sealed.Length/turnlog.RecordSize)
+	sum, length, err := records(ctx, path, func(_ []byte, r turnlog.Record) error {
+		ids = append(ids, r.TurnID)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if length != sealed.Length || sum != sealed.BLAKE3 {
+		return nil, fmt.Errorf("%s (%d bytes) does not match its seal (%d bytes, BLAKE3 %x): it was damaged after it was sealed; "+
+			"run cardbox verify", path, length, sealed.Length, sealed.BLAKE3[:8])
+	}
+	return ids, nil
+}
+
+// write writes the records of the segment file at from that are not of a
+// dead turn to a new file at to, in order, fsyncs it, and returns its
+// length and BLAKE3. Before the swap, a failure removes the new file.
+func write(ctx context.Context, from, to string, dead map[uint64]bool, h func(Step) error) (rewrite Sealed, err error) {
+	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return rewrite, err
+	}
+	crashed := false
+	defer func() {
+		if err != nil && !crashed {
+			f.Close()
+			os.Remove(to)
+		}
+	}()
+	sum := blake3.New()
+	w := bufio.NewWriterSize(io.MultiWriter(f, sum), 1<<20)
+	_, _, err = records(ctx, from, func(raw []byte, r turnlog.Record) error {
+		if dead[r.TurnID] {
+			return nil
+		}
+		rewrite.Length += turnlog.RecordSize
+		_, err := w.Write(raw)
+		return err
+	})
+	if err != nil {
+		return rewrite, err
+	}
+	if err := w.Flush(); err != nil {
+		return rewrite, fmt.Errorf("write %s: %w", to, err)
+	}
+	if err := hook(h, Written); err != nil {
+		crashed = true
+		f.Close()
+		return rewrite, err
+	}
+	if err := f.Sync(); err != nil {
+		return rewrite, fmt.Errorf("sync %s: %w", to, err)
+	}
+	if err := f.Close(); err != nil {
+		return rewrite, fmt.Errorf("close %s: %w", to, err)
+	}
+	copy(rewrite.BLAKE3[:], sum.Sum(nil))
+	return rewrite, nil
+}

@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/store/compact"
+	"github.com/cardboxhq/cardbox/store/internal/sealer"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
+	"github.com/cardboxhq/cardbox/store/segment"
+	"github.com/cardboxhq/cardbox/store/turnlog"
+)
+
+// CompactTurnSegment rewrites the sealed turn-log segment that starts at
+// start without the records of dead turns, and swaps the rewrite in
+// (package compact; docs/storage.md, Compaction). A segment without dead
+// turns is left as it is. Appends and reads go on meanwhile; compactions
+// run one at a time, and Close waits for a running one.
+func (e *Engine) CompactTurnSegment(ctx context.Context, start int64) (compact.Result, error) {
+	e.compactMu.Lock()
+	defer e.compactMu.Unlock()
+	if e.closed.Load() {
+		return compact.Result{}, fmt.Errorf("compact the turn log: %w", turnlog.ErrClosed)
+	}
+	for _, seg := range e.turns.Closed() {
+		if seg.ID.Start != start {
+			continue
+		}
+		if !e.sealer.IsSealed(sealer.Turns, start) {
+			return compact.Result{}, fmt.Errorf("compact %s: not sealed yet (its bytes are not all committed)", seg.Path)
+		}
+		res, err := compact.Turns(ctx, turnCompaction{e}, turnlog.Layout(TurnLogPath(e.opts.Dir)), seg,
+			compact.Options{Hook: e.opts.CompactionHook})
+		if err != nil {
+			return res, err
+		}
+		if res.New != res.Old {
+			e.log.Info("turn log segment compacted", "segment", seg.Path, "generation", res.New.Gen,
+				"records", res.Records, "dropped", res.Dropped, "bytes_before", res.Before, "bytes_after", res.After)
+		}
+		return res, nil
+	}
+	return compact.Result{}, fmt.Errorf("compact the turn log: no closed segment starts at %d", start)
+}
+
+// CompactTurns compacts every sealed segment of the turn log that holds
+// records of dead turns, one after another, and returns what each
+// compaction of a segment did.
+func (e *Engine) CompactTurns(ctx context.Context) ([]compact.Result, error) {
+	var out []compact.Result
+	for _, seg := range e.turns.Closed() {
+		if !e.sealer.IsSealed(sealer.Turns, seg.ID.Start) {
+			continue
+		}
+		res, err := e.CompactTurnSegment(ctx, seg.ID.Start)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// turnCompaction is the engine as package compact sees it.
+type turnCompaction struct{ e *Engine }
+
+func (c turnCompaction) Sealed(ctx context.Context, start int64) (compact.Sealed, error) {
+	row, err := c.e.as(pgrole.Recovery, "").GetSealedSegment(ctx, storedb.GetSealedSegmentParams{
+		StoreID: c.e.storeID, Stream: sealer.Turns, StartOffset: start,
+	})
+	if err != nil {
+		return compact.Sealed{}, fmt.Errorf("read the seal of the turn log segment at %d: %w", start, err)
+	}
+	s := compact.Sealed{ID: segment.ID{Start: start, Gen: uint32(row.Generation)}, Length: row.Length}
+	copy(s.BLAKE3[:], row.Blake3)
+	return s, nil
+}
+
+func (c turnCompaction) Dead(ctx context.Context, turnIDs []uint64) (map[uint64]bool, error) {
+	ids := make([]int64, len(turnIDs))
+	for i, id := range turnIDs {
+		ids[i] = int64(id)
+	}
+	rows, err := c.e.as(pgrole.Recovery, "").DeadTurnsAmong(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	dead := make(map[uint64]bool, len(rows))
+	for _, id := range rows {
+		dead[uint64(id)] = true
+	}
+	return dead, nil
+}
+
+func (c turnCompaction) Swap(ctx context.Context, old segment.ID, rewrite compact.Sealed) error {
+	n, err := c.e.as(pgrole.Recovery, "").SwapSealedSegment(ctx, storedb.SwapSealedSegmentParams{
+		StoreID: c.e.storeID, Stream: sealer.Turns, StartOffset: old.Start,
+		OldGeneration: int32(old.Gen), NewGeneration: int32(rewrite.ID.Gen),
+		Length: rewrite.Length, Blake3: rewrite.BLAKE3[:],
+	})
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("sealed_segments no longer names generation %d of the turn log segment at %d", old.Gen, old.Start)
+	}
+	return nil
+}
+
+func (c turnCompaction) Install(rewrite segment.ID) (segment.Info, error) {
+	old, err := c.e.turns.ReplaceSegment(rewrite)
+	if err != nil {
+		return old, err
+	}
+	c.e.sealer.MarkSealed(sealer.Turns, rewrite)
+	return old, nil
+}
