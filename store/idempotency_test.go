@@ -266,3 +266,84 @@ func TestIdempotencyKeysExpireAndArePurged(t *testing.T) {
 		t.Fatalf("repeat after the window: %+v, %v; want a new turn", r, err)
 	}
 }
+
+// A key reused after its window but before the purge makes a new turn, and
+// its new row stands beside the expired one until the purge: memory,
+// Postgres (when memory may have forgotten the key) and a restart all
+// answer a retry with the new turn, and the purge deletes only the old row.
+func TestIdempotencyKeyReusedAfterItsWindowBeforeThePurge(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
+	ctx := context.Background()
+	pool, dir := pgtest.NewPool(t), t.TempDir()
+	open := func() *Engine {
+		// A cap of one key: the second key below makes memory forget the
+		// first, so its retry is answered from Postgres.
+		e, err := Open(ctx, Options{Dir: dir, Pool: pool, Now: now, MaxIdempotencyKeys: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := open()
+	defer func() { e.Close() }()
+	ten, err := e.Tenant(ctx, ident.DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.CreateContext(ctx, ten, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := turnReq(h.ContextID, 0, []byte("once a day"))
+	req.IdempotencyKey = []byte("daily")
+	first, err := e.Append(ctx, ten, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advance(IdempotencyWindow + time.Minute) // expired, not yet purged
+	second, err := e.Append(ctx, ten, req)
+	if err != nil || second.TurnID == first.TurnID || second.Replayed {
+		t.Fatalf("reuse after the window: %+v, %v; want a new turn", second, err)
+	}
+	rows := func() (n int) {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = 'daily'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := rows(); n != 2 {
+		t.Fatalf("%d rows of the reused key before the purge, want 2 (expired and new)", n)
+	}
+	retry := func(when string) {
+		t.Helper()
+		r, err := e.Append(ctx, ten, req)
+		if err != nil || r.TurnID != second.TurnID || !r.Replayed {
+			t.Fatalf("retry %s: %+v, %v; want turn %d replayed", when, r, err, second.TurnID)
+		}
+	}
+	retry("from memory")
+
+	other := turnReq(h.ContextID, 0, []byte("another"))
+	other.IdempotencyKey = []byte("another")
+	if _, err := e.Append(ctx, ten, other); err != nil {
+		t.Fatal(err)
+	}
+	if e.idem.Holds(idemindex.NewKey(ten.No, h.ContextID, req.IdempotencyKey)) {
+		t.Fatal("memory still holds the reused key past its cap of one")
+	}
+	retry("from Postgres")
+
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = open()
+	retry("after a restart")
+
+	if n, err := e.PurgeIdempotencyKeys(ctx); err != nil || n != 1 || rows() != 1 {
+		t.Fatalf("purge: %d, %v; %d rows of the reused key left, want 1 deleted and 1 left", n, err, rows())
+	}
+	retry("after the purge")
+}

@@ -37,10 +37,14 @@ ORDER BY k.created_at DESC
 LIMIT @max_keys;
 
 -- name: GetIdempotencyKey :one
+-- A key reused after its window has a row beside its expired one until the
+-- purge deletes that (migration 00046); the window holds at most one.
 SELECT turn_id, created_at, requested_parent_turn_id
 FROM idempotency_keys
 WHERE tenant_id = @tenant_id AND context_id = @context_id AND idempotency_key = @idempotency_key
-  AND created_at > @since;
+  AND created_at > @since
+ORDER BY created_at DESC
+LIMIT 1;
 
 -- name: DeleteIdempotencyKeysBefore :execrows
 DELETE FROM idempotency_keys WHERE created_at <= @before;
@@ -125,9 +129,8 @@ new_keys AS (
            unnest(@key_turn_ids::bigint[]),
            unnest(@key_created_ats::timestamptz[]),
            unnest(@key_requested_parents::bigint[])
-    ON CONFLICT (tenant_id, context_id, idempotency_key)
-    DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at,
-                  requested_parent_turn_id = excluded.requested_parent_turn_id
+    -- a plain insert: the planner wrote no key still live, and a key reused
+    -- after its window adds a row beside its expired one (migration 00046)
 ),
 new_grants AS (
     INSERT INTO tenant_blobs (tenant_id, blob_hash)

@@ -72,9 +72,8 @@ new_keys AS (
            unnest($29::bigint[]),
            unnest($30::timestamptz[]),
            unnest($31::bigint[])
-    ON CONFLICT (tenant_id, context_id, idempotency_key)
-    DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at,
-                  requested_parent_turn_id = excluded.requested_parent_turn_id
+    -- a plain insert: the planner wrote no key still live, and a key reused
+    -- after its window adds a row beside its expired one (migration 00046)
 ),
 new_grants AS (
     INSERT INTO tenant_blobs (tenant_id, blob_hash)
@@ -337,6 +336,8 @@ SELECT turn_id, created_at, requested_parent_turn_id
 FROM idempotency_keys
 WHERE tenant_id = $1 AND context_id = $2 AND idempotency_key = $3
   AND created_at > $4
+ORDER BY created_at DESC
+LIMIT 1
 `
 
 type GetIdempotencyKeyParams struct {
@@ -352,6 +353,8 @@ type GetIdempotencyKeyRow struct {
 	RequestedParentTurnID pgtype.Int8
 }
 
+// A key reused after its window has a row beside its expired one until the
+// purge deletes that (migration 00046); the window holds at most one.
 func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (GetIdempotencyKeyRow, error) {
 	row := q.db.QueryRow(ctx, getIdempotencyKey,
 		arg.TenantID,
