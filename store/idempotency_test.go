@@ -347,3 +347,59 @@ func TestIdempotencyKeyReusedAfterItsWindowBeforeThePurge(t *testing.T) {
 	}
 	retry("after the purge")
 }
+
+// Appends that ask Postgres about their keys at once are answered by
+// shared queries, each with its own key's turn: retries of keys memory
+// forgot get their original turns, and the same keys used in another
+// context, at the same time, make new turns.
+func TestIdempotencyLookupsTogether(t *testing.T) {
+	const n = 40
+	s := newTestStore(t)
+	s.maxIdemKeys = 3
+	s.reopen()
+	ten := s.defaultTenant()
+	old, fresh := s.create(ten, 0), s.create(ten, 0)
+	retries, news := make([]*AppendRequest, n), make([]*AppendRequest, n)
+	first := make([]AppendResult, n)
+	for i := range retries {
+		retries[i] = turnReq(old.ContextID, 0, payloadN(i))
+		retries[i].IdempotencyKey = []byte("together-" + strconv.Itoa(i))
+		first[i] = s.append(ten, retries[i])
+		news[i] = turnReq(fresh.ContextID, 0, payloadN(n+i))
+		news[i].IdempotencyKey = retries[i].IdempotencyKey // the same key, another context
+	}
+	type result struct {
+		i     int
+		retry bool
+		r     AppendResult
+		err   error
+	}
+	results := make(chan result, 2*n)
+	for i := range n {
+		go func() {
+			r, err := s.Append(context.Background(), ten, retries[i])
+			results <- result{i, true, r, err}
+		}()
+		go func() {
+			r, err := s.Append(context.Background(), ten, news[i])
+			results <- result{i, false, r, err}
+		}()
+	}
+	made := make(map[uint64]bool)
+	for range 2 * n {
+		res := <-results
+		switch {
+		case res.err != nil:
+			t.Errorf("append %d (retry %v): %v", res.i, res.retry, res.err)
+		case res.retry && (res.r.TurnID != first[res.i].TurnID || !res.r.Replayed):
+			t.Errorf("retry of key %d = %+v, want turn %d replayed", res.i, res.r, first[res.i].TurnID)
+		case !res.retry && (res.r.Replayed || res.r.ContextID != fresh.ContextID || made[res.r.TurnID]):
+			t.Errorf("key %d in another context = %+v, want a new turn of context %d", res.i, res.r, fresh.ContextID)
+		case !res.retry:
+			made[res.r.TurnID] = true
+		}
+	}
+	if rows := s.countRows("turns"); rows != 2*n {
+		t.Fatalf("turn rows = %d, want %d", rows, 2*n)
+	}
+}
