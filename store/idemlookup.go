@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -39,10 +40,13 @@ type keyLookup struct {
 	err   error
 }
 
-// lookupKey answers whether key was used in tenant's context after since: the
-// newest row of the window, if any.
+// lookupKey answers whether key was used in tenant's context after since:
+// the newest row of the window, if any.
 func (e *Engine) lookupKey(ctx context.Context, t ident.Tenant, contextID uint64, key []byte, since time.Time) (storedb.ListIdempotencyKeysRow, bool, error) {
-	l := &keyLookup{tenant: t, contextID: contextID, key: key, since: since, done: make(chan struct{})}
+	// The key is copied: it may be the request's buffer, which its
+	// connection reuses once answered, and an abandoned lookup is still
+	// asked about.
+	l := &keyLookup{tenant: t, contextID: contextID, key: bytes.Clone(key), since: since, done: make(chan struct{})}
 	k := &e.keyLookups
 	k.mu.Lock()
 	k.waiting = append(k.waiting, l)
