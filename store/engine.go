@@ -142,6 +142,8 @@ type Engine struct {
 	// idem is the in-memory index of idempotency keys, which the
 	// committer keeps current.
 	idem *idemindex.Table
+	// keyLookups asks Postgres about the keys idem may have forgotten.
+	keyLookups keyLookups
 
 	// stopPurge ends the goroutine that purges expired idempotency keys;
 	// purgeDone closes when it has.

@@ -2,17 +2,13 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
-	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
 // IdempotencyWindow is how long a repeated idempotency key returns the
@@ -28,15 +24,12 @@ const DefaultMaxIdempotencyKeys = idemindex.DefaultMax
 // conflict). Recent keys are always in memory, so a key committed while
 // this runs is caught by the planner.
 func (e *Engine) replayFromDB(ctx context.Context, t ident.Tenant, req *AppendRequest) (res AppendResult, found bool, err error) {
-	row, err := e.as(pgrole.Tenant, t.ID).GetIdempotencyKey(ctx, storedb.GetIdempotencyKeyParams{
-		TenantID: t.ID, ContextID: int64(req.ContextID), IdempotencyKey: req.IdempotencyKey,
-		Since: e.now().Add(-IdempotencyWindow),
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return AppendResult{}, false, nil
-	}
+	row, found, err := e.lookupKey(ctx, t, req.ContextID, req.IdempotencyKey, e.now().Add(-IdempotencyWindow))
 	if err != nil {
-		return AppendResult{}, true, fault.Wrap(fault.Unavailable, err, "look up idempotency key")
+		return AppendResult{}, true, err
+	}
+	if !found {
+		return AppendResult{}, false, nil
 	}
 	turn := uint64(row.TurnID)
 	m, ok := e.index.Turns.Get(turn)

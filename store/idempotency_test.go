@@ -266,3 +266,140 @@ func TestIdempotencyKeysExpireAndArePurged(t *testing.T) {
 		t.Fatalf("repeat after the window: %+v, %v; want a new turn", r, err)
 	}
 }
+
+// A key reused after its window but before the purge makes a new turn, and
+// its new row stands beside the expired one until the purge: memory,
+// Postgres (when memory may have forgotten the key) and a restart all
+// answer a retry with the new turn, and the purge deletes only the old row.
+func TestIdempotencyKeyReusedAfterItsWindowBeforeThePurge(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); clock = clock.Add(d) }
+	ctx := context.Background()
+	pool, dir := pgtest.NewPool(t), t.TempDir()
+	open := func() *Engine {
+		// A cap of one key: the second key below makes memory forget the
+		// first, so its retry is answered from Postgres.
+		e, err := Open(ctx, Options{Dir: dir, Pool: pool, Now: now, MaxIdempotencyKeys: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := open()
+	defer func() { e.Close() }()
+	ten, err := e.Tenant(ctx, ident.DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.CreateContext(ctx, ten, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := turnReq(h.ContextID, 0, []byte("once a day"))
+	req.IdempotencyKey = []byte("daily")
+	first, err := e.Append(ctx, ten, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advance(IdempotencyWindow + time.Minute) // expired, not yet purged
+	second, err := e.Append(ctx, ten, req)
+	if err != nil || second.TurnID == first.TurnID || second.Replayed {
+		t.Fatalf("reuse after the window: %+v, %v; want a new turn", second, err)
+	}
+	rows := func() (n int) {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key = 'daily'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := rows(); n != 2 {
+		t.Fatalf("%d rows of the reused key before the purge, want 2 (expired and new)", n)
+	}
+	retry := func(when string) {
+		t.Helper()
+		r, err := e.Append(ctx, ten, req)
+		if err != nil || r.TurnID != second.TurnID || !r.Replayed {
+			t.Fatalf("retry %s: %+v, %v; want turn %d replayed", when, r, err, second.TurnID)
+		}
+	}
+	retry("from memory")
+
+	other := turnReq(h.ContextID, 0, []byte("another"))
+	other.IdempotencyKey = []byte("another")
+	if _, err := e.Append(ctx, ten, other); err != nil {
+		t.Fatal(err)
+	}
+	if e.idem.Holds(idemindex.NewKey(ten.No, h.ContextID, req.IdempotencyKey)) {
+		t.Fatal("memory still holds the reused key past its cap of one")
+	}
+	retry("from Postgres")
+
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = open()
+	retry("after a restart")
+
+	if n, err := e.PurgeIdempotencyKeys(ctx); err != nil || n != 1 || rows() != 1 {
+		t.Fatalf("purge: %d, %v; %d rows of the reused key left, want 1 deleted and 1 left", n, err, rows())
+	}
+	retry("after the purge")
+}
+
+// Appends that ask Postgres about their keys at once are answered by
+// shared queries, each with its own key's turn: retries of keys memory
+// forgot get their original turns, and the same keys used in another
+// context, at the same time, make new turns.
+func TestIdempotencyLookupsTogether(t *testing.T) {
+	const n = 40
+	s := newTestStore(t)
+	s.maxIdemKeys = 3
+	s.reopen()
+	ten := s.defaultTenant()
+	old, fresh := s.create(ten, 0), s.create(ten, 0)
+	retries, news := make([]*AppendRequest, n), make([]*AppendRequest, n)
+	first := make([]AppendResult, n)
+	for i := range retries {
+		retries[i] = turnReq(old.ContextID, 0, payloadN(i))
+		retries[i].IdempotencyKey = []byte("together-" + strconv.Itoa(i))
+		first[i] = s.append(ten, retries[i])
+		news[i] = turnReq(fresh.ContextID, 0, payloadN(n+i))
+		news[i].IdempotencyKey = retries[i].IdempotencyKey // the same key, another context
+	}
+	type result struct {
+		i     int
+		retry bool
+		r     AppendResult
+		err   error
+	}
+	results := make(chan result, 2*n)
+	for i := range n {
+		go func() {
+			r, err := s.Append(context.Background(), ten, retries[i])
+			results <- result{i, true, r, err}
+		}()
+		go func() {
+			r, err := s.Append(context.Background(), ten, news[i])
+			results <- result{i, false, r, err}
+		}()
+	}
+	made := make(map[uint64]bool)
+	for range 2 * n {
+		res := <-results
+		switch {
+		case res.err != nil:
+			t.Errorf("append %d (retry %v): %v", res.i, res.retry, res.err)
+		case res.retry && (res.r.TurnID != first[res.i].TurnID || !res.r.Replayed):
+			t.Errorf("retry of key %d = %+v, want turn %d replayed", res.i, res.r, first[res.i].TurnID)
+		case !res.retry && (res.r.Replayed || res.r.ContextID != fresh.ContextID || made[res.r.TurnID]):
+			t.Errorf("key %d in another context = %+v, want a new turn of context %d", res.i, res.r, fresh.ContextID)
+		case !res.retry:
+			made[res.r.TurnID] = true
+		}
+	}
+	if rows := s.countRows("turns"); rows != 2*n {
+		t.Fatalf("turn rows = %d, want %d", rows, 2*n)
+	}
+}

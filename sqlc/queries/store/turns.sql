@@ -36,11 +36,16 @@ WHERE k.created_at > @since AND t.deleted_at IS NULL
 ORDER BY k.created_at DESC
 LIMIT @max_keys;
 
--- name: GetIdempotencyKey :one
-SELECT turn_id, created_at, requested_parent_turn_id
-FROM idempotency_keys
-WHERE tenant_id = @tenant_id AND context_id = @context_id AND idempotency_key = @idempotency_key
-  AND created_at > @since;
+-- name: ListIdempotencyKeys :many
+-- The rows of the window of many keys of one tenant, newest first: the
+-- lookups of the appends waiting together (store/idemlookup.go). A key
+-- reused after its window has a row beside its expired one until the purge
+-- deletes that (migration 00053); the window holds at most one.
+SELECT k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
+FROM (SELECT unnest(@context_ids::bigint[]) AS context_id, unnest(@idempotency_keys::bytea[]) AS idempotency_key) w
+JOIN idempotency_keys k ON k.context_id = w.context_id AND k.idempotency_key = w.idempotency_key
+WHERE k.tenant_id = @tenant_id AND k.created_at > @since
+ORDER BY k.created_at DESC;
 
 -- name: DeleteIdempotencyKeysBefore :execrows
 DELETE FROM idempotency_keys WHERE created_at <= @before;
@@ -125,9 +130,8 @@ new_keys AS (
            unnest(@key_turn_ids::bigint[]),
            unnest(@key_created_ats::timestamptz[]),
            unnest(@key_requested_parents::bigint[])
-    ON CONFLICT (tenant_id, context_id, idempotency_key)
-    DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at,
-                  requested_parent_turn_id = excluded.requested_parent_turn_id
+    -- a plain insert: the planner wrote no key still live, and a key reused
+    -- after its window adds a row beside its expired one (migration 00053)
 ),
 new_grants AS (
     INSERT INTO tenant_blobs (tenant_id, blob_hash)

@@ -72,9 +72,8 @@ new_keys AS (
            unnest($29::bigint[]),
            unnest($30::timestamptz[]),
            unnest($31::bigint[])
-    ON CONFLICT (tenant_id, context_id, idempotency_key)
-    DO UPDATE SET turn_id = excluded.turn_id, created_at = excluded.created_at,
-                  requested_parent_turn_id = excluded.requested_parent_turn_id
+    -- a plain insert: the planner wrote no key still live, and a key reused
+    -- after its window adds a row beside its expired one (migration 00053)
 ),
 new_grants AS (
     INSERT INTO tenant_blobs (tenant_id, blob_hash)
@@ -332,38 +331,6 @@ func (q *Queries) EndEarlierSessions(ctx context.Context, prefix string) (int32,
 	return still_running, err
 }
 
-const getIdempotencyKey = `-- name: GetIdempotencyKey :one
-SELECT turn_id, created_at, requested_parent_turn_id
-FROM idempotency_keys
-WHERE tenant_id = $1 AND context_id = $2 AND idempotency_key = $3
-  AND created_at > $4
-`
-
-type GetIdempotencyKeyParams struct {
-	TenantID       string
-	ContextID      int64
-	IdempotencyKey []byte
-	Since          time.Time
-}
-
-type GetIdempotencyKeyRow struct {
-	TurnID                int64
-	CreatedAt             time.Time
-	RequestedParentTurnID pgtype.Int8
-}
-
-func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (GetIdempotencyKeyRow, error) {
-	row := q.db.QueryRow(ctx, getIdempotencyKey,
-		arg.TenantID,
-		arg.ContextID,
-		arg.IdempotencyKey,
-		arg.Since,
-	)
-	var i GetIdempotencyKeyRow
-	err := row.Scan(&i.TurnID, &i.CreatedAt, &i.RequestedParentTurnID)
-	return i, err
-}
-
 const getTurnLogState = `-- name: GetTurnLogState :one
 SELECT s.store_id,
        coalesce(c.committed_end, 0)::bigint AS committed_end,
@@ -489,6 +456,64 @@ func (q *Queries) ListFSRoots(ctx context.Context) ([][]byte, error) {
 			return nil, err
 		}
 		items = append(items, fs_root_hash)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listIdempotencyKeys = `-- name: ListIdempotencyKeys :many
+SELECT k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
+FROM (SELECT unnest($1::bigint[]) AS context_id, unnest($2::bytea[]) AS idempotency_key) w
+JOIN idempotency_keys k ON k.context_id = w.context_id AND k.idempotency_key = w.idempotency_key
+WHERE k.tenant_id = $3 AND k.created_at > $4
+ORDER BY k.created_at DESC
+`
+
+type ListIdempotencyKeysParams struct {
+	ContextIds      []int64
+	IdempotencyKeys [][]byte
+	TenantID        string
+	Since           time.Time
+}
+
+type ListIdempotencyKeysRow struct {
+	ContextID             int64
+	IdempotencyKey        []byte
+	TurnID                int64
+	CreatedAt             time.Time
+	RequestedParentTurnID pgtype.Int8
+}
+
+// The rows of the window of many keys of one tenant, newest first: the
+// lookups of the appends waiting together (store/idemlookup.go). A key
+// reused after its window has a row beside its expired one until the purge
+// deletes that (migration 00053); the window holds at most one.
+func (q *Queries) ListIdempotencyKeys(ctx context.Context, arg ListIdempotencyKeysParams) ([]ListIdempotencyKeysRow, error) {
+	rows, err := q.db.Query(ctx, listIdempotencyKeys,
+		arg.ContextIds,
+		arg.IdempotencyKeys,
+		arg.TenantID,
+		arg.Since,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListIdempotencyKeysRow
+	for rows.Next() {
+		var i ListIdempotencyKeysRow
+		if err := rows.Scan(
+			&i.ContextID,
+			&i.IdempotencyKey,
+			&i.TurnID,
+			&i.CreatedAt,
+			&i.RequestedParentTurnID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
