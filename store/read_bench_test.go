@@ -28,7 +28,9 @@ type readBench struct {
 	contexts []uint64
 }
 
-func newReadBench(b *testing.B) *readBench {
+// openBenchEngine opens an engine on a fresh database and directory,
+// with the default tenant, for a benchmark.
+func openBenchEngine(b *testing.B) (*Engine, ident.Tenant) {
 	b.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPool(b)
@@ -44,6 +46,13 @@ func newReadBench(b *testing.B) *readBench {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return e, t
+}
+
+func newReadBench(b *testing.B) *readBench {
+	b.Helper()
+	ctx := context.Background()
+	e, t := openBenchEngine(b)
 	rb := &readBench{e: e, tenant: t}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range benchContexts {

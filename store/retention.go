@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
@@ -18,13 +20,24 @@ type ExpiredContext struct {
 	ContextID uint64
 }
 
+// DefaultRetention is the server's retention policy for all the contexts
+// of every tenant without a policy of its own for all its contexts (the
+// empty label): a context idle (no append) longer than Idle, or older
+// than MaxAge, is deleted. A zero duration is no limit of that kind; the
+// zero DefaultRetention is no default.
+type DefaultRetention struct {
+	Idle, MaxAge time.Duration
+}
+
 // ExpiredContexts returns up to max live contexts that their tenants'
-// retention policies expire at now: idle (no append) longer than a
-// policy's idle time, or older than its maximum age. Contexts of deleted
-// tenants are left out.
-func (e *Engine) ExpiredContexts(ctx context.Context, now time.Time, max int) ([]ExpiredContext, error) {
+// retention policies, or def for a tenant without a policy for all its
+// contexts, expire at now: idle (no append) longer than a policy's idle
+// time, or older than its maximum age. Contexts of deleted tenants are
+// left out.
+func (e *Engine) ExpiredContexts(ctx context.Context, now time.Time, def DefaultRetention, max int) ([]ExpiredContext, error) {
 	rows, err := e.as(pgrole.Sweeper, "").ListExpiredContexts(ctx, storedb.ListExpiredContextsParams{
 		Now: now, MaxContexts: int32(max),
+		DefaultIdleSeconds: seconds(def.Idle), DefaultMaxAgeSeconds: seconds(def.MaxAge),
 	})
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "list the contexts retention expires")
@@ -41,4 +54,10 @@ func (e *Engine) ExpiredContexts(ctx context.Context, now time.Time, max int) ([
 		out = append(out, ExpiredContext{Tenant: t, ContextID: uint64(r.ContextID)})
 	}
 	return out, nil
+}
+
+// seconds is a duration as a policy's column holds it: whole seconds,
+// null for none.
+func seconds(d time.Duration) pgtype.Int8 {
+	return pgtype.Int8{Int64: int64(d / time.Second), Valid: d > 0}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -114,23 +115,36 @@ func retentionCommand() *cli.Command {
 	}
 }
 
+// retentionPlan is `cardbox retention plan`. The server's default policy
+// (--retention-idle, --retention-max-age) is a setting of the running
+// cardboxd, which the plan cannot ask it for: it reads the same settings
+// from its own flags and environment, as an operator running it beside
+// the server (same environment, or the same flags) gets them, and says
+// which default it counted so that a plan made without it does not pass
+// for the server's.
 func retentionPlan() *cli.Command {
 	return &cli.Command{
-		Name: "plan", Settings: boundedDBSettings,
+		Name: "plan", Settings: append(slices.Clone(boundedDBSettings), "retention-idle", "retention-max-age"),
 		Purpose: "Show what the retention policies would delete now (contexts, turns, bytes) without deleting anything.",
 		Setup: func(fs *flag.FlagSet) cli.Action {
 			tenant := fs.String("tenant", "", "one tenant (default: every tenant)")
 			return func(ctx context.Context, inv *cli.Invocation) error {
-				return withKeys(ctx, inv, func(a admin) error { return planRetention(ctx, a, *tenant, time.Now()) })
+				def := tenancy.Retention{Idle: inv.Config.RetentionIdle, MaxAge: inv.Config.RetentionMaxAge}
+				return withKeys(ctx, inv, func(a admin) error { return planRetention(ctx, a, *tenant, def, time.Now()) })
 			}
 		},
 	}
 }
 
-// planRetention prints, per tenant, what its policies would delete at
-// now.
-func planRetention(ctx context.Context, a admin, tenant string, now time.Time) error {
-	plan, err := a.admin.PlanRetention(ctx, tenant, now)
+// planRetention prints, per tenant, what its policies (and def for the
+// tenants without a policy for all their contexts) would delete at now.
+func planRetention(ctx context.Context, a admin, tenant string, def tenancy.Retention, now time.Time) error {
+	if def.Idle == 0 && def.MaxAge == 0 {
+		fmt.Fprintln(a.out, "server default: none counted (give the server's --retention-idle/--retention-max-age or CARDBOX_RETENTION_* to count it)")
+	} else {
+		fmt.Fprintf(a.out, "server default: %s, for tenants without a policy for all their contexts\n", policyLimits(def, " or "))
+	}
+	plan, err := a.admin.PlanRetention(ctx, tenant, def, now)
 	if err != nil {
 		return err
 	}

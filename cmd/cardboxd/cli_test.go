@@ -80,6 +80,8 @@ func TestNonsenseValuesAreRefusedAtStartUp(t *testing.T) {
 		{args: []string{"--tenant-memory-share", "2"}, want: "cardboxd: --tenant-memory-share 2: must be above 0 and at most 1\nUsage: cardboxd [flags]\n"},
 		{args: []string{"--tenant-quota-bytes", "-1"}, want: "cardboxd: --tenant-quota-bytes -1: must not be negative\nUsage: cardboxd [flags]\n"},
 		{args: []string{"--mode", "open"}, want: "cardboxd: --mode open: want dev or hosted\nUsage: cardboxd [flags]\n"},
+		{args: []string{"--retention-idle", "0"}, want: "cardboxd: invalid value \"0\" for --retention-idle: must be at least 1s (empty: none)\nUsage: cardboxd [flags]\n"},
+		{env: [2]string{"CARDBOX_RETENTION_MAX_AGE", "-2d"}, want: "cardboxd: CARDBOX_RETENTION_MAX_AGE=\"-2d\" (--retention-max-age): must be at least 1s (empty: none)\nUsage: cardboxd [flags]\n"},
 		{args: []string{"--nope"}, want: "cardboxd: unknown flag --nope\nUsage: cardboxd [flags]\n"},
 	} {
 		if tt.env[0] != "" {

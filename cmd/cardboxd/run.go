@@ -34,6 +34,8 @@ func daemonConfig(cfg *config.Config, log *slog.Logger) daemon.Config {
 		ShutdownTimeout:     cfg.ShutdownTimeout,
 		SweepInterval:       cfg.SweepInterval,
 		DeletedRetention:    cfg.DeletedRetention,
+		RetentionIdle:       cfg.RetentionIdle,
+		RetentionMaxAge:     cfg.RetentionMaxAge,
 		Pprof:               cfg.Pprof,
 		AccessLog:           cfg.AccessLog,
 		CardCacheBytes:      cfg.CardCacheBytes,

@@ -21,18 +21,20 @@ const retentionBatch = 500
 // RetentionStore finds the contexts retention policies expire
 // (*store.Engine); part of Store.
 type RetentionStore interface {
-	ExpiredContexts(ctx context.Context, now time.Time, max int) ([]store.ExpiredContext, error)
+	ExpiredContexts(ctx context.Context, now time.Time, def store.DefaultRetention, max int) ([]store.ExpiredContext, error)
 }
 
 // SweepRetention deletes every context its tenant's retention policies
-// expire at the service's clock's now, a batch at a time, and returns how
+// (or the server's default, Options.DefaultRetention, for a tenant without
+// a policy for all its contexts) expire at the service's clock's now, a
+// batch at a time, and returns how
 // many it deleted. Each deletion is DeleteContext's: subscribers get
 // context_deleted and the reaper buries the dead turns.
 func (s *Service) SweepRetention(ctx context.Context) (int, error) {
 	now := s.now()
 	deleted := 0
 	for {
-		batch, err := s.Store.ExpiredContexts(ctx, now, retentionBatch)
+		batch, err := s.Store.ExpiredContexts(ctx, now, s.defaultRetention, retentionBatch)
 		if err != nil {
 			return deleted, err
 		}

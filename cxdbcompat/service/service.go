@@ -54,6 +54,10 @@ type Options struct {
 	// changed its registry, once the registry serves it. It must not
 	// block (SQL analytics queues a re-projection).
 	OnPublish func(ident.Tenant)
+	// DefaultRetention is the server's retention policy for the tenants
+	// without one of their own for all their contexts (SweepRetention);
+	// zero: none.
+	DefaultRetention store.DefaultRetention
 }
 
 // Service is the CXDB domain. It is a store.TurnStore itself: creating a
@@ -66,7 +70,8 @@ type Service struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	onPublish func(ident.Tenant)
+	onPublish        func(ident.Tenant)
+	defaultRetention store.DefaultRetention
 	// onContextDeleted are told of each deleted context (OnContextDeleted).
 	onContextDeleted []func(t ident.Tenant, dead func(turnID uint64) bool)
 
@@ -99,7 +104,8 @@ func New(st Store, metas *metastore.Store, opts Options) *Service {
 	}
 	s := &Service{
 		Store: st, metas: metas, hub: opts.Hub, log: opts.Logger, now: opts.Now, onPublish: opts.OnPublish,
-		registries: map[string]*tenantRegistry{},
+		defaultRetention: opts.DefaultRetention,
+		registries:       map[string]*tenantRegistry{},
 	}
 	s.meta = newMetadataWorker(s)
 	return s

@@ -35,6 +35,11 @@ type Config struct {
 	ShutdownTimeout  time.Duration
 	SweepInterval    time.Duration
 	DeletedRetention time.Duration
+	// RetentionIdle and RetentionMaxAge are the server's default
+	// retention policy, for every tenant without one of its own for all
+	// its contexts; zero: no limit of that kind.
+	RetentionIdle    time.Duration
+	RetentionMaxAge  time.Duration
 	Pprof            bool
 	AccessLog        bool
 	CardCacheBytes   int64

@@ -177,6 +177,7 @@ func (d *Daemon) buildServices() {
 	}
 	d.cxdb = service.New(turns, metastore.New(d.db.Pool, cfg.PGTimeout, d.engine), service.Options{
 		Logger: d.log, OnPublish: d.publishes.publish, Now: cfg.Test.Now,
+		DefaultRetention: store.DefaultRetention{Idle: cfg.RetentionIdle, MaxAge: cfg.RetentionMaxAge},
 	})
 	d.pages = turnpage.New(d.cxdb, cfg.RenderCacheBytes)
 	d.cxdb.OnContextDeleted(d.pages.ForgetDeadTurns)

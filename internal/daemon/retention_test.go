@@ -111,7 +111,7 @@ func TestRetentionDeletesExpiredContexts(t *testing.T) {
 		{after: 49 * time.Hour, wantDeleted: 2, wantPlan: 2, gone: []uint64{plain, keep}},
 	} {
 		clock.set(start.Add(step.after))
-		plan, err := adm.PlanRetention(ctx, ten.ID, clock.Now())
+		plan, err := adm.PlanRetention(ctx, ten.ID, tenancy.Retention{}, clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,6 +186,119 @@ func (e *events) wait(t *testing.T, name string, id uint64) {
 			}
 		case <-deadline:
 			t.Fatalf("no %s event for context %d within %v", name, id, ioTimeout)
+		}
+	}
+}
+
+// The server's default policy (--retention-idle) applies to every tenant
+// without a policy of its own for all its contexts: such a tenant's
+// contexts go once idle past it, while a tenant whose own policy is
+// longer keeps its contexts until that expires them. A label policy
+// still applies beside the default, the shortest winning.
+func TestRetentionServerDefault(t *testing.T) {
+	start := time.Now()
+	clock := &fakeClock{now: start}
+	d := daemontest.New(t, func(c *daemon.Config) {
+		c.Test.Now = clock.Now
+		c.SweepInterval = 24 * time.Hour // the test sweeps itself
+		c.RetentionIdle = 24 * time.Hour
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	adm := tenancy.New(d.Pool(), nil)
+	if _, err := adm.CreateTenant(ctx, "test", "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []tenancy.Retention{
+		{TenantID: "acme", Idle: 10 * 24 * time.Hour},
+		{TenantID: ident.DefaultTenantID, Label: "scratch", Idle: time.Hour},
+	} {
+		if err := adm.SetRetention(ctx, "test", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenant := func(id string) ident.Tenant {
+		t.Helper()
+		ten, err := d.Store().Tenant(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ten
+	}
+	dflt, acme := tenant(ident.DefaultTenantID), tenant("acme")
+	newContext := func(ten ident.Tenant) uint64 {
+		t.Helper()
+		h, err := d.Store().CreateContext(ctx, ten, 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.ContextID
+	}
+	plain, own := newContext(dflt), newContext(acme)
+	// A context of the default tenant labelled scratch, by its root's
+	// metadata as a labelled first turn would leave it.
+	scratch := newContext(dflt)
+	c, err := client.Dial(ctx, d.BinaryAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	stream := d.CXDB().Hub().Stream
+	sub := stream.Subscribe(dflt.ID, stream.LastID(dflt.ID))
+	defer sub.Close()
+	seen := &events{sub: sub, seen: map[string]bool{}}
+	first, err := msgpack.Marshal(map[int]any{1: "hello", 30: map[int]any{3: []string{"scratch"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: scratch, TypeID: "test.Note", TypeVersion: 1, Payload: first}); err != nil {
+		t.Fatal(err)
+	}
+	seen.wait(t, live.ContextMetadataUpdated, scratch)
+
+	for _, step := range []struct {
+		after      time.Duration
+		gone, live []uint64
+	}{
+		{after: 30 * time.Minute, live: []uint64{plain, scratch, own}},
+		{after: 2 * time.Hour, gone: []uint64{scratch}, live: []uint64{plain, own}},
+		{after: 25 * time.Hour, gone: []uint64{plain}, live: []uint64{own}},
+		{after: 11 * 24 * time.Hour, gone: []uint64{own}},
+	} {
+		clock.set(start.Add(step.after))
+		plan, err := adm.PlanRetention(ctx, "", tenancy.Retention{Idle: 24 * time.Hour}, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var planned int64
+		for _, p := range plan {
+			planned += p.Contexts
+		}
+		if planned != int64(len(step.gone)) {
+			t.Errorf("at +%v the plan names %d contexts, want %d", step.after, planned, len(step.gone))
+		}
+		n, err := d.CXDB().SweepRetention(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != len(step.gone) {
+			t.Errorf("at +%v the sweep deleted %d contexts, want %d", step.after, n, len(step.gone))
+		}
+		for _, ten := range []ident.Tenant{dflt, acme} {
+			for _, id := range step.gone {
+				if _, err := d.Store().Context(ten, id); err == nil {
+					t.Errorf("at +%v context %d of %s is live, want it deleted", step.after, id, ten.ID)
+				}
+			}
+		}
+		for _, id := range step.live {
+			ten := dflt
+			if id == own {
+				ten = acme
+			}
+			if _, err := d.Store().Context(ten, id); err != nil {
+				t.Errorf("at +%v context %d of %s: %v, want it live", step.after, id, ten.ID, err)
+			}
 		}
 	}
 }

@@ -149,9 +149,14 @@ type RetentionPlan struct {
 }
 
 // PlanRetention says what the retention policies of tenant (every
-// tenant's when empty) would delete at now, deleting nothing.
-func (adm *Admin) PlanRetention(ctx context.Context, tenant string, now time.Time) ([]RetentionPlan, error) {
-	rows, err := adm.admin.PlanRetention(ctx, tenancydb.PlanRetentionParams{TenantID: tenant, Now: now})
+// tenant's when empty) would delete at now, deleting nothing. def is the
+// server's default policy (only its durations count; zero: none), which
+// stands in for the policy for all its contexts of a tenant that has
+// none, as the server's sweeper applies it.
+func (adm *Admin) PlanRetention(ctx context.Context, tenant string, def Retention, now time.Time) ([]RetentionPlan, error) {
+	rows, err := adm.admin.PlanRetention(ctx, tenancydb.PlanRetentionParams{
+		TenantID: tenant, Now: now, DefaultIdleSeconds: seconds(def.Idle), DefaultMaxAgeSeconds: seconds(def.MaxAge),
+	})
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "plan retention")
 	}

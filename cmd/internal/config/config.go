@@ -7,10 +7,12 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -28,6 +30,11 @@ type Config struct {
 	ShutdownTimeout  time.Duration
 	SweepInterval    time.Duration
 	DeletedRetention time.Duration
+	// RetentionIdle and RetentionMaxAge are the server's default
+	// retention policy, for every tenant without one of its own for all
+	// its contexts; zero: no limit of that kind.
+	RetentionIdle    time.Duration
+	RetentionMaxAge  time.Duration
 	Pprof            bool
 	CardCacheBytes   int64
 	RenderCacheBytes int64
@@ -101,6 +108,9 @@ func settings(c *Config) []setting {
 	f64 := func(p *float64, def float64) func(*flag.FlagSet, string, string) {
 		return func(fs *flag.FlagSet, name, usage string) { fs.Float64Var(p, name, def, usage) }
 	}
+	retention := func(p *time.Duration) func(*flag.FlagSet, string, string) {
+		return func(fs *flag.FlagSet, name, usage string) { fs.Var(retentionDuration{p}, name, usage) }
+	}
 	boolean := func(p *bool, def bool) func(*flag.FlagSet, string, string) {
 		return func(fs *flag.FlagSet, name, usage string) { fs.BoolVar(p, name, def, usage) }
 	}
@@ -137,6 +147,10 @@ func settings(c *Config) []setting {
 			meaning: "serve Go's profiler at /debug/pprof/ on the HTTP listener"},
 		{flag: "deleted-retention", env: "CARDBOX_DELETED_RETENTION", bind: dur(&c.DeletedRetention, 7*24*time.Hour), rule: Positive,
 			meaning: "how long soft-deleted cards and boxes are kept before purging"},
+		{flag: "retention-idle", env: "CARDBOX_RETENTION_IDLE", bind: retention(&c.RetentionIdle), note: "off",
+			meaning: "delete the contexts idle (no append) longer than this (`36h`, `30d`) of every tenant without a retention policy of its own for all its contexts; label policies still apply (see [docs/operations.md](docs/operations.md#retention))"},
+		{flag: "retention-max-age", env: "CARDBOX_RETENTION_MAX_AGE", bind: retention(&c.RetentionMaxAge), note: "off",
+			meaning: "delete the contexts older than this (`90d`) of every tenant without a retention policy of its own for all its contexts, as `--retention-idle`"},
 		{flag: "max-conns", env: "CARDBOX_MAX_CONNS", bind: num(&c.MaxConns, 1024), rule: Positive,
 			meaning: "most open connections per listener; more are refused (binary: ERROR 503, HTTP: 503) and counted"},
 		{flag: "idle-timeout", env: "CARDBOX_IDLE_TIMEOUT", bind: dur(&c.IdleTimeout, 5*time.Minute), rule: Positive,
@@ -309,3 +323,49 @@ var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
 func PlainText(md string) string {
 	return strings.ReplaceAll(mdLink.ReplaceAllString(md, "$1"), "`", "")
 }
+
+// retentionDuration is a retention duration flag: a Go duration ("36h")
+// or whole days ("30d"), as `cardbox tenant retention` takes them, at
+// least a second; empty (the default) is none. It checks its value as it
+// parses it, since its zero, meaning none, cannot be given as such: an
+// explicit "0" or "-1h" is refused rather than read as off.
+type retentionDuration struct{ p *time.Duration }
+
+// Set parses s.
+func (r retentionDuration) Set(s string) error {
+	if s == "" {
+		*r.p = 0
+		return nil
+	}
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		var n int64
+		n, err = strconv.ParseInt(days, 10, 32)
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(s)
+	}
+	switch {
+	case err != nil:
+		return errors.New("want a duration such as 36h or 30d, or empty for none")
+	case d < time.Second:
+		return errors.New("must be at least 1s (empty: none)")
+	}
+	*r.p = d
+	return nil
+}
+
+// String is the value as given: whole days as such, empty for none.
+func (r retentionDuration) String() string {
+	switch {
+	case r.p == nil || *r.p == 0:
+		return ""
+	case *r.p%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", *r.p/(24*time.Hour))
+	}
+	return r.p.String()
+}
+
+// Get returns the duration (flag.Getter).
+func (r retentionDuration) Get() any { return *r.p }

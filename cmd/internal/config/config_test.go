@@ -124,6 +124,11 @@ func TestRulesRefuseValuesThatMakeNoSense(t *testing.T) {
 		{args: []string{"--mode", "public"}, want: "--mode public: want dev or hosted"},
 		{args: []string{"--log-format", "xml"}, want: "--log-format xml: want text or json"},
 		{args: []string{"--card-cache-bytes", "-1"}},
+		{args: []string{"--retention-idle", "0"}, want: "retention-idle: must be at least 1s"},
+		{args: []string{"--retention-idle", "-1h"}, want: "retention-idle: must be at least 1s"},
+		{args: []string{"--retention-max-age", "soon"}, want: "retention-max-age: want a duration such as 36h or 30d"},
+		{env: [2]string{"CARDBOX_RETENTION_MAX_AGE", "0d"}, want: `CARDBOX_RETENTION_MAX_AGE="0d" (--retention-max-age): must be at least 1s`},
+		{args: []string{"--retention-idle", "30d", "--retention-max-age", "36h"}},
 		{},
 	} {
 		if tt.env[0] != "" {
@@ -140,9 +145,12 @@ func TestRulesRefuseValuesThatMakeNoSense(t *testing.T) {
 }
 
 // Every numeric or duration setting has a rule, unless every value of it
-// means something (the caches: negative disables them).
+// means something (the caches: negative disables them) or its value
+// checks itself as it parses (the retention defaults, whose zero is off
+// and cannot be given).
 func TestEveryNumberHasARule(t *testing.T) {
-	anyValue := map[string]bool{"card-cache-bytes": true, "render-cache-bytes": true}
+	anyValue := map[string]bool{"card-cache-bytes": true, "render-cache-bytes": true,
+		"retention-idle": true, "retention-max-age": true}
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
 	for _, s := range settings(&Config{}) {
 		s.bind(fs, s.flag, "")

@@ -3,17 +3,29 @@
 -- those whose labels (their chain's root metadata) hold it; a context
 -- expires when any policy that applies expires it, so the shortest wins.
 -- A null duration expires nothing (the comparison is null).
+--
+-- The server's default (@default_idle_seconds, @default_max_age_seconds;
+-- both null: none) stands in for the empty label's policy of every tenant
+-- that has none of its own: a tenant's own policy for all its contexts
+-- wins over it, and label policies apply beside it as beside their own.
 
 -- name: PlanRetention :many
 -- What the policies would delete at @now, by tenant (administration,
 -- cardbox retention plan): the contexts, and the turns appended to them
 -- with their payload bytes. Turns a live context still reaches (a fork's
 -- base chain) stay, so these are upper bounds.
-WITH expired AS (
+WITH policies AS (
+    SELECT tenant_id, label, idle_seconds, max_age_seconds FROM retention_policies
+    UNION ALL
+    SELECT tn.tenant_id, '', sqlc.narg(default_idle_seconds)::bigint, sqlc.narg(default_max_age_seconds)::bigint
+    FROM tenants tn
+    WHERE (sqlc.narg(default_idle_seconds)::bigint IS NOT NULL OR sqlc.narg(default_max_age_seconds)::bigint IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM retention_policies own WHERE own.tenant_id = tn.tenant_id AND own.label = '')
+), expired AS (
     SELECT DISTINCT c.tenant_id, c.context_id
     FROM contexts c
     JOIN tenants tn ON tn.tenant_id = c.tenant_id AND tn.deleted_at IS NULL
-    JOIN retention_policies p ON p.tenant_id = c.tenant_id
+    JOIN policies p ON p.tenant_id = c.tenant_id
     LEFT JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
     WHERE c.deleted_at IS NULL
       AND (sqlc.arg(tenant_id)::text = '' OR c.tenant_id = sqlc.arg(tenant_id)::text)

@@ -66,17 +66,24 @@ func (q *Queries) ListRetentionPolicies(ctx context.Context, tenantID string) ([
 
 const planRetention = `-- name: PlanRetention :many
 
-WITH expired AS (
+WITH policies AS (
+    SELECT tenant_id, label, idle_seconds, max_age_seconds FROM retention_policies
+    UNION ALL
+    SELECT tn.tenant_id, '', $1::bigint, $2::bigint
+    FROM tenants tn
+    WHERE ($1::bigint IS NOT NULL OR $2::bigint IS NOT NULL)
+      AND NOT EXISTS (SELECT 1 FROM retention_policies own WHERE own.tenant_id = tn.tenant_id AND own.label = '')
+), expired AS (
     SELECT DISTINCT c.tenant_id, c.context_id
     FROM contexts c
     JOIN tenants tn ON tn.tenant_id = c.tenant_id AND tn.deleted_at IS NULL
-    JOIN retention_policies p ON p.tenant_id = c.tenant_id
+    JOIN policies p ON p.tenant_id = c.tenant_id
     LEFT JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
     WHERE c.deleted_at IS NULL
-      AND ($1::text = '' OR c.tenant_id = $1::text)
+      AND ($3::text = '' OR c.tenant_id = $3::text)
       AND (p.label = '' OR p.label = ANY(m.labels))
-      AND (c.updated_at < $2::timestamptz - (p.idle_seconds * interval '1 second')
-        OR c.created_at < $2::timestamptz - (p.max_age_seconds * interval '1 second'))
+      AND (c.updated_at < $4::timestamptz - (p.idle_seconds * interval '1 second')
+        OR c.created_at < $4::timestamptz - (p.max_age_seconds * interval '1 second'))
 )
 SELECT e.tenant_id,
        count(DISTINCT e.context_id)::bigint AS contexts,
@@ -89,8 +96,10 @@ ORDER BY e.tenant_id
 `
 
 type PlanRetentionParams struct {
-	TenantID string
-	Now      time.Time
+	DefaultIdleSeconds   pgtype.Int8
+	DefaultMaxAgeSeconds pgtype.Int8
+	TenantID             string
+	Now                  time.Time
 }
 
 type PlanRetentionRow struct {
@@ -105,12 +114,22 @@ type PlanRetentionRow struct {
 // those whose labels (their chain's root metadata) hold it; a context
 // expires when any policy that applies expires it, so the shortest wins.
 // A null duration expires nothing (the comparison is null).
+//
+// The server's default (@default_idle_seconds, @default_max_age_seconds;
+// both null: none) stands in for the empty label's policy of every tenant
+// that has none of its own: a tenant's own policy for all its contexts
+// wins over it, and label policies apply beside it as beside their own.
 // What the policies would delete at @now, by tenant (administration,
 // cardbox retention plan): the contexts, and the turns appended to them
 // with their payload bytes. Turns a live context still reaches (a fork's
 // base chain) stay, so these are upper bounds.
 func (q *Queries) PlanRetention(ctx context.Context, arg PlanRetentionParams) ([]PlanRetentionRow, error) {
-	rows, err := q.db.Query(ctx, planRetention, arg.TenantID, arg.Now)
+	rows, err := q.db.Query(ctx, planRetention,
+		arg.DefaultIdleSeconds,
+		arg.DefaultMaxAgeSeconds,
+		arg.TenantID,
+		arg.Now,
+	)
 	if err != nil {
 		return nil, err
 	}
