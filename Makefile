@@ -14,6 +14,7 @@ FUZZ_TARGETS = \
 	./api/internal/jsonbody:FuzzScanIDList \
 	./api/cardboxhttp:FuzzCheckBody \
 	./api/cxdbhttp:FuzzDecodeStrictBody \
+	./internal/appendjson:FuzzStringLen \
 	./cardbox/layout:FuzzEntryCursor:20000x \
 	./cardbox/rules:FuzzContentHash:20000x \
 	./cardbox/position:FuzzBetween \
