@@ -48,16 +48,35 @@ func (e *Engine) CompactTurnSegment(ctx context.Context, start int64) (compact.R
 // records of dead turns, one after another, and returns what each
 // compaction of a segment did.
 func (e *Engine) CompactTurns(ctx context.Context) ([]compact.Result, error) {
-	var out []compact.Result
+	return e.CompactTurnsReporting(ctx, nil)
+}
+
+// CompactTurnsReporting is CompactTurns telling progress, if set, how
+// many of the run's total segments are done: once they are listed (done
+// 0, a zero Result), then as each segment's compaction ends, with what it
+// did. It is called from this goroutine,
+// so it must not block for long: appends go on, but the next segment
+// waits.
+func (e *Engine) CompactTurnsReporting(ctx context.Context, progress func(done, total int, res compact.Result)) ([]compact.Result, error) {
+	var starts []int64
 	for _, seg := range e.turns.Closed() {
-		if !e.sealer.IsSealed(sealer.Turns, seg.ID.Start) {
-			continue
+		if e.sealer.IsSealed(sealer.Turns, seg.ID.Start) {
+			starts = append(starts, seg.ID.Start)
 		}
-		res, err := e.CompactTurnSegment(ctx, seg.ID.Start)
+	}
+	if progress != nil {
+		progress(0, len(starts), compact.Result{})
+	}
+	out := make([]compact.Result, 0, len(starts))
+	for _, start := range starts {
+		res, err := e.CompactTurnSegment(ctx, start)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, res)
+		if progress != nil {
+			progress(len(out), len(starts), res)
+		}
 	}
 	return out, nil
 }
