@@ -63,8 +63,12 @@ var readPosts = map[string]bool{
 	"/v1/blobs/missing":                            true,
 }
 
-// operatorRoutes are for operators only: they show every tenant.
-var operatorRoutes = map[string]bool{"/metrics": true, "/debug/pprof/*": true}
+// operatorRoutes are for operators only: they show or act on every
+// tenant's data at once.
+var operatorRoutes = map[string]bool{
+	"/metrics": true, "/debug/pprof/*": true,
+	"/admin/compactions": true, "/admin/compactions/:id": true,
+}
 
 // authenticate is hosted mode's gate on every route but the public ones:
 // a valid bearer key (else 401), a role that may do the operation (else
@@ -145,7 +149,7 @@ func authorize(c echo.Context, p auth.Principal) error {
 	switch {
 	case operatorRoutes[route]:
 		if p.Role != auth.RoleOperator {
-			return forbidden(p.Role, "read service-wide figures (operator keys only)")
+			return forbidden(p.Role, "use service-wide routes (operator keys only)")
 		}
 		return nil
 	case strings.HasPrefix(route, "/admin/"):

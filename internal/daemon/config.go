@@ -12,6 +12,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/store/compact"
 )
 
 // Modes of the daemon.
@@ -104,6 +105,10 @@ type TestOptions struct {
 	// retention sweeper's now) and of the CardBox service and its sweeper
 	// (a test that moves time past a card's expiry); time.Now when nil.
 	Now func() time.Time
+	// CompactionHook, if set, is the store's (store.Options): called
+	// after each step of a compaction of a segment (a test that holds a
+	// compaction running at a gate).
+	CompactionHook func(compact.Step) error
 }
 
 // Database is the Postgres the daemon serves from.

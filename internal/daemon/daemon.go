@@ -59,6 +59,8 @@ type Daemon struct {
 	handler   *api.Handler
 	web       *http.Server
 	forget    *forgetter
+	// compactions runs the compactions operators ask for.
+	compactions *compactions
 
 	// life ends at Shutdown: background work and event streams stop.
 	life    context.Context
@@ -150,7 +152,7 @@ func (d *Daemon) openStore(ctx context.Context) error {
 	engine, err := store.Open(ctx, store.Options{
 		Dir: d.cfg.DataDir, Pool: d.db.Pool, Logger: d.log, OnAppend: d.commits.publish,
 		Quota: d.access.storeQuota(), FSTree: DecodeFSTree, OnAppendPayloads: d.cfg.handedPayloads(), PGTimeout: d.cfg.PGTimeout,
-		SegmentSize: d.cfg.SegmentSize,
+		SegmentSize: d.cfg.SegmentSize, CompactionHook: d.cfg.Test.CompactionHook,
 	})
 	if err != nil {
 		return err

@@ -28,7 +28,8 @@ func (d *Daemon) buildServers() {
 	})
 	httpMetrics := api.NewHTTPMetrics()
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": d.binLn, "http": d.httpLn})
-	collectors := []prometheus.Collector{httpMetrics, listeners, d.bin.Collector()}
+	d.compactions = newCompactions(d.engine, d.log, d.life, d.goWork)
+	collectors := []prometheus.Collector{httpMetrics, listeners, d.bin.Collector(), d.compactions}
 	if d.proj != nil {
 		collectors = append(collectors, d.proj)
 	}
@@ -48,6 +49,7 @@ func (d *Daemon) buildServers() {
 			Stop: d.life.Done(), Stats: d.engine, DataDir: cfg.DataDir, Gatherer: metrics, Answers: answers,
 			Heartbeat: cfg.Test.Heartbeat, AnswerWait: cfg.Test.AnswerWait, Pages: d.pages,
 		}),
+		adminhttp.NewCompactions(d.compactions),
 	}
 	if d.access.tenants != nil {
 		routes = append(routes, adminhttp.New(d.access.tenants).WithUsage(d.access.usage(d.engine)))

@@ -100,6 +100,9 @@ var adminCases = []adminCase{
 	{name: "read the audit log", route: "GET /admin/audit", req: get("/admin/audit?limit=10000"), want: statuses(401, 403, 403, 200, 200, 200), list: "entries"},
 	{name: "read acme's audit log", route: "GET /admin/audit", req: get("/admin/audit?limit=10000&tenant_id={tenant}"), want: statuses(401, 403, 403, 404, 200, 200), list: "entries"},
 	{name: "service metrics", route: "GET /metrics", req: get("/metrics"), want: statuses(401, 403, 403, 403, 403, 200)},
+	{name: "compact the turn log", route: "POST /admin/compactions", req: func(adminTarget) request { return request{"POST", "/admin/compactions", ""} },
+		want: statuses(401, 403, 403, 403, 403, 202)},
+	{name: "a compaction", route: "GET /admin/compactions/:id", req: get("/admin/compactions/999999"), want: statuses(401, 403, 403, 403, 403, 404)},
 	{name: "profiles", route: "GET /debug/pprof/*", req: get("/debug/pprof/cmdline"), want: statuses(401, 403, 403, 403, 403, 200)},
 }
 

@@ -76,6 +76,9 @@ var httpRoutes = map[string]route{
 	"GET /admin/keys":                  {admin: true, ok: 200, variants: fixed("GET", "/admin/keys")},
 	"DELETE /admin/keys/:key_id":       {admin: true, ok: 404, variants: fixed("DELETE", "/admin/keys/key_0000000000000000")},
 	"GET /admin/audit":                 {admin: true, ok: 200, variants: fixed("GET", "/admin/audit")},
+	// Service-wide work on the store; no compaction has the id asked.
+	"POST /admin/compactions":    {admin: true, ok: 202, variants: fixed("POST", "/admin/compactions")},
+	"GET /admin/compactions/:id": {admin: true, ok: 404, variants: fixed("GET", "/admin/compactions/999999")},
 	// Every method of pprof; the first variant is sent with each.
 	allMethods + " /debug/pprof/*": {admin: true, ok: 200, variants: fixed("GET", "/debug/pprof/cmdline")},
 
