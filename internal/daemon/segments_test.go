@@ -25,7 +25,20 @@ import (
 // (`cardbox_segments{file="blobs",state="sealed"}`).
 func scrape(t *testing.T, d *daemon.Daemon, prefix string) map[string]float64 {
 	t.Helper()
-	res, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
+	return scrapeAs(t, d, "", prefix)
+}
+
+// scrapeAs is scrape with a key's secret (hosted mode; "": none).
+func scrapeAs(t *testing.T, d *daemon.Daemon, secret, prefix string) map[string]float64 {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+d.HTTPAddr()+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
