@@ -351,10 +351,11 @@ func EncodeTree(entries []Entry) ([]byte, error) {
 // DecodeTree decodes a tree object (nil or an empty array is an empty
 // directory).
 func DecodeTree(b []byte) ([]Entry, error) {
-	// The decoder sizes the slice by the array's announced length; an
-	// entry takes at least one byte, so a longer announcement is a lie.
-	if n, ok := arrayLen(b); ok && n > uint64(len(b)) {
-		return nil, fmt.Errorf("fstree: decode tree: %d entries announced in %d bytes", n, len(b))
+	// The decoder sizes strings, byte strings and slices by the lengths
+	// their headers announce; a length longer than the bytes left is a
+	// lie that would have it allocate gigabytes for a few bytes of input.
+	if err := checkLengths(b); err != nil {
+		return nil, fmt.Errorf("fstree: decode tree: %w", err)
 	}
 	var entries []Entry
 	if err := msgpack.Unmarshal(b, &entries); err != nil {
@@ -363,17 +364,84 @@ func DecodeTree(b []byte) ([]Entry, error) {
 	return entries, nil
 }
 
-// arrayLen reads the length of a msgpack array header.
-func arrayLen(b []byte) (uint64, bool) {
-	switch {
-	case len(b) >= 1 && b[0]&0xf0 == 0x90:
-		return uint64(b[0] & 0x0f), true
-	case len(b) >= 3 && b[0] == 0xdc:
-		return uint64(b[1])<<8 | uint64(b[2]), true
-	case len(b) >= 5 && b[0] == 0xdd:
-		return uint64(b[1])<<24 | uint64(b[2])<<16 | uint64(b[3])<<8 | uint64(b[4]), true
+// checkLengths walks the msgpack values in b and fails on the first
+// header announcing more bytes or elements than b has left (each element
+// takes at least one byte), so decoding b allocates in proportion to it.
+func checkLengths(b []byte) error {
+	pending := uint64(1) // values still to read
+	for i := 0; pending > 0; pending-- {
+		left := uint64(len(b) - i)
+		if pending > left {
+			return fmt.Errorf("%d values announced in the last %d bytes", pending, left)
+		}
+		head, n, elems, err := header(b[i:])
+		if err != nil {
+			return err
+		}
+		if n > left-uint64(head) || elems > left-uint64(head) {
+			return fmt.Errorf("a value at byte %d announces more than the %d bytes left", i, left)
+		}
+		i += head + int(n)
+		pending += elems
 	}
-	return 0, false
+	return nil
 }
+
+// header decodes the msgpack header at the start of b: its length, the
+// bytes of payload after it (n) and the values that follow it (elems).
+func header(b []byte) (head int, n uint64, elems uint64, err error) {
+	c := b[0]
+	be := func(w int) (uint64, error) {
+		if len(b) < 1+w {
+			return 0, fmt.Errorf("a header cut short")
+		}
+		var v uint64
+		for _, x := range b[1 : 1+w] {
+			v = v<<8 | uint64(x)
+		}
+		return v, nil
+	}
+	switch {
+	case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
+		return 1, 0, 0, nil
+	case c&0xf0 == 0x80:
+		return 1, 0, 2 * uint64(c&0x0f), nil
+	case c&0xf0 == 0x90:
+		return 1, 0, uint64(c & 0x0f), nil
+	case c&0xe0 == 0xa0:
+		return 1, uint64(c & 0x1f), 0, nil
+	}
+	if w, ok := fixedPayload[c]; ok {
+		return 1, uint64(w), 0, nil
+	}
+	w, ok := lengthWidth[c]
+	if !ok {
+		return 0, 0, 0, fmt.Errorf("byte 0x%02x starts no msgpack value", c)
+	}
+	v, err := be(w)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	switch c {
+	case 0xc7, 0xc8, 0xc9:
+		return 1 + w, v + 1, 0, nil
+	case 0xdc, 0xdd:
+		return 1 + w, 0, v, nil
+	case 0xde, 0xdf:
+		return 1 + w, 0, 2 * v, nil
+	}
+	return 1 + w, v, 0, nil
+}
+
+// fixedPayload is the payload size of the msgpack types of fixed size
+// (floats, integers, fixext with its type byte).
+var fixedPayload = map[byte]int{0xca: 4, 0xcb: 8, 0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8,
+	0xd0: 1, 0xd1: 2, 0xd2: 4, 0xd3: 8, 0xd4: 2, 0xd5: 3, 0xd6: 5, 0xd7: 9, 0xd8: 17}
+
+// lengthWidth is the width of the length field of the msgpack types that
+// carry one: bin and str (bytes), ext (bytes, then a type byte), array
+// (values), map (pairs).
+var lengthWidth = map[byte]int{0xc4: 1, 0xc5: 2, 0xc6: 4, 0xd9: 1, 0xda: 2, 0xdb: 4,
+	0xc7: 1, 0xc8: 2, 0xc9: 4, 0xdc: 2, 0xdd: 4, 0xde: 2, 0xdf: 4}
 
 func hashHex(h [32]byte) sdk.BlobHash { return sdk.BlobHash(fmt.Sprintf("%x", h[:])) }

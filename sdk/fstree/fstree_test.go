@@ -204,3 +204,21 @@ func FuzzDecodeTree(f *testing.F) {
 		}
 	})
 }
+
+// A length header longer than the bytes left is refused before decoding,
+// which would otherwise allocate what the header announces.
+func TestDecodeTreeRefusesLyingLengths(t *testing.T) {
+	for name, b := range map[string][]byte{
+		"array32 of 4G entries": {0xdd, 0xff, 0xff, 0xff, 0xff, 0xc0},
+		"str32 of 4 GB":         {0x91, 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'},
+		"bin32 of 4 GB":         {0x91, 0xc6, 0xff, 0xff, 0xff, 0xff, 'a'},
+		"map32 of 4G pairs":     {0x91, 0xdf, 0xff, 0xff, 0xff, 0xff, 0xc0},
+		"nested array16 of 64K": {0x91, 0x91, 0xdc, 0xff, 0xff, 0xc0},
+		"header cut short":      {0x91, 0xdb, 0xff},
+		"reserved byte 0xc1":    {0x91, 0xc1},
+	} {
+		if _, err := fstree.DecodeTree(b); err == nil {
+			t.Errorf("%s: decoded, want an error", name)
+		}
+	}
+}
