@@ -58,42 +58,14 @@ func (e *Engine) CompactTurns(ctx context.Context) ([]compact.Result, error) {
 // so it must not block for long: appends go on, but the next segment
 // waits.
 func (e *Engine) CompactTurnsReporting(ctx context.Context, progress func(done, total int, res compact.Result)) ([]compact.Result, error) {
-	var starts []int64
-	for _, seg := range e.turns.Closed() {
-		if e.sealer.IsSealed(sealer.Turns, seg.ID.Start) {
-			starts = append(starts, seg.ID.Start)
-		}
-	}
-	if progress != nil {
-		progress(0, len(starts), compact.Result{})
-	}
-	out := make([]compact.Result, 0, len(starts))
-	for _, start := range starts {
-		res, err := e.CompactTurnSegment(ctx, start)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, res)
-		if progress != nil {
-			progress(len(out), len(starts), res)
-		}
-	}
-	return out, nil
+	return compactEach(ctx, e.sealedStarts(sealer.Turns, e.turns.Closed()), e.CompactTurnSegment, progress)
 }
 
 // turnCompaction is the engine as package compact sees it.
 type turnCompaction struct{ e *Engine }
 
 func (c turnCompaction) Sealed(ctx context.Context, start int64) (compact.Sealed, error) {
-	row, err := c.e.as(pgrole.Recovery, "").GetSealedSegment(ctx, storedb.GetSealedSegmentParams{
-		StoreID: c.e.storeID, Stream: sealer.Turns, StartOffset: start,
-	})
-	if err != nil {
-		return compact.Sealed{}, fmt.Errorf("read the seal of the turn log segment at %d: %w", start, err)
-	}
-	s := compact.Sealed{ID: segment.ID{Start: start, Gen: uint32(row.Generation)}, Length: row.Length}
-	copy(s.BLAKE3[:], row.Blake3)
-	return s, nil
+	return sealedSegment(ctx, c.e, sealer.Turns, start)
 }
 
 func (c turnCompaction) Dead(ctx context.Context, turnIDs []uint64) (map[uint64]bool, error) {
@@ -127,7 +99,7 @@ func (c turnCompaction) Swap(ctx context.Context, old segment.ID, rewrite compac
 	return nil
 }
 
-func (c turnCompaction) Install(rewrite segment.ID) (segment.Info, error) {
+func (c turnCompaction) Install(_ context.Context, rewrite segment.ID) (segment.Info, error) {
 	old, err := c.e.turns.ReplaceSegment(rewrite)
 	if err != nil {
 		return old, err

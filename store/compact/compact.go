@@ -80,7 +80,7 @@ type Store interface {
 	// Install makes the open log read the range from the rewrite, which
 	// Postgres names, and returns the generation it replaced, whose file
 	// is closed and left for the compaction to remove.
-	Install(rewrite segment.ID) (segment.Info, error)
+	Install(ctx context.Context, rewrite segment.ID) (segment.Info, error)
 }
 
 // Step is a point between the steps of a compaction, at which Options.Hook
@@ -140,6 +140,41 @@ func (r Result) Reclaimed() int64 { return r.Before - r.After }
 // Turns compacts seg, a sealed segment of the turn log whose segments
 // layout names, as the package documentation says.
 func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Info, opts Options) (Result, error) {
+	return run[uint64, uint64](ctx, st, turnRecords, layout, seg, opts)
+}
+
+// segmentStore is what a compaction needs of the store whose stream it
+// compacts: Store for the turn log, PackStore for the blob pack. R
+// describes a record to Dead, which answers by key K.
+type segmentStore[R any, K comparable] interface {
+	Sealed(ctx context.Context, start int64) (Sealed, error)
+	Dead(ctx context.Context, records []R) (map[K]bool, error)
+	Swap(ctx context.Context, old segment.ID, rewrite Sealed) error
+	Install(ctx context.Context, rewrite segment.ID) (segment.Info, error)
+}
+
+// recordKind reads the records of one stream's segment files.
+type recordKind[R any, K comparable] struct {
+	// records calls fn with each record of the segment file at path,
+	// whose first byte is at offset start, in order, after checking it,
+	// and returns the file's BLAKE3 and length; a bad or partial record
+	// is an error.
+	records func(ctx context.Context, path string, start int64, fn func(raw []byte, r R) error) (sum [32]byte, length int64, err error)
+	// key is what Dead answers by.
+	key func(R) K
+}
+
+var turnRecords = recordKind[uint64, uint64]{
+	records: func(ctx context.Context, path string, _ int64, fn func(raw []byte, id uint64) error) ([32]byte, int64, error) {
+		return records(ctx, path, func(raw []byte, r turnlog.Record) error { return fn(raw, r.TurnID) })
+	},
+	key: func(id uint64) uint64 { return id },
+}
+
+// run compacts seg, a sealed segment of the stream whose segments layout
+// names: the steps of the package documentation, the same for every
+// stream.
+func run[R any, K comparable](ctx context.Context, st segmentStore[R, K], kind recordKind[R, K], layout segment.Layout, seg segment.Info, opts Options) (Result, error) {
 	res := Result{Old: seg.ID, New: seg.ID, Before: seg.Length, After: seg.Length}
 	sealed, err := st.Sealed(ctx, seg.ID.Start)
 	if err != nil {
@@ -152,7 +187,7 @@ func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Inf
 		// An earlier compaction's swap committed without its process
 		// learning it: finish it.
 		res.New, res.After = next, sealed.Length
-		return res, finish(st, layout, next)
+		return res, finishHooked(ctx, st, layout, next, nil)
 	default:
 		return res, fmt.Errorf("compact %s: sealed_segments names generation %d", seg.Path, sealed.ID.Gen)
 	}
@@ -165,20 +200,20 @@ func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Inf
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
 
-	ids, err := turnIDs(ctx, seg.Path, sealed)
+	recs, err := readChecked(ctx, kind, seg, sealed)
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
-	res.Records = len(ids)
-	dead, err := st.Dead(ctx, ids)
+	res.Records = len(recs)
+	dead, err := st.Dead(ctx, recs)
 	if err != nil {
-		return res, fmt.Errorf("compact %s: dead turns: %w", seg.Path, err)
+		return res, fmt.Errorf("compact %s: dead records: %w", seg.Path, err)
 	}
 	if len(dead) == 0 {
 		return res, nil
 	}
 
-	rewrite, err := write(ctx, seg.Path, layout.Path(next), dead, opts.Hook)
+	rewrite, dropped, err := write(ctx, kind, seg, layout.Path(next), dead, opts.Hook)
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
@@ -194,21 +229,17 @@ func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Inf
 		// segment now (see the package documentation).
 		return res, fmt.Errorf("compact %s: swap in %s: %w", seg.Path, layout.Name(next), err)
 	}
-	res.New, res.After, res.Dropped = next, rewrite.Length, len(dead)
+	res.New, res.After, res.Dropped = next, rewrite.Length, dropped
 	if err := hook(opts.Hook, Swapped); err != nil {
 		return res, err
 	}
-	return res, finishHooked(st, layout, next, opts.Hook)
-}
-
-func finish(st Store, layout segment.Layout, rewrite segment.ID) error {
-	return finishHooked(st, layout, rewrite, nil)
+	return res, finishHooked(ctx, st, layout, next, opts.Hook)
 }
 
 // finishHooked installs the rewrite Postgres names and removes the
 // generation it replaced.
-func finishHooked(st Store, layout segment.Layout, rewrite segment.ID, h func(Step) error) error {
-	old, err := st.Install(rewrite)
+func finishHooked[R any, K comparable](ctx context.Context, st segmentStore[R, K], layout segment.Layout, rewrite segment.ID, h func(Step) error) error {
+	old, err := st.Install(ctx, rewrite)
 	if err != nil {
 		return fmt.Errorf("compact: install %s: %w", layout.Name(rewrite), err)
 	}
@@ -284,12 +315,12 @@ func records(ctx context.Context, path string, fn func(raw []byte, r turnlog.Rec
 	return sum, length, nil
 }
 
-// turnIDs returns the turns of the segment file at path, which must be
-// as sealed says.
-func turnIDs(ctx context.Context, path string, sealed Sealed) ([]uint64, error) {
-	ids := make([]uint64, 0, sealed.Length/turnlog.RecordSize)
-	sum, length, err := records(ctx, path, func(_ []byte, r turnlog.Record) error {
-		ids = append(ids, r.TurnID)
+// readChecked returns the records of seg, whose file must be as sealed
+// says.
+func readChecked[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg segment.Info, sealed Sealed) ([]R, error) {
+	var recs []R
+	sum, length, err := kind.records(ctx, seg.Path, seg.ID.Start, func(_ []byte, r R) error {
+		recs = append(recs, r)
 		return nil
 	})
 	if err != nil {
@@ -297,18 +328,19 @@ func turnIDs(ctx context.Context, path string, sealed Sealed) ([]uint64, error) 
 	}
 	if length != sealed.Length || sum != sealed.BLAKE3 {
 		return nil, fmt.Errorf("%s (%d bytes) does not match its seal (%d bytes, BLAKE3 %x): it was damaged after it was sealed; "+
-			"run cardbox verify", path, length, sealed.Length, sealed.BLAKE3[:8])
+			"run cardbox verify", seg.Path, length, sealed.Length, sealed.BLAKE3[:8])
 	}
-	return ids, nil
+	return recs, nil
 }
 
-// write writes the records of the segment file at from that are not of a
-// dead turn to a new file at to, in order, fsyncs it, and returns its
-// length and BLAKE3. Before the swap, a failure removes the new file.
-func write(ctx context.Context, from, to string, dead map[uint64]bool, h func(Step) error) (rewrite Sealed, err error) {
+// write writes the records of seg's file that are not dead to a new
+// file at to, in order, fsyncs it, and returns its length and BLAKE3 and
+// how many records it left out. Before the swap, a failure removes the
+// new file.
+func write[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg segment.Info, to string, dead map[K]bool, h func(Step) error) (rewrite Sealed, dropped int, err error) {
 	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return rewrite, err
+		return rewrite, 0, err
 	}
 	crashed := false
 	defer func() {
@@ -319,31 +351,32 @@ func write(ctx context.Context, from, to string, dead map[uint64]bool, h func(St
 	}()
 	sum := blake3.New()
 	w := bufio.NewWriterSize(io.MultiWriter(f, sum), 1<<20)
-	_, _, err = records(ctx, from, func(raw []byte, r turnlog.Record) error {
-		if dead[r.TurnID] {
+	_, _, err = kind.records(ctx, seg.Path, seg.ID.Start, func(raw []byte, r R) error {
+		if dead[kind.key(r)] {
+			dropped++
 			return nil
 		}
-		rewrite.Length += turnlog.RecordSize
+		rewrite.Length += int64(len(raw))
 		_, err := w.Write(raw)
 		return err
 	})
 	if err != nil {
-		return rewrite, err
+		return rewrite, 0, err
 	}
 	if err := w.Flush(); err != nil {
-		return rewrite, fmt.Errorf("write %s: %w", to, err)
+		return rewrite, 0, fmt.Errorf("write %s: %w", to, err)
 	}
 	if err := hook(h, Written); err != nil {
 		crashed = true
 		f.Close()
-		return rewrite, err
+		return rewrite, 0, err
 	}
 	if err := f.Sync(); err != nil {
-		return rewrite, fmt.Errorf("sync %s: %w", to, err)
+		return rewrite, 0, fmt.Errorf("sync %s: %w", to, err)
 	}
 	if err := f.Close(); err != nil {
-		return rewrite, fmt.Errorf("close %s: %w", to, err)
+		return rewrite, 0, fmt.Errorf("close %s: %w", to, err)
 	}
 	copy(rewrite.BLAKE3[:], sum.Sum(nil))
-	return rewrite, nil
+	return rewrite, dropped, nil
 }
