@@ -1,5 +1,8 @@
 // Package compact rewrites a sealed segment of the turn log without the
-// records of dead turns, and swaps the rewrite in.
+// records of dead turns (Turns), or of the blob pack without the records
+// of blobs no tenant claims any more (Pack), and swaps the rewrite in.
+// The steps below are the same for both; what differs is how a stream's
+// records are read and which are dead.
 //
 // # Layout of a rewrite
 //
@@ -8,25 +11,33 @@
 // live records are copied, in order, to the start of the range as the
 // segment's next generation, and the rest of the range becomes a gap
 // that holds nothing (package segment). The live records' offsets change
-// inside the range, but nothing names a turn record by its offset: the
-// turn table is keyed by turn id and rebuilt from the records at every
-// start, and the only offsets of the log Postgres records (the committed
-// ends) lie at or past the end of every sealed segment. So the swap is
-// one UPDATE of the segment's sealed_segments row, and recovery reads a
-// rewritten segment as any other.
+// inside the range, but nothing in Postgres names a record by its
+// offset: the turn table is keyed by turn id and the pack's index by
+// hash, both rebuilt from the files at every start, and the only offsets
+// Postgres records (the committed ends) lie at or past the end of every
+// sealed segment (the pack's holes in the range go in the swap's
+// transaction). So the swap is one UPDATE of the segment's
+// sealed_segments row, and recovery reads a rewritten segment as any
+// other. The running pack points its index, and rewrites blobs.idx, at
+// the new offsets when it installs the rewrite (blobpack.Pack.Install).
 //
 // # Steps and crash assumptions
 //
 //  1. Read the sealed segment, checking every record's CRC and the
 //     file's length and BLAKE3 against its seal: a compaction never
 //     seals damage into a new generation.
-//  2. Ask the store which of its turns are dead (their rows are gone,
-//     listed in dead_turns). None: nothing is rewritten.
+//  2. Ask the store which of its records are dead: turns listed in
+//     dead_turns (their rows are gone); blobs whose first storer is a
+//     deleted tenant and which no tenant claims, less those a put or an
+//     append deduplicated against since the compaction began
+//     (blobpack.Pack.Condemn). None: nothing is rewritten.
 //  3. Write the live records to the next generation's file, created
 //     beside the old one (Step Written).
 //  4. fsync the file and the directory (Step Synced).
 //  5. Swap, in one Postgres transaction, the segment's sealed_segments
-//     row to the rewrite: generation, length, BLAKE3 (Step Swapped).
+//     row to the rewrite: generation, length, BLAKE3 (Step Swapped);
+//     for the pack, the same transaction asks again whether the blobs
+//     dropped are dead and forgets the range's pack_holes.
 //  6. Install the rewrite in the open log; the old file is closed (Step
 //     Installed).
 //  7. Remove the old file and fsync the directory.
