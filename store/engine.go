@@ -23,6 +23,7 @@ import (
 	"github.com/cardboxhq/cardbox/store/compact"
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/damage"
+	"github.com/cardboxhq/cardbox/store/internal/dedupfence"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/holerecorder"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
@@ -93,6 +94,12 @@ type Options struct {
 	CompactionHook func(compact.Step) error
 	// hooks are test-only fault injection points (see groupcommit.Hooks).
 	hooks *groupcommit.Hooks
+	// putFound, if set, runs in PutBlob once it found the blob stored,
+	// before it claims it; dedupWaits, when a compaction of the pack
+	// waits for the deduplications in flight (dedupfence.Fence.Blocked).
+	// For tests.
+	putFound   func(ident.Hash)
+	dedupWaits func()
 }
 
 // DefaultFileReserve is the default Options.FileReserve.
@@ -158,6 +165,11 @@ type Engine struct {
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
 
+	// dedup counts the puts and append groups that may have found a
+	// blob stored and not yet committed their claim to it, which a
+	// compaction of the pack waits for (see packCompaction.Dead).
+	dedup dedupfence.Fence
+
 	// compactMu runs one compaction at a time, and Close waits for it;
 	// closed, set under it, refuses compactions after Close.
 	compactMu sync.Mutex
@@ -196,6 +208,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return e.recordHole(ctx, h, opts.PGTimeout)
 	}, opts.Logger)
 	e.index = memindex.New(&e.gate)
+	e.dedup.Blocked = opts.dedupWaits
 	if err := e.recover(ctx); err != nil {
 		_ = e.closeFiles() // the recovery's error is the one to report
 		return nil, fmt.Errorf("open store in %s: %w", opts.Dir, err)

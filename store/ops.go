@@ -384,6 +384,9 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	if err := e.admitBlob(ctx, t, h, len(data), 0); err != nil {
 		return false, err
 	}
+	// A compaction of the pack waits for the put, from its lookup to its
+	// claim (see packCompaction.Dead).
+	defer e.dedup.Enter().Leave()
 	entry, ok := e.blobs.Lookup(h)
 	if !ok {
 		e.tenants.learn(t)
@@ -401,6 +404,9 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	}
 	if entry.Owner == t.No {
 		return false, nil
+	}
+	if e.opts.putFound != nil {
+		e.opts.putFound(h)
 	}
 	isNew, err := e.as(pgrole.Tenant, t.ID).GrantBlob(ctx, storedb.GrantBlobParams{TenantID: t.ID, BlobHash: h[:]})
 	if err != nil {

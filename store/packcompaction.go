@@ -139,8 +139,16 @@ func sealedSegment(ctx context.Context, e *Engine, stream string, start int64) (
 // and no tenant_blobs row names the blob. A blob with records of several
 // first storers (stored again after its record was found damaged) is
 // dead only when every one is. Of those, the pack keeps any a lookup
-// found since the compaction began (blobpack.Pack.Condemn).
+// found since the compaction began (blobpack.Pack.Condemn); the puts and
+// append groups whose lookups came before are waited for first.
 func (c *packCompaction) Dead(ctx context.Context, records []blobpack.Entry) (map[blobpack.Hash]bool, error) {
+	// A put or an append group that looked a blob up before the pack
+	// watched the segment has its claim committed, or never will, before
+	// Postgres is asked: the lookups that found a blob of the segment
+	// since are the pack's to keep (Condemn).
+	if err := c.e.dedup.Wait(ctx); err != nil {
+		return nil, fmt.Errorf("wait for the puts and appends in flight: %w", err)
+	}
 	rows, err := c.e.as(pgrole.Recovery, "").ListTenants(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list tenants: %w", err)

@@ -99,7 +99,7 @@ func (e *Engine) recover(ctx context.Context) error {
 	e.committer = groupcommit.New(groupcommit.Config{
 		Pool: e.pool, StoreID: e.storeID, Blobs: e.blobs, Turns: e.turns, Index: e.index, Idem: idem, Usage: e.usage,
 		TenantID: e.tenants.idOf, NextTurn: next, MaxBatch: e.opts.MaxBatch, PGTimeout: e.opts.PGTimeout,
-		OnAppend: e.opts.OnAppend, Now: e.opts.Now, Log: e.log, Hooks: e.opts.hooks,
+		OnAppend: e.opts.OnAppend, Now: e.opts.Now, Log: e.log, Dedup: &e.dedup, Hooks: e.opts.hooks,
 	})
 	e.log.Info("turn store open", "dir", e.opts.Dir, "turns", e.index.Turns.Count(), "last_turn_id", maxTurn, "contexts", e.index.Contexts.Len(),
 		"blobs", e.blobs.Stats().Blobs, "recovery", e.blobs.Recovery())

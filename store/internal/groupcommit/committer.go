@@ -26,6 +26,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/dedupfence"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/storetype"
@@ -64,6 +65,11 @@ type Config struct {
 	// keys.
 	Now func() time.Time
 	Log *slog.Logger
+	// Dedup, if set, counts each group from before it looks its blobs
+	// up in the pack until its claims to them are committed or never
+	// will be, for a compaction of the pack to wait for (see package
+	// dedupfence).
+	Dedup *dedupfence.Fence
 	// Hooks are test-only fault injection points; nil in production.
 	Hooks *Hooks
 }
@@ -356,12 +362,14 @@ func (c *Committer) write(batch []*Job) {
 	}
 	c.shadow.forget(c.published.Load())
 	c.seq++
+	dedup := c.cfg.Dedup.Enter() // before the plan looks the blobs up
 	p := c.plan(batch, c.cfg.Now())
-	p.seq, p.epoch, p.deadline = c.seq, c.epoch, groupDeadline(batch)
+	p.seq, p.epoch, p.deadline, p.dedup = c.seq, c.epoch, groupDeadline(batch), dedup
 	if err := c.writeGroup(p); err != nil {
 		if !c.retryAlone(p, err) {
 			p.failPending(err)
 		}
+		dedup.Leave() // nothing of it committed
 		return
 	}
 	c.remember(p)

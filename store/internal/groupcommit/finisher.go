@@ -24,6 +24,12 @@ func (c *Committer) finishLoop() {
 }
 
 func (c *Committer) finish(p *plan) {
+	settled := true // but for a group whose outcome a resolver settles
+	defer func() {
+		if settled {
+			p.dedup.Leave()
+		}
+	}()
 	if err := c.doomed(p); err != nil {
 		p.failPending(err)
 		p.tx.abandon() // Postgres may not be answering: nothing waits for it
@@ -32,6 +38,7 @@ func (c *Committer) finish(p *plan) {
 	if p.tx != nil {
 		switch err := c.commitGroup(p); {
 		case errors.Is(err, errAnsweredUnknown):
+			settled = false
 			return // answered; a resolver settles the group
 		case err != nil:
 			c.groupFailed(p, err)
@@ -158,6 +165,7 @@ func (c *Committer) unknownOutcome(p *plan, pid uint32, cause error) error {
 // outcome was known (see unknownOutcome), then lets the writer go on.
 func (c *Committer) settleLate(p *plan, r resolution, cause error) {
 	defer c.resolving.Store(false) // after the rollback request: see write
+	defer p.dedup.Leave()
 	switch {
 	case r.known && r.committed:
 		c.cfg.Log.Warn("a group whose COMMIT was not confirmed in time did commit; its turns are published", "appends", len(p.turns), "first_turn", p.turns[0].id)

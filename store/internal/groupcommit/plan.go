@@ -8,6 +8,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/dedupfence"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/storetype"
@@ -60,6 +61,9 @@ type plan struct {
 	seq   uint64    // position in the pipeline
 	epoch uint64    // the rollback epoch it was planned in
 	tx    *groupTx  // open transaction with the group's statement; nil without turns
+	// dedup counts the group as a deduplication in flight until it is
+	// settled: committed, failed, or its outcome found out (Config.Dedup).
+	dedup dedupfence.Ticket
 	// deadline is when the group's statement and COMMIT must have been
 	// answered: the earliest deadline of its appends.
 	deadline time.Time
