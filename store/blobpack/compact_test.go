@@ -199,3 +199,91 @@ func TestCompactionInstall(t *testing.T) {
 		t.Fatalf("Verify: %d records, defects %v, %v", seen, defects, err)
 	}
 }
+
+// A reader that looked a blob up before a compaction's Install and reads
+// its record after it, at the old offset (inside the rewrite's records,
+// or in its gap): the read fails its checks without making a hole, and
+// the reader reads the blob where the index puts it now.
+func TestReadAfterInstallRetries(t *testing.T) {
+	t.Parallel()
+	type reader func(p *Pack, h Hash) ([]byte, error)
+	readers := []struct {
+		name string
+		read reader
+	}{
+		{"Read", (*Pack).Read},
+		{"View", (*Pack).View},
+	}
+	tests := []struct {
+		name string
+		// pick chooses the blob read among the first segment's, the
+		// first of which the compaction drops.
+		pick func(inFirst []Hash) Hash
+	}{
+		{"moved into the rewrite", func(in []Hash) Hash { return in[1] }},
+		{"old offset in the gap", func(in []Hash) Hash { return in[len(in)-1] }},
+	}
+	for _, tt := range tests {
+		for _, rd := range readers {
+			t.Run(tt.name+"/"+rd.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				p := openPack(t, t.TempDir(), Options{SegmentSize: 4 << 10, CacheBytes: 1 << 20})
+				data := map[Hash][]byte{}
+				for i := range 40 {
+					b := randBytes(uint64(i), 300+i*10)
+					data[hashOf(b)] = b
+					put(t, p, item(b, 1))
+				}
+				var inFirst []Hash
+				if _, _, err := SegmentRecords(ctx, p.Closed()[0].Path, 0, func(_ []byte, e Entry) error {
+					inFirst = append(inFirst, e.Hash)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if len(inFirst) < 3 {
+					t.Fatalf("%d blobs in the first segment", len(inFirst))
+				}
+				target := tt.pick(inFirst)
+				end, err := p.BeginCompaction(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dropped, err := p.Condemn(map[Hash]bool{inFirst[0]: true})
+				if err != nil || !dropped[inFirst[0]] {
+					t.Fatalf("condemn: %v, %v", dropped, err)
+				}
+				rewrite := rewriteWithout(t, p, 0, dropped)
+
+				var stale Entry
+				var installErr error
+				installs := 0
+				p.looked = func(e Entry) {
+					if installs > 0 || e.Hash != target {
+						return
+					}
+					installs++
+					stale = e
+					_, installErr = p.Install(ctx, rewrite)
+				}
+				got, err := rd.read(p, target)
+				p.looked = nil
+				end()
+				if installs != 1 || installErr != nil {
+					t.Fatalf("install between the lookup and the read: %d installs, %v", installs, installErr)
+				}
+				if err != nil || !bytes.Equal(got, data[target]) {
+					t.Fatalf("read across the install: %d bytes, %v", len(got), err)
+				}
+				if now, ok := p.Lookup(target); !ok || now.Offset == stale.Offset {
+					t.Fatalf("the blob did not move: %+v, then %+v", stale, now)
+				}
+				if h := p.Holes(); len(h) != 0 {
+					t.Fatalf("the read at the old offset made holes: %v", h)
+				}
+				closePack(t, p)
+			})
+		}
+	}
+}

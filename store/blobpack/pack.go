@@ -138,6 +138,9 @@ type Pack struct {
 	holeByHash map[Hash]int     // holes whose blob is known and not stored again
 	watch      *watch           // the segment a compaction rewrites, if one runs
 	condemned  map[Hash]int64   // blobs a compaction drops, by the offset of the record it drops
+	// looked, if set, runs in a read between its lookup and its read of
+	// the record: a test moves the record there. Set before use.
+	looked func(Entry)
 
 	wmu      sync.Mutex // serializes Put and Close; guards the fields below
 	wbuf     []byte
@@ -319,6 +322,9 @@ func (p *Pack) readCurrent(h Hash) ([]byte, error) {
 		e, ok := p.Lookup(h)
 		if !ok {
 			return nil, p.notFound(h)
+		}
+		if p.looked != nil {
+			p.looked(e)
 		}
 		data, err := p.ReadEntry(e)
 		if err == nil || try == 3 {
