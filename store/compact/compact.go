@@ -30,7 +30,9 @@
 //     dead_turns (their rows are gone); blobs whose first storer is a
 //     deleted tenant and which no tenant claims, less those a put or an
 //     append deduplicated against since the compaction began
-//     (blobpack.Pack.Condemn). None: nothing is rewritten.
+//     (blobpack.Pack.Condemn); the store first waits for the puts and
+//     appends whose lookups came before to commit their claims or fail.
+//     None: nothing is rewritten.
 //  3. Write the live records to the next generation's file, created
 //     beside the old one (Step Written).
 //  4. fsync the file and the directory (Step Synced).

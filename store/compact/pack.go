@@ -16,7 +16,8 @@ type PackStore interface {
 	// Dead returns which of the blobs the records hold the compaction
 	// drops: no tenant claims them any more, and no put or append
 	// deduplicated against them since the compaction began (see
-	// blobpack.Pack.Condemn).
+	// blobpack.Pack.Condemn); it waits first for the puts and appends
+	// whose lookups came before to commit their claims or fail.
 	Dead(ctx context.Context, records []blobpack.Entry) (map[blobpack.Hash]bool, error)
 	// Swap makes rewrite the sealed segment of its range in place of
 	// old, and forgets the pack_holes of the range (the rewrite holds
