@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
@@ -174,6 +175,11 @@ func TestFailedCommitFailsTheGroupsBuiltOnIt(t *testing.T) {
 	if failures.Load() == 0 {
 		t.Fatal("no append failed: the injection did not fire")
 	}
+	// Every group, failed or committed, no longer holds up a compaction
+	// of the pack.
+	waitfor.True(t, "no group counted as a deduplication in flight", 10*time.Second, func() bool {
+		return s.Engine.dedup.InFlight() == 0
+	})
 	check := func(when string) {
 		got := s.last(ten, h.ContextID, 1000, true)
 		if len(got) != len(acked) {
