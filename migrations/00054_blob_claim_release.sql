@@ -17,7 +17,8 @@
 --
 -- blob_claim_reviews: the blobs buried turns named (payloads, and fs roots
 -- to walk), queued in the transaction that buries them so that a crash
--- loses none; the reaper works through them in batches.
+-- loses none; the reaper works through them in batches. A review whose
+-- blobs an upload or grant keeps for the grace waits until not_before.
 
 -- +goose Up
 CREATE TABLE released_blob_claims (
@@ -43,6 +44,7 @@ CREATE TABLE blob_claim_reviews (
     tenant_id text NOT NULL REFERENCES tenants (tenant_id),
     blob_hash bytea NOT NULL,
     fs_root   boolean NOT NULL,
+    not_before timestamptz NOT NULL DEFAULT '-infinity',
     PRIMARY KEY (tenant_id, blob_hash, fs_root)
 );
 SELECT cardbox_protect_tenant_table('blob_claim_reviews'::regclass,
@@ -56,6 +58,7 @@ GRANT SELECT ON released_blob_claims TO cardbox_tenant, cardbox_recovery, cardbo
 GRANT SELECT ON tenant_blobs TO cardbox_sweeper;
 GRANT DELETE ON tenant_blobs TO cardbox_sweeper;
 GRANT SELECT, INSERT, DELETE ON released_blob_claims, blob_claim_reviews, blob_puts TO cardbox_sweeper;
+GRANT UPDATE (not_before) ON blob_claim_reviews TO cardbox_sweeper;
 GRANT SELECT, INSERT, UPDATE, DELETE ON released_blob_claims, blob_claim_reviews, blob_puts TO cardbox_admin;
 
 -- +goose Down

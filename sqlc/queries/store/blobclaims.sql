@@ -1,6 +1,3 @@
--- Releasing a tenant's blob claims once nothing of its own needs them
--- (see migrations/00054_blob_claim_release.sql).
-
 -- name: QueueBlobClaimReviews :exec
 -- Queues the blobs some dead turns name, their payloads and fs roots, for
 -- the release of the tenant's claims (sweeper, in the transaction that
@@ -13,28 +10,44 @@ WHERE t.tenant_id = @tenant_id AND t.turn_id = ANY(@turn_ids::bigint[]) AND h.bl
 ON CONFLICT DO NOTHING;
 
 -- name: ListBlobClaimReviewTenants :many
--- Tenants with blobs queued for review (sweeper).
-SELECT DISTINCT tenant_id FROM blob_claim_reviews ORDER BY tenant_id LIMIT @max_tenants;
+-- Tenants with blobs due for review at @now (sweeper), but those skipped.
+SELECT DISTINCT tenant_id FROM blob_claim_reviews
+WHERE not_before <= @now AND tenant_id <> ALL(@skip::text[])
+ORDER BY tenant_id LIMIT @max_tenants;
 
 -- name: ListBlobClaimReviews :many
--- A batch of a tenant's queued blobs (sweeper).
+-- A batch of a tenant's queued blobs due for review at @now (sweeper).
 SELECT blob_hash, fs_root FROM blob_claim_reviews
-WHERE tenant_id = @tenant_id
+WHERE tenant_id = @tenant_id AND not_before <= @now
 ORDER BY blob_hash, fs_root
 LIMIT @max_reviews;
 
+-- name: NextBlobClaimReview :one
+-- When the next deferred review falls due (sweeper); the epoch: none.
+SELECT coalesce(min(not_before), 'epoch')::timestamptz AS not_before FROM blob_claim_reviews WHERE not_before > @now;
+
+-- name: DeferBlobClaimReviews :exec
+-- Reviews whose blobs an upload or grant keeps wait until their grace
+-- ends (sweeper).
+UPDATE blob_claim_reviews r SET not_before = u.not_before
+FROM (SELECT unnest(@blob_hashes::bytea[]) AS blob_hash, unnest(@fs_roots::boolean[]) AS fs_root,
+             unnest(@not_befores::timestamptz[]) AS not_before) u
+WHERE r.tenant_id = @tenant_id AND r.blob_hash = u.blob_hash AND r.fs_root = u.fs_root;
+
 -- name: BlobClaimsNeeded :many
--- Which of the hashes the tenant still needs beside fs trees (sweeper): a
--- turn's payload (a dead turn's row not yet buried counts too), an
--- upload or a grant since @since.
-SELECT DISTINCT t.payload_hash AS blob_hash FROM turns t
-WHERE t.tenant_id = @tenant_id AND t.payload_hash = ANY(@blob_hashes::bytea[])
-UNION
-SELECT p.blob_hash FROM blob_puts p
-WHERE p.tenant_id = @tenant_id AND p.blob_hash = ANY(@blob_hashes::bytea[]) AND p.put_at >= @since
-UNION
-SELECT g.blob_hash FROM tenant_blobs g
-WHERE g.tenant_id = @tenant_id AND g.blob_hash = ANY(@blob_hashes::bytea[]) AND g.created_at >= @since;
+-- What keeps the tenant's claim to each of the hashes, fs trees aside
+-- (sweeper): a turn's payload (a dead turn's row not yet buried counts
+-- too), and the last upload or grant (the epoch: none).
+WITH in_turns AS (
+    SELECT DISTINCT t.payload_hash FROM turns t
+    WHERE t.tenant_id = @tenant_id AND t.payload_hash = ANY(@blob_hashes::bytea[])
+)
+SELECT h.blob_hash::bytea AS blob_hash,
+       (h.blob_hash IN (SELECT payload_hash FROM in_turns))::boolean AS in_turn,
+       coalesce(greatest(p.put_at, g.created_at), 'epoch')::timestamptz AS last_claimed
+FROM (SELECT DISTINCT unnest(@blob_hashes::bytea[]) AS blob_hash) h
+LEFT JOIN blob_puts p ON p.tenant_id = @tenant_id AND p.blob_hash = h.blob_hash
+LEFT JOIN tenant_blobs g ON g.tenant_id = @tenant_id AND g.blob_hash = h.blob_hash;
 
 -- name: TenantFSRoots :many
 -- The fs roots of the tenant's turns (sweeper): what they reach is still
@@ -76,7 +89,7 @@ ON CONFLICT (tenant_id, blob_hash) DO UPDATE SET put_at = greatest(blob_puts.put
 
 -- name: PruneBlobPuts :exec
 -- Forgets the uploads older than the grace period (sweeper).
-DELETE FROM blob_puts WHERE put_at < @before;
+DELETE FROM blob_puts WHERE put_at <= @before;
 
 -- name: UnclaimedBlobs :many
 -- Which of the hashes no tenant claims any more: their first writer

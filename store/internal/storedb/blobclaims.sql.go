@@ -11,38 +11,45 @@ import (
 )
 
 const blobClaimsNeeded = `-- name: BlobClaimsNeeded :many
-SELECT DISTINCT t.payload_hash AS blob_hash FROM turns t
-WHERE t.tenant_id = $1 AND t.payload_hash = ANY($2::bytea[])
-UNION
-SELECT p.blob_hash FROM blob_puts p
-WHERE p.tenant_id = $1 AND p.blob_hash = ANY($2::bytea[]) AND p.put_at >= $3
-UNION
-SELECT g.blob_hash FROM tenant_blobs g
-WHERE g.tenant_id = $1 AND g.blob_hash = ANY($2::bytea[]) AND g.created_at >= $3
+WITH in_turns AS (
+    SELECT DISTINCT t.payload_hash FROM turns t
+    WHERE t.tenant_id = $2 AND t.payload_hash = ANY($1::bytea[])
+)
+SELECT h.blob_hash::bytea AS blob_hash,
+       (h.blob_hash IN (SELECT payload_hash FROM in_turns))::boolean AS in_turn,
+       coalesce(greatest(p.put_at, g.created_at), 'epoch')::timestamptz AS last_claimed
+FROM (SELECT DISTINCT unnest($1::bytea[]) AS blob_hash) h
+LEFT JOIN blob_puts p ON p.tenant_id = $2 AND p.blob_hash = h.blob_hash
+LEFT JOIN tenant_blobs g ON g.tenant_id = $2 AND g.blob_hash = h.blob_hash
 `
 
 type BlobClaimsNeededParams struct {
-	TenantID   string
 	BlobHashes [][]byte
-	Since      time.Time
+	TenantID   string
 }
 
-// Which of the hashes the tenant still needs beside fs trees (sweeper): a
-// turn's payload (a dead turn's row not yet buried counts too), an
-// upload or a grant since @since.
-func (q *Queries) BlobClaimsNeeded(ctx context.Context, arg BlobClaimsNeededParams) ([][]byte, error) {
-	rows, err := q.db.Query(ctx, blobClaimsNeeded, arg.TenantID, arg.BlobHashes, arg.Since)
+type BlobClaimsNeededRow struct {
+	BlobHash    []byte
+	InTurn      bool
+	LastClaimed time.Time
+}
+
+// What keeps the tenant's claim to each of the hashes, fs trees aside
+// (sweeper): a turn's payload (a dead turn's row not yet buried counts
+// too), and the last upload or grant (the epoch: none).
+func (q *Queries) BlobClaimsNeeded(ctx context.Context, arg BlobClaimsNeededParams) ([]BlobClaimsNeededRow, error) {
+	rows, err := q.db.Query(ctx, blobClaimsNeeded, arg.BlobHashes, arg.TenantID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items [][]byte
+	var items []BlobClaimsNeededRow
 	for rows.Next() {
-		var blob_hash []byte
-		if err := rows.Scan(&blob_hash); err != nil {
+		var i BlobClaimsNeededRow
+		if err := rows.Scan(&i.BlobHash, &i.InTurn, &i.LastClaimed); err != nil {
 			return nil, err
 		}
-		items = append(items, blob_hash)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -50,13 +57,47 @@ func (q *Queries) BlobClaimsNeeded(ctx context.Context, arg BlobClaimsNeededPara
 	return items, nil
 }
 
-const listBlobClaimReviewTenants = `-- name: ListBlobClaimReviewTenants :many
-SELECT DISTINCT tenant_id FROM blob_claim_reviews ORDER BY tenant_id LIMIT $1
+const deferBlobClaimReviews = `-- name: DeferBlobClaimReviews :exec
+UPDATE blob_claim_reviews r SET not_before = u.not_before
+FROM (SELECT unnest($2::bytea[]) AS blob_hash, unnest($3::boolean[]) AS fs_root,
+             unnest($4::timestamptz[]) AS not_before) u
+WHERE r.tenant_id = $1 AND r.blob_hash = u.blob_hash AND r.fs_root = u.fs_root
 `
 
-// Tenants with blobs queued for review (sweeper).
-func (q *Queries) ListBlobClaimReviewTenants(ctx context.Context, maxTenants int32) ([]string, error) {
-	rows, err := q.db.Query(ctx, listBlobClaimReviewTenants, maxTenants)
+type DeferBlobClaimReviewsParams struct {
+	TenantID   string
+	BlobHashes [][]byte
+	FsRoots    []bool
+	NotBefores []time.Time
+}
+
+// Reviews whose blobs an upload or grant keeps wait until their grace
+// ends (sweeper).
+func (q *Queries) DeferBlobClaimReviews(ctx context.Context, arg DeferBlobClaimReviewsParams) error {
+	_, err := q.db.Exec(ctx, deferBlobClaimReviews,
+		arg.TenantID,
+		arg.BlobHashes,
+		arg.FsRoots,
+		arg.NotBefores,
+	)
+	return err
+}
+
+const listBlobClaimReviewTenants = `-- name: ListBlobClaimReviewTenants :many
+SELECT DISTINCT tenant_id FROM blob_claim_reviews
+WHERE not_before <= $1 AND tenant_id <> ALL($2::text[])
+ORDER BY tenant_id LIMIT $3
+`
+
+type ListBlobClaimReviewTenantsParams struct {
+	Now        time.Time
+	Skip       []string
+	MaxTenants int32
+}
+
+// Tenants with blobs due for review at @now (sweeper), but those skipped.
+func (q *Queries) ListBlobClaimReviewTenants(ctx context.Context, arg ListBlobClaimReviewTenantsParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, listBlobClaimReviewTenants, arg.Now, arg.Skip, arg.MaxTenants)
 	if err != nil {
 		return nil, err
 	}
@@ -77,13 +118,14 @@ func (q *Queries) ListBlobClaimReviewTenants(ctx context.Context, maxTenants int
 
 const listBlobClaimReviews = `-- name: ListBlobClaimReviews :many
 SELECT blob_hash, fs_root FROM blob_claim_reviews
-WHERE tenant_id = $1
+WHERE tenant_id = $1 AND not_before <= $2
 ORDER BY blob_hash, fs_root
-LIMIT $2
+LIMIT $3
 `
 
 type ListBlobClaimReviewsParams struct {
 	TenantID   string
+	Now        time.Time
 	MaxReviews int32
 }
 
@@ -92,9 +134,9 @@ type ListBlobClaimReviewsRow struct {
 	FsRoot   bool
 }
 
-// A batch of a tenant's queued blobs (sweeper).
+// A batch of a tenant's queued blobs due for review at @now (sweeper).
 func (q *Queries) ListBlobClaimReviews(ctx context.Context, arg ListBlobClaimReviewsParams) ([]ListBlobClaimReviewsRow, error) {
-	rows, err := q.db.Query(ctx, listBlobClaimReviews, arg.TenantID, arg.MaxReviews)
+	rows, err := q.db.Query(ctx, listBlobClaimReviews, arg.TenantID, arg.Now, arg.MaxReviews)
 	if err != nil {
 		return nil, err
 	}
@@ -145,8 +187,20 @@ func (q *Queries) ListReleasedBlobClaims(ctx context.Context) ([]ListReleasedBlo
 	return items, nil
 }
 
+const nextBlobClaimReview = `-- name: NextBlobClaimReview :one
+SELECT coalesce(min(not_before), 'epoch')::timestamptz AS not_before FROM blob_claim_reviews WHERE not_before > $1
+`
+
+// When the next deferred review falls due (sweeper); the epoch: none.
+func (q *Queries) NextBlobClaimReview(ctx context.Context, now time.Time) (time.Time, error) {
+	row := q.db.QueryRow(ctx, nextBlobClaimReview, now)
+	var not_before time.Time
+	err := row.Scan(&not_before)
+	return not_before, err
+}
+
 const pruneBlobPuts = `-- name: PruneBlobPuts :exec
-DELETE FROM blob_puts WHERE put_at < $1
+DELETE FROM blob_puts WHERE put_at <= $1
 `
 
 // Forgets the uploads older than the grace period (sweeper).
@@ -156,7 +210,6 @@ func (q *Queries) PruneBlobPuts(ctx context.Context, before time.Time) error {
 }
 
 const queueBlobClaimReviews = `-- name: QueueBlobClaimReviews :exec
-
 INSERT INTO blob_claim_reviews (tenant_id, blob_hash, fs_root)
 SELECT DISTINCT $1::text, h.blob_hash, h.fs_root
 FROM turns t
@@ -170,8 +223,6 @@ type QueueBlobClaimReviewsParams struct {
 	TurnIds  []int64
 }
 
-// Releasing a tenant's blob claims once nothing of its own needs them
-// (see migrations/00054_blob_claim_release.sql).
 // Queues the blobs some dead turns name, their payloads and fs roots, for
 // the release of the tenant's claims (sweeper, in the transaction that
 // buries them, before their rows go).
