@@ -36,6 +36,10 @@ const (
 	writeStripes     = 256
 )
 
+// releaseChunk is how many claims one statement releases (a variable for
+// tests).
+var releaseChunk = 2000
+
 // writeCounts count each tenant's writes that may make it need a blob
 // (appends, blob puts, fs attachments), by tenant number modulo
 // writeStripes: a release works out what the tenant needs outside the
@@ -215,7 +219,7 @@ func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []sto
 	if err != nil {
 		return 0, false, err
 	}
-	p := storedb.ReleaseBlobClaimsParams{TenantID: t.ID, Released: [][]byte{}, Ungranted: [][]byte{}}
+	p := storedb.ReleaseBlobClaimsParams{TenantID: t.ID, ReviewedHashes: [][]byte{}, ReviewedFsRoots: []bool{}} // the reviews done
 	deferred := storedb.DeferBlobClaimReviewsParams{TenantID: t.ID}
 	for i, r := range reviews {
 		var wait time.Time
@@ -246,54 +250,81 @@ func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []sto
 		for _, g := range granted {
 			if len(g) == len(ident.Hash{}) {
 				ungrants = append(ungrants, usage.Grant{Tenant: t.No, Hash: ident.Hash(g)})
-				p.Ungranted = append(p.Ungranted, g)
 			}
 		}
 		for h := range candidates {
 			if entry, ok := e.blobs.Lookup(h); ok && entry.Owner == t.No && !e.released(t, h) {
 				releases = append(releases, usage.Grant{Tenant: t.No, Hash: h})
-				p.Released = append(p.Released, h[:])
 			}
 		}
 	}
 	if e.opts.beforeRelease != nil {
 		e.opts.beforeRelease()
 	}
-	ok := false
-	e.gate.Quiesce(func() {
-		if e.writesOf(t) != before {
-			return
+	// In chunks, each one short statement while every write waits; the
+	// reviews go with the last. A chunk that finds the tenant wrote since
+	// stops the batch: what went before was released rightly (nothing
+	// of the tenant had changed), the rest is reviewed again.
+	released := 0
+	for {
+		n := min(len(releases), releaseChunk)
+		m := min(len(ungrants), releaseChunk-n)
+		last := n == len(releases) && m == len(ungrants)
+		chunk := storedb.ReleaseBlobClaimsParams{
+			TenantID: t.ID, Released: hashesOf(releases[:n]), Ungranted: hashesOf(ungrants[:m]),
+			ReviewedHashes: [][]byte{}, ReviewedFsRoots: []bool{},
 		}
-		ok = true
-		// Every tenant's writes wait for this statement: bounded.
-		qctx, cancel := context.WithTimeout(ctx, e.opts.PGTimeout)
-		defer cancel()
-		if err = sweep.ReleaseBlobClaims(qctx, p); err != nil {
-			return
+		if last {
+			chunk.ReviewedHashes, chunk.ReviewedFsRoots = p.ReviewedHashes, p.ReviewedFsRoots
 		}
-		for _, g := range releases {
-			e.usage.Release(g, e.rawLen(g.Hash))
+		ok := false
+		e.gate.Quiesce(func() {
+			if e.writesOf(t) != before {
+				return
+			}
+			ok = true
+			qctx, cancel := context.WithTimeout(ctx, e.opts.PGTimeout)
+			defer cancel()
+			if err = sweep.ReleaseBlobClaims(qctx, chunk); err != nil {
+				return
+			}
+			for _, g := range releases[:n] {
+				e.usage.Release(g, e.rawLen(g.Hash))
+			}
+			for _, g := range ungrants[:m] {
+				e.usage.Ungrant(g, e.rawLen(g.Hash))
+			}
+			if n+m > 0 {
+				// A tree found whole before may not be any more.
+				e.trees.forget(t.No)
+			}
+		})
+		if err != nil {
+			return released, false, fmt.Errorf("release %d claims and %d grants: %w", n, m, err)
 		}
-		for _, g := range ungrants {
-			e.usage.Ungrant(g, e.rawLen(g.Hash))
+		if !ok {
+			return released, false, nil
 		}
-		if len(releases)+len(ungrants) > 0 {
-			// A tree found whole before may not be any more.
-			e.trees.forget(t.No)
+		released += n + m
+		releases, ungrants = releases[n:], ungrants[m:]
+		if last {
+			break
 		}
-	})
-	if err != nil {
-		return 0, false, fmt.Errorf("release %d claims and %d grants: %w", len(releases), len(ungrants), err)
-	}
-	if !ok {
-		return 0, false, nil
 	}
 	if len(deferred.BlobHashes) > 0 {
 		if err := sweep.DeferBlobClaimReviews(ctx, deferred); err != nil {
-			return len(releases) + len(ungrants), false, fmt.Errorf("defer %d reviews to the end of their grace: %w", len(deferred.BlobHashes), err)
+			return released, false, fmt.Errorf("defer %d reviews to the end of their grace: %w", len(deferred.BlobHashes), err)
 		}
 	}
-	return len(releases) + len(ungrants), true, nil
+	return released, true, nil
+}
+
+func hashesOf(gs []usage.Grant) [][]byte {
+	out := make([][]byte, len(gs))
+	for i, g := range gs {
+		out[i] = g.Hash[:]
+	}
+	return out
 }
 
 // spareNeeded removes from candidates the blobs t still needs: a turn's

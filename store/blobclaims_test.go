@@ -338,6 +338,33 @@ func TestUploadRacingReleaseKeepsTheBlob(t *testing.T) {
 	}
 }
 
+// A batch released in several statements releases them all.
+func TestReleaseInChunks(t *testing.T) {
+	old := releaseChunk
+	releaseChunk = 2
+	t.Cleanup(func() { releaseChunk = old })
+	clock := testkit.NewClock(time.Now())
+	s := newClockedStore(t, clock)
+	acme := s.tenant("acme")
+	c := s.create(acme, 0)
+	want := map[ident.Hash]bool{}
+	for i := range 7 {
+		p := payloadN(2000 + i)
+		s.append(acme, turnReq(c.ContextID, 0, p))
+		want[blake3.Sum256(p)] = false
+	}
+	clock.Add(DefaultBlobClaimGrace + time.Minute)
+	s.deleteContext(acme, c.ContextID)
+	s.reap()
+	s.wantBlobs(acme, want)
+	if n := s.countRows("released_blob_claims"); n != 7 {
+		t.Errorf("%d claims released, want 7", n)
+	}
+	if u := s.Usage(acme); u != 0 {
+		t.Errorf("acme stores %d bytes, want 0", u)
+	}
+}
+
 // UnclaimedBlobs names the blobs no tenant claims: their first writer is
 // deleted or released its claim, and no tenant holds a grant.
 func TestUnclaimedBlobs(t *testing.T) {
