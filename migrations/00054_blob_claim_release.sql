@@ -27,6 +27,8 @@ CREATE TABLE released_blob_claims (
     released_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, blob_hash)
 );
+-- UnclaimedBlobs and DropReleasedBlobClaims look a hash up whoever wrote it.
+CREATE INDEX released_blob_claims_blob_hash ON released_blob_claims (blob_hash);
 SELECT cardbox_protect_tenant_table('released_blob_claims'::regclass,
     ARRAY['cardbox_committer', 'cardbox_recovery', 'cardbox_sweeper', 'cardbox_lookup', 'cardbox_admin']);
 

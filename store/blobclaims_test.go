@@ -419,6 +419,13 @@ func TestUnclaimedBlobs(t *testing.T) {
 			t.Errorf("%s: unclaimed = %v, want %v", tt.name, unclaimed[string(tt.hash)], tt.unclaimed)
 		}
 	}
+	// A compaction that drops the blobs forgets their released claims.
+	if err := s.as(pgrole.Sweeper, "").DropReleasedBlobClaims(ctx, [][]byte{h(1), h(6)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.countRows("released_blob_claims"); n != 1 {
+		t.Errorf("%d released claims left, want the one of a blob not dropped", n)
+	}
 }
 
 func hexOf(b []byte) string { return fmt.Sprintf("%x", b) }

@@ -101,3 +101,9 @@ FROM (SELECT unnest(@blob_hashes::bytea[]) AS blob_hash, unnest(@first_writers::
 WHERE (EXISTS (SELECT 1 FROM tenants t WHERE t.tenant_id = u.first_writer AND t.deleted_at IS NOT NULL)
        OR EXISTS (SELECT 1 FROM released_blob_claims r WHERE r.tenant_id = u.first_writer AND r.blob_hash = u.blob_hash))
   AND NOT EXISTS (SELECT 1 FROM tenant_blobs g WHERE g.blob_hash = u.blob_hash);
+
+-- name: DropReleasedBlobClaims :exec
+-- Forgets the released claims to blobs a compaction dropped from the
+-- blob pack (sweeper, in the step that drops them): bytes stored again
+-- later are a new record, their writer's again.
+DELETE FROM released_blob_claims WHERE blob_hash = ANY(@blob_hashes::bytea[]);

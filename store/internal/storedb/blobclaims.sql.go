@@ -83,6 +83,18 @@ func (q *Queries) DeferBlobClaimReviews(ctx context.Context, arg DeferBlobClaimR
 	return err
 }
 
+const dropReleasedBlobClaims = `-- name: DropReleasedBlobClaims :exec
+DELETE FROM released_blob_claims WHERE blob_hash = ANY($1::bytea[])
+`
+
+// Forgets the released claims to blobs a compaction dropped from the
+// blob pack (sweeper, in the step that drops them): bytes stored again
+// later are a new record, their writer's again.
+func (q *Queries) DropReleasedBlobClaims(ctx context.Context, blobHashes [][]byte) error {
+	_, err := q.db.Exec(ctx, dropReleasedBlobClaims, blobHashes)
+	return err
+}
+
 const listBlobClaimReviewTenants = `-- name: ListBlobClaimReviewTenants :many
 SELECT DISTINCT tenant_id FROM blob_claim_reviews
 WHERE not_before <= $1 AND tenant_id <> ALL($2::text[])

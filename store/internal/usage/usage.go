@@ -123,6 +123,18 @@ func (l *Ledger) Release(g Grant, size int64) {
 	}
 }
 
+// Unrelease forgets a released claim whose blob left the pack (a
+// compaction dropped its record, and with it the size the pack counted):
+// size, taken off by Release, is charged back so that the two cancel.
+func (l *Ledger) Unrelease(g Grant, size int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.released[g]; ok {
+		delete(l.released, g)
+		l.bytes[g.Tenant] += size
+	}
+}
+
 func (l *Ledger) grantLocked(g Grant, size int64) {
 	if _, ok := l.grants[g]; !ok {
 		l.grants[g] = struct{}{}
