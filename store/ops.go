@@ -400,7 +400,10 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 		}
 		entry = o.Entry
 		if o.IsNew {
-			return true, e.recordPut(ctx, t, h)
+			if err := e.recordPut(ctx, t, h); err != nil {
+				return false, err
+			}
+			return true, nil
 		}
 	}
 	if entry.Owner == t.No && !e.released(t, h) {
