@@ -83,8 +83,14 @@ type Options struct {
 	// groupcommit.Committer). Start-up recovery and background work
 	// are not bounded.
 	PGTimeout time.Duration
-	// Now is the clock of idempotency keys and their expiry (time.Now
-	// when nil).
+	// BlobClaimGrace is how long an upload (PUT_BLOB) or a grant keeps a
+	// tenant's claim to a blob nothing else of the tenant needs, when the
+	// reaper releases claims after a context deletion (default
+	// DefaultBlobClaimGrace): a client may upload before it appends or
+	// attaches.
+	BlobClaimGrace time.Duration
+	// Now is the clock of idempotency keys and their expiry, and of blob
+	// uploads' grace (time.Now when nil).
 	Now    func() time.Time
 	Logger *slog.Logger
 	// CompactionHook, if set, is called after each step of a compaction
@@ -100,6 +106,9 @@ type Options struct {
 	// For tests.
 	putFound   func(ident.Hash)
 	dedupWaits func()
+	// beforeRelease, if set, is called by a release of blob claims once
+	// it has worked out what to release, before it commits (tests).
+	beforeRelease func()
 }
 
 // DefaultFileReserve is the default Options.FileReserve.
@@ -134,6 +143,9 @@ type Engine struct {
 	// (see ForgetTenant), and reads check it too.
 	gate  tenantgate.Gate[uint32]
 	usage *usage.Ledger // what tenants store beyond the blobs the pack counts
+	// writes count the writes that may make a tenant need a blob (see
+	// releaseBatch).
+	writes writeCounts
 	// damaged counts and logs the turns served without their damaged
 	// payloads (see Turn.PayloadDamaged).
 	damaged damage.Served

@@ -28,8 +28,11 @@ type testStore struct {
 	t           *testing.T
 	dir         string
 	pool        *pgxpool.Pool
-	maxIdemKeys int       // Options.MaxIdempotencyKeys at the next open
-	quota       QuotaFunc // Options.Quota at the next open
+	maxIdemKeys int              // Options.MaxIdempotencyKeys at the next open
+	quota       QuotaFunc        // Options.Quota at the next open
+	now         func() time.Time // Options.Now at the next open
+	// beforeRelease is Options.beforeRelease at the next open.
+	beforeRelease func()
 	// appended receives what Options.OnAppend is handed, when not nil,
 	// with payloads up to onAppendPayloads bytes.
 	appended         chan []Appended
@@ -46,7 +49,7 @@ func newTestStore(t *testing.T) *testStore {
 
 func (s *testStore) open(h *groupcommit.Hooks) {
 	s.t.Helper()
-	opts := Options{Dir: s.dir, Pool: s.pool, FSTree: decodeFSTree, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota}
+	opts := Options{Dir: s.dir, Pool: s.pool, FSTree: decodeFSTree, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota, Now: s.now, beforeRelease: s.beforeRelease}
 	if s.appended != nil {
 		opts.OnAppend, opts.OnAppendPayloads = func(a []Appended) { s.appended <- a }, s.onAppendPayloads
 	}

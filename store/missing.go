@@ -36,7 +36,7 @@ func (e *Engine) MissingBlobs(ctx context.Context, t ident.Tenant, hashes []iden
 				entry, ok = blobpack.Entry{Hash: h, Owner: hole.Owner}, true
 			}
 		}
-		if ok && entry.Owner == t.No {
+		if ok && entry.Owner == t.No && !e.released(t, h) {
 			present[i] = true
 			continue
 		}

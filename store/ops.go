@@ -65,6 +65,7 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 	if err := e.admit(t); err != nil {
 		return AppendResult{}, err
 	}
+	e.touch(t)
 	leave := true // unless a job still in flight takes the gate over
 	defer func() {
 		if leave {
@@ -343,7 +344,9 @@ func (e *Engine) GetBlobWithin(ctx context.Context, t ident.Tenant, h ident.Hash
 // and those lost turns' asks Postgres, a blob never stored too: were that
 // one answered from the pack alone, its speed would tell a tenant whether
 // another tenant stored the bytes. What is asked, and how, depends on
-// nothing but the tenant's own blobs.
+// nothing but the tenant's own blobs. A first storer that released its
+// claim (see releaseClaims) owns the blob only through a grant, as any
+// other tenant, and is asked of Postgres as for a blob never stored.
 func (e *Engine) ownsBlob(ctx context.Context, t ident.Tenant, h ident.Hash) (bool, error) {
 	if e.gate.Gone(t.No) {
 		return false, nil
@@ -354,7 +357,7 @@ func (e *Engine) ownsBlob(ctx context.Context, t ident.Tenant, h ident.Hash) (bo
 			entry, stored = blobpack.Entry{Hash: h, Owner: hole.Owner}, true
 		}
 	}
-	if (stored && entry.Owner == t.No) || e.lost.Of(t.No, h) {
+	if ((stored && entry.Owner == t.No) || e.lost.Of(t.No, h)) && !e.released(t, h) {
 		return true, nil
 	}
 	claimed, err := e.as(pgrole.Tenant, t.ID).TenantOwnsBlob(ctx, storedb.TenantOwnsBlobParams{TenantID: t.ID, BlobHash: h[:]})
@@ -369,6 +372,7 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	if err := e.admit(t); err != nil {
 		return false, err
 	}
+	e.touch(t)
 	leave := true // unless a job still in flight takes the gate over
 	defer func() {
 		if leave {
@@ -399,11 +403,19 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 		}
 		entry = o.Entry
 		if o.IsNew {
+			if err := e.recordPut(ctx, t, h); err != nil {
+				return false, err
+			}
 			return true, nil
 		}
 	}
-	if entry.Owner == t.No {
-		return false, nil
+	if entry.Owner == t.No && !e.released(t, h) {
+		return false, e.recordPut(ctx, t, h)
+	}
+	// Recorded before the grant: the release of claims keeps a grant
+	// whose upload is younger than its grace.
+	if err := e.recordPut(ctx, t, h); err != nil {
+		return false, err
 	}
 	if e.opts.putFound != nil {
 		e.opts.putFound(h)
@@ -421,6 +433,7 @@ func (e *Engine) AttachFS(ctx context.Context, t ident.Tenant, turnID uint64, ro
 	if err := e.admit(t); err != nil {
 		return err
 	}
+	e.touch(t)
 	defer e.gate.Leave()
 	if _, ok := e.turnOf(t, turnID); !ok {
 		return fault.New(fault.NotFound, "turn %d not found", turnID)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +26,13 @@ const (
 type ReapStats struct {
 	Contexts int   // contexts reaped
 	Dead     int64 // turns that died
+	// Released counts the blob claims released (see releaseClaims);
+	// ClaimsPending says a tenant kept writing while its claims were
+	// reviewed: they are reviewed again later. NextClaimReview is when
+	// the grace of the claims uploads keep next ends (zero: none).
+	Released        int
+	ClaimsPending   bool
+	NextClaimReview time.Time
 }
 
 // startReaper reaps at start and whenever a context is deleted, until
@@ -36,14 +44,29 @@ func (e *Engine) startReaper() {
 	e.wakeReaper()
 	go func() {
 		defer close(e.reaperDone)
+		// due fires when the next deferred review of blob claims falls
+		// due (see releaseClaims).
+		due := time.NewTimer(time.Hour)
+		due.Stop()
+		defer due.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-e.reapWake:
+			case <-due.C:
 			}
-			if _, err := e.ReapDeleted(ctx); err != nil && ctx.Err() == nil {
+			stats, err := e.ReapDeleted(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
 				e.log.Warn("reap deleted contexts; retrying", "err", err, "in", reapRetry)
+			}
+			if !stats.NextClaimReview.IsZero() {
+				due.Reset(max(stats.NextClaimReview.Sub(e.now()), reapRetry))
+			}
+			if err != nil || stats.ClaimsPending {
 				select {
 				case <-ctx.Done():
 					return
@@ -66,7 +89,8 @@ func (e *Engine) wakeReaper() {
 }
 
 // ReapDeleted buries the dead turns of every deleted context not reaped
-// yet, and returns once none is left.
+// yet, then releases the blob claims their tenants no longer need (see
+// releaseClaims), and returns once none is left.
 func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) {
 	e.reapMu.Lock()
 	defer e.reapMu.Unlock()
@@ -77,6 +101,21 @@ func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) {
 			return total, fmt.Errorf("list deleted contexts: %w", err)
 		}
 		if len(rows) == 0 {
+			n, err := e.releaseClaims(ctx)
+			total.Released = n
+			if errors.Is(err, errClaimsBusy) {
+				total.ClaimsPending, err = true, nil
+			}
+			if err != nil {
+				return total, err
+			}
+			next, err := e.as(pgrole.Sweeper, "").NextBlobClaimReview(ctx, e.now())
+			if err != nil {
+				return total, fmt.Errorf("look up the next review of blob claims: %w", err)
+			}
+			if next.After(time.Unix(0, 0)) {
+				total.NextClaimReview = next
+			}
 			return total, nil
 		}
 		for len(rows) > 0 {
@@ -142,6 +181,12 @@ func (e *Engine) bury(ctx context.Context, tenantID string, turns []int64) (int6
 	var gone int64
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		q := storedb.New(pgrole.As(tx, pgrole.Sweeper, tenantID))
+		// The blobs they name are reviewed once they are gone (see
+		// releaseClaims): queued first, as their rows go next.
+		err := q.QueueBlobClaimReviews(ctx, storedb.QueueBlobClaimReviewsParams{TenantID: tenantID, TurnIds: turns})
+		if err != nil {
+			return fmt.Errorf("queue the blobs of dead turns for review: %w", err)
+		}
 		r, err := q.BuryTurns(ctx, storedb.BuryTurnsParams{TenantID: tenantID, TurnIds: turns})
 		if err != nil {
 			return err

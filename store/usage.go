@@ -74,7 +74,7 @@ func (e *Engine) admitBlob(ctx context.Context, t ident.Tenant, h ident.Hash, si
 		return nil
 	}
 	adding := extra
-	if entry, ok := e.blobs.Lookup(h); !ok || (entry.Owner != t.No && !e.usage.Granted(usage.Grant{Tenant: t.No, Hash: h})) {
+	if entry, ok := e.blobs.Lookup(h); !ok || ((entry.Owner != t.No || e.released(t, h)) && !e.usage.Granted(usage.Grant{Tenant: t.No, Hash: h})) {
 		adding += int64(size)
 	}
 	return e.checkQuota(ctx, t, adding)
@@ -83,6 +83,9 @@ func (e *Engine) admitBlob(ctx context.Context, t ident.Tenant, h ident.Hash, si
 // loadUsage charges, at start-up, the committed grants and registry
 // bundles; turns and contexts are charged as they are loaded.
 func (e *Engine) loadUsage(ctx context.Context) error {
+	if err := e.loadReleasedClaims(ctx); err != nil {
+		return err
+	}
 	grants, err := e.as(pgrole.Recovery, "").ListBlobGrants(ctx)
 	if err != nil {
 		return fmt.Errorf("load blob grants: %w", err)
@@ -93,8 +96,9 @@ func (e *Engine) loadUsage(ctx context.Context) error {
 		}
 		g := usage.Grant{Tenant: uint32(r.TenantNo), Hash: ident.Hash(r.BlobHash)}
 		// A blob missing from the pack lies in a damaged record: nothing
-		// to charge; one the tenant stored first, the pack counts.
-		if entry, ok := e.blobs.Lookup(g.Hash); ok && entry.Owner != g.Tenant {
+		// to charge; one the tenant stored first, the pack counts, unless
+		// it released that claim (and claimed the bytes again since).
+		if entry, ok := e.blobs.Lookup(g.Hash); ok && (entry.Owner != g.Tenant || e.usage.Released(g)) {
 			e.usage.Grant(g, int64(entry.RawLen))
 		}
 	}

@@ -34,6 +34,7 @@ func daemonConfig(cfg *config.Config, log *slog.Logger) daemon.Config {
 		ShutdownTimeout:     cfg.ShutdownTimeout,
 		SweepInterval:       cfg.SweepInterval,
 		DeletedRetention:    cfg.DeletedRetention,
+		BlobClaimGrace:      cfg.BlobClaimGrace,
 		RetentionIdle:       cfg.RetentionIdle,
 		RetentionMaxAge:     cfg.RetentionMaxAge,
 		Pprof:               cfg.Pprof,

@@ -53,6 +53,8 @@ type Config struct {
 	IdleTimeout         time.Duration
 	WriteTimeout        time.Duration
 	PGTimeout           time.Duration
+	// BlobClaimGrace is store.Options.BlobClaimGrace (zero: its default).
+	BlobClaimGrace time.Duration
 	// SegmentSize bounds the segments of the blob pack and the turn log
 	// (store.Options.SegmentSize); zero: one unbounded segment each.
 	SegmentSize int64

@@ -152,7 +152,7 @@ func (d *Daemon) openStore(ctx context.Context) error {
 	engine, err := store.Open(ctx, store.Options{
 		Dir: d.cfg.DataDir, Pool: d.db.Pool, Logger: d.log, OnAppend: d.commits.publish,
 		Quota: d.access.storeQuota(), FSTree: DecodeFSTree, OnAppendPayloads: d.cfg.handedPayloads(), PGTimeout: d.cfg.PGTimeout,
-		SegmentSize: d.cfg.SegmentSize, CompactionHook: d.cfg.Test.CompactionHook,
+		SegmentSize: d.cfg.SegmentSize, CompactionHook: d.cfg.Test.CompactionHook, BlobClaimGrace: d.cfg.BlobClaimGrace,
 	})
 	if err != nil {
 		return err

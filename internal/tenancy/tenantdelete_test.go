@@ -48,6 +48,9 @@ var seeds = []string{
 	`INSERT INTO analytics_backfills (tenant_id, generation) VALUES ($1, 1)`,
 	`INSERT INTO dead_turns (tenant_id, turn_id) VALUES ($1, 1)`,
 	`INSERT INTO retention_policies (tenant_id, idle_seconds) VALUES ($1, 3600)`,
+	`INSERT INTO released_blob_claims (tenant_id, blob_hash) VALUES ($1, '\x03')`,
+	`INSERT INTO blob_puts (tenant_id, blob_hash, put_at) VALUES ($1, '\x03', now())`,
+	`INSERT INTO blob_claim_reviews (tenant_id, blob_hash, fs_root) VALUES ($1, '\x03', false)`,
 }
 
 // seedTenant creates tenant id with a key and a row in every table.

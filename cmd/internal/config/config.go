@@ -30,6 +30,8 @@ type Config struct {
 	ShutdownTimeout  time.Duration
 	SweepInterval    time.Duration
 	DeletedRetention time.Duration
+	// BlobClaimGrace: see store.Options.BlobClaimGrace.
+	BlobClaimGrace time.Duration
 	// RetentionIdle and RetentionMaxAge are the server's default
 	// retention policy, for every tenant without one of its own for all
 	// its contexts; zero: no limit of that kind.
@@ -147,6 +149,8 @@ func settings(c *Config) []setting {
 			meaning: "serve Go's profiler at /debug/pprof/ on the HTTP listener"},
 		{flag: "deleted-retention", env: "CARDBOX_DELETED_RETENTION", bind: dur(&c.DeletedRetention, 7*24*time.Hour), rule: Positive,
 			meaning: "how long soft-deleted cards and boxes are kept before purging"},
+		{flag: "blob-claim-grace", env: "CARDBOX_BLOB_CLAIM_GRACE", bind: dur(&c.BlobClaimGrace, 24*time.Hour), rule: Positive,
+			meaning: "how long an uploaded blob (PUT_BLOB) stays its tenant's when nothing else of the tenant needs it, once a context deletion would release it: a client may upload before it appends or attaches (see [docs/storage.md](docs/storage.md#deleting-a-context))"},
 		{flag: "retention-idle", env: "CARDBOX_RETENTION_IDLE", bind: retention(&c.RetentionIdle), note: "off",
 			meaning: "delete the contexts idle (no append) longer than this (`36h`, `30d`) of every tenant without a retention policy of its own for all its contexts; label policies still apply (see [docs/operations.md](docs/operations.md#retention))"},
 		{flag: "retention-max-age", env: "CARDBOX_RETENTION_MAX_AGE", bind: retention(&c.RetentionMaxAge), note: "off",

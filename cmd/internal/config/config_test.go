@@ -113,6 +113,8 @@ func TestRulesRefuseValuesThatMakeNoSense(t *testing.T) {
 		{env: [2]string{"CARDBOX_MAX_CONNS", "x"}, want: `CARDBOX_MAX_CONNS="x" (--max-conns)`},
 		{args: []string{"--shutdown-timeout", "-1s"}, want: "--shutdown-timeout -1s: must be above 0"},
 		{args: []string{"--sweep-interval", "0s"}, want: "--sweep-interval 0s: must be above 0"},
+		{args: []string{"--blob-claim-grace", "0s"}, want: "--blob-claim-grace 0s: must be above 0"},
+		{args: []string{"--blob-claim-grace", "-1h"}, want: "--blob-claim-grace -1h0m0s: must be above 0"},
 		{args: []string{"--http-body-limit", "-1"}, want: "--http-body-limit -1: must be above 0"},
 		{args: []string{"--tenant-rate", "-1"}, want: "--tenant-rate -1: must not be negative"},
 		{args: []string{"--tenant-rate", "0"}},

@@ -68,6 +68,9 @@ UNION ALL SELECT 'analytics_tool_call_rows', count(*) FROM analytics_tool_call_r
 UNION ALL SELECT 'analytics_watermarks', count(*) FROM analytics_watermarks WHERE tenant_id = @tenant_id::text
 UNION ALL SELECT 'analytics_backfills', count(*) FROM analytics_backfills WHERE tenant_id = @tenant_id::text
 UNION ALL SELECT 'dead_turns', count(*) FROM dead_turns WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'released_blob_claims', count(*) FROM released_blob_claims WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'blob_puts', count(*) FROM blob_puts WHERE tenant_id = @tenant_id::text
+UNION ALL SELECT 'blob_claim_reviews', count(*) FROM blob_claim_reviews WHERE tenant_id = @tenant_id::text
 UNION ALL SELECT 'retention_policies', count(*) FROM retention_policies WHERE tenant_id = @tenant_id::text;
 
 -- name: PurgeDeletedTenants :many
@@ -160,6 +163,15 @@ del_analytics_backfills AS (
 del_dead_turns AS (
     DELETE FROM dead_turns x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 ),
+del_released_blob_claims AS (
+    DELETE FROM released_blob_claims x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_blob_puts AS (
+    DELETE FROM blob_puts x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
+del_blob_claim_reviews AS (
+    DELETE FROM blob_claim_reviews x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
+),
 del_retention_policies AS (
     DELETE FROM retention_policies x USING gone WHERE x.tenant_id = gone.tenant_id RETURNING 1
 )
@@ -188,6 +200,9 @@ UNION ALL SELECT 'analytics_tool_call_rows', count(*) FROM del_analytics_tool_ca
 UNION ALL SELECT 'analytics_watermarks', count(*) FROM del_analytics_watermarks
 UNION ALL SELECT 'analytics_backfills', count(*) FROM del_analytics_backfills
 UNION ALL SELECT 'dead_turns', count(*) FROM del_dead_turns
+UNION ALL SELECT 'released_blob_claims', count(*) FROM del_released_blob_claims
+UNION ALL SELECT 'blob_puts', count(*) FROM del_blob_puts
+UNION ALL SELECT 'blob_claim_reviews', count(*) FROM del_blob_claim_reviews
 UNION ALL SELECT 'retention_policies', count(*) FROM del_retention_policies;
 
 -- name: PurgeDeletedTenantBatch :one
@@ -361,6 +376,24 @@ del_dead_turns AS (
         LIMIT @batch::integer))
     RETURNING 1
 ),
+del_released_blob_claims AS (
+    DELETE FROM released_blob_claims WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM released_blob_claims p JOIN gone USING (tenant_id)
+        LIMIT @batch::integer))
+    RETURNING 1
+),
+del_blob_puts AS (
+    DELETE FROM blob_puts WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM blob_puts p JOIN gone USING (tenant_id)
+        LIMIT @batch::integer))
+    RETURNING 1
+),
+del_blob_claim_reviews AS (
+    DELETE FROM blob_claim_reviews WHERE ctid = ANY (ARRAY(
+        SELECT p.ctid FROM blob_claim_reviews p JOIN gone USING (tenant_id)
+        LIMIT @batch::integer))
+    RETURNING 1
+),
 del_retention_policies AS (
     DELETE FROM retention_policies WHERE ctid = ANY (ARRAY(
         SELECT p.ctid FROM retention_policies p JOIN gone USING (tenant_id)
@@ -393,5 +426,8 @@ SELECT (
     + (SELECT count(*) FROM del_analytics_watermarks)
     + (SELECT count(*) FROM del_analytics_backfills)
     + (SELECT count(*) FROM del_dead_turns)
+    + (SELECT count(*) FROM del_released_blob_claims)
+    + (SELECT count(*) FROM del_blob_puts)
+    + (SELECT count(*) FROM del_blob_claim_reviews)
     + (SELECT count(*) FROM del_retention_policies)
 )::bigint AS row_count;

@@ -116,7 +116,7 @@ func (c *Committer) planAppend(p *plan, j *Job, now time.Time) error {
 		TypeRef: p.typeRef(c, t.No, req.TypeID), TypeVersion: req.TypeVersion,
 		Encoding: req.Encoding, Compression: req.Compression, UncompressedLen: req.UncompressedLen,
 	}
-	p.addBlob(c.cfg.Blobs, j)
+	p.addBlob(c.cfg.Blobs, c.cfg.Usage, j)
 	p.addTurn(j, id, meta, now)
 	if len(req.IdempotencyKey) > 0 {
 		p.keys[idemindex.NewKey(t.No, req.ContextID, req.IdempotencyKey)] = len(p.turns) - 1
@@ -239,11 +239,13 @@ func (c *Committer) typeName(tenant, ref uint32) string {
 }
 
 // addBlob queues the payload for the pack unless it is stored, and grants
-// it to the tenant when another tenant stored it first.
-func (p *plan) addBlob(blobs *blobpack.Pack, j *Job) {
+// it to the tenant when another tenant stored it first, or when the tenant
+// did but released its claim since (the append claims it again).
+func (p *plan) addBlob(blobs *blobpack.Pack, ledger *usage.Ledger, j *Job) {
 	if entry, ok := blobs.Lookup(j.Hash); ok {
-		if entry.Owner != j.Tenant.No {
-			p.grants[usage.Grant{Tenant: j.Tenant.No, Hash: j.Hash}] = struct{}{}
+		g := usage.Grant{Tenant: j.Tenant.No, Hash: j.Hash}
+		if entry.Owner != j.Tenant.No || ledger.Released(g) {
+			p.grants[g] = struct{}{}
 		}
 		return
 	}

@@ -6,7 +6,9 @@
 //     uncompressed length, once: whether it stored the bytes first (the
 //     blob pack records the first owner and counts its bytes,
 //     blobpack.Pack.OwnerBytes) or after another tenant did (a grant in
-//     tenant_blobs, counted by the Ledger);
+//     tenant_blobs, counted by the Ledger), less the blobs whose first
+//     writer released its claim (released_blob_claims, also counted by
+//     the Ledger: the pack's records are never rewritten);
 //   - each turn and each context, a fixed TurnCharge or ContextCharge;
 //   - each registry bundle, the length of its body.
 //
@@ -49,11 +51,15 @@ type Ledger struct {
 	mu     sync.RWMutex
 	bytes  map[uint32]int64   // by tenant
 	grants map[Grant]struct{} // committed rows of tenant_blobs
+	// released are the first writers' claims released (rows of
+	// released_blob_claims): the pack still counts them, the ledger
+	// takes them off.
+	released map[Grant]struct{}
 }
 
 // New returns an empty ledger.
 func New() *Ledger {
-	return &Ledger{bytes: map[uint32]int64{}, grants: map[Grant]struct{}{}}
+	return &Ledger{bytes: map[uint32]int64{}, grants: map[Grant]struct{}{}, released: map[Grant]struct{}{}}
 }
 
 // Add charges tenant n bytes.
@@ -83,6 +89,50 @@ func (l *Ledger) Grant(g Grant, size int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.grantLocked(g, size)
+}
+
+// Ungrant records that a grant's row went, uncharging size if it was
+// known.
+func (l *Ledger) Ungrant(g Grant, size int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.grants[g]; ok {
+		delete(l.grants, g)
+		l.bytes[g.Tenant] -= size
+	}
+}
+
+// Released reports whether g.Tenant, the first writer of g.Hash, released
+// its claim: it no longer owns the blob unless it holds a grant too.
+func (l *Ledger) Released(g Grant) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	_, ok := l.released[g]
+	return ok
+}
+
+// Release records that g.Tenant, the first writer of g.Hash, released
+// its claim, uncharging size unless it was known. A first writer that
+// stores the bytes again gets a grant (Grant), charged as any other's.
+func (l *Ledger) Release(g Grant, size int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.released[g]; !ok {
+		l.released[g] = struct{}{}
+		l.bytes[g.Tenant] -= size
+	}
+}
+
+// Unrelease forgets a released claim whose blob left the pack (a
+// compaction dropped its record, and with it the size the pack counted):
+// size, taken off by Release, is charged back so that the two cancel.
+func (l *Ledger) Unrelease(g Grant, size int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.released[g]; ok {
+		delete(l.released, g)
+		l.bytes[g.Tenant] += size
+	}
 }
 
 func (l *Ledger) grantLocked(g Grant, size int64) {

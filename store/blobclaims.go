@@ -1,0 +1,423 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/cardboxhq/cardbox/internal/fault"
+	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/store/internal/fswalk"
+	"github.com/cardboxhq/cardbox/store/internal/storedb"
+	"github.com/cardboxhq/cardbox/store/internal/usage"
+)
+
+// Releasing blob claims. The blobs the turns buried by the reaper named
+// (payloads, fs roots) are queued in blob_claim_reviews with the burial;
+// the reaper then releases the tenant's claim to each one nothing of the
+// tenant's own still needs: no turn's payload, nothing a turn's fs root
+// reaches, no upload (PUT_BLOB) or grant younger than the grace. A
+// first writer's claim is released with a row of released_blob_claims
+// (the pack's record is never rewritten), a grant by deleting its row of
+// tenant_blobs. The bytes stay in the pack; no other tenant's claims
+// change.
+
+// DefaultBlobClaimGrace is the default Options.BlobClaimGrace.
+const DefaultBlobClaimGrace = 24 * time.Hour
+
+const (
+	claimReviewBatch = 1000    // queued blobs per release
+	claimWalkBudget  = 200_000 // tree objects one release reads
+	claimAttempts    = 3       // releases tried while the tenant writes
+	claimTenants     = 100     // tenants listed at a time
+	writeStripes     = 256
+)
+
+// releaseChunk is how many claims one statement releases (a variable for
+// tests).
+var releaseChunk = 2000
+
+// writeCounts count each tenant's writes that may make it need a blob
+// (appends, blob puts, fs attachments), by tenant number modulo
+// writeStripes: a release works out what the tenant needs outside the
+// write gate, and gives up if the count moved before it commits.
+type writeCounts [writeStripes]atomic.Uint64
+
+// touch counts a write of t that may make it need a blob; called once
+// the write is admitted, before it does anything.
+func (e *Engine) touch(t ident.Tenant) { e.writes[t.No%writeStripes].Add(1) }
+
+func (e *Engine) writesOf(t ident.Tenant) uint64 { return e.writes[t.No%writeStripes].Load() }
+
+// released reports whether t, the blob's first writer, released its
+// claim to it.
+func (e *Engine) released(t ident.Tenant, h ident.Hash) bool {
+	return e.usage.Released(usage.Grant{Tenant: t.No, Hash: h})
+}
+
+func (e *Engine) blobClaimGrace() time.Duration {
+	if e.opts.BlobClaimGrace > 0 {
+		return e.opts.BlobClaimGrace
+	}
+	return DefaultBlobClaimGrace
+}
+
+// recordPut records that t uploaded blob h now, which keeps its claim for
+// the grace period.
+func (e *Engine) recordPut(ctx context.Context, t ident.Tenant, h ident.Hash) error {
+	err := e.as(pgrole.Tenant, t.ID).RecordBlobPut(ctx, storedb.RecordBlobPutParams{TenantID: t.ID, BlobHash: h[:], PutAt: e.now()})
+	if err != nil {
+		return fault.Wrap(fault.Unavailable, err, "record the upload of blob %x", h)
+	}
+	return nil
+}
+
+// loadReleasedClaims reads the released first writers' claims at start.
+func (e *Engine) loadReleasedClaims(ctx context.Context) error {
+	rows, err := e.as(pgrole.Recovery, "").ListReleasedBlobClaims(ctx)
+	if err != nil {
+		return fmt.Errorf("load released blob claims: %w", err)
+	}
+	for _, r := range rows {
+		if len(r.BlobHash) != len(ident.Hash{}) {
+			continue
+		}
+		g := usage.Grant{Tenant: uint32(r.TenantNo), Hash: ident.Hash(r.BlobHash)}
+		var size int64
+		if entry, ok := e.blobs.Lookup(g.Hash); ok && entry.Owner == g.Tenant {
+			size = int64(entry.RawLen)
+		}
+		e.usage.Release(g, size)
+	}
+	return nil
+}
+
+// errClaimsBusy says some tenant wrote throughout every attempt to
+// release its claims: the queue keeps them for a later pass.
+var errClaimsBusy = errors.New("release blob claims: a tenant kept writing; retrying later")
+
+// releaseClaims releases the claims the queued reviews find no longer
+// needed, every tenant's, and returns how many it released; the reaper
+// runs it (under reapMu) once the dead turns are buried.
+func (e *Engine) releaseClaims(ctx context.Context) (int, error) {
+	sweep := e.as(pgrole.Sweeper, "")
+	if err := sweep.PruneBlobPuts(ctx, e.now().Add(-e.blobClaimGrace())); err != nil {
+		return 0, fmt.Errorf("prune blob uploads older than the grace: %w", err)
+	}
+	total := 0
+	busy := []string{}
+	for {
+		ids, err := sweep.ListBlobClaimReviewTenants(ctx, storedb.ListBlobClaimReviewTenantsParams{Now: e.now(), Skip: busy, MaxTenants: claimTenants})
+		if err != nil {
+			return total, fmt.Errorf("list tenants with blobs to review: %w", err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		for _, id := range ids {
+			n, done, err := e.releaseTenantClaims(ctx, id)
+			total += n
+			if err != nil {
+				return total, fmt.Errorf("release blob claims of tenant %q: %w", id, err)
+			}
+			if !done {
+				busy = append(busy, id)
+			}
+		}
+	}
+	if len(busy) > 0 {
+		return total, errClaimsBusy
+	}
+	return total, nil
+}
+
+// releaseTenantClaims works through a tenant's queued reviews; done is
+// false when the tenant kept writing.
+func (e *Engine) releaseTenantClaims(ctx context.Context, id string) (released int, done bool, err error) {
+	sweep := e.as(pgrole.Sweeper, id)
+	t, err := e.tenants.get(ctx, id)
+	gone := err != nil && fault.KindOf(err) == fault.NotFound
+	if err != nil && !gone {
+		return 0, false, fmt.Errorf("look up tenant: %w", err)
+	}
+	for {
+		reviews, err := sweep.ListBlobClaimReviews(ctx, storedb.ListBlobClaimReviewsParams{TenantID: id, Now: e.now(), MaxReviews: claimReviewBatch})
+		if err != nil {
+			return released, false, fmt.Errorf("list blobs to review: %w", err)
+		}
+		if len(reviews) == 0 {
+			return released, true, nil
+		}
+		if gone || e.gate.Gone(t.No) {
+			// A deleted tenant's rows go with it; its reviews are dropped.
+			err := sweep.ReleaseBlobClaims(ctx, reviewed(id, reviews))
+			if err != nil {
+				return released, false, fmt.Errorf("drop the reviews of a deleted tenant: %w", err)
+			}
+			continue
+		}
+		for attempt := 0; ; attempt++ {
+			n, ok, err := e.releaseBatch(ctx, t, reviews)
+			if err != nil {
+				return released, false, err
+			}
+			released += n
+			if ok {
+				break
+			}
+			if attempt+1 == claimAttempts {
+				return released, false, nil
+			}
+		}
+	}
+}
+
+// reviewed are the parameters that only take reviews off the queue.
+func reviewed(tenantID string, reviews []storedb.ListBlobClaimReviewsRow) storedb.ReleaseBlobClaimsParams {
+	p := storedb.ReleaseBlobClaimsParams{TenantID: tenantID, Released: [][]byte{}, Ungranted: [][]byte{}}
+	for _, r := range reviews {
+		p.ReviewedHashes = append(p.ReviewedHashes, r.BlobHash)
+		p.ReviewedFsRoots = append(p.ReviewedFsRoots, r.FsRoot)
+	}
+	return p
+}
+
+// releaseBatch releases the claims of t that a batch of reviews finds
+// unneeded. What t needs is worked out outside the write gate; the
+// release commits under it (Quiesce), unless a write of t that may make
+// it need a blob was admitted meanwhile: ok false, nothing done. So no
+// upload, append or attachment of t can interleave: one admitted before
+// is seen, one admitted after finds the claim released and claims the
+// blob again (a grant). A review whose blobs an upload or grant younger
+// than the grace keeps stays queued until the grace ends.
+func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []storedb.ListBlobClaimReviewsRow) (int, bool, error) {
+	var before uint64
+	e.gate.Quiesce(func() { before = e.writesOf(t) })
+	sweep := e.as(pgrole.Sweeper, t.ID)
+	read := e.treeReader()
+	candidates := map[ident.Hash]struct{}{}
+	named := make([][]ident.Hash, len(reviews)) // the blobs each review names
+	dead := fswalk.New(read, claimWalkBudget)
+	for i, r := range reviews {
+		if len(r.BlobHash) != len(ident.Hash{}) {
+			continue
+		}
+		h := ident.Hash(r.BlobHash)
+		named[i] = append(named[i], h)
+		if r.FsRoot && read != nil {
+			// What is left unwalked keeps its claim.
+			dead.Walk(h, func(x ident.Hash) { named[i] = append(named[i], x) })
+		}
+		for _, x := range named[i] {
+			candidates[x] = struct{}{}
+		}
+	}
+	until, err := e.spareNeeded(ctx, t, candidates, read)
+	if err != nil {
+		return 0, false, err
+	}
+	p := storedb.ReleaseBlobClaimsParams{TenantID: t.ID, ReviewedHashes: [][]byte{}, ReviewedFsRoots: []bool{}} // the reviews done
+	deferred := storedb.DeferBlobClaimReviewsParams{TenantID: t.ID}
+	for i, r := range reviews {
+		var wait time.Time
+		for _, x := range named[i] {
+			if u, ok := until[x]; ok && u.After(wait) {
+				wait = u
+			}
+		}
+		if wait.IsZero() {
+			p.ReviewedHashes = append(p.ReviewedHashes, r.BlobHash)
+			p.ReviewedFsRoots = append(p.ReviewedFsRoots, r.FsRoot)
+			continue
+		}
+		deferred.BlobHashes = append(deferred.BlobHashes, r.BlobHash)
+		deferred.FsRoots = append(deferred.FsRoots, r.FsRoot)
+		deferred.NotBefores = append(deferred.NotBefores, wait)
+	}
+	var releases, ungrants []usage.Grant
+	if len(candidates) > 0 {
+		hashes := make([][]byte, 0, len(candidates))
+		for h := range candidates {
+			hashes = append(hashes, h[:])
+		}
+		granted, err := sweep.TenantGrantsOf(ctx, storedb.TenantGrantsOfParams{TenantID: t.ID, BlobHashes: hashes})
+		if err != nil {
+			return 0, false, fmt.Errorf("look up grants: %w", err)
+		}
+		for _, g := range granted {
+			if len(g) == len(ident.Hash{}) {
+				ungrants = append(ungrants, usage.Grant{Tenant: t.No, Hash: ident.Hash(g)})
+			}
+		}
+		for h := range candidates {
+			if entry, ok := e.blobs.Lookup(h); ok && entry.Owner == t.No && !e.released(t, h) {
+				releases = append(releases, usage.Grant{Tenant: t.No, Hash: h})
+			}
+		}
+	}
+	if e.opts.beforeRelease != nil {
+		e.opts.beforeRelease()
+	}
+	// In chunks, each one short statement while every write waits; the
+	// reviews go with the last. A chunk that finds the tenant wrote since
+	// stops the batch: what went before was released rightly (nothing
+	// of the tenant had changed), the rest is reviewed again.
+	released := 0
+	for {
+		n := min(len(releases), releaseChunk)
+		m := min(len(ungrants), releaseChunk-n)
+		last := n == len(releases) && m == len(ungrants)
+		chunk := storedb.ReleaseBlobClaimsParams{
+			TenantID: t.ID, Released: hashesOf(releases[:n]), Ungranted: hashesOf(ungrants[:m]),
+			ReviewedHashes: [][]byte{}, ReviewedFsRoots: []bool{},
+		}
+		if last {
+			chunk.ReviewedHashes, chunk.ReviewedFsRoots = p.ReviewedHashes, p.ReviewedFsRoots
+		}
+		ok := false
+		e.gate.Quiesce(func() {
+			if e.writesOf(t) != before {
+				return
+			}
+			ok = true
+			qctx, cancel := context.WithTimeout(ctx, e.opts.PGTimeout)
+			defer cancel()
+			if err = sweep.ReleaseBlobClaims(qctx, chunk); err != nil {
+				return
+			}
+			for _, g := range releases[:n] {
+				e.usage.Release(g, e.rawLen(g.Hash))
+			}
+			for _, g := range ungrants[:m] {
+				e.usage.Ungrant(g, e.rawLen(g.Hash))
+			}
+			if n+m > 0 {
+				// A tree found whole before may not be any more.
+				e.trees.forget(t.No)
+			}
+		})
+		if err != nil {
+			return released, false, fmt.Errorf("release %d claims and %d grants: %w", n, m, err)
+		}
+		if !ok {
+			return released, false, nil
+		}
+		released += n + m
+		releases, ungrants = releases[n:], ungrants[m:]
+		if last {
+			break
+		}
+	}
+	if len(deferred.BlobHashes) > 0 {
+		if err := sweep.DeferBlobClaimReviews(ctx, deferred); err != nil {
+			return released, false, fmt.Errorf("defer %d reviews to the end of their grace: %w", len(deferred.BlobHashes), err)
+		}
+	}
+	return released, true, nil
+}
+
+func hashesOf(gs []usage.Grant) [][]byte {
+	out := make([][]byte, len(gs))
+	for i, g := range gs {
+		out[i] = g.Hash[:]
+	}
+	return out
+}
+
+// spareNeeded removes from candidates the blobs t still needs: a turn's
+// payload, an upload or grant younger than the grace, and whatever a
+// turn's fs root reaches. When the fs roots cannot all be walked (the
+// budget runs out, a tree object is unreadable, no decoder), every
+// candidate is kept. It returns when the grace of the blobs an upload or
+// grant keeps ends.
+func (e *Engine) spareNeeded(ctx context.Context, t ident.Tenant, candidates map[ident.Hash]struct{}, read fswalk.ReadTree) (map[ident.Hash]time.Time, error) {
+	until := map[ident.Hash]time.Time{}
+	if len(candidates) == 0 {
+		return until, nil
+	}
+	sweep := e.as(pgrole.Sweeper, t.ID)
+	hashes := make([][]byte, 0, len(candidates))
+	for h := range candidates {
+		hashes = append(hashes, h[:])
+	}
+	rows, err := sweep.BlobClaimsNeeded(ctx, storedb.BlobClaimsNeededParams{TenantID: t.ID, BlobHashes: hashes})
+	if err != nil {
+		return nil, fmt.Errorf("look up the blobs still needed: %w", err)
+	}
+	grace, now := e.blobClaimGrace(), e.now()
+	for _, r := range rows {
+		if len(r.BlobHash) != len(ident.Hash{}) {
+			continue
+		}
+		h := ident.Hash(r.BlobHash)
+		if end := r.LastClaimed.Add(grace); end.After(now) {
+			until[h] = end
+			delete(candidates, h)
+		}
+		if r.InTurn {
+			delete(candidates, h)
+		}
+	}
+	if len(candidates) == 0 {
+		return until, nil
+	}
+	roots, err := sweep.TenantFSRoots(ctx, t.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list fs roots: %w", err)
+	}
+	if len(roots) == 0 {
+		return until, nil
+	}
+	if read == nil {
+		clear(candidates)
+		return until, nil
+	}
+	live := fswalk.New(read, claimWalkBudget)
+	for _, r := range roots {
+		if len(candidates) == 0 {
+			break
+		}
+		if len(r) != len(ident.Hash{}) {
+			continue
+		}
+		if !live.Walk(ident.Hash(r), func(x ident.Hash) { delete(candidates, x) }) {
+			clear(candidates)
+			break
+		}
+	}
+	return until, nil
+}
+
+// treeReader reads tree objects from the pack; nil without a decoder.
+func (e *Engine) treeReader() fswalk.ReadTree {
+	if e.opts.FSTree == nil {
+		return nil
+	}
+	return func(h ident.Hash) ([]fswalk.Child, error) {
+		data, err := e.blobs.View(h)
+		if err != nil {
+			return nil, err
+		}
+		entries, err := e.opts.FSTree(data)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]fswalk.Child, 0, len(entries))
+		for _, en := range entries {
+			if en.HashOK {
+				out = append(out, fswalk.Child{Hash: en.Hash, Tree: en.Kind == FSDir})
+			}
+		}
+		return out, nil
+	}
+}
+
+func (e *Engine) rawLen(h ident.Hash) int64 {
+	if entry, ok := e.blobs.Lookup(h); ok {
+		return int64(entry.RawLen)
+	}
+	return 0
+}
