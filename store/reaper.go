@@ -201,12 +201,16 @@ func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []storedb.
 		if after == 0 && r.RootTurnID > 0 {
 			after = r.RootTurnID - 1
 		}
-		own, err := sweep.ContextOwnTurns(ctx, storedb.ContextOwnTurnsParams{TenantID: t.ID, AfterTurnID: after, ContextID: r.ContextID})
-		if err != nil {
-			return nil, fmt.Errorf("list the turns of deleted context %d: %w", r.ContextID, err)
-		}
-		for _, id := range own {
-			note(uint64(id))
+		if r.HeadTurnID > after { // else nothing was appended to it
+			own, err := sweep.ContextOwnTurns(ctx, storedb.ContextOwnTurnsParams{
+				TenantID: t.ID, AfterTurnID: after, HeadTurnID: r.HeadTurnID, ContextID: r.ContextID,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("list the turns of deleted context %d: %w", r.ContextID, err)
+			}
+			for _, id := range own {
+				note(uint64(id))
+			}
 		}
 		chain := e.chain(t, uint64(r.HeadTurnID))
 		for len(chain) > 0 {
@@ -242,18 +246,20 @@ func (e *Engine) chain(t ident.Tenant, id uint64) []int64 {
 // spareReachable removes from candidates every turn a live context of the
 // tenant reaches from its head through parent links. Forks share their
 // ancestors, so each turn is walked once; no walk goes below the lowest
-// candidate.
+// candidate, in depth or in id (a parent is older than its child, so its
+// id is lower): a live context whose head is older than every candidate
+// is not walked at all.
 func (e *Engine) spareReachable(t ident.Tenant, candidates map[uint64]uint32) {
 	if len(candidates) == 0 {
 		return
 	}
-	lowest := ^uint32(0)
-	for _, d := range candidates {
-		lowest = min(lowest, d)
+	lowest, oldest := ^uint32(0), ^uint64(0)
+	for id, d := range candidates {
+		lowest, oldest = min(lowest, d), min(oldest, id)
 	}
 	seen := map[uint64]struct{}{}
 	for _, c := range e.index.Contexts.All(t.No) {
-		for id := c.TurnID; id != 0; {
+		for id := c.TurnID; id >= oldest; {
 			if _, ok := seen[id]; ok {
 				break
 			}
