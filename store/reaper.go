@@ -9,6 +9,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
@@ -84,8 +85,12 @@ func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) {
 			for n < len(rows) && rows[n].TenantID == rows[0].TenantID {
 				n++
 			}
+			start := time.Now()
 			dead, err := e.reapTenant(ctx, rows[0].TenantID, rows[:n])
 			if err != nil {
+				return total, err
+			}
+			if err := pace.Rest(ctx, e.opts.ReapShare, time.Since(start)); err != nil {
 				return total, err
 			}
 			total.Contexts += n
@@ -168,14 +173,27 @@ func (e *Engine) settle(ctx context.Context, t ident.Tenant, rows []storedb.List
 	if err != nil {
 		return nil, err
 	}
+	// A turn hidden already is reached by no live head (nothing could
+	// take it as a parent since), so it stays dead: only the others are
+	// walked, and when there are none (the reaper after DeleteContexts
+	// settled the same contexts) writes are not paused at all.
 	var dead []int64
+	fresh := make(map[uint64]uint32, len(candidates))
+	for id, depth := range candidates {
+		if e.index.Dead.Has(id) {
+			dead = append(dead, int64(id))
+		} else {
+			fresh[id] = depth
+		}
+	}
+	if len(fresh) == 0 {
+		return dead, nil
+	}
 	// Under the gate: no fork or append with an explicit parent can take
-	// a candidate as its base between the walk and the marking. A turn
-	// hidden already is reached by no live head (nothing could take it
-	// as a parent since), so it stays dead.
+	// a candidate as its base between the walk and the marking.
 	e.gate.Quiesce(func() {
-		e.spareReachable(t, candidates)
-		for id := range candidates {
+		e.spareReachable(t, fresh)
+		for id := range fresh {
 			e.index.Dead.Add(id)
 			dead = append(dead, int64(id))
 		}
@@ -248,28 +266,47 @@ func (e *Engine) chain(t ident.Tenant, id uint64) []int64 {
 // ancestors, so each turn is walked once; no walk goes below the lowest
 // candidate, in depth or in id (a parent is older than its child, so its
 // id is lower): a live context whose head is older than every candidate
-// is not walked at all.
+// is not walked at all. It runs with every write paused, so what it
+// marks is in bitsets over the ids from the oldest candidate up, not in
+// maps.
 func (e *Engine) spareReachable(t ident.Tenant, candidates map[uint64]uint32) {
 	if len(candidates) == 0 {
 		return
 	}
-	lowest, oldest := ^uint32(0), ^uint64(0)
+	lowest, oldest, newest := ^uint32(0), ^uint64(0), uint64(0)
 	for id, d := range candidates {
-		lowest, oldest = min(lowest, d), min(oldest, id)
+		lowest, oldest, newest = min(lowest, d), min(oldest, id), max(newest, id)
 	}
-	seen := map[uint64]struct{}{}
-	for _, c := range e.index.Contexts.All(t.No) {
+	heads := e.index.Contexts.All(t.No)
+	top := newest
+	for _, c := range heads {
+		top = max(top, c.TurnID)
+	}
+	isCandidate, seen := newBits(newest-oldest+1), newBits(top-oldest+1)
+	for id := range candidates {
+		isCandidate.set(id - oldest)
+	}
+	for _, c := range heads {
 		for id := c.TurnID; id >= oldest; {
-			if _, ok := seen[id]; ok {
+			if seen.has(id - oldest) {
 				break
 			}
 			m, ok := e.index.Turns.Get(id)
 			if !ok || m.Depth < lowest {
 				break
 			}
-			seen[id] = struct{}{}
-			delete(candidates, id)
+			seen.set(id - oldest)
+			if id <= newest && isCandidate.has(id-oldest) {
+				delete(candidates, id)
+			}
 			id = m.Parent
 		}
 	}
 }
+
+// bits is a set of small integers.
+type bits []uint64
+
+func newBits(n uint64) bits      { return make(bits, (n+63)/64) }
+func (b bits) set(i uint64)      { b[i/64] |= 1 << (i % 64) }
+func (b bits) has(i uint64) bool { return b[i/64]&(1<<(i%64)) != 0 }

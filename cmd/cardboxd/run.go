@@ -36,6 +36,7 @@ func daemonConfig(cfg *config.Config, log *slog.Logger) daemon.Config {
 		DeletedRetention:    cfg.DeletedRetention,
 		RetentionIdle:       cfg.RetentionIdle,
 		RetentionMaxAge:     cfg.RetentionMaxAge,
+		RetentionShare:      cfg.RetentionShare,
 		Pprof:               cfg.Pprof,
 		AccessLog:           cfg.AccessLog,
 		CardCacheBytes:      cfg.CardCacheBytes,

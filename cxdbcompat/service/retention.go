@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -53,9 +54,13 @@ func (s *Service) SweepRetention(ctx context.Context) (int, error) {
 			for i, c := range batch[:n] {
 				ids[i] = c.ContextID
 			}
+			start := time.Now()
 			gone, err := s.DeleteContexts(ctx, batch[0].Tenant, ids, RetentionActor)
 			if err != nil {
 				return deleted, fmt.Errorf("delete %d expired contexts of tenant %q: %w", n, batch[0].Tenant.ID, err)
+			}
+			if err := pace.Rest(ctx, s.retentionShare, time.Since(start)); err != nil {
+				return deleted + len(gone), err
 			}
 			// Ids left out were deleted meanwhile, or their tenant was.
 			deleted += len(gone)

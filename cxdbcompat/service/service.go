@@ -63,6 +63,10 @@ type Options struct {
 	// retention sweeper deletes at once (SweepRetention);
 	// DefaultRetentionDeleteBatch when 0.
 	RetentionDeleteBatch int
+	// RetentionShare is the share of the time the retention sweeper works
+	// while it has work: after each batch of deletions it rests in
+	// proportion (internal/pace); 0: it never rests.
+	RetentionShare float64
 }
 
 // Service is the CXDB domain. It is a store.TurnStore itself: creating a
@@ -79,6 +83,8 @@ type Service struct {
 	defaultRetention store.DefaultRetention
 	// retentionDeleteBatch is Options.RetentionDeleteBatch.
 	retentionDeleteBatch int
+	// retentionShare is Options.RetentionShare.
+	retentionShare float64
 	// onContextDeleted are told of each deleted context (OnContextDeleted).
 	onContextDeleted []func(t ident.Tenant, dead func(turnID uint64) bool)
 
@@ -112,7 +118,8 @@ func New(st Store, metas *metastore.Store, opts Options) *Service {
 	s := &Service{
 		Store: st, metas: metas, hub: opts.Hub, log: opts.Logger, now: opts.Now, onPublish: opts.OnPublish,
 		defaultRetention: opts.DefaultRetention, retentionDeleteBatch: cmp.Or(max(opts.RetentionDeleteBatch, 0), DefaultRetentionDeleteBatch),
-		registries: map[string]*tenantRegistry{},
+		retentionShare: opts.RetentionShare,
+		registries:     map[string]*tenantRegistry{},
 	}
 	s.meta = newMetadataWorker(s)
 	return s
