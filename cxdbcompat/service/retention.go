@@ -35,13 +35,19 @@ type RetentionStore interface {
 // returns how many it deleted. It looks them up a batch at a time and
 // deletes each tenant's in groups of Options.RetentionDeleteBatch, as
 // DeleteContexts does: subscribers get context_deleted and the reaper
-// buries the dead turns.
+// buries the dead turns. After each lookup and each group it rests, so
+// that it works Options.RetentionShare of the time.
 func (s *Service) SweepRetention(ctx context.Context) (int, error) {
 	now := s.now()
 	deleted := 0
 	for {
+		start := time.Now()
 		batch, err := s.Store.ExpiredContexts(ctx, now, s.defaultRetention, retentionBatch)
 		if err != nil {
+			return deleted, err
+		}
+		// The lookup scans the live contexts: it is paced too.
+		if err := pace.Rest(ctx, s.retentionShare, time.Since(start)); err != nil {
 			return deleted, err
 		}
 		listed, progress := len(batch), 0
