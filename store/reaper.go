@@ -43,7 +43,7 @@ func (e *Engine) startReaper() {
 				return
 			case <-e.reapWake:
 			}
-			if _, err := e.ReapDeleted(ctx); err != nil && ctx.Err() == nil {
+			if _, err := e.reapDeleted(ctx, e.opts.ReapShare); err != nil && ctx.Err() == nil {
 				e.log.Warn("reap deleted contexts; retrying", "err", err, "in", reapRetry)
 				select {
 				case <-ctx.Done():
@@ -68,7 +68,11 @@ func (e *Engine) wakeReaper() {
 
 // ReapDeleted buries the dead turns of every deleted context not reaped
 // yet, and returns once none is left.
-func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) {
+func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) { return e.reapDeleted(ctx, 0) }
+
+// reapDeleted is ReapDeleted working share of the time (the background
+// reaper's pace, Options.ReapShare; 0: all of it).
+func (e *Engine) reapDeleted(ctx context.Context, share float64) (ReapStats, error) {
 	e.reapMu.Lock()
 	defer e.reapMu.Unlock()
 	var total ReapStats
@@ -90,7 +94,7 @@ func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) {
 			if err != nil {
 				return total, err
 			}
-			if err := pace.Rest(ctx, e.opts.ReapShare, time.Since(start)); err != nil {
+			if err := pace.Rest(ctx, share, time.Since(start)); err != nil {
 				return total, err
 			}
 			total.Contexts += n

@@ -352,9 +352,12 @@ func (c *RetentionConfig) sweepingWindow(ctx context.Context, conns []*loadgen.C
 	if err != nil {
 		return retentionWindow{}, 0, err
 	}
+	cleared := false
 	defer func() {
 		// Removed whatever happened: the sweeper stops after its batch.
-		_ = c.admin.ClearRetention(context.WithoutCancel(ctx), benchActor, c.Tenant, c.Label)
+		if !cleared {
+			_ = c.admin.ClearRetention(context.WithoutCancel(ctx), benchActor, c.Tenant, c.Label)
+		}
 	}()
 	c.progress.Show("round %d of %d: waiting for the retention sweeper (its --sweep-interval)", round+1, c.Rounds)
 	if err := c.waitFor(ctx, "the retention sweeper's first deletion", func(p tenancy.RetentionProgress) bool {
@@ -368,10 +371,8 @@ func (c *RetentionConfig) sweepingWindow(ctx context.Context, conns []*loadgen.C
 	if err != nil {
 		return w, started, err
 	}
-	if err := c.admin.ClearRetention(ctx, benchActor, c.Tenant, c.Label); err != nil {
-		return w, started, err
-	}
-	return w, started, nil
+	cleared = true
+	return w, started, c.admin.ClearRetention(ctx, benchActor, c.Tenant, c.Label)
 }
 
 // window measures appends on conns for c.Duration, with the CPU the
@@ -451,15 +452,22 @@ func appendFor(ctx context.Context, conns []*loadgen.Conn, appendCtxs []uint64, 
 	return count.Load(), errors.Join(errs...)
 }
 
+// quietFor is how long no context may be deleted for the sweeper to
+// count as done: longer than it rests between two batches of a pass
+// (--retention-share), which goes on through the contexts it listed
+// before the policy was removed.
+const quietFor = 10 * time.Second
+
 // waitQuiet waits until no policy expires the seeded contexts any more
 // and the sweeper and the reaper are done: nothing left unreaped, and no
-// deletion for a second.
+// deletion for quietFor.
 func (c *RetentionConfig) waitQuiet(ctx context.Context) error {
-	last := int64(-1)
+	last, since := int64(-1), time.Now()
 	return c.waitFor(ctx, "the retention sweeper and the reaper to finish", func(p tenancy.RetentionProgress) bool {
-		quiet := p.Unreaped == 0 && p.Deleted == last
-		last = p.Deleted
-		return quiet
+		if p.Deleted != last || p.Unreaped > 0 {
+			last, since = p.Deleted, time.Now()
+		}
+		return time.Since(since) >= quietFor
 	})
 }
 
