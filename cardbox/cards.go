@@ -10,6 +10,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cardbox/internal/cardboxdb"
 	"github.com/cardboxhq/cardbox/cardbox/rules"
+	"github.com/cardboxhq/cardbox/internal/fault"
 )
 
 // AddCards writes up to MaxAddCards cards, all or nothing, and returns them
@@ -79,31 +80,57 @@ func normalizeAll(cards []NewCard) ([]normalCard, error) {
 	return out, nil
 }
 
+// maxPurgeRaces bounds the passes insertCards makes over ids it found
+// taken whose rows were purged before it could compare them.
+const maxPurgeRaces = 3
+
 // insertCards inserts the new cards and checks that the others are exact
-// replays; it returns every card as stored, by id.
+// replays; it returns every card as stored, by id. An id found taken whose
+// row the sweeper purged before the check (an expired or long-deleted
+// card) is free again: it is inserted in another pass, so that the write
+// succeeds. After maxPurgeRaces such passes the write is refused as
+// unavailable (503 with Retry-After), never as a fault of the server.
 func insertCards(ctx context.Context, q *cardboxdb.Queries, project string, now time.Time, norm []normalCard) (map[string]Card, error) {
-	p, err := insertParams(project, now, norm)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := q.InsertCards(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("insert cards: %w", err)
-	}
 	stored := make(map[string]Card, len(norm))
-	for _, r := range rows {
-		stored[r.CardID] = cardFromRow(cardboxdb.GetLiveCardsRow(r))
-	}
-	if len(stored) == len(norm) {
-		return stored, nil
-	}
-	rest := make([]normalCard, 0, len(norm)-len(stored))
-	for _, n := range norm {
-		if _, ok := stored[n.ID]; !ok {
-			rest = append(rest, n)
+	todo := norm
+	for pass := 1; ; pass++ {
+		p, err := insertParams(project, now, todo)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := q.InsertCards(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("insert cards: %w", err)
+		}
+		for _, r := range rows {
+			stored[r.CardID] = cardFromRow(cardboxdb.GetLiveCardsRow(r))
+		}
+		rest := make([]normalCard, 0, len(todo))
+		for _, n := range todo {
+			if _, ok := stored[n.ID]; !ok {
+				rest = append(rest, n)
+			}
+		}
+		if len(rest) == 0 {
+			return stored, nil
+		}
+		if err := checkReplays(ctx, q, project, rest, stored); err != nil {
+			return stored, err
+		}
+		todo = todo[:0:0]
+		for _, n := range rest {
+			if _, ok := stored[n.ID]; !ok {
+				todo = append(todo, n) // purged between the insert and the check
+			}
+		}
+		if len(todo) == 0 {
+			return stored, nil
+		}
+		if pass == maxPurgeRaces {
+			return stored, fault.New(fault.Unavailable,
+				"add cards: %d existing cards were purged by the sweeper while they were written, %d times; retry", len(todo), pass)
 		}
 	}
-	return stored, checkReplays(ctx, q, project, rest, stored)
 }
 
 // insertParams makes the insert of cards: their columns, content hashes
@@ -129,7 +156,8 @@ func insertParams(project string, now time.Time, norm []normalCard) (cardboxdb.I
 }
 
 // checkReplays compares cards that already exist with the stored ones and
-// adds them to stored; any difference is a ConflictError.
+// adds them to stored; any difference is a ConflictError. A card whose
+// row is gone (purged since the insert skipped it) is left out of stored.
 func checkReplays(ctx context.Context, q *cardboxdb.Queries, project string, rest []normalCard, stored map[string]Card) error {
 	p := cardboxdb.CompareCardsParams{TenantID: project}
 	fillColumns(rest, &p.CardIds, &p.Contents, &p.ToolCalls, &p.ToolCallIds, &p.TtlSeconds, &p.Metadatas)
@@ -153,11 +181,6 @@ func checkReplays(ctx context.Context, q *cardboxdb.Queries, project string, res
 	}
 	if len(conflicts) > 0 {
 		return &rules.ConflictError{CardIDs: conflicts}
-	}
-	if len(rows) != len(rest) {
-		// A conflicting row vanished between the insert and the check
-		// (purged by the sweeper); the caller may retry.
-		return fmt.Errorf("add cards: %d existing cards were purged concurrently; retry", len(rest)-len(rows))
 	}
 	return nil
 }

@@ -24,36 +24,64 @@ func (e *Engine) DeleteContext(ctx context.Context, t ident.Tenant, id uint64, a
 	if _, err := e.contextOf(t, id); err != nil {
 		return err
 	}
-	row, err := e.as(pgrole.Tenant, t.ID).MarkContextDeleted(ctx, storedb.MarkContextDeletedParams{
-		TenantID: t.ID, ContextID: int64(id), Actor: actor, Detail: []byte("{}"),
-	})
-	if isNoRows(err) {
+	deleted, err := e.DeleteContexts(ctx, t, []uint64{id}, actor)
+	if err == nil && len(deleted) == 0 {
 		return fault.New(fault.NotFound, "context %d not found", id)
 	}
-	if err != nil {
-		return fault.Wrap(fault.Unavailable, err, "delete context %d", id)
-	}
-	// The head is read from memory once every write in flight has
-	// committed: no later append moves it.
-	var head uint64
-	e.gate.Quiesce(func() {
-		if s, ok := e.index.Contexts.Get(id); ok {
-			head = s.Head
+	return err
+}
+
+// DeleteContexts deletes contexts of the tenant as DeleteContext deletes
+// each, all at once: one statement, one pause of the write gate and one
+// working out of their dead turns for all of them, where DeleteContext
+// for each would pause every tenant's writes twice per context. It
+// returns the ids it deleted, in order; an id that names no live context
+// of the tenant is left out.
+func (e *Engine) DeleteContexts(ctx context.Context, t ident.Tenant, ids []uint64, actor string) ([]uint64, error) {
+	live := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		if _, err := e.contextOf(t, id); err == nil {
+			live = append(live, int64(id))
 		}
-		e.index.Contexts.Drop(id)
-	})
-	e.usage.Add(t.No, -ContextCharge)
-	deleted := storedb.ListUnreapedContextsRow{
-		TenantID: t.ID, ContextID: int64(id), BaseTurnID: row.BaseTurnID, RootTurnID: row.RootTurnID, HeadTurnID: int64(head),
 	}
-	if _, err := e.settle(ctx, t, []storedb.ListUnreapedContextsRow{deleted}); err != nil {
-		// The context is deleted all the same; until the reaper has
-		// worked its dead turns out (it retries), a fork may still take
+	if len(live) == 0 {
+		return nil, nil
+	}
+	rows, err := e.as(pgrole.Tenant, t.ID).MarkContextsDeleted(ctx, storedb.MarkContextsDeletedParams{
+		TenantID: t.ID, ContextIds: live, Actor: actor, Detail: []byte("{}"),
+	})
+	if err != nil {
+		return nil, fault.Wrap(fault.Unavailable, err, "delete %d contexts", len(live))
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	// The heads are read from memory once every write in flight has
+	// committed: no later append moves them.
+	deleted := make([]storedb.ListUnreapedContextsRow, len(rows))
+	out := make([]uint64, len(rows))
+	e.gate.Quiesce(func() {
+		for i, r := range rows {
+			var head uint64
+			if s, ok := e.index.Contexts.Get(uint64(r.ContextID)); ok {
+				head = s.Head
+			}
+			e.index.Contexts.Drop(uint64(r.ContextID))
+			deleted[i] = storedb.ListUnreapedContextsRow{
+				TenantID: t.ID, ContextID: r.ContextID, BaseTurnID: r.BaseTurnID, RootTurnID: r.RootTurnID, HeadTurnID: int64(head),
+			}
+			out[i] = uint64(r.ContextID)
+		}
+	})
+	e.usage.Add(t.No, -ContextCharge*int64(len(rows)))
+	if _, err := e.settle(ctx, t, deleted); err != nil {
+		// The contexts are deleted all the same; until the reaper has
+		// worked their dead turns out (it retries), a fork may still take
 		// one, which then lives on in the fork.
-		e.log.Warn("work out the dead turns of a deleted context; the reaper will", "tenant", t.ID, "context", id, "err", err)
+		e.log.Warn("work out the dead turns of deleted contexts; the reaper will", "tenant", t.ID, "contexts", len(out), "err", err)
 	}
 	e.wakeReaper()
-	return nil
+	return out, nil
 }
 
 // Dead reports whether turn id died with the contexts that held it.

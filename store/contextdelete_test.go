@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 
@@ -267,4 +268,75 @@ func TestForksFailAtOnceAfterDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after reaping")
+}
+
+// DeleteContexts deletes several contexts at once as DeleteContext deletes
+// each: their dead turns hidden at its answer, the turns a live fork
+// reaches kept, one audit record per context; ids of no live context of
+// the tenant are left out.
+func TestDeleteContextsAtOnce(t *testing.T) {
+	s := newTestStore(t)
+	ten, other := s.defaultTenant(), s.tenant("other")
+	a := s.create(ten, 0)
+	var at []uint64
+	for i := range 5 {
+		at = append(at, s.append(ten, turnReq(a.ContextID, 0, payloadN(i))).TurnID)
+	}
+	fork := s.create(ten, at[2])
+	f1 := s.append(ten, turnReq(fork.ContextID, 0, payloadN(10))).TurnID
+	b := s.create(ten, 0)
+	b1 := s.append(ten, turnReq(b.ContextID, 0, payloadN(20))).TurnID
+	c := s.create(ten, 0)
+	c1 := s.append(ten, turnReq(c.ContextID, 0, payloadN(30))).TurnID
+	c2 := s.append(ten, turnReq(c.ContextID, 0, payloadN(31))).TurnID
+	empty := s.create(ten, 0)
+	elsewhere := s.create(other, 0)
+	audits := s.countRows("audit_log WHERE action = 'context.delete'")
+
+	ctx := context.Background()
+	for _, step := range []struct {
+		ids      []uint64
+		deleted  []uint64
+		readable map[uint64]bool // before the reaper runs
+	}{
+		{
+			ids:     []uint64{c.ContextID, a.ContextID, 1 << 40, elsewhere.ContextID, empty.ContextID},
+			deleted: []uint64{a.ContextID, c.ContextID, empty.ContextID},
+			readable: map[uint64]bool{
+				at[0]: true, at[1]: true, at[2]: true, at[3]: false, at[4]: false, // the fork reaches at[0..2]
+				f1: true, b1: true, c1: false, c2: false,
+			},
+		},
+		{
+			ids:      []uint64{a.ContextID, fork.ContextID},
+			deleted:  []uint64{fork.ContextID},
+			readable: map[uint64]bool{at[0]: false, at[1]: false, at[2]: false, f1: false, b1: true},
+		},
+	} {
+		got, err := s.DeleteContexts(ctx, ten, step.ids, "test")
+		if err != nil || !slices.Equal(got, step.deleted) {
+			t.Fatalf("DeleteContexts(%v) = %v, %v; want %v", step.ids, got, err, step.deleted)
+		}
+		s.wantReadable(ten, step.readable)
+		for _, id := range step.deleted {
+			if _, err := s.Context(ten, id); fault.KindOf(err) != fault.NotFound {
+				t.Fatalf("deleted context %d: got %v, want not found", id, err)
+			}
+		}
+	}
+	if _, err := s.ReapDeleted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Context(other, elsewhere.ContextID); err != nil {
+		t.Fatalf("the other tenant's context: %v", err)
+	}
+	if n := s.countRows("audit_log WHERE action = 'context.delete'") - audits; n != 4 {
+		t.Errorf("%d deletions audited, want 4", n)
+	}
+	if n := s.countRows("dead_turns"); n != 8 {
+		t.Errorf("dead_turns has %d rows, want 8", n)
+	}
+	if n := s.countRows("turns"); n != 1 {
+		t.Errorf("turns has %d rows, want B's", n)
+	}
 }

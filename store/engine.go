@@ -57,6 +57,11 @@ type Options struct {
 	// (default DefaultMaxIdempotencyKeys); Postgres answers for older
 	// keys of the window.
 	MaxIdempotencyKeys int
+	// ReapShare is the share of the time the background reaper of deleted
+	// contexts works while it has work: after each batch it rests in
+	// proportion (internal/pace); 0: it never rests. The reaping at start,
+	// before the store serves, does not rest.
+	ReapShare float64
 	// OnAppend, if set, is told of every group of turns once they are
 	// committed and readable, in commit order, from the committer (its
 	// finisher, or the goroutine that found out late that a group whose

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
@@ -56,7 +57,7 @@ func (e *Engine) startReaper() {
 			case <-e.reapWake:
 			case <-due.C:
 			}
-			stats, err := e.ReapDeleted(ctx)
+			stats, err := e.reapDeleted(ctx, e.opts.ReapShare)
 			if ctx.Err() != nil {
 				return
 			}
@@ -91,7 +92,11 @@ func (e *Engine) wakeReaper() {
 // ReapDeleted buries the dead turns of every deleted context not reaped
 // yet, then releases the blob claims their tenants no longer need (see
 // releaseClaims), and returns once none is left.
-func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) {
+func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) { return e.reapDeleted(ctx, 0) }
+
+// reapDeleted is ReapDeleted working share of the time (the background
+// reaper's pace, Options.ReapShare; 0: all of it).
+func (e *Engine) reapDeleted(ctx context.Context, share float64) (ReapStats, error) {
 	e.reapMu.Lock()
 	defer e.reapMu.Unlock()
 	var total ReapStats
@@ -123,8 +128,12 @@ func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) {
 			for n < len(rows) && rows[n].TenantID == rows[0].TenantID {
 				n++
 			}
+			start := time.Now()
 			dead, err := e.reapTenant(ctx, rows[0].TenantID, rows[:n])
 			if err != nil {
+				return total, err
+			}
+			if err := pace.Rest(ctx, share, time.Since(start)); err != nil {
 				return total, err
 			}
 			total.Contexts += n
@@ -213,14 +222,27 @@ func (e *Engine) settle(ctx context.Context, t ident.Tenant, rows []storedb.List
 	if err != nil {
 		return nil, err
 	}
+	// A turn hidden already is reached by no live head (nothing could
+	// take it as a parent since), so it stays dead: only the others are
+	// walked, and when there are none (the reaper after DeleteContexts
+	// settled the same contexts) writes are not paused at all.
 	var dead []int64
+	fresh := make(map[uint64]uint32, len(candidates))
+	for id, depth := range candidates {
+		if e.index.Dead.Has(id) {
+			dead = append(dead, int64(id))
+		} else {
+			fresh[id] = depth
+		}
+	}
+	if len(fresh) == 0 {
+		return dead, nil
+	}
 	// Under the gate: no fork or append with an explicit parent can take
-	// a candidate as its base between the walk and the marking. A turn
-	// hidden already is reached by no live head (nothing could take it
-	// as a parent since), so it stays dead.
+	// a candidate as its base between the walk and the marking.
 	e.gate.Quiesce(func() {
-		e.spareReachable(t, candidates)
-		for id := range candidates {
+		e.spareReachable(t, fresh)
+		for id := range fresh {
 			e.index.Dead.Add(id)
 			dead = append(dead, int64(id))
 		}
@@ -246,12 +268,16 @@ func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []storedb.
 		if after == 0 && r.RootTurnID > 0 {
 			after = r.RootTurnID - 1
 		}
-		own, err := sweep.ContextOwnTurns(ctx, storedb.ContextOwnTurnsParams{TenantID: t.ID, AfterTurnID: after, ContextID: r.ContextID})
-		if err != nil {
-			return nil, fmt.Errorf("list the turns of deleted context %d: %w", r.ContextID, err)
-		}
-		for _, id := range own {
-			note(uint64(id))
+		if r.HeadTurnID > after { // else nothing was appended to it
+			own, err := sweep.ContextOwnTurns(ctx, storedb.ContextOwnTurnsParams{
+				TenantID: t.ID, AfterTurnID: after, HeadTurnID: r.HeadTurnID, ContextID: r.ContextID,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("list the turns of deleted context %d: %w", r.ContextID, err)
+			}
+			for _, id := range own {
+				note(uint64(id))
+			}
 		}
 		chain := e.chain(t, uint64(r.HeadTurnID))
 		for len(chain) > 0 {
@@ -287,28 +313,49 @@ func (e *Engine) chain(t ident.Tenant, id uint64) []int64 {
 // spareReachable removes from candidates every turn a live context of the
 // tenant reaches from its head through parent links. Forks share their
 // ancestors, so each turn is walked once; no walk goes below the lowest
-// candidate.
+// candidate, in depth or in id (a parent is older than its child, so its
+// id is lower): a live context whose head is older than every candidate
+// is not walked at all. It runs with every write paused, so what it
+// marks is in bitsets over the ids from the oldest candidate up, not in
+// maps.
 func (e *Engine) spareReachable(t ident.Tenant, candidates map[uint64]uint32) {
 	if len(candidates) == 0 {
 		return
 	}
-	lowest := ^uint32(0)
-	for _, d := range candidates {
-		lowest = min(lowest, d)
+	lowest, oldest, newest := ^uint32(0), ^uint64(0), uint64(0)
+	for id, d := range candidates {
+		lowest, oldest, newest = min(lowest, d), min(oldest, id), max(newest, id)
 	}
-	seen := map[uint64]struct{}{}
-	for _, c := range e.index.Contexts.All(t.No) {
-		for id := c.TurnID; id != 0; {
-			if _, ok := seen[id]; ok {
+	heads := e.index.Contexts.All(t.No)
+	top := newest
+	for _, c := range heads {
+		top = max(top, c.TurnID)
+	}
+	isCandidate, seen := newBits(newest-oldest+1), newBits(top-oldest+1)
+	for id := range candidates {
+		isCandidate.set(id - oldest)
+	}
+	for _, c := range heads {
+		for id := c.TurnID; id >= oldest; {
+			if seen.has(id - oldest) {
 				break
 			}
 			m, ok := e.index.Turns.Get(id)
 			if !ok || m.Depth < lowest {
 				break
 			}
-			seen[id] = struct{}{}
-			delete(candidates, id)
+			seen.set(id - oldest)
+			if id <= newest && isCandidate.has(id-oldest) {
+				delete(candidates, id)
+			}
 			id = m.Parent
 		}
 	}
 }
+
+// bits is a set of small integers.
+type bits []uint64
+
+func newBits(n uint64) bits      { return make(bits, (n+63)/64) }
+func (b bits) set(i uint64)      { b[i/64] |= 1 << (i % 64) }
+func (b bits) has(i uint64) bool { return b[i/64]&(1<<(i%64)) != 0 }

@@ -488,8 +488,11 @@ func TestConcurrentAppends(t *testing.T) {
 
 // The sweeper purges an expired card and one deleted longer ago than the
 // retention; their ids are free again. The pass runs on the test's
-// goroutine: the server's own sweeper, on the same clock, is due only a
-// minute after the server started.
+// goroutine. The server's own sweeper shares the clock and makes its first
+// pass when the server starts, which on a busy machine may read the clock
+// after the test moved it: it may then purge the expired card first (not
+// the deleted one: its retention is a week), or while the write below
+// runs, which must succeed all the same.
 func TestSweeperPurges(t *testing.T) {
 	h := apitest.NewCardBox(t)
 	short := apitest.Card("short", "task.instruction", "x")
@@ -498,8 +501,8 @@ func TestSweeperPurges(t *testing.T) {
 	h.Do("DELETE", "/projects/p1/cards/del", nil).Want(t, 204)
 	h.Clk.Add(2 * time.Hour)
 	st, err := h.Svc.NewSweeper(sweep.Config{DeletedRetention: time.Hour}).Sweep(context.Background())
-	if err != nil || st.Cards != 2 {
-		t.Fatalf("Sweep = %+v, %v; want 2 cards purged", st, err)
+	if err != nil || st.Cards < 1 || st.Cards > 2 {
+		t.Fatalf("Sweep = %+v, %v; want the deleted card purged, and the expired one unless the server's sweeper did", st, err)
 	}
 	// Once purged, the ids are free: new content is no conflict.
 	h.Do("POST", "/projects/p1/cards", map[string]any{"cards": []any{

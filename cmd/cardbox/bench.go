@@ -10,6 +10,8 @@ import (
 	"github.com/cardboxhq/cardbox/cmd/internal/cli"
 	"github.com/cardboxhq/cardbox/cmd/internal/config"
 	"github.com/cardboxhq/cardbox/cmd/internal/database"
+	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
 // benchSettings are the settings `cardbox bench` reads: the server's
@@ -110,6 +112,49 @@ func benchTenantsCommand() *cli.Command {
 				}
 				c.Addr = inv.Config.BinaryAddr
 				return bench.RunTenants(ctx, c, inv.Stdout, inv.Stderr)
+			}
+		},
+	}
+}
+
+// benchRetentionCommand is `cardbox bench-retention` (package bench,
+// RunRetention).
+func benchRetentionCommand() *cli.Command {
+	return &cli.Command{
+		Name: "bench-retention", Settings: benchSettings,
+		Purpose: "A/B rounds against a running cardboxd (started with --sweep-interval 1s): appends on N connections with the retention sweeper idle, and while it deletes seeded expired contexts; the sweeper's contexts and turns per second.",
+		Env:     map[string]string{"key": "CARDBOX_KEY"},
+		Rules: map[string]config.Rule{
+			"conns": config.Positive, "contexts": config.Positive, "size": config.Positive, "seed-contexts": config.Positive,
+			"seed-turns": config.Positive, "seed-conns": config.Positive, "rounds": config.Positive, "duration": config.Positive,
+			"idle": config.Positive, "wait": config.Positive,
+		},
+		Setup: func(fs *flag.FlagSet) cli.Action {
+			var c bench.RetentionConfig
+			fs.IntVar(&c.Conns, "conns", 64, "connections appending in parallel during each window")
+			fs.IntVar(&c.Contexts, "contexts", 64, "contexts the appends spread over (never expired)")
+			fs.IntVar(&c.Size, "size", 1024, "payload size in bytes, of the appends and of the seeded turns")
+			fs.IntVar(&c.SeedContexts, "seed-contexts", 100000, "labelled contexts the sweeper deletes, seeded again before every sweeping window")
+			fs.IntVar(&c.SeedTurns, "seed-turns", 10, "turns of each seeded context")
+			fs.IntVar(&c.SeedConns, "seed-conns", 64, "connections seeding in parallel")
+			fs.IntVar(&c.Rounds, "rounds", 5, "rounds, each an idle and a sweeping window in alternating order")
+			fs.DurationVar(&c.Duration, "duration", 30*time.Second, "length of each window")
+			fs.StringVar(&c.Tenant, "tenant", ident.DefaultTenantID, "tenant of the contexts (a hosted server's: the one of --key)")
+			fs.StringVar(&c.Label, "label", "bench-retention", "label of the seeded contexts, which the benchmark's retention policy names")
+			fs.DurationVar(&c.Idle, "idle", time.Second, "idle time of the policy a sweeping window sets on the label")
+			fs.DurationVar(&c.Wait, "wait", 10*time.Minute, "longest wait for the server: the seeded contexts' metadata, the sweeper's start, the sweeper and the reaper finishing")
+			fs.StringVar(&c.Key, "key", "", "API key (writer) of a server in hosted mode")
+			fs.BoolVar(&c.JSON, "json", false, "print the results as JSON")
+			return func(ctx context.Context, inv *cli.Invocation) error {
+				c.Addr, c.HTTPAddr = inv.Config.BinaryAddr, inv.Config.HTTPAddr
+				c.Admin = func(ctx context.Context) (*tenancy.Admin, func(), error) {
+					db, release, err := serverDB(ctx, inv.Config)
+					if err != nil {
+						return nil, nil, err
+					}
+					return tenancy.New(db.Pool, nil), release, nil
+				}
+				return bench.RunRetention(ctx, c, inv.Stdout, inv.Stderr)
 			}
 		},
 	}

@@ -32,6 +32,7 @@ func commands() *cli.Command {
 			benchCommand(),
 			benchHTTPCommand(),
 			benchTenantsCommand(),
+			benchRetentionCommand(),
 			tenantCommand(),
 			keyCommand(),
 			sqlRoleCommand(),

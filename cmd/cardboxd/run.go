@@ -37,6 +37,7 @@ func daemonConfig(cfg *config.Config, log *slog.Logger) daemon.Config {
 		BlobClaimGrace:      cfg.BlobClaimGrace,
 		RetentionIdle:       cfg.RetentionIdle,
 		RetentionMaxAge:     cfg.RetentionMaxAge,
+		RetentionShare:      cfg.RetentionShare,
 		Pprof:               cfg.Pprof,
 		AccessLog:           cfg.AccessLog,
 		CardCacheBytes:      cfg.CardCacheBytes,

@@ -10,6 +10,7 @@ import (
 // ContextDeleter deletes contexts (*store.Engine); part of Store.
 type ContextDeleter interface {
 	DeleteContext(ctx context.Context, t ident.Tenant, id uint64, actor string) error
+	DeleteContexts(ctx context.Context, t ident.Tenant, ids []uint64, actor string) ([]uint64, error)
 	Dead(turnID uint64) bool
 }
 
@@ -34,4 +35,23 @@ func (s *Service) DeleteContext(ctx context.Context, t ident.Tenant, id uint64, 
 		"context_id": idString(id), "deleted_at": s.now().UnixMilli(),
 	})
 	return nil
+}
+
+// DeleteContexts deletes contexts of the tenant as DeleteContext deletes
+// each, all at once (store.Engine.DeleteContexts: one pause of the write
+// gate for all), and returns the ids it deleted; ids of no live context
+// are left out.
+func (s *Service) DeleteContexts(ctx context.Context, t ident.Tenant, ids []uint64, actor string) ([]uint64, error) {
+	deleted, err := s.Store.DeleteContexts(ctx, t, ids, actor)
+	if err != nil || len(deleted) == 0 {
+		return deleted, err
+	}
+	for _, fn := range s.onContextDeleted {
+		fn(t, s.Store.Dead)
+	}
+	at := s.now().UnixMilli()
+	for _, id := range deleted {
+		s.hub.Stream.Publish(t.ID, live.ContextDeleted, map[string]any{"context_id": idString(id), "deleted_at": at})
+	}
+	return deleted, nil
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cardboxhq/cardbox/internal/fault"
+	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -13,10 +13,15 @@ import (
 // policies delete.
 const RetentionActor = "retention"
 
-// retentionBatch is how many expired contexts one pass looks up at once;
-// each is deleted as DELETE /v1/contexts/{id} would, so appends wait for
-// no more than one deletion's quiescence at a time.
+// retentionBatch is how many expired contexts one pass looks up at once.
 const retentionBatch = 500
+
+// DefaultRetentionDeleteBatch is how many of a tenant's expired contexts
+// the sweeper deletes at once when Options.RetentionDeleteBatch is 0:
+// each batch pauses every tenant's appends once, for its deletion and the
+// working out of its dead turns (store.Engine.DeleteContexts), where
+// deleting the contexts one by one paused them twice per context.
+const DefaultRetentionDeleteBatch = 100
 
 // RetentionStore finds the contexts retention policies expire
 // (*store.Engine); part of Store.
@@ -26,34 +31,51 @@ type RetentionStore interface {
 
 // SweepRetention deletes every context its tenant's retention policies
 // (or the server's default, Options.DefaultRetention, for a tenant without
-// a policy for all its contexts) expire at the service's clock's now, a
-// batch at a time, and returns how
-// many it deleted. Each deletion is DeleteContext's: subscribers get
-// context_deleted and the reaper buries the dead turns.
+// a policy for all its contexts) expire at the service's clock's now, and
+// returns how many it deleted. It looks them up a batch at a time and
+// deletes each tenant's in groups of Options.RetentionDeleteBatch, as
+// DeleteContexts does: subscribers get context_deleted and the reaper
+// buries the dead turns. After each lookup and each group it rests, so
+// that it works Options.RetentionShare of the time.
 func (s *Service) SweepRetention(ctx context.Context) (int, error) {
 	now := s.now()
 	deleted := 0
 	for {
+		start := time.Now()
 		batch, err := s.Store.ExpiredContexts(ctx, now, s.defaultRetention, retentionBatch)
 		if err != nil {
 			return deleted, err
 		}
-		progress := 0
-		for _, c := range batch {
-			err := s.DeleteContext(ctx, c.Tenant, c.ContextID, RetentionActor)
-			switch {
-			case err == nil:
-				deleted++
-				progress++
-			case fault.KindOf(err) == fault.NotFound:
-				// Deleted meanwhile, or its tenant was.
-			default:
-				return deleted, fmt.Errorf("delete expired context %d of tenant %q: %w", c.ContextID, c.Tenant.ID, err)
+		// The lookup scans the live contexts: it is paced too.
+		if err := pace.Rest(ctx, s.retentionShare, time.Since(start)); err != nil {
+			return deleted, err
+		}
+		listed, progress := len(batch), 0
+		for len(batch) > 0 {
+			n := 1
+			for n < len(batch) && n < s.retentionDeleteBatch && batch[n].Tenant.ID == batch[0].Tenant.ID {
+				n++
 			}
+			ids := make([]uint64, n)
+			for i, c := range batch[:n] {
+				ids[i] = c.ContextID
+			}
+			start := time.Now()
+			gone, err := s.DeleteContexts(ctx, batch[0].Tenant, ids, RetentionActor)
+			if err != nil {
+				return deleted, fmt.Errorf("delete %d expired contexts of tenant %q: %w", n, batch[0].Tenant.ID, err)
+			}
+			if err := pace.Rest(ctx, s.retentionShare, time.Since(start)); err != nil {
+				return deleted + len(gone), err
+			}
+			// Ids left out were deleted meanwhile, or their tenant was.
+			deleted += len(gone)
+			progress += len(gone)
+			batch = batch[n:]
 		}
 		// A batch that deleted nothing would come back the same: stop, and
 		// leave what did not go to the next pass.
-		if len(batch) < retentionBatch || progress == 0 {
+		if listed < retentionBatch || progress == 0 {
 			return deleted, nil
 		}
 	}

@@ -10,6 +10,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -58,6 +59,14 @@ type Options struct {
 	// without one of their own for all their contexts (SweepRetention);
 	// zero: none.
 	DefaultRetention store.DefaultRetention
+	// RetentionDeleteBatch is how many of a tenant's expired contexts the
+	// retention sweeper deletes at once (SweepRetention);
+	// DefaultRetentionDeleteBatch when 0.
+	RetentionDeleteBatch int
+	// RetentionShare is the share of the time the retention sweeper works
+	// while it has work: after each batch of deletions it rests in
+	// proportion (internal/pace); 0: it never rests.
+	RetentionShare float64
 }
 
 // Service is the CXDB domain. It is a store.TurnStore itself: creating a
@@ -72,6 +81,10 @@ type Service struct {
 
 	onPublish        func(ident.Tenant)
 	defaultRetention store.DefaultRetention
+	// retentionDeleteBatch is Options.RetentionDeleteBatch.
+	retentionDeleteBatch int
+	// retentionShare is Options.RetentionShare.
+	retentionShare float64
 	// onContextDeleted are told of each deleted context (OnContextDeleted).
 	onContextDeleted []func(t ident.Tenant, dead func(turnID uint64) bool)
 
@@ -104,8 +117,9 @@ func New(st Store, metas *metastore.Store, opts Options) *Service {
 	}
 	s := &Service{
 		Store: st, metas: metas, hub: opts.Hub, log: opts.Logger, now: opts.Now, onPublish: opts.OnPublish,
-		defaultRetention: opts.DefaultRetention,
-		registries:       map[string]*tenantRegistry{},
+		defaultRetention: opts.DefaultRetention, retentionDeleteBatch: cmp.Or(max(opts.RetentionDeleteBatch, 0), DefaultRetentionDeleteBatch),
+		retentionShare: opts.RetentionShare,
+		registries:     map[string]*tenantRegistry{},
 	}
 	s.meta = newMetadataWorker(s)
 	return s

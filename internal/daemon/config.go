@@ -39,8 +39,12 @@ type Config struct {
 	// RetentionIdle and RetentionMaxAge are the server's default
 	// retention policy, for every tenant without one of its own for all
 	// its contexts; zero: no limit of that kind.
-	RetentionIdle    time.Duration
-	RetentionMaxAge  time.Duration
+	RetentionIdle   time.Duration
+	RetentionMaxAge time.Duration
+	// RetentionShare is the share of the time the retention sweeper and
+	// the reaper of deleted contexts work while they have work (0 or 1:
+	// all of it).
+	RetentionShare   float64
 	Pprof            bool
 	AccessLog        bool
 	CardCacheBytes   int64
@@ -154,6 +158,7 @@ func Defaults() Config {
 		TenantBurst:         4000,
 		TenantMaxConns:      256,
 		TenantMemoryShare:   0.25,
+		RetentionShare:      0.25,
 		TLSHandshakeTimeout: 10 * time.Second,
 	}
 }

@@ -153,6 +153,7 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		Dir: d.cfg.DataDir, Pool: d.db.Pool, Logger: d.log, OnAppend: d.commits.publish,
 		Quota: d.access.storeQuota(), FSTree: DecodeFSTree, OnAppendPayloads: d.cfg.handedPayloads(), PGTimeout: d.cfg.PGTimeout,
 		SegmentSize: d.cfg.SegmentSize, CompactionHook: d.cfg.Test.CompactionHook, BlobClaimGrace: d.cfg.BlobClaimGrace,
+		ReapShare: d.cfg.RetentionShare,
 	})
 	if err != nil {
 		return err
@@ -180,6 +181,7 @@ func (d *Daemon) buildServices() {
 	d.cxdb = service.New(turns, metastore.New(d.db.Pool, cfg.PGTimeout, d.engine), service.Options{
 		Logger: d.log, OnPublish: d.publishes.publish, Now: cfg.Test.Now,
 		DefaultRetention: store.DefaultRetention{Idle: cfg.RetentionIdle, MaxAge: cfg.RetentionMaxAge},
+		RetentionShare:   cfg.RetentionShare,
 	})
 	d.pages = turnpage.New(d.cxdb, cfg.RenderCacheBytes)
 	d.cxdb.OnContextDeleted(d.pages.ForgetDeadTurns)

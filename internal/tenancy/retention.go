@@ -182,3 +182,28 @@ func liveTenant(ctx context.Context, q *tenancydb.Queries, tenant string) error 
 func seconds(d time.Duration) pgtype.Int8 {
 	return pgtype.Int8{Int64: int64(d / time.Second), Valid: d > 0}
 }
+
+// RetentionProgress is how far the deletion of a tenant's contexts has
+// come (RetentionProgressOf).
+type RetentionProgress struct {
+	// LabelledLive counts the live contexts carrying the label, once the
+	// server has read their first turn's metadata.
+	LabelledLive int64
+	// Deleted counts the tenant's deleted contexts, Unreaped those of them
+	// whose dead turns the reaper has not buried yet.
+	Deleted, Unreaped int64
+	// BackendPID is the process id of the Postgres backend that answered:
+	// its parent is the cluster's postmaster.
+	BackendPID int
+}
+
+// RetentionProgressOf counts a tenant's live contexts labelled label and
+// its deleted and unreaped contexts, for a benchmark of the retention
+// sweeper (cardbox bench-retention). It scans the tenant's contexts.
+func (adm *Admin) RetentionProgressOf(ctx context.Context, tenant, label string) (RetentionProgress, error) {
+	r, err := adm.admin.RetentionProgress(ctx, tenancydb.RetentionProgressParams{TenantID: tenant, Label: label})
+	if err != nil {
+		return RetentionProgress{}, fault.Wrap(fault.Unavailable, err, "count the contexts of tenant %q", tenant)
+	}
+	return RetentionProgress{LabelledLive: r.LabelledLive, Deleted: r.Deleted, Unreaped: r.Unreaped, BackendPID: int(r.BackendPid)}, nil
+}

@@ -1,17 +1,18 @@
--- name: MarkContextDeleted :one
--- Deletes a context of the tenant (cardbox_tenant) and records who did in
--- the audit log, in one statement; no row when it does not exist or is
--- deleted already. The turns it was forked from and began with bound the
--- scan for its own turns (see ContextOwnTurns).
+-- name: MarkContextsDeleted :many
+-- Deletes contexts of the tenant (cardbox_tenant) and records who did in
+-- the audit log, one record each, in one statement; the contexts that do
+-- not exist or are deleted already are left out. The turns each was forked
+-- from and began with bound the scan for its own turns (see
+-- ContextOwnTurns).
 WITH deleted AS (
     UPDATE contexts c SET deleted_at = now()
-    WHERE c.tenant_id = @tenant_id AND c.context_id = @context_id AND c.deleted_at IS NULL
+    WHERE c.tenant_id = @tenant_id AND c.context_id = ANY(@context_ids::bigint[]) AND c.deleted_at IS NULL
     RETURNING c.tenant_id, c.context_id, c.base_turn_id, c.root_turn_id
 ), audited AS (
     INSERT INTO audit_log (actor, action, tenant_id, target, detail)
     SELECT @actor::text, 'context.delete', d.tenant_id, d.context_id::text, @detail::jsonb FROM deleted d
 )
-SELECT d.base_turn_id, d.root_turn_id FROM deleted d;
+SELECT d.context_id, d.base_turn_id, d.root_turn_id FROM deleted d ORDER BY d.context_id;
 
 -- name: ListUnreapedContexts :many
 -- Deleted contexts whose dead turns are still to be worked out (sweeper),
@@ -24,11 +25,14 @@ LIMIT @max_contexts;
 
 -- name: ContextOwnTurns :many
 -- The turns appended to a context (sweeper). Turn ids only grow, so none
--- is older than the turn the context was forked from; the bound keeps the
+-- is older than the turn the context was forked from, and none is newer
+-- than its head: every append makes its turn the head. The bounds keep the
 -- scan to the context's lifetime (there is no per-context index: it would
--- cost every append).
+-- cost every append); without the upper one, every deletion scanned all
+-- the turns appended since the context began.
 SELECT turn_id FROM turns
-WHERE tenant_id = @tenant_id AND turn_id > @after_turn_id AND context_id = @context_id;
+WHERE tenant_id = @tenant_id AND turn_id > @after_turn_id AND turn_id <= @head_turn_id
+  AND context_id = @context_id;
 
 -- name: TurnsOfDeletedContexts :many
 -- Which of the turns belong to a deleted context (sweeper).

@@ -59,3 +59,20 @@ SELECT tenant_id, label, idle_seconds, max_age_seconds, updated_at
 FROM retention_policies
 WHERE sqlc.arg(tenant_id)::text = '' OR tenant_id = sqlc.arg(tenant_id)::text
 ORDER BY tenant_id, label;
+
+-- name: RetentionProgress :one
+-- How far the deletion of a tenant's contexts has come (administration,
+-- cardbox bench-retention): its live contexts labelled @label (whose first
+-- turn's metadata the server has read), its deleted contexts, and those
+-- of them whose dead turns are not buried yet; and the backend's process
+-- id, whose parent is the cluster's postmaster (for the CPU Postgres
+-- spends).
+SELECT
+    (SELECT count(*) FROM contexts c
+     JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
+     WHERE c.tenant_id = @tenant_id::text AND c.deleted_at IS NULL AND @label::text = ANY(m.labels))::bigint AS labelled_live,
+    (SELECT count(*) FROM contexts d
+     WHERE d.tenant_id = @tenant_id::text AND d.deleted_at IS NOT NULL)::bigint AS deleted,
+    (SELECT count(*) FROM contexts u
+     WHERE u.tenant_id = @tenant_id::text AND u.deleted_at IS NOT NULL AND u.reaped_at IS NULL)::bigint AS unreaped,
+    pg_backend_pid()::integer AS backend_pid;

@@ -110,21 +110,30 @@ func (q *Queries) BuryTurns(ctx context.Context, arg BuryTurnsParams) (BuryTurns
 
 const contextOwnTurns = `-- name: ContextOwnTurns :many
 SELECT turn_id FROM turns
-WHERE tenant_id = $1 AND turn_id > $2 AND context_id = $3
+WHERE tenant_id = $1 AND turn_id > $2 AND turn_id <= $3
+  AND context_id = $4
 `
 
 type ContextOwnTurnsParams struct {
 	TenantID    string
 	AfterTurnID int64
+	HeadTurnID  int64
 	ContextID   int64
 }
 
 // The turns appended to a context (sweeper). Turn ids only grow, so none
-// is older than the turn the context was forked from; the bound keeps the
+// is older than the turn the context was forked from, and none is newer
+// than its head: every append makes its turn the head. The bounds keep the
 // scan to the context's lifetime (there is no per-context index: it would
-// cost every append).
+// cost every append); without the upper one, every deletion scanned all
+// the turns appended since the context began.
 func (q *Queries) ContextOwnTurns(ctx context.Context, arg ContextOwnTurnsParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, contextOwnTurns, arg.TenantID, arg.AfterTurnID, arg.ContextID)
+	rows, err := q.db.Query(ctx, contextOwnTurns,
+		arg.TenantID,
+		arg.AfterTurnID,
+		arg.HeadTurnID,
+		arg.ContextID,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -280,44 +289,59 @@ func (q *Queries) ListUnreapedContexts(ctx context.Context, maxContexts int32) (
 	return items, nil
 }
 
-const markContextDeleted = `-- name: MarkContextDeleted :one
+const markContextsDeleted = `-- name: MarkContextsDeleted :many
 WITH deleted AS (
     UPDATE contexts c SET deleted_at = now()
-    WHERE c.tenant_id = $1 AND c.context_id = $2 AND c.deleted_at IS NULL
+    WHERE c.tenant_id = $1 AND c.context_id = ANY($2::bigint[]) AND c.deleted_at IS NULL
     RETURNING c.tenant_id, c.context_id, c.base_turn_id, c.root_turn_id
 ), audited AS (
     INSERT INTO audit_log (actor, action, tenant_id, target, detail)
     SELECT $3::text, 'context.delete', d.tenant_id, d.context_id::text, $4::jsonb FROM deleted d
 )
-SELECT d.base_turn_id, d.root_turn_id FROM deleted d
+SELECT d.context_id, d.base_turn_id, d.root_turn_id FROM deleted d ORDER BY d.context_id
 `
 
-type MarkContextDeletedParams struct {
-	TenantID  string
-	ContextID int64
-	Actor     string
-	Detail    []byte
+type MarkContextsDeletedParams struct {
+	TenantID   string
+	ContextIds []int64
+	Actor      string
+	Detail     []byte
 }
 
-type MarkContextDeletedRow struct {
+type MarkContextsDeletedRow struct {
+	ContextID  int64
 	BaseTurnID int64
 	RootTurnID int64
 }
 
-// Deletes a context of the tenant (cardbox_tenant) and records who did in
-// the audit log, in one statement; no row when it does not exist or is
-// deleted already. The turns it was forked from and began with bound the
-// scan for its own turns (see ContextOwnTurns).
-func (q *Queries) MarkContextDeleted(ctx context.Context, arg MarkContextDeletedParams) (MarkContextDeletedRow, error) {
-	row := q.db.QueryRow(ctx, markContextDeleted,
+// Deletes contexts of the tenant (cardbox_tenant) and records who did in
+// the audit log, one record each, in one statement; the contexts that do
+// not exist or are deleted already are left out. The turns each was forked
+// from and began with bound the scan for its own turns (see
+// ContextOwnTurns).
+func (q *Queries) MarkContextsDeleted(ctx context.Context, arg MarkContextsDeletedParams) ([]MarkContextsDeletedRow, error) {
+	rows, err := q.db.Query(ctx, markContextsDeleted,
 		arg.TenantID,
-		arg.ContextID,
+		arg.ContextIds,
 		arg.Actor,
 		arg.Detail,
 	)
-	var i MarkContextDeletedRow
-	err := row.Scan(&i.BaseTurnID, &i.RootTurnID)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MarkContextsDeletedRow
+	for rows.Next() {
+		var i MarkContextsDeletedRow
+		if err := rows.Scan(&i.ContextID, &i.BaseTurnID, &i.RootTurnID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const markContextsReaped = `-- name: MarkContextsReaped :exec

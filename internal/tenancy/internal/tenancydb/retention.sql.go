@@ -153,6 +153,48 @@ func (q *Queries) PlanRetention(ctx context.Context, arg PlanRetentionParams) ([
 	return items, nil
 }
 
+const retentionProgress = `-- name: RetentionProgress :one
+SELECT
+    (SELECT count(*) FROM contexts c
+     JOIN turn_metadata m ON m.tenant_id = c.tenant_id AND m.turn_id = c.root_turn_id
+     WHERE c.tenant_id = $1::text AND c.deleted_at IS NULL AND $2::text = ANY(m.labels))::bigint AS labelled_live,
+    (SELECT count(*) FROM contexts d
+     WHERE d.tenant_id = $1::text AND d.deleted_at IS NOT NULL)::bigint AS deleted,
+    (SELECT count(*) FROM contexts u
+     WHERE u.tenant_id = $1::text AND u.deleted_at IS NOT NULL AND u.reaped_at IS NULL)::bigint AS unreaped,
+    pg_backend_pid()::integer AS backend_pid
+`
+
+type RetentionProgressParams struct {
+	TenantID string
+	Label    string
+}
+
+type RetentionProgressRow struct {
+	LabelledLive int64
+	Deleted      int64
+	Unreaped     int64
+	BackendPid   int32
+}
+
+// How far the deletion of a tenant's contexts has come (administration,
+// cardbox bench-retention): its live contexts labelled @label (whose first
+// turn's metadata the server has read), its deleted contexts, and those
+// of them whose dead turns are not buried yet; and the backend's process
+// id, whose parent is the cluster's postmaster (for the CPU Postgres
+// spends).
+func (q *Queries) RetentionProgress(ctx context.Context, arg RetentionProgressParams) (RetentionProgressRow, error) {
+	row := q.db.QueryRow(ctx, retentionProgress, arg.TenantID, arg.Label)
+	var i RetentionProgressRow
+	err := row.Scan(
+		&i.LabelledLive,
+		&i.Deleted,
+		&i.Unreaped,
+		&i.BackendPid,
+	)
+	return i, err
+}
+
 const setRetentionPolicy = `-- name: SetRetentionPolicy :exec
 INSERT INTO retention_policies (tenant_id, label, idle_seconds, max_age_seconds)
 VALUES ($1, $2, $3, $4)
