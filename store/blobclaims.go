@@ -65,13 +65,26 @@ func (e *Engine) blobClaimGrace() time.Duration {
 	return DefaultBlobClaimGrace
 }
 
+// putRewrite is the fraction of the grace after which an upload writes
+// its row of blob_puts again: one younger keeps the claim for at least
+// the rest of the grace, so an upload whose row was written less than
+// grace/putRewrite ago writes nothing.
+const putRewrite = 4
+
 // recordPut records that t uploaded blob h now, which keeps its claim for
-// the grace period.
+// the grace period: a row of blob_puts, unless this process wrote it
+// less than a quarter of the grace ago (e.puts), which keeps the claim
+// for three quarters of the grace at least.
 func (e *Engine) recordPut(ctx context.Context, t ident.Tenant, h ident.Hash) error {
-	err := e.as(pgrole.Tenant, t.ID).RecordBlobPut(ctx, storedb.RecordBlobPutParams{TenantID: t.ID, BlobHash: h[:], PutAt: e.now()})
+	now, fresh := e.now(), e.blobClaimGrace()/putRewrite
+	if e.puts.Fresh(t.No, h, now, fresh) {
+		return nil
+	}
+	err := e.as(pgrole.Tenant, t.ID).RecordBlobPut(ctx, storedb.RecordBlobPutParams{TenantID: t.ID, BlobHash: h[:], PutAt: now})
 	if err != nil {
 		return fault.Wrap(fault.Unavailable, err, "record the upload of blob %x", h)
 	}
+	e.puts.Note(t.No, h, now, fresh)
 	return nil
 }
 

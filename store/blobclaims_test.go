@@ -429,3 +429,45 @@ func TestUnclaimedBlobs(t *testing.T) {
 }
 
 func hexOf(b []byte) string { return fmt.Sprintf("%x", b) }
+
+// An upload writes its row of blob_puts again only once the row it wrote
+// is older than a quarter of the grace; a restart writes it at once.
+func TestRecordPutWritesRowsSeldom(t *testing.T) {
+	clock := testkit.NewClock(time.Now().Truncate(time.Second))
+	s := newClockedStore(t, clock)
+	acme := s.tenant("acme")
+	data := []byte("bytes acme uploads again and again")
+	putAt := func() time.Time {
+		t.Helper()
+		var at time.Time
+		if err := s.pool.QueryRow(context.Background(), `SELECT put_at FROM blob_puts WHERE tenant_id = 'acme'`).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	first := clock.Now()
+	s.put(acme, data)
+	fresh := DefaultBlobClaimGrace / putRewrite
+	steps := []struct {
+		name    string
+		advance time.Duration
+		reopen  bool
+		want    time.Duration // put_at after the put, from first
+	}{
+		{"again at once", 0, false, 0},
+		{"just before a quarter of the grace", fresh - time.Second, false, 0},
+		{"a quarter of the grace on", time.Second, false, fresh},
+		{"soon after", time.Minute, false, fresh},
+		{"after a restart", time.Minute, true, fresh + 2*time.Minute},
+	}
+	for _, st := range steps {
+		clock.Add(st.advance)
+		if st.reopen {
+			s.reopen()
+		}
+		s.put(acme, data)
+		if got, want := putAt(), first.Add(st.want); !got.Equal(want) {
+			t.Errorf("%s: put_at %v, want %v", st.name, got, want)
+		}
+	}
+}
