@@ -471,3 +471,65 @@ func TestRecordPutWritesRowsSeldom(t *testing.T) {
 		}
 	}
 }
+
+// A release over several batches, with the payloads of the tenant's
+// turns asked about a window of queued blobs at once, keeps the claims to
+// the payloads a live turn still names, including one appended while a
+// batch was being worked out (what was read of the turns is read again).
+func TestReleaseAcrossBatchesKeepsLivePayloads(t *testing.T) {
+	for _, window := range []int{4, 100} {
+		t.Run(fmt.Sprintf("window=%d", window), func(t *testing.T) { testReleaseAcrossBatches(t, window) })
+	}
+}
+
+func testReleaseAcrossBatches(t *testing.T, window int) {
+	t.Helper()
+	oldBatch, oldWindow := claimReviewBatch, claimPayloadWindow
+	claimReviewBatch, claimPayloadWindow = 2, window
+	t.Cleanup(func() { claimReviewBatch, claimPayloadWindow = oldBatch, oldWindow })
+	clock := testkit.NewClock(time.Now())
+	s := &testStore{t: t, dir: t.TempDir(), pool: pgtest.NewPool(t), now: clock.Now}
+	var (
+		once     sync.Once
+		live     Head
+		acme     ident.Tenant
+		late     []byte
+		hookErrs = make(chan error, 1)
+	)
+	s.beforeRelease = func() {
+		once.Do(func() {
+			_, err := s.Append(context.Background(), acme, turnReq(live.ContextID, 0, late))
+			hookErrs <- err
+		})
+	}
+	s.open(nil)
+	acme = s.tenant("acme")
+	dead := s.create(acme, 0)
+	live = s.create(acme, 0)
+	var payloads [][]byte
+	for i := range 9 {
+		p := payloadN(3000 + i)
+		payloads = append(payloads, p)
+		s.append(acme, turnReq(dead.ContextID, 0, p))
+	}
+	s.append(acme, turnReq(live.ContextID, 0, payloads[2]))
+	s.append(acme, turnReq(live.ContextID, 0, payloads[7]))
+	late = payloads[5]
+	clock.Add(DefaultBlobClaimGrace + time.Minute)
+	s.deleteContext(acme, dead.ContextID)
+	s.reap()
+	if err := <-hookErrs; err != nil {
+		t.Fatalf("append while the release was worked out: %v", err)
+	}
+	want := map[ident.Hash]bool{}
+	for i, p := range payloads {
+		want[blake3.Sum256(p)] = i == 2 || i == 5 || i == 7
+	}
+	s.wantBlobs(acme, want)
+	if n := s.countRows("released_blob_claims"); n != 6 {
+		t.Errorf("%d claims released, want 6", n)
+	}
+	if n := s.countRows("blob_claim_reviews"); n != 0 {
+		t.Errorf("%d reviews left", n)
+	}
+}
