@@ -30,6 +30,9 @@ type Memo struct {
 	mu  sync.Mutex
 	max int
 	m   map[key]int64 // when the row was written, in Unix nanoseconds
+	// noPruneBefore is when the oldest entry a full memo kept goes
+	// stale: until then a full memo is not searched again.
+	noPruneBefore int64
 }
 
 // New returns an empty memo of at most max entries (DefaultMax if max
@@ -57,13 +60,20 @@ func (m *Memo) Note(tenant uint32, h ident.Hash, at time.Time, within time.Durat
 	defer m.mu.Unlock()
 	k := key{tenant, h}
 	if _, ok := m.m[k]; !ok && len(m.m) >= m.max {
+		if at.UnixNano() < m.noPruneBefore {
+			return
+		}
 		cutoff := at.UnixNano() - int64(within)
+		oldest := at.UnixNano()
 		for x, t := range m.m {
 			if t <= cutoff {
 				delete(m.m, x)
+			} else {
+				oldest = min(oldest, t)
 			}
 		}
 		if len(m.m) >= m.max {
+			m.noPruneBefore = oldest + int64(within)
 			return
 		}
 	}

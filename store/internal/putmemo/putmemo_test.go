@@ -38,6 +38,12 @@ func TestMemo(t *testing.T) {
 			m.Note(1, h2, t0, within)
 			m.Note(1, h3, t0, within)
 		}, 1, h3, t0, false, 2},
+		{"full of fresh ones, then one stale", 2, func(m *Memo) {
+			m.Note(1, h1, t0, within)
+			m.Note(1, h2, t0.Add(within/2), within)
+			m.Note(1, h3, t0.Add(within/4), within) // full: h1 fresh till t0+within
+			m.Note(1, h3, t0.Add(within), within)   // h1 stale now
+		}, 1, h3, t0.Add(within), true, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
