@@ -29,16 +29,21 @@ import (
 const DefaultBlobClaimGrace = 24 * time.Hour
 
 const (
-	claimReviewBatch = 1000    // queued blobs per release
-	claimWalkBudget  = 200_000 // tree objects one release reads
-	claimAttempts    = 3       // releases tried while the tenant writes
-	claimTenants     = 100     // tenants listed at a time
-	writeStripes     = 256
+	claimWalkBudget = 200_000 // tree objects one release reads
+	claimAttempts   = 3       // releases tried while the tenant writes
+	claimTenants    = 100     // tenants listed at a time
+	writeStripes    = 256
 )
 
-// releaseChunk is how many claims one statement releases (a variable for
-// tests).
-var releaseChunk = 2000
+// Variables for tests: releaseChunk is how many claims one statement
+// releases, claimReviewBatch how many queued blobs one batch reviews,
+// claimPayloadWindow how many queued blobs one scan of the tenant's turns
+// checks for payloads (claimNeeds).
+var (
+	releaseChunk             = 2000
+	claimReviewBatch   int32 = 1000
+	claimPayloadWindow       = 100_000
+)
 
 // writeCounts count each tenant's writes that may make it need a blob
 // (appends, blob puts, fs attachments), by tenant number modulo
@@ -65,13 +70,26 @@ func (e *Engine) blobClaimGrace() time.Duration {
 	return DefaultBlobClaimGrace
 }
 
+// putRewrite is the fraction of the grace after which an upload writes
+// its row of blob_puts again: one younger keeps the claim for at least
+// the rest of the grace, so an upload whose row was written less than
+// grace/putRewrite ago writes nothing.
+const putRewrite = 4
+
 // recordPut records that t uploaded blob h now, which keeps its claim for
-// the grace period.
+// the grace period: a row of blob_puts, unless this process wrote it
+// less than a quarter of the grace ago (e.puts), which keeps the claim
+// for three quarters of the grace at least.
 func (e *Engine) recordPut(ctx context.Context, t ident.Tenant, h ident.Hash) error {
-	err := e.as(pgrole.Tenant, t.ID).RecordBlobPut(ctx, storedb.RecordBlobPutParams{TenantID: t.ID, BlobHash: h[:], PutAt: e.now()})
+	now, fresh := e.now(), e.blobClaimGrace()/putRewrite
+	if e.puts.Fresh(t.No, h, now, fresh) {
+		return nil
+	}
+	err := e.as(pgrole.Tenant, t.ID).RecordBlobPut(ctx, storedb.RecordBlobPutParams{TenantID: t.ID, BlobHash: h[:], PutAt: now})
 	if err != nil {
 		return fault.Wrap(fault.Unavailable, err, "record the upload of blob %x", h)
 	}
+	e.puts.Note(t.No, h, now, fresh)
 	return nil
 }
 
@@ -143,8 +161,9 @@ func (e *Engine) releaseTenantClaims(ctx context.Context, id string) (released i
 	if err != nil && !gone {
 		return 0, false, fmt.Errorf("look up tenant: %w", err)
 	}
+	needs := &claimNeeds{}
 	for {
-		reviews, err := sweep.ListBlobClaimReviews(ctx, storedb.ListBlobClaimReviewsParams{TenantID: id, Now: e.now(), MaxReviews: claimReviewBatch})
+		reviews, err := sweep.ListBlobClaimReviews(ctx, storedb.ListBlobClaimReviewsParams{TenantID: id, Now: e.now(), MaxReviews: int32(claimReviewBatch)})
 		if err != nil {
 			return released, false, fmt.Errorf("list blobs to review: %w", err)
 		}
@@ -160,7 +179,7 @@ func (e *Engine) releaseTenantClaims(ctx context.Context, id string) (released i
 			continue
 		}
 		for attempt := 0; ; attempt++ {
-			n, ok, err := e.releaseBatch(ctx, t, reviews)
+			n, ok, err := e.releaseBatch(ctx, t, reviews, needs)
 			if err != nil {
 				return released, false, err
 			}
@@ -193,9 +212,10 @@ func reviewed(tenantID string, reviews []storedb.ListBlobClaimReviewsRow) stored
 // is seen, one admitted after finds the claim released and claims the
 // blob again (a grant). A review whose blobs an upload or grant younger
 // than the grace keeps stays queued until the grace ends.
-func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []storedb.ListBlobClaimReviewsRow) (int, bool, error) {
+func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []storedb.ListBlobClaimReviewsRow, needs *claimNeeds) (int, bool, error) {
 	var before uint64
 	e.gate.Quiesce(func() { before = e.writesOf(t) })
+	needs.at(before)
 	sweep := e.as(pgrole.Sweeper, t.ID)
 	read := e.treeReader()
 	candidates := map[ident.Hash]struct{}{}
@@ -215,7 +235,7 @@ func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []sto
 			candidates[x] = struct{}{}
 		}
 	}
-	until, err := e.spareNeeded(ctx, t, candidates, read)
+	until, err := e.spareNeeded(ctx, t, candidates, reviews, read, needs)
 	if err != nil {
 		return 0, false, err
 	}
@@ -327,13 +347,36 @@ func hashesOf(gs []usage.Grant) [][]byte {
 	return out
 }
 
+// claimNeeds is what a pass over a tenant's reviews read of its turns,
+// kept across batches while no write of the tenant that may make it need
+// a blob is admitted (its write count stays at stamp): which hashes are
+// payloads of its turns, asked for the next claimPayloadWindow queued
+// blobs at once, and the fs roots of its turns. Only the reaper, which
+// runs the pass, takes turn rows away.
+type claimNeeds struct {
+	stamp     uint64
+	asked     map[ident.Hash]struct{} // hashes asked about the tenant's turns
+	inTurns   map[ident.Hash]struct{} // of those, payloads of its turns
+	roots     [][]byte
+	rootsRead bool
+}
+
+// at forgets what was read unless the tenant's write count is still
+// stamp, and makes stamp the count.
+func (n *claimNeeds) at(stamp uint64) {
+	if n.stamp != stamp {
+		*n = claimNeeds{stamp: stamp}
+	}
+}
+
 // spareNeeded removes from candidates the blobs t still needs: a turn's
 // payload, an upload or grant younger than the grace, and whatever a
 // turn's fs root reaches. When the fs roots cannot all be walked (the
 // budget runs out, a tree object is unreadable, no decoder), every
 // candidate is kept. It returns when the grace of the blobs an upload or
 // grant keeps ends.
-func (e *Engine) spareNeeded(ctx context.Context, t ident.Tenant, candidates map[ident.Hash]struct{}, read fswalk.ReadTree) (map[ident.Hash]time.Time, error) {
+func (e *Engine) spareNeeded(ctx context.Context, t ident.Tenant, candidates map[ident.Hash]struct{},
+	reviews []storedb.ListBlobClaimReviewsRow, read fswalk.ReadTree, needs *claimNeeds) (map[ident.Hash]time.Time, error) {
 	until := map[ident.Hash]time.Time{}
 	if len(candidates) == 0 {
 		return until, nil
@@ -357,18 +400,25 @@ func (e *Engine) spareNeeded(ctx context.Context, t ident.Tenant, candidates map
 			until[h] = end
 			delete(candidates, h)
 		}
-		if r.InTurn {
+	}
+	if err := e.askPayloads(ctx, t, candidates, reviews, needs); err != nil {
+		return nil, err
+	}
+	for h := range candidates {
+		if _, ok := needs.inTurns[h]; ok {
 			delete(candidates, h)
 		}
 	}
 	if len(candidates) == 0 {
 		return until, nil
 	}
-	roots, err := sweep.TenantFSRoots(ctx, t.ID)
-	if err != nil {
-		return nil, fmt.Errorf("list fs roots: %w", err)
+	if !needs.rootsRead {
+		if needs.roots, err = sweep.TenantFSRoots(ctx, t.ID); err != nil {
+			return nil, fmt.Errorf("list fs roots: %w", err)
+		}
+		needs.rootsRead = true
 	}
-	if len(roots) == 0 {
+	if len(needs.roots) == 0 {
 		return until, nil
 	}
 	if read == nil {
@@ -376,7 +426,7 @@ func (e *Engine) spareNeeded(ctx context.Context, t ident.Tenant, candidates map
 		return until, nil
 	}
 	live := fswalk.New(read, claimWalkBudget)
-	for _, r := range roots {
+	for _, r := range needs.roots {
 		if len(candidates) == 0 {
 			break
 		}
@@ -389,6 +439,65 @@ func (e *Engine) spareNeeded(ctx context.Context, t ident.Tenant, candidates map
 		}
 	}
 	return until, nil
+}
+
+// askPayloads makes needs know which of candidates are payloads of t's
+// turns, asking with one scan of t's turns about those it does not know.
+// When a blob of the batch's reviews is among them, it asks about the
+// next claimPayloadWindow blobs queued for review too, which the next
+// batches take; what it knew is forgotten then.
+func (e *Engine) askPayloads(ctx context.Context, t ident.Tenant, candidates map[ident.Hash]struct{},
+	reviews []storedb.ListBlobClaimReviewsRow, needs *claimNeeds) error {
+	ask := map[ident.Hash]struct{}{}
+	for h := range candidates {
+		if _, ok := needs.asked[h]; !ok {
+			ask[h] = struct{}{}
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	window := len(needs.asked) > 2*claimPayloadWindow // bounds what is kept
+	for _, r := range reviews {
+		if len(r.BlobHash) == len(ident.Hash{}) {
+			if _, ok := ask[ident.Hash(r.BlobHash)]; ok {
+				window = true
+				break
+			}
+		}
+	}
+	sweep := e.as(pgrole.Sweeper, t.ID)
+	if window {
+		queued, err := sweep.ListBlobClaimReviews(ctx, storedb.ListBlobClaimReviewsParams{TenantID: t.ID, Now: e.now(), MaxReviews: int32(claimPayloadWindow)})
+		if err != nil {
+			return fmt.Errorf("list the blobs queued for review: %w", err)
+		}
+		for _, r := range queued {
+			if len(r.BlobHash) == len(ident.Hash{}) {
+				ask[ident.Hash(r.BlobHash)] = struct{}{}
+			}
+		}
+	}
+	hashes := make([][]byte, 0, len(ask))
+	for h := range ask {
+		hashes = append(hashes, h[:])
+	}
+	found, err := sweep.TenantPayloadsAmong(ctx, storedb.TenantPayloadsAmongParams{TenantID: t.ID, BlobHashes: hashes})
+	if err != nil {
+		return fmt.Errorf("look up the payloads of the tenant's turns: %w", err)
+	}
+	if window || needs.asked == nil {
+		needs.asked, needs.inTurns = map[ident.Hash]struct{}{}, map[ident.Hash]struct{}{}
+	}
+	for h := range ask {
+		needs.asked[h] = struct{}{}
+	}
+	for _, h := range found {
+		if len(h) == len(ident.Hash{}) {
+			needs.inTurns[ident.Hash(h)] = struct{}{}
+		}
+	}
+	return nil
 }
 
 // treeReader reads tree objects from the pack; nil without a decoder.

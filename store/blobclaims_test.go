@@ -429,3 +429,107 @@ func TestUnclaimedBlobs(t *testing.T) {
 }
 
 func hexOf(b []byte) string { return fmt.Sprintf("%x", b) }
+
+// An upload writes its row of blob_puts again only once the row it wrote
+// is older than a quarter of the grace; a restart writes it at once.
+func TestRecordPutWritesRowsSeldom(t *testing.T) {
+	clock := testkit.NewClock(time.Now().Truncate(time.Second))
+	s := newClockedStore(t, clock)
+	acme := s.tenant("acme")
+	data := []byte("bytes acme uploads again and again")
+	putAt := func() time.Time {
+		t.Helper()
+		var at time.Time
+		if err := s.pool.QueryRow(context.Background(), `SELECT put_at FROM blob_puts WHERE tenant_id = 'acme'`).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	first := clock.Now()
+	s.put(acme, data)
+	fresh := DefaultBlobClaimGrace / putRewrite
+	steps := []struct {
+		name    string
+		advance time.Duration
+		reopen  bool
+		want    time.Duration // put_at after the put, from first
+	}{
+		{"again at once", 0, false, 0},
+		{"just before a quarter of the grace", fresh - time.Second, false, 0},
+		{"a quarter of the grace on", time.Second, false, fresh},
+		{"soon after", time.Minute, false, fresh},
+		{"after a restart", time.Minute, true, fresh + 2*time.Minute},
+	}
+	for _, st := range steps {
+		clock.Add(st.advance)
+		if st.reopen {
+			s.reopen()
+		}
+		s.put(acme, data)
+		if got, want := putAt(), first.Add(st.want); !got.Equal(want) {
+			t.Errorf("%s: put_at %v, want %v", st.name, got, want)
+		}
+	}
+}
+
+// A release over several batches, with the payloads of the tenant's
+// turns asked about a window of queued blobs at once, keeps the claims to
+// the payloads a live turn still names, including one appended while a
+// batch was being worked out (what was read of the turns is read again).
+func TestReleaseAcrossBatchesKeepsLivePayloads(t *testing.T) {
+	for _, window := range []int{4, 100} {
+		t.Run(fmt.Sprintf("window=%d", window), func(t *testing.T) { testReleaseAcrossBatches(t, window) })
+	}
+}
+
+func testReleaseAcrossBatches(t *testing.T, window int) {
+	t.Helper()
+	oldBatch, oldWindow := claimReviewBatch, claimPayloadWindow
+	claimReviewBatch, claimPayloadWindow = 2, window
+	t.Cleanup(func() { claimReviewBatch, claimPayloadWindow = oldBatch, oldWindow })
+	clock := testkit.NewClock(time.Now())
+	s := &testStore{t: t, dir: t.TempDir(), pool: pgtest.NewPool(t), now: clock.Now}
+	var (
+		once     sync.Once
+		live     Head
+		acme     ident.Tenant
+		late     []byte
+		hookErrs = make(chan error, 1)
+	)
+	s.beforeRelease = func() {
+		once.Do(func() {
+			_, err := s.Append(context.Background(), acme, turnReq(live.ContextID, 0, late))
+			hookErrs <- err
+		})
+	}
+	s.open(nil)
+	acme = s.tenant("acme")
+	dead := s.create(acme, 0)
+	live = s.create(acme, 0)
+	var payloads [][]byte
+	for i := range 9 {
+		p := payloadN(3000 + i)
+		payloads = append(payloads, p)
+		s.append(acme, turnReq(dead.ContextID, 0, p))
+	}
+	s.append(acme, turnReq(live.ContextID, 0, payloads[2]))
+	s.append(acme, turnReq(live.ContextID, 0, payloads[7]))
+	late = payloads[5]
+	clock.Add(DefaultBlobClaimGrace + time.Minute)
+	s.deleteContext(acme, dead.ContextID)
+	s.reap()
+	if err := <-hookErrs; err != nil {
+		t.Fatalf("append while the release was worked out: %v", err)
+	}
+	want := map[ident.Hash]bool{}
+	for i, p := range payloads {
+		want[blake3.Sum256(p)] = i == 2 || i == 5 || i == 7
+	}
+	s.wantBlobs(acme, want)
+	if n := s.countRows("released_blob_claims"); n != 6 {
+		t.Errorf("%d claims released, want 6", n)
+	}
+	if n := s.countRows("blob_claim_reviews"); n != 0 {
+		t.Errorf("%d reviews left", n)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/holerecorder"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
+	"github.com/cardboxhq/cardbox/store/internal/putmemo"
 	"github.com/cardboxhq/cardbox/store/internal/sealer"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/usage"
@@ -148,6 +149,7 @@ type Engine struct {
 	// (see ForgetTenant), and reads check it too.
 	gate  tenantgate.Gate[uint32]
 	usage *usage.Ledger // what tenants store beyond the blobs the pack counts
+	puts  *putmemo.Memo // uploads recorded lately in blob_puts (see recordPut)
 	// writes count the writes that may make a tenant need a blob (see
 	// releaseBatch).
 	writes writeCounts
@@ -218,7 +220,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
-		tenants: newTenantCache(storedb.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
+		tenants: newTenantCache(storedb.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(), puts: putmemo.New(0),
 		sealer: sealer.New(),
 	}
 	e.holes = holerecorder.New(func(ctx context.Context, h blobpack.Hole) error {

@@ -13,12 +13,14 @@ import (
 	"github.com/cardboxhq/cardbox/store/compact"
 	"github.com/cardboxhq/cardbox/store/internal/sealer"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
+	"github.com/cardboxhq/cardbox/store/internal/usage"
 	"github.com/cardboxhq/cardbox/store/segment"
 )
 
 // CompactPackSegment rewrites the sealed blob-pack segment that starts at
 // start without the records of the blobs no tenant claims any more (their
-// first storer is a deleted tenant and no other tenant holds a claim),
+// first storer is a deleted tenant or released its claim, and no tenant
+// holds a grant),
 // and swaps the rewrite in (package compact; docs/storage.md,
 // Compaction). A segment without such blobs is left as it is. Appends,
 // puts and reads go on meanwhile: a put or an append of a blob the
@@ -113,6 +115,11 @@ type packCompaction struct {
 	// condemned are the blobs Dead returned, by the tenant ids of the
 	// first storers of their records, which Swap asks about again.
 	condemned map[blobpack.Hash][]string
+	// owners are the first storers of the condemned blobs' records, by
+	// tenant number, with the blobs' sizes: their released claims go
+	// with the records (Swap).
+	owners    []usage.Grant
+	sizes     map[blobpack.Hash]int64
 	swapTried bool
 }
 
@@ -136,7 +143,8 @@ func sealedSegment(ctx context.Context, e *Engine, stream string, start int64) (
 // Dead asks Postgres which of the records' blobs no tenant claims: the
 // tenant that stored a record's blob first (its owner, a tenant number,
 // named by its id as tenants lists it, deleted ones included) is deleted
-// and no tenant_blobs row names the blob. A blob with records of several
+// or released its claim (released_blob_claims), and no tenant_blobs row
+// names the blob. A blob with records of several
 // first storers (stored again after its record was found damaged) is
 // dead only when every one is. Of those, the pack keeps any a lookup
 // found since the compaction began (blobpack.Pack.Condemn); the puts and
@@ -179,14 +187,25 @@ func (c *packCompaction) Dead(ctx context.Context, records []blobpack.Entry) (ma
 	for h := range dropped {
 		c.condemned[h] = writers[h]
 	}
+	c.owners, c.sizes = nil, make(map[blobpack.Hash]int64, len(dropped))
+	for _, r := range records {
+		if !dropped[r.Hash] {
+			continue
+		}
+		c.sizes[r.Hash] = int64(r.RawLen)
+		if g := (usage.Grant{Tenant: r.Owner, Hash: r.Hash}); !slices.Contains(c.owners, g) {
+			c.owners = append(c.owners, g)
+		}
+	}
 	return dropped, nil
 }
 
 // deadBlobs returns the blobs of writers (each with the ids of the
-// tenants that stored its records first) that PackDeadBlobs finds dead
-// for every one of its first storers.
+// tenants that stored its records first) that UnclaimedBlobs finds no
+// tenant claims for every one of their first storers: that storer is
+// deleted or released its claim, and no tenant holds a grant.
 func deadBlobs(ctx context.Context, q *storedb.Queries, writers map[blobpack.Hash][]string) (map[blobpack.Hash]bool, error) {
-	var p storedb.PackDeadBlobsParams
+	var p storedb.UnclaimedBlobsParams
 	for h, ids := range writers {
 		for _, id := range ids {
 			p.BlobHashes = append(p.BlobHashes, h[:])
@@ -196,13 +215,15 @@ func deadBlobs(ctx context.Context, q *storedb.Queries, writers map[blobpack.Has
 	if len(p.BlobHashes) == 0 {
 		return nil, nil
 	}
-	rows, err := q.PackDeadBlobs(ctx, p)
+	rows, err := q.UnclaimedBlobs(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("dead blobs: %w", err)
+		return nil, fmt.Errorf("unclaimed blobs: %w", err)
 	}
 	count := map[blobpack.Hash]int{}
 	for _, r := range rows {
-		count[blobpack.Hash(r)]++
+		if len(r) == len(blobpack.Hash{}) {
+			count[blobpack.Hash(r)]++
+		}
 	}
 	dead := map[blobpack.Hash]bool{}
 	for h, n := range count {
@@ -215,15 +236,18 @@ func deadBlobs(ctx context.Context, q *storedb.Queries, writers map[blobpack.Has
 
 // Swap, in one transaction, asks again whether the blobs the compaction
 // drops are dead (a claim committed since Dead asked fails the swap),
-// swaps the segment's sealed_segments row to the rewrite, and forgets
-// the pack_holes of its range.
+// swaps the segment's sealed_segments row to the rewrite, forgets the
+// pack_holes of its range and the released claims to the blobs it drops
+// (released_blob_claims). Once it commits, the ledger forgets those
+// claims too (usage.Ledger.Unrelease): bytes stored again are a new
+// record, their writer's as any first writer's.
 func (c *packCompaction) Swap(ctx context.Context, old segment.ID, rewrite compact.Sealed) error {
 	c.swapTried = true
 	_, _, next, ok := c.e.blobs.Span(old.Start)
 	if !ok || next < 0 {
 		return fmt.Errorf("no closed segment of the blob pack starts at %d", old.Start)
 	}
-	return pgx.BeginFunc(ctx, c.e.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, c.e.pool, func(tx pgx.Tx) error {
 		q := storedb.New(pgrole.As(tx, pgrole.Recovery, ""))
 		still, err := deadBlobs(ctx, q, c.condemned)
 		if err != nil {
@@ -248,8 +272,26 @@ func (c *packCompaction) Swap(ctx context.Context, old segment.ID, rewrite compa
 		}); err != nil {
 			return fmt.Errorf("forget the holes of the rewritten segment: %w", err)
 		}
+		if len(c.condemned) == 0 {
+			return nil
+		}
+		hashes := make([][]byte, 0, len(c.condemned))
+		for h := range c.condemned {
+			hashes = append(hashes, h[:])
+		}
+		sweep := storedb.New(pgrole.As(tx, pgrole.Sweeper, ""))
+		if err := sweep.DropReleasedBlobClaims(ctx, hashes); err != nil {
+			return fmt.Errorf("forget the released claims to the blobs dropped: %w", err)
+		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	for _, g := range c.owners {
+		c.e.usage.Unrelease(g, c.sizes[g.Hash])
+	}
+	return nil
 }
 
 func (c *packCompaction) Install(ctx context.Context, rewrite segment.ID) (segment.Info, error) {

@@ -21,7 +21,9 @@ type PackStore interface {
 	Dead(ctx context.Context, records []blobpack.Entry) (map[blobpack.Hash]bool, error)
 	// Swap makes rewrite the sealed segment of its range in place of
 	// old, and forgets the pack_holes of the range (the rewrite holds
-	// good records only), in one Postgres transaction; it fails if
+	// good records only) and the released claims to the blobs dropped
+	// (bytes stored again are their writer's as a first writer's), in
+	// one Postgres transaction; it fails if
 	// Postgres names another generation than old, or if a blob Dead
 	// returned is claimed again.
 	Swap(ctx context.Context, old segment.ID, rewrite Sealed) error

@@ -35,23 +35,25 @@ FROM (SELECT unnest(@blob_hashes::bytea[]) AS blob_hash, unnest(@fs_roots::boole
 WHERE r.tenant_id = @tenant_id AND r.blob_hash = u.blob_hash AND r.fs_root = u.fs_root;
 
 -- name: BlobClaimsNeeded :many
--- What keeps the tenant's claim to each of the hashes, fs trees aside
--- (sweeper): a turn's payload (a dead turn's row not yet buried counts
--- too), and the last upload or grant (the epoch: none).
-WITH in_turns AS (
-    SELECT DISTINCT t.payload_hash FROM turns t
-    WHERE t.tenant_id = @tenant_id AND t.payload_hash = ANY(@blob_hashes::bytea[])
-)
+-- When the tenant last uploaded or was granted each of the hashes (the
+-- epoch: never), for the grace that keeps its claim (sweeper).
 SELECT h.blob_hash::bytea AS blob_hash,
-       (h.blob_hash IN (SELECT payload_hash FROM in_turns))::boolean AS in_turn,
        coalesce(greatest(p.put_at, g.created_at), 'epoch')::timestamptz AS last_claimed
 FROM (SELECT DISTINCT unnest(@blob_hashes::bytea[]) AS blob_hash) h
 LEFT JOIN blob_puts p ON p.tenant_id = @tenant_id AND p.blob_hash = h.blob_hash
 LEFT JOIN tenant_blobs g ON g.tenant_id = @tenant_id AND g.blob_hash = h.blob_hash;
 
+-- name: TenantPayloadsAmong :many
+-- Which of the hashes are the payload of a turn of the tenant (sweeper;
+-- a dead turn's row not yet buried counts too). There is no index by
+-- payload hash (it would cost every append): one scan of the tenant's
+-- turns, hashed against the set, however many hashes it is asked about.
+SELECT DISTINCT t.payload_hash::bytea AS payload_hash FROM turns t
+WHERE t.tenant_id = @tenant_id AND t.payload_hash IN (SELECT unnest(@blob_hashes::bytea[]));
+
 -- name: TenantFSRoots :many
 -- The fs roots of the tenant's turns (sweeper): what they reach is still
--- needed.
+-- needed. The partial index turns_tenant_fs_root finds them.
 SELECT DISTINCT fs_root_hash::bytea AS fs_root_hash FROM turns
 WHERE tenant_id = @tenant_id AND fs_root_hash IS NOT NULL;
 

@@ -11,12 +11,7 @@ import (
 )
 
 const blobClaimsNeeded = `-- name: BlobClaimsNeeded :many
-WITH in_turns AS (
-    SELECT DISTINCT t.payload_hash FROM turns t
-    WHERE t.tenant_id = $2 AND t.payload_hash = ANY($1::bytea[])
-)
 SELECT h.blob_hash::bytea AS blob_hash,
-       (h.blob_hash IN (SELECT payload_hash FROM in_turns))::boolean AS in_turn,
        coalesce(greatest(p.put_at, g.created_at), 'epoch')::timestamptz AS last_claimed
 FROM (SELECT DISTINCT unnest($1::bytea[]) AS blob_hash) h
 LEFT JOIN blob_puts p ON p.tenant_id = $2 AND p.blob_hash = h.blob_hash
@@ -30,13 +25,11 @@ type BlobClaimsNeededParams struct {
 
 type BlobClaimsNeededRow struct {
 	BlobHash    []byte
-	InTurn      bool
 	LastClaimed time.Time
 }
 
-// What keeps the tenant's claim to each of the hashes, fs trees aside
-// (sweeper): a turn's payload (a dead turn's row not yet buried counts
-// too), and the last upload or grant (the epoch: none).
+// When the tenant last uploaded or was granted each of the hashes (the
+// epoch: never), for the grace that keeps its claim (sweeper).
 func (q *Queries) BlobClaimsNeeded(ctx context.Context, arg BlobClaimsNeededParams) ([]BlobClaimsNeededRow, error) {
 	rows, err := q.db.Query(ctx, blobClaimsNeeded, arg.BlobHashes, arg.TenantID)
 	if err != nil {
@@ -46,7 +39,7 @@ func (q *Queries) BlobClaimsNeeded(ctx context.Context, arg BlobClaimsNeededPara
 	var items []BlobClaimsNeededRow
 	for rows.Next() {
 		var i BlobClaimsNeededRow
-		if err := rows.Scan(&i.BlobHash, &i.InTurn, &i.LastClaimed); err != nil {
+		if err := rows.Scan(&i.BlobHash, &i.LastClaimed); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -303,7 +296,7 @@ WHERE tenant_id = $1 AND fs_root_hash IS NOT NULL
 `
 
 // The fs roots of the tenant's turns (sweeper): what they reach is still
-// needed.
+// needed. The partial index turns_tenant_fs_root finds them.
 func (q *Queries) TenantFSRoots(ctx context.Context, tenantID string) ([][]byte, error) {
 	rows, err := q.db.Query(ctx, tenantFSRoots, tenantID)
 	if err != nil {
@@ -347,6 +340,40 @@ func (q *Queries) TenantGrantsOf(ctx context.Context, arg TenantGrantsOfParams) 
 			return nil, err
 		}
 		items = append(items, blob_hash)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const tenantPayloadsAmong = `-- name: TenantPayloadsAmong :many
+SELECT DISTINCT t.payload_hash::bytea AS payload_hash FROM turns t
+WHERE t.tenant_id = $1 AND t.payload_hash IN (SELECT unnest($2::bytea[]))
+`
+
+type TenantPayloadsAmongParams struct {
+	TenantID   string
+	BlobHashes [][]byte
+}
+
+// Which of the hashes are the payload of a turn of the tenant (sweeper;
+// a dead turn's row not yet buried counts too). There is no index by
+// payload hash (it would cost every append): one scan of the tenant's
+// turns, hashed against the set, however many hashes it is asked about.
+func (q *Queries) TenantPayloadsAmong(ctx context.Context, arg TenantPayloadsAmongParams) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, tenantPayloadsAmong, arg.TenantID, arg.BlobHashes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var payload_hash []byte
+		if err := rows.Scan(&payload_hash); err != nil {
+			return nil, err
+		}
+		items = append(items, payload_hash)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 )
 
 const forgetPackHolesIn = `-- name: ForgetPackHolesIn :execrows
+
 DELETE FROM pack_holes
 WHERE store_id = $1 AND start_offset >= $2 AND start_offset < $3
 `
@@ -22,6 +23,8 @@ type ForgetPackHolesInParams struct {
 	EndOffset   int64
 }
 
+// A compaction of the blob pack (store/packcompaction.go); which blobs it
+// drops is UnclaimedBlobs (blobclaims.sql).
 // Forgets the holes recorded in a range of the pack: a compaction's
 // rewrite of the segment, swapped in by the same transaction, holds good
 // records only.
@@ -31,46 +34,4 @@ func (q *Queries) ForgetPackHolesIn(ctx context.Context, arg ForgetPackHolesInPa
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const packDeadBlobs = `-- name: PackDeadBlobs :many
-
-SELECT h.blob_hash::bytea AS blob_hash
-FROM unnest($1::bytea[]) WITH ORDINALITY AS h(blob_hash, i)
-JOIN unnest($2::text[]) WITH ORDINALITY AS w(first_writer, i) ON w.i = h.i
-JOIN tenants t ON t.tenant_id = w.first_writer
-WHERE t.deleted_at IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM tenant_blobs b WHERE b.blob_hash = h.blob_hash)
-`
-
-type PackDeadBlobsParams struct {
-	BlobHashes   [][]byte
-	FirstWriters []string
-}
-
-// A compaction of the blob pack (store/packcompaction.go).
-// Which of the blobs no tenant claims any more, each given with the
-// tenant that stored it first (its record's owner in the pack): that
-// tenant is deleted, and no tenant holds a claim to it in tenant_blobs
-// (a claim is recorded for each tenant that stored the bytes after the
-// first). tenant_blobs is searched by hash alone: a hash join, once per
-// compacted segment.
-func (q *Queries) PackDeadBlobs(ctx context.Context, arg PackDeadBlobsParams) ([][]byte, error) {
-	rows, err := q.db.Query(ctx, packDeadBlobs, arg.BlobHashes, arg.FirstWriters)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items [][]byte
-	for rows.Next() {
-		var blob_hash []byte
-		if err := rows.Scan(&blob_hash); err != nil {
-			return nil, err
-		}
-		items = append(items, blob_hash)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
