@@ -13,7 +13,7 @@ import (
 )
 
 // CompactTurnSegment rewrites the sealed turn-log segment that starts at
-// start without the records of dead turns, and swaps the rewrite in
+// start without the records of dead turns and deleted tenants, and swaps the rewrite in
 // (package compact; docs/storage.md, Compaction). A segment without dead
 // turns is left as it is. Appends and reads go on meanwhile; compactions
 // run one at a time, and Close waits for a running one.
@@ -31,10 +31,11 @@ func (e *Engine) CompactTurnSegment(ctx context.Context, start int64) (compact.R
 			return compact.Result{}, fmt.Errorf("compact %s: not sealed yet (its bytes are not all committed)", seg.Path)
 		}
 		res, err := compact.Turns(ctx, turnCompaction{e}, turnlog.Layout(TurnLogPath(e.opts.Dir)), seg,
-			compact.Options{Hook: e.opts.CompactionHook})
+			compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
 		if err != nil {
 			return res, err
 		}
+		e.compacted(res)
 		if res.New != res.Old {
 			e.log.Info("turn log segment compacted", "segment", seg.Path, "generation", res.New.Gen,
 				"records", res.Records, "dropped", res.Dropped, "bytes_before", res.Before, "bytes_after", res.After)
@@ -135,3 +136,5 @@ func (c turnCompaction) Install(rewrite segment.ID) (segment.Info, error) {
 	c.e.sealer.MarkSealed(sealer.Turns, rewrite)
 	return old, nil
 }
+
+func (c turnCompaction) Gone(tenant uint32) bool { return c.e.gate.Gone(tenant) }

@@ -23,6 +23,7 @@ import (
 	"github.com/cardboxhq/cardbox/store/compact"
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/damage"
+	"github.com/cardboxhq/cardbox/store/internal/deadspace"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/holerecorder"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
@@ -91,6 +92,9 @@ type Options struct {
 	// with nothing undone, as a crash at that point would. For crash
 	// tests.
 	CompactionHook func(compact.Step) error
+	// CompactionLimiter, if set, bounds the bytes per second compactions
+	// read and write (cardboxd --compaction-rate).
+	CompactionLimiter compact.Limiter
 	// hooks are test-only fault injection points (see groupcommit.Hooks).
 	hooks *groupcommit.Hooks
 }
@@ -162,6 +166,13 @@ type Engine struct {
 	// closed, set under it, refuses compactions after Close.
 	compactMu sync.Mutex
 	closed    atomic.Bool
+	// deadTurns counts the dead bytes of the turn log's segments (see
+	// deadspace.go); turnFirsts caches each segment's first turn id.
+	deadTurns  *deadspace.Tracker
+	turnFirsts deadspace.Firsts
+	// recovering holds, during recovery only, when the dead turns died
+	// and when the deleted tenants were deleted.
+	recovering *recoveryTimes
 
 	closeOnce sync.Once
 	closeErr  error
@@ -190,7 +201,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		tenants: newTenantCache(storedb.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
-		sealer: sealer.New(),
+		sealer: sealer.New(), deadTurns: deadspace.New(),
 	}
 	e.holes = holerecorder.New(func(ctx context.Context, h blobpack.Hole) error {
 		return e.recordHole(ctx, h, opts.PGTimeout)

@@ -1,5 +1,5 @@
 // Package compact rewrites a sealed segment of the turn log without the
-// records of dead turns, and swaps the rewrite in.
+// records of dead turns and of deleted tenants, and swaps the rewrite in.
 //
 // # Layout of a rewrite
 //
@@ -21,7 +21,8 @@
 //     file's length and BLAKE3 against its seal: a compaction never
 //     seals damage into a new generation.
 //  2. Ask the store which of its turns are dead (their rows are gone,
-//     listed in dead_turns). None: nothing is rewritten.
+//     listed in dead_turns) and which of its tenants are deleted (their
+//     rows all gone). No record of either: nothing is rewritten.
 //  3. Write the live records to the next generation's file, created
 //     beside the old one (Step Written).
 //  4. fsync the file and the directory (Step Synced).
@@ -73,6 +74,9 @@ type Store interface {
 	// Dead returns which of the turns are dead: listed in dead_turns,
 	// their rows removed, so that no fact names them any more.
 	Dead(ctx context.Context, turnIDs []uint64) (map[uint64]bool, error)
+	// Gone reports whether the tenant numbered tenant is deleted: its
+	// records are dead whatever their turns.
+	Gone(tenant uint32) bool
 	// Swap makes rewrite the sealed segment of its range in place of
 	// old, in one Postgres transaction, and fails if Postgres names
 	// another generation than old.
@@ -121,13 +125,87 @@ type Options struct {
 	// compaction there and is returned, with nothing undone: what a crash
 	// at that point leaves (crash tests).
 	Hook func(Step) error
+	// Limiter, if set, bounds the compaction's I/O: every byte read from
+	// the old generation and written to the rewrite takes a token of it
+	// first (cardboxd --compaction-rate).
+	Limiter Limiter
+}
+
+// Limiter is a token bucket of bytes: golang.org/x/time/rate.Limiter.
+type Limiter interface {
+	// WaitN blocks until n tokens are there, or ctx ends.
+	WaitN(ctx context.Context, n int) error
+	// Burst is the most tokens one WaitN may ask for.
+	Burst() int
+}
+
+// LimitReader returns r reading through lim (a nil lim: r itself): each
+// Read reads at most a burst, and takes its bytes' tokens before it
+// returns. The blob pack's compaction reads through it too.
+func LimitReader(ctx context.Context, lim Limiter, r io.Reader) io.Reader {
+	if lim == nil {
+		return r
+	}
+	return &limitedReader{ctx: ctx, lim: lim, r: r}
+}
+
+// LimitWriter returns w writing through lim (a nil lim: w itself): each
+// Write takes its bytes' tokens, a burst at a time, before it writes.
+func LimitWriter(ctx context.Context, lim Limiter, w io.Writer) io.Writer {
+	if lim == nil {
+		return w
+	}
+	return &limitedWriter{ctx: ctx, lim: lim, w: w}
+}
+
+type limitedReader struct {
+	ctx context.Context
+	lim Limiter
+	r   io.Reader
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if b := max(l.lim.Burst(), 1); len(p) > b {
+		p = p[:b]
+	}
+	n, err := l.r.Read(p)
+	if n > 0 {
+		// Taken once read, so that the bytes counted are those read.
+		if werr := l.lim.WaitN(l.ctx, n); werr != nil {
+			return n, fmt.Errorf("compaction rate limit: %w", werr)
+		}
+	}
+	return n, err
+}
+
+type limitedWriter struct {
+	ctx context.Context
+	lim Limiter
+	w   io.Writer
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), max(l.lim.Burst(), 1))
+		if err := l.lim.WaitN(l.ctx, n); err != nil {
+			return written, fmt.Errorf("compaction rate limit: %w", err)
+		}
+		m, err := l.w.Write(p[:n])
+		written += m
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
 }
 
 // Result describes a compaction of one segment.
 type Result struct {
 	Old, New segment.ID // New is Old when nothing was rewritten
 	// Records and Dropped count the old generation's records and those
-	// of dead turns left out of the rewrite.
+	// of dead turns and deleted tenants left out of the rewrite.
 	Records, Dropped int
 	// Before and After are the segment's bytes in the old generation and
 	// in the one Postgres names now.
@@ -165,7 +243,7 @@ func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Inf
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
 
-	ids, err := turnIDs(ctx, seg.Path, sealed)
+	ids, tenants, err := turnIDs(ctx, seg.Path, sealed, opts.Limiter)
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
@@ -174,11 +252,18 @@ func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Inf
 	if err != nil {
 		return res, fmt.Errorf("compact %s: dead turns: %w", seg.Path, err)
 	}
-	if len(dead) == 0 {
+	gone := map[uint32]bool{}
+	for t := range tenants {
+		if st.Gone(t) {
+			gone[t] = true
+		}
+	}
+	if len(dead) == 0 && len(gone) == 0 {
 		return res, nil
 	}
+	drop := func(r turnlog.Record) bool { return dead[r.TurnID] || gone[r.Tenant] }
 
-	rewrite, err := write(ctx, seg.Path, layout.Path(next), dead, opts.Hook)
+	rewrite, dropped, err := write(ctx, seg.Path, layout.Path(next), drop, opts)
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
@@ -194,7 +279,7 @@ func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Inf
 		// segment now (see the package documentation).
 		return res, fmt.Errorf("compact %s: swap in %s: %w", seg.Path, layout.Name(next), err)
 	}
-	res.New, res.After, res.Dropped = next, rewrite.Length, len(dead)
+	res.New, res.After, res.Dropped = next, rewrite.Length, dropped
 	if err := hook(opts.Hook, Swapped); err != nil {
 		return res, err
 	}
@@ -250,14 +335,14 @@ func removeIfThere(layout segment.Layout, id segment.ID) error {
 // order, after checking its CRC; it returns the file's length and
 // BLAKE3. A bad or partial record is an error: a sealed segment holds
 // whole, committed records only.
-func records(ctx context.Context, path string, fn func(raw []byte, r turnlog.Record) error) (sum [32]byte, length int64, err error) {
+func records(ctx context.Context, path string, lim Limiter, fn func(raw []byte, r turnlog.Record) error) (sum [32]byte, length int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return sum, 0, err
 	}
 	defer f.Close()
 	h := blake3.New()
-	r := bufio.NewReaderSize(io.TeeReader(f, h), 1<<20)
+	r := bufio.NewReaderSize(io.TeeReader(LimitReader(ctx, lim, f), h), 1<<20)
 	var b [turnlog.RecordSize]byte
 	for ; ; length += turnlog.RecordSize {
 		if length%(8192*turnlog.RecordSize) == 0 {
@@ -284,31 +369,35 @@ func records(ctx context.Context, path string, fn func(raw []byte, r turnlog.Rec
 	return sum, length, nil
 }
 
-// turnIDs returns the turns of the segment file at path, which must be
-// as sealed says.
-func turnIDs(ctx context.Context, path string, sealed Sealed) ([]uint64, error) {
+// turnIDs returns the turns and the tenants of the segment file at path,
+// which must be as sealed says.
+func turnIDs(ctx context.Context, path string, sealed Sealed, lim Limiter) ([]uint64, map[uint32]struct{}, error) {
 	ids := make([]uint64, 0, sealed.Length/turnlog.RecordSize)
-	sum, length, err := records(ctx, path, func(_ []byte, r turnlog.Record) error {
+	tenants := map[uint32]struct{}{}
+	sum, length, err := records(ctx, path, lim, func(_ []byte, r turnlog.Record) error {
 		ids = append(ids, r.TurnID)
+		tenants[r.Tenant] = struct{}{}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if length != sealed.Length || sum != sealed.BLAKE3 {
-		return nil, fmt.Errorf("%s (%d bytes) does not match its seal (%d bytes, BLAKE3 %x): it was damaged after it was sealed; "+
+		return nil, nil, fmt.Errorf("%s (%d bytes) does not match its seal (%d bytes, BLAKE3 %x): it was damaged after it was sealed; "+
 			"run cardbox verify", path, length, sealed.Length, sealed.BLAKE3[:8])
 	}
-	return ids, nil
+	return ids, tenants, nil
 }
 
-// write writes the records of the segment file at from that are not of a
-// dead turn to a new file at to, in order, fsyncs it, and returns its
-// length and BLAKE3. Before the swap, a failure removes the new file.
-func write(ctx context.Context, from, to string, dead map[uint64]bool, h func(Step) error) (rewrite Sealed, err error) {
+// write writes the records of the segment file at from that drop does
+// not refuse to a new file at to, in order, fsyncs it, and returns its
+// length and BLAKE3, and how many records it dropped. Before the swap, a
+// failure removes the new file.
+func write(ctx context.Context, from, to string, drop func(turnlog.Record) bool, opts Options) (rewrite Sealed, dropped int, err error) {
+	h := opts.Hook
 	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return rewrite, err
+		return rewrite, 0, err
 	}
 	crashed := false
 	defer func() {
@@ -318,9 +407,10 @@ func write(ctx context.Context, from, to string, dead map[uint64]bool, h func(St
 		}
 	}()
 	sum := blake3.New()
-	w := bufio.NewWriterSize(io.MultiWriter(f, sum), 1<<20)
-	_, _, err = records(ctx, from, func(raw []byte, r turnlog.Record) error {
-		if dead[r.TurnID] {
+	w := bufio.NewWriterSize(io.MultiWriter(LimitWriter(ctx, opts.Limiter, f), sum), 1<<20)
+	_, _, err = records(ctx, from, opts.Limiter, func(raw []byte, r turnlog.Record) error {
+		if drop(r) {
+			dropped++
 			return nil
 		}
 		rewrite.Length += turnlog.RecordSize
@@ -328,22 +418,22 @@ func write(ctx context.Context, from, to string, dead map[uint64]bool, h func(St
 		return err
 	})
 	if err != nil {
-		return rewrite, err
+		return rewrite, 0, err
 	}
 	if err := w.Flush(); err != nil {
-		return rewrite, fmt.Errorf("write %s: %w", to, err)
+		return rewrite, 0, fmt.Errorf("write %s: %w", to, err)
 	}
 	if err := hook(h, Written); err != nil {
 		crashed = true
 		f.Close()
-		return rewrite, err
+		return rewrite, 0, err
 	}
 	if err := f.Sync(); err != nil {
-		return rewrite, fmt.Errorf("sync %s: %w", to, err)
+		return rewrite, 0, fmt.Errorf("sync %s: %w", to, err)
 	}
 	if err := f.Close(); err != nil {
-		return rewrite, fmt.Errorf("close %s: %w", to, err)
+		return rewrite, 0, fmt.Errorf("close %s: %w", to, err)
 	}
 	copy(rewrite.BLAKE3[:], sum.Sum(nil))
-	return rewrite, nil
+	return rewrite, dropped, nil
 }
