@@ -45,6 +45,7 @@ func commands() *cli.Command {
 			restoreCommand(),
 			sampleCommand(),
 			contextCommand(),
+			compactCommand(),
 			retentionCommand(),
 			analyticsCommand(),
 		},
