@@ -91,7 +91,7 @@ func (c *compactClient) compact(ctx context.Context, out io.Writer, wait bool, p
 }
 
 // follow polls the compaction until it ends, printing a line whenever its
-// progress changes.
+// progress changes, once it has listed segments.
 func (c *compactClient) follow(ctx context.Context, out io.Writer, run adminhttp.Compaction, poll time.Duration) (adminhttp.Compaction, error) {
 	last := ""
 	tick := time.NewTicker(poll)
@@ -101,7 +101,7 @@ func (c *compactClient) follow(ctx context.Context, out io.Writer, run adminhttp
 			return run, nil
 		}
 		if line := fmt.Sprintf("compaction %s: %d of %d segments, %d bytes reclaimed", run.ID, run.SegmentsDone, run.SegmentsTotal,
-			run.BytesReclaimed); line != last {
+			run.BytesReclaimed); line != last && run.SegmentsTotal > 0 {
 			fmt.Fprintln(out, line)
 			last = line
 		}

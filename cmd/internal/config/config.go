@@ -171,7 +171,7 @@ func settings(c *Config) []setting {
 		{flag: "erase-within", env: "CARDBOX_ERASE_WITHIN", bind: dur(&c.EraseWithin, 24*time.Hour), rule: Positive,
 			meaning: "bound on how long a deleted context's or tenant's bytes stay in the files: a segment holding bytes deleted half of it ago is compacted whatever its dead share (the active segment is closed early for it)"},
 		{flag: "compaction-rate", env: "CARDBOX_COMPACTION_RATE", bind: i64(&c.CompactionRate, 32<<20), rule: Positive,
-			meaning: "bytes per second compactions read and write together, so that they leave the disk to requests: 32 MiB/s rewrites a full 256 MiB segment in about 16 s"},
+			meaning: "bytes per second compactions read and write together, so that they leave the disk to requests: a full 256 MiB segment is read twice and its live records written, 16 to 24 s at 32 MiB/s (see [docs/operations.md](docs/operations.md#compacting-the-turn-log))"},
 		{flag: "mode", env: "CARDBOX_MODE", bind: str(&c.Mode, ModeDev), rule: OneOf(ModeDev, ModeHosted),
 			meaning: "dev (no keys, the default tenant, loopback only) or hosted (an API key on every surface; see [docs/security.md](docs/security.md))"},
 		{flag: "allow-public-dev", env: "CARDBOX_ALLOW_PUBLIC_DEV", bind: boolean(&c.AllowPublicDev, false),
