@@ -184,12 +184,18 @@ func (c *compactions) turnStream() compactionStream {
 	}
 }
 
+// sealWait bounds how long an operator's compaction waits for the seal
+// of the segments it compacts.
+const sealWait = time.Minute
+
 // waitSealed waits until every closed segment of the turn log holding
 // dead bytes is sealed (the sealer does it once their records are
-// committed, at once in the usual case).
+// committed, at once in the usual case), at most sealWait.
 func (c *compactions) waitSealed(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	deadline := time.NewTimer(sealWait)
+	defer deadline.Stop()
 	for {
 		pending := false
 		for _, s := range c.engine.DeadTurnSegments() {
@@ -201,6 +207,9 @@ func (c *compactions) waitSealed(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("wait for the segment closed early to be sealed: %w", ctx.Err())
+		case <-deadline.C:
+			return fmt.Errorf("closed segments holding dead bytes were not sealed within %v: "+
+				"is Postgres answering? (the log has the sealer's warnings)", sealWait)
 		case <-tick.C:
 		}
 	}

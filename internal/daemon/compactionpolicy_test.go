@@ -53,3 +53,14 @@ func TestCompactionAsked(t *testing.T) {
 		t.Errorf("asked: %v, %v", roll, starts)
 	}
 }
+
+// The limiter every compaction shares is --compaction-rate bytes a
+// second, a compaction's buffer at a time.
+func TestCompactionLimiter(t *testing.T) {
+	for _, r := range []int64{1, 32 << 20, 1 << 40} {
+		lim := newCompactionLimiter(r)
+		if float64(lim.Limit()) != float64(r) || lim.Burst() != compactionBurst {
+			t.Errorf("rate %d: limit %v, burst %d", r, lim.Limit(), lim.Burst())
+		}
+	}
+}
