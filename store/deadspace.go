@@ -130,12 +130,17 @@ func (e *Engine) noteDead(ids []uint64, at time.Time) {
 	}
 }
 
-// noteDeadTenant counts the records of a tenant deleted now: its turns
-// in the turn table (those not dead already, counted when buried).
+// noteDeadTenant counts the records of a tenant deleted now: every turn
+// of it in the turn table. Its dead turns are among them: those settled
+// but not buried yet never will be (the reaper skips a deleted tenant),
+// and those buried since the start, counted then, are counted twice. So
+// a segment may be counted more dead bytes than it holds (a compaction
+// that finds fewer to drop clears what is left), never fewer: the
+// erasure bound holds.
 func (e *Engine) noteDeadTenant(tenant uint32) {
 	var ids []uint64
 	for id, last := uint64(1), e.index.Turns.Visible(); id <= last; id++ {
-		if m, ok := e.index.Turns.Get(id); ok && m.Tenant == tenant && !e.index.Dead.Has(id) {
+		if m, ok := e.index.Turns.Get(id); ok && m.Tenant == tenant {
 			ids = append(ids, id)
 		}
 	}
