@@ -20,6 +20,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
+	"github.com/cardboxhq/cardbox/store/compact"
 	"github.com/cardboxhq/cardbox/store/salvage"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
@@ -81,10 +82,22 @@ func TestAutomaticCompaction(t *testing.T) {
 	clock := &testClock{at: time.Now()}
 	tick := make(chan time.Time)
 	var dir string
+	// The first rewrite waits for the test at gate.
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
 	d := daemontest.New(t, func(c *daemon.Config) {
 		c.Mode, c.SegmentSize, dir = daemon.ModeHosted, 8*turnlog.RecordSize, c.DataDir
 		c.CompactionThreshold, c.EraseWithin = 0.5, 24*time.Hour
 		c.Test.Now, c.Test.CompactionTick = clock.Now, tick
+		c.Test.CompactionHook = func(s compact.Step) error {
+			if s == compact.Written {
+				select {
+				case held <- struct{}{}:
+					<-gate
+				default:
+				}
+			}
+			return nil
+		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
 	defer cancel()
@@ -191,6 +204,18 @@ func TestAutomaticCompaction(t *testing.T) {
 	// the next check, once sealed.
 	clock.Set(time.Now().Add(12*time.Hour + time.Minute))
 	check()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		close(gate)
+		t.Fatal("no automatic compaction began")
+	}
+	// An operator asking meanwhile gets the automatic one running.
+	status, running := adminDo(ctx, t, d, opSecret, http.MethodPost, "/admin/compactions")
+	close(gate)
+	if status != http.StatusAccepted || running.Trigger != adminhttp.CompactionAutomatic || running.State != adminhttp.CompactionRunning {
+		t.Errorf("POST /admin/compactions while an automatic one runs: %d %+v; want 202 and the automatic one", status, running)
+	}
 	first := waitRun("")
 	if first.BytesReclaimed != 10*turnlog.RecordSize || first.SegmentsTotal != 5 {
 		t.Errorf("the first automatic compaction: %+v; want b's 10 records of the 5 sealed segments", first)
