@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"slices"
 
 	"time"
 
@@ -148,16 +150,32 @@ func (e *Engine) noteDeadTenant(tenant uint32) {
 }
 
 // recoveryTimes are the deletion times recovery reads with the dead
-// turns and deleted tenants (unix seconds).
+// turns and deleted tenants (unix seconds). The dead turns' are a slice
+// sorted by turn id, not a map: there may be millions, each held for the
+// start only.
 type recoveryTimes struct {
-	died    map[uint64]int64
+	died    []deathTime
 	deleted map[uint32]int64
 }
 
+type deathTime struct {
+	id uint64
+	at int64
+}
+
+func (r *recoveryTimes) sort() {
+	slices.SortFunc(r.died, func(a, b deathTime) int { return cmp.Compare(a.id, b.id) })
+}
+
 // diedAt is when a record recovery skips died: its turn's burial, or its
-// tenant's deletion, whichever came first.
+// tenant's deletion, whichever came first; the zero time when neither is
+// known, which makes it overdue at once.
 func (r *recoveryTimes) diedAt(rec turnlog.Record) time.Time {
-	at, ok := r.died[rec.TurnID]
+	var at int64
+	i, ok := slices.BinarySearchFunc(r.died, rec.TurnID, func(d deathTime, id uint64) int { return cmp.Compare(d.id, id) })
+	if ok {
+		at = r.died[i].at
+	}
 	if t, gone := r.deleted[rec.Tenant]; gone && (!ok || t < at) {
 		at, ok = t, true
 	}

@@ -114,7 +114,7 @@ func (e *Engine) recover(ctx context.Context) error {
 // past its committed end, so one may do so while the other fails.
 func (e *Engine) openFiles(ctx context.Context, state storedb.GetTurnLogStateRow) (maxTurn uint64, err error) {
 	var blobErr error
-	e.recovering = &recoveryTimes{died: map[uint64]int64{}, deleted: map[uint32]int64{}}
+	e.recovering = &recoveryTimes{deleted: map[uint32]int64{}}
 	defer func() { e.recovering = nil }()
 	var wg sync.WaitGroup
 	wg.Go(func() { blobErr = e.openBlobs(ctx, state) })
