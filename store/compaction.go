@@ -65,6 +65,14 @@ func (e *Engine) CompactTurnsReporting(ctx context.Context, progress func(done, 
 			starts = append(starts, seg.ID.Start)
 		}
 	}
+	return e.CompactTurnSegmentsReporting(ctx, starts, progress)
+}
+
+// CompactTurnSegmentsReporting compacts the sealed segments of the turn
+// log at starts, one after another, telling progress as
+// CompactTurnsReporting does.
+func (e *Engine) CompactTurnSegmentsReporting(ctx context.Context, starts []int64,
+	progress func(done, total int, res compact.Result)) ([]compact.Result, error) {
 	if progress != nil {
 		progress(0, len(starts), compact.Result{})
 	}

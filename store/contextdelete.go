@@ -66,11 +66,10 @@ func (e *Engine) loadDeadTurns(ctx context.Context) error {
 	if err != nil {
 		return fault.Wrap(fault.Unavailable, err, "load dead turns")
 	}
-	e.recovering.died = make([]deathTime, 0, len(rows))
 	for _, r := range rows {
 		e.index.Dead.Add(uint64(r.TurnID))
-		e.recovering.died = append(e.recovering.died, deathTime{id: uint64(r.TurnID), at: r.DiedAt.Unix()})
+		e.deaths.Turn(uint64(r.TurnID), r.DiedAt)
 	}
-	e.recovering.sort()
+	e.deaths.Sorted()
 	return nil
 }

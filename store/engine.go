@@ -167,12 +167,11 @@ type Engine struct {
 	compactMu sync.Mutex
 	closed    atomic.Bool
 	// deadTurns counts the dead bytes of the turn log's segments (see
-	// deadspace.go); turnFirsts caches each segment's first turn id.
-	deadTurns  *deadspace.Tracker
-	turnFirsts deadspace.Firsts
-	// recovering holds, during recovery only, when the dead turns died
-	// and when the deleted tenants were deleted.
-	recovering *recoveryTimes
+	// deadspace.go).
+	deadTurns *deadspace.Tracker
+	// deaths holds, during recovery only, when the dead turns died and
+	// when the deleted tenants were deleted.
+	deaths *deadspace.Deaths
 
 	closeOnce sync.Once
 	closeErr  error

@@ -114,8 +114,8 @@ func (e *Engine) recover(ctx context.Context) error {
 // past its committed end, so one may do so while the other fails.
 func (e *Engine) openFiles(ctx context.Context, state storedb.GetTurnLogStateRow) (maxTurn uint64, err error) {
 	var blobErr error
-	e.recovering = &recoveryTimes{deleted: map[uint32]int64{}}
-	defer func() { e.recovering = nil }()
+	e.deaths = &deadspace.Deaths{}
+	defer func() { e.deaths = nil }()
 	var wg sync.WaitGroup
 	wg.Go(func() { blobErr = e.openBlobs(ctx, state) })
 	logErr := e.loadTenants(ctx)
@@ -263,7 +263,7 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 		maxTurn = max(maxTurn, r.TurnID) // a deleted tenant's ids are not handed out again
 		if e.gate.Gone(r.Tenant) || e.index.Dead.Has(r.TurnID) {
 			deleted++
-			skipped.Note(off, turnlog.RecordSize, e.recovering.diedAt(r))
+			skipped.Note(off, turnlog.RecordSize, e.deaths.At(r.TurnID, r.Tenant))
 			return nil
 		}
 		e.index.Turns.Set(r.TurnID, memindex.TurnMeta{
@@ -314,7 +314,7 @@ func (e *Engine) loadTenants(ctx context.Context) error {
 	for _, r := range rows {
 		if r.Deleted {
 			deleted = append(deleted, uint32(r.TenantNo))
-			e.recovering.deleted[uint32(r.TenantNo)] = r.DeletedAt.Time.Unix()
+			e.deaths.Tenant(uint32(r.TenantNo), r.DeletedAt.Time)
 			continue
 		}
 		e.tenants.add(ident.Tenant{ID: r.TenantID, No: uint32(r.TenantNo)})

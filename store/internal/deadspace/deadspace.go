@@ -7,9 +7,12 @@
 package deadspace
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cardboxhq/cardbox/store/segment"
 )
 
 // Segment is what the tracker knows of one segment.
@@ -27,6 +30,8 @@ type Segment struct {
 type Tracker struct {
 	mu   sync.Mutex
 	segs map[int64]*Segment
+	// firsts are the segments' first items, for AddItems.
+	firsts Firsts
 }
 
 // New returns an empty tracker.
@@ -82,18 +87,8 @@ func (t *Tracker) Segments() []Segment {
 	for _, s := range t.segs {
 		out = append(out, *s)
 	}
-	slices.SortFunc(out, func(a, b Segment) int { return cmpInt(a.Start, b.Start) })
+	slices.SortFunc(out, func(a, b Segment) int { return cmp.Compare(a.Start, b.Start) })
 	return out
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Ranges collects the offsets of records, in increasing order, as runs
@@ -200,4 +195,110 @@ func (f *Firsts) Of(starts []int64, read func(start int64) (uint64, bool)) []uin
 		out[i] = id
 	}
 	return out
+}
+
+// AddItems counts records of size bytes each, of items (turn ids) that
+// died at at, each in the segment holding it: segs are the stream's
+// segments, first reads a segment's first item (Firsts.Of).
+func (t *Tracker) AddItems(items []uint64, size int64, segs []segment.Info, first func(start int64) (uint64, bool), at time.Time) {
+	if len(items) == 0 {
+		return
+	}
+	starts := make([]int64, len(segs))
+	for i, s := range segs {
+		starts[i] = s.ID.Start
+	}
+	for start, n := range Partition(items, starts, t.firsts.Of(starts, first)) {
+		t.Add(start, n*size, at)
+	}
+}
+
+// View is a segment holding dead bytes as the store shows it.
+type View struct {
+	Start  int64 // the segment's first logical offset, its name
+	Length int64 // its bytes (the active one's: when last opened or cut)
+	// Dead is the bytes of dead records in it.
+	Dead int64
+	// Since is when the oldest of them died.
+	Since time.Time
+	// Active: the segment appends write to, which no compaction
+	// rewrites before it is rolled over. Sealed: closed and sealed, so a
+	// compaction may rewrite it.
+	Active, Sealed bool
+}
+
+// View returns the segments holding dead bytes among segs, the stream's
+// segments (the last the active one), by start; sealed says whether a
+// closed segment is sealed.
+func (t *Tracker) View(segs []segment.Info, sealed func(start int64) bool) []View {
+	if len(segs) == 0 {
+		return nil
+	}
+	length := make(map[int64]int64, len(segs))
+	for _, s := range segs {
+		length[s.ID.Start] = s.Length
+	}
+	active := segs[len(segs)-1].ID.Start
+	var out []View
+	for _, d := range t.Segments() {
+		n, ok := length[d.Start]
+		if !ok {
+			continue // cut away by a truncation
+		}
+		out = append(out, View{
+			Start: d.Start, Length: n, Dead: d.Dead, Since: d.Since,
+			Active: d.Start == active, Sealed: d.Start != active && sealed(d.Start),
+		})
+	}
+	return out
+}
+
+// Deaths are the deletion times recovery reads with the dead turns and
+// the deleted tenants, for the records it skips. The dead turns' are a
+// slice sorted by turn id, not a map: there may be millions, each held
+// for the start only.
+type Deaths struct {
+	died    []death
+	deleted map[uint32]int64
+}
+
+type death struct {
+	id uint64
+	at int64 // unix seconds
+}
+
+// Turn notes that turn id died at at; call Sorted once every turn is.
+func (d *Deaths) Turn(id uint64, at time.Time) {
+	d.died = append(d.died, death{id: id, at: at.Unix()})
+}
+
+// Sorted makes the turns' times ready for At.
+func (d *Deaths) Sorted() {
+	slices.SortFunc(d.died, func(a, b death) int { return cmp.Compare(a.id, b.id) })
+}
+
+// Tenant notes that tenant number no was deleted at at.
+func (d *Deaths) Tenant(no uint32, at time.Time) {
+	if d.deleted == nil {
+		d.deleted = map[uint32]int64{}
+	}
+	d.deleted[no] = at.Unix()
+}
+
+// At is when the record of turn id of tenant no died: its turn's burial
+// or its tenant's deletion, whichever came first; the zero time when
+// neither is known, which makes it overdue at once.
+func (d *Deaths) At(id uint64, tenant uint32) time.Time {
+	var at int64
+	i, ok := slices.BinarySearchFunc(d.died, id, func(x death, id uint64) int { return cmp.Compare(x.id, id) })
+	if ok {
+		at = d.died[i].at
+	}
+	if t, gone := d.deleted[tenant]; gone && (!ok || t < at) {
+		at, ok = t, true
+	}
+	if !ok {
+		return time.Time{}
+	}
+	return time.Unix(at, 0)
 }
