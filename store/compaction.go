@@ -13,8 +13,8 @@ import (
 )
 
 // CompactTurnSegment rewrites the sealed turn-log segment that starts at
-// start without the records of dead turns and deleted tenants, and swaps the rewrite in
-// (package compact; docs/storage.md, Compaction). A segment without dead
+// start without the records of dead turns and deleted tenants, and swaps
+// the rewrite in (package compact; docs/storage.md, Compaction). A segment without dead
 // turns is left as it is. Appends and reads go on meanwhile; compactions
 // run one at a time, and Close waits for a running one.
 func (e *Engine) CompactTurnSegment(ctx context.Context, start int64) (compact.Result, error) {
@@ -59,13 +59,7 @@ func (e *Engine) CompactTurns(ctx context.Context) ([]compact.Result, error) {
 // so it must not block for long: appends go on, but the next segment
 // waits.
 func (e *Engine) CompactTurnsReporting(ctx context.Context, progress func(done, total int, res compact.Result)) ([]compact.Result, error) {
-	var starts []int64
-	for _, seg := range e.turns.Closed() {
-		if e.sealer.IsSealed(sealer.Turns, seg.ID.Start) {
-			starts = append(starts, seg.ID.Start)
-		}
-	}
-	return e.CompactTurnSegmentsReporting(ctx, starts, progress)
+	return e.CompactTurnSegmentsReporting(ctx, e.sealedStarts(sealer.Turns, e.turns.Closed()), progress)
 }
 
 // CompactTurnSegmentsReporting compacts the sealed segments of the turn
@@ -73,36 +67,14 @@ func (e *Engine) CompactTurnsReporting(ctx context.Context, progress func(done, 
 // CompactTurnsReporting does.
 func (e *Engine) CompactTurnSegmentsReporting(ctx context.Context, starts []int64,
 	progress func(done, total int, res compact.Result)) ([]compact.Result, error) {
-	if progress != nil {
-		progress(0, len(starts), compact.Result{})
-	}
-	out := make([]compact.Result, 0, len(starts))
-	for _, start := range starts {
-		res, err := e.CompactTurnSegment(ctx, start)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, res)
-		if progress != nil {
-			progress(len(out), len(starts), res)
-		}
-	}
-	return out, nil
+	return compactEach(ctx, starts, e.CompactTurnSegment, progress)
 }
 
 // turnCompaction is the engine as package compact sees it.
 type turnCompaction struct{ e *Engine }
 
 func (c turnCompaction) Sealed(ctx context.Context, start int64) (compact.Sealed, error) {
-	row, err := c.e.as(pgrole.Recovery, "").GetSealedSegment(ctx, storedb.GetSealedSegmentParams{
-		StoreID: c.e.storeID, Stream: sealer.Turns, StartOffset: start,
-	})
-	if err != nil {
-		return compact.Sealed{}, fmt.Errorf("read the seal of the turn log segment at %d: %w", start, err)
-	}
-	s := compact.Sealed{ID: segment.ID{Start: start, Gen: uint32(row.Generation)}, Length: row.Length}
-	copy(s.BLAKE3[:], row.Blake3)
-	return s, nil
+	return sealedSegment(ctx, c.e, sealer.Turns, start)
 }
 
 func (c turnCompaction) Dead(ctx context.Context, turnIDs []uint64) (map[uint64]bool, error) {
@@ -136,7 +108,7 @@ func (c turnCompaction) Swap(ctx context.Context, old segment.ID, rewrite compac
 	return nil
 }
 
-func (c turnCompaction) Install(rewrite segment.ID) (segment.Info, error) {
+func (c turnCompaction) Install(_ context.Context, rewrite segment.ID) (segment.Info, error) {
 	old, err := c.e.turns.ReplaceSegment(rewrite)
 	if err != nil {
 		return old, err

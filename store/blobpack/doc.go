@@ -16,7 +16,10 @@
 //
 // blobs.pack is a sequence of records, kept in segments (package segment,
 // Options.SegmentSize): blobs.pack holds the first, and offsets are
-// positions in the whole stream. Each record is
+// positions in the whole stream. A compaction's rewrite of a segment
+// (see compact.go) holds its live records at the start of the segment's
+// range; the rest of the range is a gap, which every reader of the
+// stream skips. Each record is
 //
 //	magic:u32 "CBBP" | version:u8 (1) | codec:u8 (0 raw, 1 zstd) | reserved:u16 (0)
 //	| owner:u32 | raw_len:u32 | stored_len:u32 | hash:[32]     (52-byte header)

@@ -153,3 +153,35 @@ func (x *index) resize(size int) {
 		x.table[pos] = hv>>32<<32 | uint64(i+1)
 	}
 }
+
+// remove takes h's entry out of the index, if there, and reports whether
+// it was: a compaction dropped its blob's record. The last entry moves
+// into its place, so that entries stay dense, and the slots after its
+// position shift back (linear probing without tombstones).
+func (x *index) remove(h *Hash) bool {
+	pos, found := x.find(h, x.hash(h))
+	if !found {
+		return false
+	}
+	i := uint32(x.table[pos]) - 1
+	x.table[pos] = 0
+	for j := (pos + 1) & x.mask; x.table[j] != 0; j = (j + 1) & x.mask {
+		home := x.hash(&x.at(uint32(x.table[j])-1).hash) & x.mask
+		// The entry at j may move back to pos if pos lies on its probe
+		// path: between its home and j.
+		if (j-pos)&x.mask <= (j-home)&x.mask {
+			x.table[pos], x.table[j] = x.table[j], 0
+			pos = j
+		}
+	}
+	last := uint32(x.n - 1)
+	if i != last {
+		moved := x.at(last)
+		lpos, _ := x.find(&moved.hash, x.hash(&moved.hash))
+		*x.at(i) = *moved
+		x.table[lpos] = x.table[lpos]>>32<<32 | uint64(i+1)
+	}
+	*x.at(last) = slot{}
+	x.n--
+	return true
+}

@@ -74,3 +74,66 @@ func heapAlloc() int64 {
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
 }
+
+// Removing entries keeps every other one findable, under collisions (a
+// small table, many entries) and in every order.
+func TestIndexRemove(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		n     int
+		every int // remove entries i with i%every == 0
+	}{
+		{"few", 10, 2},
+		{"half", 5000, 2},
+		{"most", 5000, 1},
+		{"some", 5000, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newIndex(0)
+			for i := range uint64(tc.n) {
+				e := testEntry(i)
+				x.insert(&e)
+			}
+			removed := 0
+			for i := range uint64(tc.n) {
+				if int(i)%tc.every != 0 {
+					continue
+				}
+				e := testEntry(i)
+				if !x.remove(&e.Hash) {
+					t.Fatalf("remove %d: not found", i)
+				}
+				if x.remove(&e.Hash) {
+					t.Fatalf("remove %d twice: found", i)
+				}
+				removed++
+			}
+			if x.len() != tc.n-removed {
+				t.Fatalf("len %d, want %d", x.len(), tc.n-removed)
+			}
+			for i := range uint64(tc.n) {
+				want := testEntry(i)
+				got, ok := x.lookup(&want.Hash)
+				if int(i)%tc.every == 0 {
+					if ok {
+						t.Fatalf("removed %d still found", i)
+					}
+					continue
+				}
+				if !ok || got != want {
+					t.Fatalf("lookup %d = %+v, %v; want %+v", i, got, ok, want)
+				}
+			}
+			// Removed hashes go back in.
+			for i := range uint64(tc.n) {
+				e := testEntry(i)
+				if int(i)%tc.every == 0 && !x.insert(&e) {
+					t.Fatalf("insert %d again: reported present", i)
+				}
+			}
+			if x.len() != tc.n {
+				t.Fatalf("len %d after inserting again, want %d", x.len(), tc.n)
+			}
+		})
+	}
+}

@@ -136,6 +136,8 @@ type Pack struct {
 	idxErr     error            // first blobs.idx write error; the index is no longer appended
 	holes      []Hole           // damaged regions found by Open, then records found damaged when read
 	holeByHash map[Hash]int     // holes whose blob is known and not stored again
+	watch      *watch           // the segment a compaction rewrites, if one runs
+	condemned  map[Hash]int64   // blobs a compaction drops, by the offset of the record it drops
 
 	wmu      sync.Mutex // serializes Put and Close; guards the fields below
 	wbuf     []byte
@@ -187,6 +189,11 @@ func (p *Pack) openFiles() error {
 	if err != nil {
 		return fmt.Errorf("blobpack: open: %w", err)
 	}
+	// A copy of blobs.idx a compaction did not finish: blobs.idx is whole.
+	if err := os.Remove(filepath.Join(p.dir, compactedIndexFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		p.closeFiles()
+		return fmt.Errorf("blobpack: open: %w", err)
+	}
 	if p.idx, createdIdx, err = openOrCreate(filepath.Join(p.dir, IndexFile)); err != nil {
 		p.closeFiles()
 		return err
@@ -236,6 +243,9 @@ func Layout(dir string) segment.Layout { return segment.Layout{Dir: dir, Base: P
 // package segment).
 func (p *Pack) Segments() []segment.Info { return p.pack.Segments() }
 
+// Span describes the segment holding offset off (segment.Set.Span).
+func (p *Pack) Span(off int64) (id segment.ID, end, next int64, ok bool) { return p.pack.Span(off) }
+
 // Closed describes the pack's closed segments: every one but the last.
 func (p *Pack) Closed() []segment.Info { return p.pack.Closed() }
 
@@ -263,8 +273,11 @@ func (p *Pack) Lookup(h Hash) (Entry, bool) {
 // lookupLocked is Lookup; the caller holds mu.
 func (p *Pack) lookupLocked(h *Hash) (Entry, bool) {
 	e, ok := p.index.lookup(h)
-	if !ok || p.hiddenLocked(&e) {
+	if !ok || p.hiddenLocked(&e) || p.condemnedLocked(&e) {
 		return Entry{}, false
+	}
+	if p.watch != nil {
+		p.watch.hit(&e)
 	}
 	return e, true
 }
@@ -294,11 +307,27 @@ func (p *Pack) Read(h Hash) ([]byte, error) {
 			return bytes.Clone(data), nil
 		}
 	}
-	e, ok := p.Lookup(h)
-	if !ok {
-		return nil, p.notFound(h)
+	return p.readCurrent(h)
+}
+
+// readCurrent reads the blob with hash h where the index puts it. A
+// compaction may move its record between the lookup and the read (the
+// read then fails its checks, or finds the old file closed): the blob is
+// read again where the index puts it now.
+func (p *Pack) readCurrent(h Hash) ([]byte, error) {
+	for try := 0; ; try++ {
+		e, ok := p.Lookup(h)
+		if !ok {
+			return nil, p.notFound(h)
+		}
+		data, err := p.ReadEntry(e)
+		if err == nil || try == 3 {
+			return data, err
+		}
+		if now, ok := p.Lookup(h); !ok || now == e {
+			return data, err
+		}
 	}
-	return p.ReadEntry(e)
 }
 
 // View returns the uncompressed bytes of the blob with hash h, like Read,
@@ -315,11 +344,7 @@ func (p *Pack) View(h Hash) ([]byte, error) {
 			return data, nil
 		}
 	}
-	e, ok := p.Lookup(h)
-	if !ok {
-		return nil, p.notFound(h)
-	}
-	data, err := p.ReadEntry(e)
+	data, err := p.readCurrent(h)
 	if err != nil {
 		return nil, err
 	}

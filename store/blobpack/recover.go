@@ -69,7 +69,7 @@ func fileSize(f *os.File) (int64, error) {
 // from a crash or a lying disk would be.
 func (p *Pack) loadIndex(idxSize, packSize int64) (n int, end int64, err error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(p.idx, 0, idxSize), scanBufSize)
-	hr := &headerReader{f: p.pack, size: packSize}
+	hr := &headerReader{f: p.pack, size: packSize, limit: p.pack.Limit}
 	var tail []Entry // valid entries not yet inserted, the last ones read
 	var b [idxEntrySize]byte
 	for {
@@ -80,14 +80,19 @@ func (p *Pack) loadIndex(idxSize, packSize int64) (n int, end int64, err error) 
 			break
 		}
 		e, ok := decodeIndexEntry(b[:])
-		if !ok || e.Offset != end || e.end() > packSize {
+		end = p.pack.SkipGap(end) // a rewritten segment's records end before the next segment
+		if !ok || e.Offset != end || e.end() > p.pack.Limit(e.Offset, packSize) {
 			break
 		}
 		if ok, err := hr.matches(&e); err != nil {
 			return 0, 0, err
 		} else if !ok {
-			if e.end() > p.opts.MinValidSize {
-				break // past the committed end: a stale entry or a torn write
+			if e.end() > p.opts.MinValidSize || p.rewritten(e.Offset) {
+				// Past the committed end: a stale entry or a torn write.
+				// In a compaction's rewrite: blobs.idx describes the
+				// generation before (the process stopped before it
+				// rewrote blobs.idx); the scan reads the rewrite.
+				break
 			}
 			p.addHole(e.Offset, e.end(), &e, "record header does not match its blobs.idx entry")
 			n++
@@ -163,11 +168,19 @@ func (p *Pack) insert(e *Entry) {
 	p.ownerBytes[e.Owner] += int64(e.RawLen)
 }
 
+// rewritten reports whether the segment holding off is a compaction's
+// rewrite.
+func (p *Pack) rewritten(off int64) bool {
+	id, _, _, ok := p.pack.Span(off)
+	return ok && id.Gen > 0
+}
+
 // headerReader reads record headers at increasing offsets through a
 // window, so that small records cost far less than one pread each.
 type headerReader struct {
 	f     io.ReaderAt
 	size  int64
+	limit func(off, size int64) int64 // where the bytes readable from off end (segment.Set.Limit)
 	buf   []byte
 	start int64 // buf holds the pack's bytes [start, start+len(buf))
 }
@@ -191,7 +204,7 @@ func (h *headerReader) fill(off int64) error {
 	if h.buf == nil {
 		h.buf = make([]byte, headerWindow)
 	}
-	h.buf = h.buf[:min(int64(cap(h.buf)), h.size-off)]
+	h.buf = h.buf[:min(int64(cap(h.buf)), h.limit(off, h.size)-off)]
 	h.start = off
 	if _, err := h.f.ReadAt(h.buf, off); err != nil {
 		return fmt.Errorf("blobpack: open: read %s at %d: %w", PackFile, off, err)
@@ -201,22 +214,30 @@ func (h *headerReader) fill(off int64) error {
 
 // scan verifies the records of blobs.pack from offset from to size, adds
 // them to the index and to blobs.idx, and returns where the last valid
-// record ends.
+// record ends. It reads segment by segment, skipping the gap after a
+// rewritten one.
 func (p *Pack) scan(from, size int64) (int64, error) {
-	r := bufio.NewReaderSize(io.NewSectionReader(p.pack, from, size-from), scanBufSize)
 	var rec []byte
 	var pending []Entry
-	off := from
+	off := p.pack.SkipGap(from)
+	limit := p.pack.Limit(off, size)
+	r := bufio.NewReaderSize(io.NewSectionReader(p.pack, off, limit-off), scanBufSize)
 	for off < size {
-		e, err := readRecord(r, off, size, &rec)
+		if off >= limit { // the end of a closed segment's bytes
+			off = p.pack.SkipGap(off)
+			limit = p.pack.Limit(off, size)
+			r.Reset(io.NewSectionReader(p.pack, off, limit-off))
+			continue
+		}
+		e, err := readRecord(r, off, limit, &rec)
 		if errors.Is(err, ErrCorrupt) {
-			next, found, err := p.skipDamage(off, size)
+			next, found, err := p.skipDamage(off, limit, size)
 			if err != nil || !found {
 				off = next
 				break
 			}
 			off = next
-			r.Reset(io.NewSectionReader(p.pack, off, size-off))
+			r.Reset(io.NewSectionReader(p.pack, off, limit-off))
 			continue
 		}
 		if err != nil {
@@ -239,18 +260,24 @@ func (p *Pack) scan(from, size int64) (int64, error) {
 	return off, nil
 }
 
-// skipDamage handles a bad record at off found by the scan. When a valid
-// record follows, the bytes up to it are a hole and the scan goes on from
-// there (found). Otherwise the bad bytes are the tail: below the committed
-// end they are a hole up to it, and the scan ends where cutting may start.
-func (p *Pack) skipDamage(off, size int64) (next int64, found bool, err error) {
-	next, found, err = p.resync(off+1, size)
+// skipDamage handles a bad record at off found by the scan, in a segment
+// whose bytes end at limit. When a valid record follows in the segment,
+// the bytes up to it are a hole and the scan goes on from there (found);
+// when none does but a later segment starts, the rest of the segment is
+// a hole and the scan goes on at its end. Otherwise the bad bytes are the
+// tail: below the committed end they are a hole up to it, and the scan
+// ends where cutting may start.
+func (p *Pack) skipDamage(off, limit, size int64) (next int64, found bool, err error) {
+	next, found, err = p.resync(off+1, limit)
 	switch {
 	case err != nil:
 		return off, false, err
 	case found:
 		p.addHole(off, next, nil, "bad record, found by scanning blobs.pack")
 		return next, true, nil
+	case limit < size:
+		p.addHole(off, limit, nil, "bad record, found by scanning blobs.pack")
+		return limit, true, nil
 	case off < p.opts.MinValidSize && p.opts.MinValidSize <= size:
 		p.addHole(off, p.opts.MinValidSize, nil, "bad record before the committed end, found by scanning blobs.pack")
 		return p.opts.MinValidSize, false, nil

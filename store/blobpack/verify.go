@@ -43,10 +43,18 @@ type verifier struct {
 
 func (v *verifier) run() ([]Defect, error) {
 	var rec []byte
-	off := int64(0)
-	r := bufio.NewReaderSize(io.NewSectionReader(v.p.pack, 0, v.size), scanBufSize)
+	set := v.p.pack
+	off := set.SkipGap(0)
+	limit := set.Limit(off, v.size)
+	r := bufio.NewReaderSize(io.NewSectionReader(set, off, limit-off), scanBufSize)
 	for off < v.size {
-		e, err := readRecord(r, off, v.size, &rec)
+		if off >= limit { // the end of a closed segment's bytes: on at the next
+			off = set.SkipGap(off)
+			limit = set.Limit(off, v.size)
+			r.Reset(io.NewSectionReader(set, off, limit-off))
+			continue
+		}
+		e, err := readRecord(r, off, limit, &rec)
 		if err == nil {
 			err = v.checkContent(&e, rec[headerSize:e.recordSize()-4])
 		}
@@ -57,12 +65,15 @@ func (v *verifier) run() ([]Defect, error) {
 			}
 			off = e.end()
 		case errors.Is(err, ErrCorrupt):
-			next, found, rerr := v.p.resync(off+1, v.size)
+			next, found, rerr := v.p.resync(off+1, limit)
 			if rerr != nil {
 				return v.defects, rerr
 			}
+			if !found && limit < v.size {
+				next, found = limit, true // a later segment follows
+			}
 			if !found {
-				if zero, zerr := v.p.pack.ZeroTail(off, v.size); zerr == nil && zero {
+				if zero, zerr := set.ZeroTail(off, v.size); zerr == nil && zero {
 					return v.defects, nil // the reservation
 				}
 				v.defects = append(v.defects, Defect{off, v.size, err.Error()})
@@ -70,7 +81,7 @@ func (v *verifier) run() ([]Defect, error) {
 			}
 			v.defects = append(v.defects, Defect{off, next, err.Error()})
 			off = next
-			r.Reset(io.NewSectionReader(v.p.pack, off, v.size-off))
+			r.Reset(io.NewSectionReader(set, off, limit-off))
 		default:
 			return v.defects, err
 		}

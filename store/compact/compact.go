@@ -1,5 +1,9 @@
 // Package compact rewrites a sealed segment of the turn log without the
-// records of dead turns and of deleted tenants, and swaps the rewrite in.
+// records of dead turns and of deleted tenants (Turns), or of the blob
+// pack without the records of blobs no tenant claims any more (Pack), and
+// swaps the rewrite in.
+// The steps below are the same for both; what differs is how a stream's
+// records are read and which are dead.
 //
 // # Layout of a rewrite
 //
@@ -8,26 +12,33 @@
 // live records are copied, in order, to the start of the range as the
 // segment's next generation, and the rest of the range becomes a gap
 // that holds nothing (package segment). The live records' offsets change
-// inside the range, but nothing names a turn record by its offset: the
-// turn table is keyed by turn id and rebuilt from the records at every
-// start, and the only offsets of the log Postgres records (the committed
-// ends) lie at or past the end of every sealed segment. So the swap is
-// one UPDATE of the segment's sealed_segments row, and recovery reads a
-// rewritten segment as any other.
+// inside the range, but nothing in Postgres names a record by its
+// offset: the turn table is keyed by turn id and the pack's index by
+// hash, both rebuilt from the files at every start, and the only offsets
+// Postgres records (the committed ends) lie at or past the end of every
+// sealed segment (the pack's holes in the range go in the swap's
+// transaction). So the swap is one UPDATE of the segment's
+// sealed_segments row, and recovery reads a rewritten segment as any
+// other. The running pack points its index, and rewrites blobs.idx, at
+// the new offsets when it installs the rewrite (blobpack.Pack.Install).
 //
 // # Steps and crash assumptions
 //
 //  1. Read the sealed segment, checking every record's CRC and the
 //     file's length and BLAKE3 against its seal: a compaction never
 //     seals damage into a new generation.
-//  2. Ask the store which of its turns are dead (their rows are gone,
-//     listed in dead_turns) and which of its tenants are deleted (their
-//     rows all gone). No record of either: nothing is rewritten.
+//  2. Ask the store which of its records are dead: turns listed in
+//     dead_turns (their rows are gone) or of a deleted tenant; blobs whose first storer is a
+//     deleted tenant and which no tenant claims, less those a put or an
+//     append deduplicated against since the compaction began
+//     (blobpack.Pack.Condemn). None: nothing is rewritten.
 //  3. Write the live records to the next generation's file, created
 //     beside the old one (Step Written).
 //  4. fsync the file and the directory (Step Synced).
 //  5. Swap, in one Postgres transaction, the segment's sealed_segments
-//     row to the rewrite: generation, length, BLAKE3 (Step Swapped).
+//     row to the rewrite: generation, length, BLAKE3 (Step Swapped);
+//     for the pack, the same transaction asks again whether the blobs
+//     dropped are dead and forgets the range's pack_holes.
 //  6. Install the rewrite in the open log; the old file is closed (Step
 //     Installed).
 //  7. Remove the old file and fsync the directory.
@@ -84,7 +95,7 @@ type Store interface {
 	// Install makes the open log read the range from the rewrite, which
 	// Postgres names, and returns the generation it replaced, whose file
 	// is closed and left for the compaction to remove.
-	Install(rewrite segment.ID) (segment.Info, error)
+	Install(ctx context.Context, rewrite segment.ID) (segment.Info, error)
 }
 
 // Step is a point between the steps of a compaction, at which Options.Hook
@@ -125,9 +136,9 @@ type Options struct {
 	// compaction there and is returned, with nothing undone: what a crash
 	// at that point leaves (crash tests).
 	Hook func(Step) error
-	// Limiter, if set, bounds the compaction's I/O: every byte read from
-	// the old generation and written to the rewrite takes a token of it
-	// first (cardboxd --compaction-rate).
+	// Limiter, if set, bounds the compaction's I/O, whatever the stream:
+	// every byte read from the old generation and written to the rewrite
+	// takes a token of it first (cardboxd --compaction-rate).
 	Limiter Limiter
 }
 
@@ -141,7 +152,7 @@ type Limiter interface {
 
 // LimitReader returns r reading through lim (a nil lim: r itself): each
 // Read reads at most a burst, and takes its bytes' tokens before it
-// returns. The blob pack's compaction reads through it too.
+// returns.
 func LimitReader(ctx context.Context, lim Limiter, r io.Reader) io.Reader {
 	if lim == nil {
 		return r
@@ -204,8 +215,8 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 // Result describes a compaction of one segment.
 type Result struct {
 	Old, New segment.ID // New is Old when nothing was rewritten
-	// Records and Dropped count the old generation's records and those
-	// of dead turns and deleted tenants left out of the rewrite.
+	// Records and Dropped count the old generation's records and the
+	// dead ones left out of the rewrite.
 	Records, Dropped int
 	// Before and After are the segment's bytes in the old generation and
 	// in the one Postgres names now.
@@ -218,6 +229,80 @@ func (r Result) Reclaimed() int64 { return r.Before - r.After }
 // Turns compacts seg, a sealed segment of the turn log whose segments
 // layout names, as the package documentation says.
 func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Info, opts Options) (Result, error) {
+	return run[turnRecord, uint64](ctx, turnStore{st}, turnRecords, layout, seg, opts)
+}
+
+// turnRecord is what a turn's compaction knows of a record of the turn
+// log: its turn and its tenant.
+type turnRecord struct {
+	turn   uint64
+	tenant uint32
+}
+
+// turnStore is a Store as run sees it: a record is dead when its turn is
+// or its tenant is deleted.
+type turnStore struct{ Store }
+
+func (s turnStore) Dead(ctx context.Context, recs []turnRecord) (map[uint64]bool, error) {
+	ids := make([]uint64, len(recs))
+	for i, r := range recs {
+		ids[i] = r.turn
+	}
+	dead, err := s.Store.Dead(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	gone := map[uint32]bool{}
+	for _, r := range recs {
+		g, seen := gone[r.tenant]
+		if !seen {
+			g = s.Gone(r.tenant)
+			gone[r.tenant] = g
+		}
+		if g {
+			if dead == nil {
+				dead = map[uint64]bool{}
+			}
+			dead[r.turn] = true
+		}
+	}
+	return dead, nil
+}
+
+// segmentStore is what a compaction needs of the store whose stream it
+// compacts: Store for the turn log, PackStore for the blob pack. R
+// describes a record to Dead, which answers by key K.
+type segmentStore[R any, K comparable] interface {
+	Sealed(ctx context.Context, start int64) (Sealed, error)
+	Dead(ctx context.Context, records []R) (map[K]bool, error)
+	Swap(ctx context.Context, old segment.ID, rewrite Sealed) error
+	Install(ctx context.Context, rewrite segment.ID) (segment.Info, error)
+}
+
+// recordKind reads the records of one stream's segment files.
+type recordKind[R any, K comparable] struct {
+	// records calls fn with each record of the segment file at path,
+	// whose first byte is at offset start, in order, after checking it,
+	// and returns the file's BLAKE3 and length; a bad or partial record
+	// is an error. It reads the file through lim (LimitReader).
+	records func(ctx context.Context, path string, start int64, lim Limiter, fn func(raw []byte, r R) error) (sum [32]byte, length int64, err error)
+	// key is what Dead answers by.
+	key func(R) K
+}
+
+var turnRecords = recordKind[turnRecord, uint64]{
+	records: func(ctx context.Context, path string, _ int64, lim Limiter, fn func(raw []byte, r turnRecord) error) ([32]byte, int64, error) {
+		return records(ctx, path, lim, func(raw []byte, r turnlog.Record) error {
+			return fn(raw, turnRecord{turn: r.TurnID, tenant: r.Tenant})
+		})
+	},
+	key: func(r turnRecord) uint64 { return r.turn },
+}
+
+// run compacts seg, a sealed segment of the stream whose segments layout
+// names: the steps of the package documentation, the same for every
+// stream.
+func run[R any, K comparable](ctx context.Context, st segmentStore[R, K], kind recordKind[R, K], layout segment.Layout, seg segment.Info, opts Options) (Result, error) {
 	res := Result{Old: seg.ID, New: seg.ID, Before: seg.Length, After: seg.Length}
 	sealed, err := st.Sealed(ctx, seg.ID.Start)
 	if err != nil {
@@ -230,7 +315,7 @@ func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Inf
 		// An earlier compaction's swap committed without its process
 		// learning it: finish it.
 		res.New, res.After = next, sealed.Length
-		return res, finish(st, layout, next)
+		return res, finishHooked(ctx, st, layout, next, nil)
 	default:
 		return res, fmt.Errorf("compact %s: sealed_segments names generation %d", seg.Path, sealed.ID.Gen)
 	}
@@ -243,27 +328,20 @@ func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Inf
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
 
-	ids, tenants, err := turnIDs(ctx, seg.Path, sealed, opts.Limiter)
+	recs, err := readChecked(ctx, kind, seg, sealed, opts.Limiter)
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
-	res.Records = len(ids)
-	dead, err := st.Dead(ctx, ids)
+	res.Records = len(recs)
+	dead, err := st.Dead(ctx, recs)
 	if err != nil {
-		return res, fmt.Errorf("compact %s: dead turns: %w", seg.Path, err)
+		return res, fmt.Errorf("compact %s: dead records: %w", seg.Path, err)
 	}
-	gone := map[uint32]bool{}
-	for t := range tenants {
-		if st.Gone(t) {
-			gone[t] = true
-		}
-	}
-	if len(dead) == 0 && len(gone) == 0 {
+	if len(dead) == 0 {
 		return res, nil
 	}
-	drop := func(r turnlog.Record) bool { return dead[r.TurnID] || gone[r.Tenant] }
 
-	rewrite, dropped, err := write(ctx, seg.Path, layout.Path(next), drop, opts)
+	rewrite, dropped, err := write(ctx, kind, seg, layout.Path(next), dead, opts)
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
@@ -283,17 +361,13 @@ func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Inf
 	if err := hook(opts.Hook, Swapped); err != nil {
 		return res, err
 	}
-	return res, finishHooked(st, layout, next, opts.Hook)
-}
-
-func finish(st Store, layout segment.Layout, rewrite segment.ID) error {
-	return finishHooked(st, layout, rewrite, nil)
+	return res, finishHooked(ctx, st, layout, next, opts.Hook)
 }
 
 // finishHooked installs the rewrite Postgres names and removes the
 // generation it replaced.
-func finishHooked(st Store, layout segment.Layout, rewrite segment.ID, h func(Step) error) error {
-	old, err := st.Install(rewrite)
+func finishHooked[R any, K comparable](ctx context.Context, st segmentStore[R, K], layout segment.Layout, rewrite segment.ID, h func(Step) error) error {
+	old, err := st.Install(ctx, rewrite)
 	if err != nil {
 		return fmt.Errorf("compact: install %s: %w", layout.Name(rewrite), err)
 	}
@@ -369,31 +443,29 @@ func records(ctx context.Context, path string, lim Limiter, fn func(raw []byte, 
 	return sum, length, nil
 }
 
-// turnIDs returns the turns and the tenants of the segment file at path,
-// which must be as sealed says.
-func turnIDs(ctx context.Context, path string, sealed Sealed, lim Limiter) ([]uint64, map[uint32]struct{}, error) {
-	ids := make([]uint64, 0, sealed.Length/turnlog.RecordSize)
-	tenants := map[uint32]struct{}{}
-	sum, length, err := records(ctx, path, lim, func(_ []byte, r turnlog.Record) error {
-		ids = append(ids, r.TurnID)
-		tenants[r.Tenant] = struct{}{}
+// readChecked returns the records of seg, whose file must be as sealed
+// says, reading it through lim.
+func readChecked[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg segment.Info, sealed Sealed, lim Limiter) ([]R, error) {
+	var recs []R
+	sum, length, err := kind.records(ctx, seg.Path, seg.ID.Start, lim, func(_ []byte, r R) error {
+		recs = append(recs, r)
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if length != sealed.Length || sum != sealed.BLAKE3 {
-		return nil, nil, fmt.Errorf("%s (%d bytes) does not match its seal (%d bytes, BLAKE3 %x): it was damaged after it was sealed; "+
-			"run cardbox verify", path, length, sealed.Length, sealed.BLAKE3[:8])
+		return nil, fmt.Errorf("%s (%d bytes) does not match its seal (%d bytes, BLAKE3 %x): it was damaged after it was sealed; "+
+			"run cardbox verify", seg.Path, length, sealed.Length, sealed.BLAKE3[:8])
 	}
-	return ids, tenants, nil
+	return recs, nil
 }
 
-// write writes the records of the segment file at from that drop does
-// not refuse to a new file at to, in order, fsyncs it, and returns its
-// length and BLAKE3, and how many records it dropped. Before the swap, a
-// failure removes the new file.
-func write(ctx context.Context, from, to string, drop func(turnlog.Record) bool, opts Options) (rewrite Sealed, dropped int, err error) {
+// write writes the records of seg's file that are not dead to a new
+// file at to, in order, fsyncs it, and returns its length and BLAKE3 and
+// how many records it left out. It reads and writes through
+// opts.Limiter. Before the swap, a failure removes the new file.
+func write[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg segment.Info, to string, dead map[K]bool, opts Options) (rewrite Sealed, dropped int, err error) {
 	h := opts.Hook
 	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -408,12 +480,12 @@ func write(ctx context.Context, from, to string, drop func(turnlog.Record) bool,
 	}()
 	sum := blake3.New()
 	w := bufio.NewWriterSize(io.MultiWriter(LimitWriter(ctx, opts.Limiter, f), sum), 1<<20)
-	_, _, err = records(ctx, from, opts.Limiter, func(raw []byte, r turnlog.Record) error {
-		if drop(r) {
+	_, _, err = kind.records(ctx, seg.Path, seg.ID.Start, opts.Limiter, func(raw []byte, r R) error {
+		if dead[kind.key(r)] {
 			dropped++
 			return nil
 		}
-		rewrite.Length += turnlog.RecordSize
+		rewrite.Length += int64(len(raw))
 		_, err := w.Write(raw)
 		return err
 	})

@@ -539,3 +539,45 @@ func (s *Set) closeFiles() error {
 	}
 	return nil
 }
+
+// Span describes the segment holding logical offset off, for a reader
+// that walks the stream record by record: end is where its bytes end (a
+// closed segment's start plus its length; -1 for the active segment,
+// whose data end is the caller's to know), next the start of the
+// segment after it. For a rewritten segment end may lie before next:
+// the bytes between are its gap, which holds nothing, and a walk goes on
+// at next. ok is false for an offset before the first segment.
+func (s *Set) Span(off int64) (id ID, end, next int64, ok bool) {
+	files := s.list()
+	i := sort.Search(len(files), func(i int) bool { return files[i].id.Start > off })
+	if i == 0 {
+		return ID{}, 0, 0, false
+	}
+	seg := files[i-1]
+	if i == len(files) {
+		return seg.id, -1, -1, true
+	}
+	return seg.id, seg.id.Start + seg.length, files[i].id.Start, true
+}
+
+// SkipGap returns off, or the start of the next segment when off lies in
+// the gap after a rewritten segment (at or past its bytes' end), skipping
+// as many empty rewrites as follow.
+func (s *Set) SkipGap(off int64) int64 {
+	for {
+		_, end, next, ok := s.Span(off)
+		if !ok || end < 0 || off < end {
+			return off
+		}
+		off = next
+	}
+}
+
+// Limit returns where the bytes a reader at off may read in one go end:
+// the end of a closed segment's bytes, or size for the active one.
+func (s *Set) Limit(off, size int64) int64 {
+	if _, end, _, ok := s.Span(off); ok && end >= 0 {
+		return min(end, size)
+	}
+	return size
+}
