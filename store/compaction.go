@@ -30,12 +30,13 @@ func (e *Engine) CompactTurnSegment(ctx context.Context, start int64) (compact.R
 		if !e.sealer.IsSealed(sealer.Turns, start) {
 			return compact.Result{}, fmt.Errorf("compact %s: not sealed yet (its bytes are not all committed)", seg.Path)
 		}
+		e.deadTurns.Begin(start)
 		res, err := compact.Turns(ctx, turnCompaction{e}, turnlog.Layout(TurnLogPath(e.opts.Dir)), seg,
 			compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
+		e.deadTurns.Done(start, res.Reclaimed(), err == nil)
 		if err != nil {
 			return res, err
 		}
-		e.compacted(res)
 		if res.New != res.Old {
 			e.log.Info("turn log segment compacted", "segment", seg.Path, "generation", res.New.Gen,
 				"records", res.Records, "dropped", res.Dropped, "bytes_before", res.Before, "bytes_after", res.After)

@@ -3,7 +3,7 @@ package store
 import (
 	"time"
 
-	"github.com/cardboxhq/cardbox/store/compact"
+	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/internal/deadspace"
 	"github.com/cardboxhq/cardbox/store/internal/sealer"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -16,6 +16,15 @@ import (
 // package deadspace). A turn record's segment is found by its turn id,
 // since turn ids grow with the offsets of their records. Compactions take
 // the counts down.
+//
+// The blob pack's counts are of bytes that may be dead, from the pack's
+// index (each blob's record and first storer): at a tenant's deletion,
+// and at the start, the records of every blob whose first storer is a
+// deleted tenant, since such a blob is dead once no tenant claims it,
+// which only Postgres knows; the compaction of a segment asks it
+// (PackDeadBlobs) and settles the count. A blob claimed still is counted
+// again at each deletion: a compaction that finds nothing to drop, never
+// a dead blob left uncounted.
 
 // DeadSegment is a segment of the turn log holding dead records; Active
 // is the segment appends write to, which no compaction rewrites before
@@ -34,13 +43,43 @@ func (e *Engine) DeadTurnSegments() []DeadSegment {
 // reports whether it closed one.
 func (e *Engine) RolloverTurns() (bool, error) { return e.turns.Rollover() }
 
-// compacted takes a compaction's dropped records off the segment's count.
-func (e *Engine) compacted(res compact.Result) {
-	if res.New == res.Old {
-		e.deadTurns.Clear(res.Old.Start)
+// DeadBlobSegments returns the segments of the blob pack that may hold
+// dead blobs, by start.
+func (e *Engine) DeadBlobSegments() []DeadSegment {
+	return e.deadBlobs.View(e.blobs.Segments(), func(start int64) bool { return e.sealer.IsSealed(sealer.Blobs, start) })
+}
+
+// RolloverBlobs closes the blob pack's active segment early, unless it
+// is empty, as RolloverTurns does the turn log's.
+func (e *Engine) RolloverBlobs() (bool, error) { return e.blobs.Rollover() }
+
+// NoteDeadBlobs counts the records of blobs that may have died now (a
+// tenant's claims to them released), for the erasure bound: the
+// compaction of their segments asks Postgres which are dead.
+func (e *Engine) NoteDeadBlobs(hashes []blobpack.Hash) {
+	e.noteBlobExtents(e.blobs.ExtentsOf(hashes), func(uint32) time.Time { return e.now() })
+}
+
+// noteGoneOwners counts the records of the blobs whose first storer is a
+// deleted tenant, each dead since at(its first storer).
+func (e *Engine) noteGoneOwners(at func(owner uint32) time.Time) {
+	e.noteBlobExtents(e.blobs.ExtentsOwnedBy(e.gate.Gone), at)
+}
+
+func (e *Engine) noteBlobExtents(xs []blobpack.Extent, at func(owner uint32) time.Time) {
+	if len(xs) == 0 {
 		return
 	}
-	e.deadTurns.Dropped(res.Old.Start, int64(res.Dropped)*turnlog.RecordSize)
+	segs := e.blobs.Segments() // listed after the extents: each lies in one
+	starts := make([]int64, len(segs))
+	for i, s := range segs {
+		starts[i] = s.ID.Start
+	}
+	spans := make([]deadspace.Span, len(xs))
+	for i, x := range xs {
+		spans[i] = deadspace.Span{Offset: x.Offset, Size: x.Size, At: at(x.Owner)}
+	}
+	e.deadBlobs.AddSpans(spans, starts)
 }
 
 // noteDeadTurns counts the records of turns that died at at.
@@ -67,5 +106,7 @@ func (e *Engine) noteDead(ids []uint64, at time.Time) {
 // that finds fewer to drop clears what is left), never fewer: the
 // erasure bound holds.
 func (e *Engine) noteDeadTenant(tenant uint32) {
-	e.noteDead(e.index.Turns.OfTenant(tenant), e.now())
+	now := e.now()
+	e.noteDead(e.index.Turns.OfTenant(tenant), now)
+	e.noteGoneOwners(func(uint32) time.Time { return now })
 }

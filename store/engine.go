@@ -169,6 +169,9 @@ type Engine struct {
 	// deadTurns counts the dead bytes of the turn log's segments (see
 	// deadspace.go).
 	deadTurns *deadspace.Tracker
+	// deadBlobs counts the bytes of the blob pack's segments that may be
+	// dead (see deadspace.go).
+	deadBlobs *deadspace.Tracker
 	// deaths holds, during recovery only, when the dead turns died and
 	// when the deleted tenants were deleted.
 	deaths *deadspace.Deaths
@@ -200,7 +203,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		tenants: newTenantCache(storedb.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(),
-		sealer: sealer.New(), deadTurns: deadspace.New(),
+		sealer: sealer.New(), deadTurns: deadspace.New(), deadBlobs: deadspace.New(),
 	}
 	e.holes = holerecorder.New(func(ctx context.Context, h blobpack.Hole) error {
 		return e.recordHole(ctx, h, opts.PGTimeout)

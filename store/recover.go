@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -126,6 +127,13 @@ func (e *Engine) openFiles(ctx context.Context, state storedb.GetTurnLogStateRow
 		maxTurn, logErr = e.openTurnLog(state.CommittedEnd)
 	}
 	wg.Wait()
+	if blobErr == nil && logErr == nil {
+		deaths := e.deaths
+		e.noteGoneOwners(func(owner uint32) time.Time {
+			at, _ := deaths.TenantAt(owner)
+			return at
+		})
+	}
 	return maxTurn, errors.Join(blobErr, logErr)
 }
 

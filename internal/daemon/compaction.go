@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -139,11 +140,12 @@ func newCompactions(engine *store.Engine, log *slog.Logger, policy compactionPol
 			Name: "cardbox_compaction_reclaimed_bytes_total", Help: "Bytes compactions gave back to the file system.",
 		}),
 		deadDesc: prometheus.NewDesc("cardbox_segment_dead_bytes",
-			"Bytes of dead records (deleted contexts' buried turns, deleted tenants') in a segment, until a compaction drops them; "+
-				"segments without any are not listed.",
+			"Bytes of dead records in a segment, until a compaction drops them: in turns, deleted contexts' buried turns and "+
+				"deleted tenants'; in blobs, blobs that may have died with a deleted tenant (a compaction asks Postgres). "+
+				"Segments without any are not listed.",
 			[]string{"stream", "segment"}, nil),
 	}
-	c.streams = []compactionStream{c.turnStream()}
+	c.streams = []compactionStream{c.turnStream(), c.blobStream()}
 	return c
 }
 
@@ -151,21 +153,37 @@ func newCompactions(engine *store.Engine, log *slog.Logger, policy compactionPol
 // segment, and the policy picks from them.
 func (c *compactions) turnStream() compactionStream {
 	e := c.engine
+	return c.segmentStream("turns", e.DeadTurnSegments, e.RolloverTurns, e.CompactTurnSegmentsReporting)
+}
+
+// blobStream is the blob pack's: the store counts, per segment, the bytes
+// of blobs that may be dead (a tenant deleted); the compaction of a
+// segment asks Postgres which are, and the count is settled.
+func (c *compactions) blobStream() compactionStream {
+	e := c.engine
+	return c.segmentStream("blobs", e.DeadBlobSegments, e.RolloverBlobs, e.CompactPackSegmentsReporting)
+}
+
+// segmentStream drives a stream kept in segments whose dead bytes dead
+// lists: rollover closes its active segment early, compactSegments
+// compacts sealed ones.
+func (c *compactions) segmentStream(name string, dead func() []store.DeadSegment, rollover func() (bool, error),
+	compactSegments func(context.Context, []int64, func(int, int, compact.Result)) ([]compact.Result, error)) compactionStream {
 	return compactionStream{
-		name: "turns",
-		dead: e.DeadTurnSegments,
+		name: name,
+		dead: dead,
 		due: func(now time.Time) bool {
-			roll, starts := c.policy.plan(now, e.DeadTurnSegments())
+			roll, starts := c.policy.plan(now, dead())
 			return roll || len(starts) > 0
 		},
 		compact: func(ctx context.Context, ask bool, progress func(int, int, compact.Result)) ([]compact.Result, error) {
-			pick := func() (bool, []int64) { return c.policy.plan(c.now(), e.DeadTurnSegments()) }
+			pick := func() (bool, []int64) { return c.policy.plan(c.now(), dead()) }
 			if ask {
-				pick = func() (bool, []int64) { return asked(e.DeadTurnSegments()) }
+				pick = func() (bool, []int64) { return asked(dead()) }
 			}
 			roll, starts := pick()
 			if roll {
-				if _, err := e.RolloverTurns(); err != nil {
+				if _, err := rollover(); err != nil {
 					return nil, fmt.Errorf("close the active segment early: %w", err)
 				}
 			}
@@ -174,12 +192,12 @@ func (c *compactions) turnStream() compactionStream {
 				// is compacted in this run, once its records are
 				// committed and it is sealed; an automatic run leaves
 				// those to a later check.
-				if err := c.waitSealed(ctx); err != nil {
+				if err := waitSealed(ctx, dead); err != nil {
 					return nil, err
 				}
 				_, starts = pick()
 			}
-			return e.CompactTurnSegmentsReporting(ctx, starts, progress)
+			return compactSegments(ctx, starts, progress)
 		},
 	}
 }
@@ -188,17 +206,17 @@ func (c *compactions) turnStream() compactionStream {
 // of the segments it compacts.
 const sealWait = time.Minute
 
-// waitSealed waits until every closed segment of the turn log holding
-// dead bytes is sealed (the sealer does it once their records are
-// committed, at once in the usual case), at most sealWait.
-func (c *compactions) waitSealed(ctx context.Context) error {
+// waitSealed waits until every closed segment dead lists is sealed (the
+// sealer does it once their records are committed, at once in the usual
+// case), at most sealWait.
+func waitSealed(ctx context.Context, dead func() []store.DeadSegment) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.NewTimer(sealWait)
 	defer deadline.Stop()
 	for {
 		pending := false
-		for _, s := range c.engine.DeadTurnSegments() {
+		for _, s := range dead() {
 			pending = pending || (!s.Active && !s.Sealed)
 		}
 		if !pending {
@@ -267,13 +285,18 @@ func (c *compactions) start(trigger, actor string) (adminhttp.Compaction, bool, 
 	return *run, true, nil
 }
 
-// run compacts every stream in turn, recording progress in run.
+// run compacts every stream in turn (the turn log, then the blob
+// pack), recording progress in run.
 func (c *compactions) run(ctx context.Context, run *adminhttp.Compaction) {
-	var err error
+	var errs []error
 	doneBefore, totalBefore := 0, 0
 	for _, st := range c.streams {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
 		var total int
-		_, err = st.compact(ctx, run.Trigger == adminhttp.CompactionAsked, func(done, n int, res compact.Result) {
+		_, err := st.compact(ctx, run.Trigger == adminhttp.CompactionAsked, func(done, n int, res compact.Result) {
 			c.reclaimedTotal.Add(float64(res.Reclaimed()))
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -282,11 +305,13 @@ func (c *compactions) run(ctx context.Context, run *adminhttp.Compaction) {
 			run.BytesReclaimed += res.Reclaimed()
 		})
 		if err != nil {
-			err = fmt.Errorf("compact the %s: %w", st.name, err)
-			break
+			// The other streams are compacted still: an erasure in one
+			// does not wait for a failure in another.
+			errs = append(errs, fmt.Errorf("compact the %s: %w", st.name, err))
 		}
 		doneBefore, totalBefore = doneBefore+total, totalBefore+total
 	}
+	err := errors.Join(errs...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	end := time.Now().UTC()

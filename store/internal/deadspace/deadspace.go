@@ -23,6 +23,9 @@ type Segment struct {
 	// Since is when the oldest of them died (deletion time): the
 	// segment must be compacted by Since plus the erasure bound.
 	Since time.Time
+	// late is the bytes counted since a running compaction of the
+	// segment began (Begin): it may not have seen them dead.
+	late int64
 }
 
 // Tracker counts the dead bytes of the segments of one stream. It is
@@ -32,6 +35,8 @@ type Tracker struct {
 	segs map[int64]*Segment
 	// firsts are the segments' first items, for AddItems.
 	firsts Firsts
+	// running are the segments a compaction runs on (Begin to Done).
+	running map[int64]bool
 }
 
 // New returns an empty tracker.
@@ -52,6 +57,70 @@ func (t *Tracker) Add(start, bytes int64, at time.Time) {
 	s.Dead += bytes
 	if at.Before(s.Since) {
 		s.Since = at
+	}
+	if t.running[start] {
+		s.late += bytes
+	}
+}
+
+// Begin notes that a compaction of the segment at start begins: it asks
+// which records are dead after this, so whatever was counted before is
+// settled by it (Done), and what is counted from now on is not.
+func (t *Tracker) Begin(start int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running == nil {
+		t.running = map[int64]bool{}
+	}
+	t.running[start] = true
+	if s, ok := t.segs[start]; ok {
+		s.late = 0
+	}
+}
+
+// Done ends a compaction of the segment at start that Begin began, which
+// dropped bytes of dead records (ok) or failed (!ok: the count stays).
+// Once it succeeded, the bytes counted before it began are settled:
+// dropped, or not dead after all (a count may be too high: a blob still
+// claimed, a record counted twice). Those counted since are kept, at
+// least: the segment is compacted again for them.
+func (t *Tracker) Done(start, dropped int64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.running, start)
+	s, there := t.segs[start]
+	if !there {
+		return
+	}
+	late := s.late
+	s.late = 0
+	switch {
+	case !ok:
+	case late == 0:
+		delete(t.segs, start)
+	default:
+		s.Dead = max(s.Dead-dropped, late)
+	}
+}
+
+// Span is bytes of records from Offset on that died at At.
+type Span struct {
+	Offset, Size int64
+	At           time.Time
+}
+
+// AddSpans counts each span in the segment holding its offset: starts
+// are the stream's segments' starts, in increasing order.
+func (t *Tracker) AddSpans(spans []Span, starts []int64) {
+	if len(starts) == 0 {
+		return
+	}
+	for _, sp := range spans {
+		i, found := slices.BinarySearch(starts, sp.Offset)
+		if !found {
+			i--
+		}
+		t.Add(starts[max(i, 0)], sp.Size, sp.At)
 	}
 }
 
@@ -283,6 +352,15 @@ func (d *Deaths) Tenant(no uint32, at time.Time) {
 		d.deleted = map[uint32]int64{}
 	}
 	d.deleted[no] = at.Unix()
+}
+
+// TenantAt returns when tenant number no was deleted, if it was.
+func (d *Deaths) TenantAt(no uint32) (time.Time, bool) {
+	at, ok := d.deleted[no]
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.Unix(at, 0), true
 }
 
 // At is when the record of turn id of tenant no died: its turn's burial
