@@ -50,8 +50,16 @@ func (e *Engine) DeadBlobSegments() []DeadSegment {
 }
 
 // RolloverBlobs closes the blob pack's active segment early, unless it
-// is empty, as RolloverTurns does the turn log's.
-func (e *Engine) RolloverBlobs() (bool, error) { return e.blobs.Rollover() }
+// is empty, as RolloverTurns does the turn log's. The segment closed is
+// sealed without waiting for a turn's commit to record the pack's end
+// (sealer.Sealer.PackDurable).
+func (e *Engine) RolloverBlobs() (bool, error) {
+	rolled, err := e.blobs.Rollover()
+	if rolled {
+		e.sealer.PackDurable(e.blobs.Stats().PackBytes)
+	}
+	return rolled, err
+}
 
 // NoteDeadBlobs counts the records of blobs that may have died now (a
 // tenant's claims to them released), for the erasure bound: the

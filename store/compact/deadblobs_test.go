@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zeebo/blake3"
 	"golang.org/x/time/rate"
 
 	"github.com/cardboxhq/cardbox/internal/ident"
@@ -30,7 +31,9 @@ func deadBlobSum(e *store.Engine) (all, active int64) {
 // A tenant's deletion counts the records of its blobs as possibly dead in
 // the pack's segments holding them, the active one included, and a
 // restart counts the same (from the deleted tenants and the pack's
-// index). A forced rollover closes the active segment; compacting the
+// index). A forced rollover closes the active segment, sealed though a
+// blob stored alone lies past the end the last commit recorded;
+// compacting the
 // segments counted drops every blob of the tenant, through the rate
 // limiter (each segment read twice, its rewrite written once), and
 // settles the counts.
@@ -77,6 +80,12 @@ func TestDeadBlobsCountedAndCompacted(t *testing.T) {
 		appendTo(t, e, gone, other.ContextID, payload())
 	}
 	appendTo(t, e, gone, other.ContextID, payload()) // in the active segment
+	// A blob alone, last: no commit row records the pack's end past it,
+	// yet the segment closed early is sealed.
+	alone := []byte(payload())
+	if _, err := e.PutBlob(ctx, gone, blake3.Sum256(alone), alone); err != nil {
+		t.Fatal(err)
+	}
 	if all, _ := deadBlobSum(e); all != 0 {
 		t.Fatalf("%d dead bytes before any deletion", all)
 	}
@@ -137,8 +146,8 @@ func TestDeadBlobsCountedAndCompacted(t *testing.T) {
 		dropped += r.Dropped
 		written += r.After
 	}
-	if dropped != 7 {
-		t.Errorf("compactions dropped %d blobs, want the deleted tenant's 7: %+v", dropped, res)
+	if dropped != 8 {
+		t.Errorf("compactions dropped %d blobs, want the deleted tenant's 8: %+v", dropped, res)
 	}
 	if all, _ := deadBlobSum(e); all != 0 {
 		t.Errorf("after the compaction: %+v, want no dead bytes", e.DeadBlobSegments())
