@@ -33,7 +33,7 @@ func (e *Engine) CompactTurnSegment(ctx context.Context, start int64) (compact.R
 		e.deadTurns.Begin(start)
 		res, err := compact.Turns(ctx, turnCompaction{e}, turnlog.Layout(TurnLogPath(e.opts.Dir)), seg,
 			compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
-		e.deadTurns.Done(start, res.Reclaimed(), err == nil)
+		e.deadTurns.Done(start, res.Reclaimed(), settles(res, err))
 		if err != nil {
 			return res, err
 		}

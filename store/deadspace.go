@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/compact"
 	"github.com/cardboxhq/cardbox/store/internal/deadspace"
 	"github.com/cardboxhq/cardbox/store/internal/sealer"
 	"github.com/cardboxhq/cardbox/store/turnlog"
@@ -59,6 +60,14 @@ func (e *Engine) RolloverBlobs() (bool, error) {
 		e.sealer.PackDurable(e.blobs.Stats().PackBytes)
 	}
 	return rolled, err
+}
+
+// settles reports whether a compaction's outcome settles its segment's
+// count (deadspace.Tracker.Done): it succeeded, and asked which records
+// are dead, which one that only finished an earlier compaction's swap
+// (a new generation, no record read) did not.
+func settles(res compact.Result, err error) bool {
+	return err == nil && (res.New == res.Old || res.Records > 0)
 }
 
 // NoteDeadBlobs counts the records of blobs that may have died now (a

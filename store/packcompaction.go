@@ -45,7 +45,7 @@ func (e *Engine) CompactPackSegment(ctx context.Context, start int64) (compact.R
 		e.deadBlobs.Begin(start)
 		res, err := compact.Pack(ctx, c, blobpack.Layout(BlobDir(e.opts.Dir)), seg,
 			compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
-		e.deadBlobs.Done(start, res.Reclaimed(), err == nil)
+		e.deadBlobs.Done(start, res.Reclaimed(), settles(res, err))
 		stop()
 		if err != nil {
 			if c.condemned != nil && !c.swapTried {
