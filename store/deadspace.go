@@ -52,15 +52,8 @@ func (e *Engine) DeadBlobSegments() []DeadSegment {
 
 // RolloverBlobs closes the blob pack's active segment early, unless it
 // is empty, as RolloverTurns does the turn log's. The segment closed is
-// sealed without waiting for a turn's commit to record the pack's end
-// (sealer.Sealer.PackDurable).
-func (e *Engine) RolloverBlobs() (bool, error) {
-	rolled, err := e.blobs.Rollover()
-	if rolled {
-		e.sealer.PackDurable(e.blobs.Stats().PackBytes)
-	}
-	return rolled, err
-}
+// sealed at once (packRolledOver).
+func (e *Engine) RolloverBlobs() (bool, error) { return e.blobs.Rollover() }
 
 // settles reports whether a compaction's outcome settles its segment's
 // count (deadspace.Tracker.Done): it succeeded, and asked which records

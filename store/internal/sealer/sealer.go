@@ -87,9 +87,10 @@ func (s *Sealer) MarkSealed(stream string, id segment.ID) {
 // is written, fsynced and never cut back, so that a closed segment ending
 // there may be sealed before a commit row records the pack's end (a
 // group of blobs alone records none; the next turn's does). The store
-// tells it so for the segment it closes early (store.Engine.RolloverBlobs):
+// tells it so of each segment the pack closes, and of what a start kept:
 // the pack publishes only fsynced records, and nothing cuts back a valid
-// record of it, committed or not.
+// record of it, committed or not. It only wakes the sealer: it may be
+// called with a writer's lock held.
 func (s *Sealer) PackDurable(end int64) {
 	s.mu.Lock()
 	s.packDurable = max(s.packDurable, end)
