@@ -326,6 +326,7 @@ func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []sto
 			return released, false, nil
 		}
 		released += n + m
+		e.noteReleased(releases[:n], ungrants[:m])
 		releases, ungrants = releases[n:], ungrants[m:]
 		if last {
 			break
@@ -529,4 +530,18 @@ func (e *Engine) rawLen(h ident.Hash) int64 {
 		return int64(entry.RawLen)
 	}
 	return 0
+}
+
+// noteReleased counts the records of the blobs whose claims were released
+// as possibly dead (see NoteDeadBlobs): without the claims the pack may
+// hold no claimed copy of them, and the erasure bound holds only for bytes
+// counted. A blob another tenant still claims costs an extra look.
+func (e *Engine) noteReleased(lists ...[]usage.Grant) {
+	var hashes []ident.Hash
+	for _, gs := range lists {
+		for _, g := range gs {
+			hashes = append(hashes, g.Hash)
+		}
+	}
+	e.NoteDeadBlobs(hashes)
 }

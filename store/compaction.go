@@ -13,8 +13,8 @@ import (
 )
 
 // CompactTurnSegment rewrites the sealed turn-log segment that starts at
-// start without the records of dead turns, and swaps the rewrite in
-// (package compact; docs/storage.md, Compaction). A segment without dead
+// start without the records of dead turns and deleted tenants, and swaps
+// the rewrite in (package compact; docs/storage.md, Compaction). A segment without dead
 // turns is left as it is. Appends and reads go on meanwhile; compactions
 // run one at a time, and Close waits for a running one.
 func (e *Engine) CompactTurnSegment(ctx context.Context, start int64) (compact.Result, error) {
@@ -30,8 +30,10 @@ func (e *Engine) CompactTurnSegment(ctx context.Context, start int64) (compact.R
 		if !e.sealer.IsSealed(sealer.Turns, start) {
 			return compact.Result{}, fmt.Errorf("compact %s: not sealed yet (its bytes are not all committed)", seg.Path)
 		}
+		e.deadTurns.Begin(start)
 		res, err := compact.Turns(ctx, turnCompaction{e}, turnlog.Layout(TurnLogPath(e.opts.Dir)), seg,
-			compact.Options{Hook: e.opts.CompactionHook})
+			compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
+		e.deadTurns.Done(start, res.Reclaimed(), settles(res, err))
 		if err != nil {
 			return res, err
 		}
@@ -58,7 +60,15 @@ func (e *Engine) CompactTurns(ctx context.Context) ([]compact.Result, error) {
 // so it must not block for long: appends go on, but the next segment
 // waits.
 func (e *Engine) CompactTurnsReporting(ctx context.Context, progress func(done, total int, res compact.Result)) ([]compact.Result, error) {
-	return compactEach(ctx, e.sealedStarts(sealer.Turns, e.turns.Closed()), e.CompactTurnSegment, progress)
+	return e.CompactTurnSegmentsReporting(ctx, e.sealedStarts(sealer.Turns, e.turns.Closed()), progress)
+}
+
+// CompactTurnSegmentsReporting compacts the sealed segments of the turn
+// log at starts, one after another, telling progress as
+// CompactTurnsReporting does.
+func (e *Engine) CompactTurnSegmentsReporting(ctx context.Context, starts []int64,
+	progress func(done, total int, res compact.Result)) ([]compact.Result, error) {
+	return compactEach(ctx, starts, e.CompactTurnSegment, progress)
 }
 
 // turnCompaction is the engine as package compact sees it.
@@ -107,3 +117,5 @@ func (c turnCompaction) Install(_ context.Context, rewrite segment.ID) (segment.
 	c.e.sealer.MarkSealed(sealer.Turns, rewrite)
 	return old, nil
 }
+
+func (c turnCompaction) Gone(tenant uint32) bool { return c.e.gate.Gone(tenant) }

@@ -90,12 +90,14 @@ func (e *Engine) Dead(id uint64) bool { return e.index.Dead.Has(id) }
 // loadDeadTurns reads the dead turns before the turn log is loaded, whose
 // load then skips their records.
 func (e *Engine) loadDeadTurns(ctx context.Context) error {
-	ids, err := e.as(pgrole.Recovery, "").ListDeadTurns(ctx)
+	rows, err := e.as(pgrole.Recovery, "").ListDeadTurnsDied(ctx)
 	if err != nil {
 		return fault.Wrap(fault.Unavailable, err, "load dead turns")
 	}
-	for _, id := range ids {
-		e.index.Dead.Add(uint64(id))
+	for _, r := range rows {
+		e.index.Dead.Add(uint64(r.TurnID))
+		e.deaths.Turn(uint64(r.TurnID), r.DiedAt)
 	}
+	e.deaths.Sorted()
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/damage"
 	"github.com/cardboxhq/cardbox/store/internal/dedupfence"
+	"github.com/cardboxhq/cardbox/store/internal/deadspace"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/holerecorder"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
@@ -104,6 +105,9 @@ type Options struct {
 	// with nothing undone, as a crash at that point would. For crash
 	// tests.
 	CompactionHook func(compact.Step) error
+	// CompactionLimiter, if set, bounds the bytes per second compactions
+	// read and write (cardboxd --compaction-rate).
+	CompactionLimiter compact.Limiter
 	// hooks are test-only fault injection points (see groupcommit.Hooks).
 	hooks *groupcommit.Hooks
 	// putFound, if set, runs in PutBlob once it found the blob stored,
@@ -193,6 +197,15 @@ type Engine struct {
 	// closed, set under it, refuses compactions after Close.
 	compactMu sync.Mutex
 	closed    atomic.Bool
+	// deadTurns counts the dead bytes of the turn log's segments (see
+	// deadspace.go).
+	deadTurns *deadspace.Tracker
+	// deadBlobs counts the bytes of the blob pack's segments that may be
+	// dead (see deadspace.go).
+	deadBlobs *deadspace.Tracker
+	// deaths holds, during recovery only, when the dead turns died and
+	// when the deleted tenants were deleted.
+	deaths *deadspace.Deaths
 
 	closeOnce sync.Once
 	closeErr  error
@@ -221,7 +234,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, pool: opts.Pool,
 		tenants: newTenantCache(storedb.New(pgrole.As(pgbound.Batcher{D: opts.Pool, Timeout: opts.PGTimeout}, pgrole.Lookup, ""))), usage: usage.New(), puts: putmemo.New(0),
-		sealer: sealer.New(),
+		sealer: sealer.New(), deadTurns: deadspace.New(), deadBlobs: deadspace.New(),
 	}
 	e.holes = holerecorder.New(func(ctx context.Context, h blobpack.Hole) error {
 		return e.recordHole(ctx, h, opts.PGTimeout)

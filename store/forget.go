@@ -74,6 +74,7 @@ func (e *Engine) ForgetTenant(ctx context.Context, id string) (ident.Tenant, err
 	if !e.gate.Close(t.No) {
 		return t, nil
 	}
+	e.noteDeadTenant(t.No)
 	e.tenants.forget(t)
 	e.trees.forget(t.No)
 	contexts, turns := e.index.Forget(t.No)

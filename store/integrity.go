@@ -12,6 +12,7 @@ import (
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/internal/damage"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
+	"github.com/cardboxhq/cardbox/store/segment"
 )
 
 // What to run when the files and the database disagree.
@@ -47,7 +48,7 @@ func (e *Engine) openBlobs(ctx context.Context, state storedb.GetTurnLogStateRow
 	var err error
 	e.blobs, err = blobpack.Open(blobDir(e.opts.Dir), blobpack.Options{
 		Reserve: e.opts.fileReserve(), MinValidSize: max(state.PackEnd, 0), OnDamage: e.onPackDamage,
-		SegmentSize: e.opts.SegmentSize, OnRollover: e.sealer.Wake,
+		SegmentSize: e.opts.SegmentSize, OnRollover: e.packRolledOver,
 	})
 	if errors.Is(err, blobpack.ErrCorrupt) {
 		return fmt.Errorf("blob pack: %w: committed blobs are missing; refusing to start; %s, and %s", err, adviceVerify, adviceBackup)
@@ -55,6 +56,8 @@ func (e *Engine) openBlobs(ctx context.Context, state storedb.GetTurnLogStateRow
 	if err != nil {
 		return err
 	}
+	// What Open kept are whole, valid records: there for good.
+	e.sealer.PackDurable(e.blobs.Stats().PackBytes)
 	if state.PackEnd < 0 && state.CommittedEnd > 0 {
 		err := e.as(pgrole.Recovery, "").SetPackEnd(ctx, storedb.SetPackEndParams{
 			PackEnd: e.blobs.Stats().PackBytes, StoreID: e.storeID, CommittedEnd: state.CommittedEnd,
@@ -65,6 +68,13 @@ func (e *Engine) openBlobs(ctx context.Context, state storedb.GetTurnLogStateRow
 	}
 	return e.recordHoles(ctx)
 }
+
+// packRolledOver is the pack's segment.Options.OnRollover: the segment
+// closed is there for good (every record of the pack is fsynced before
+// it is published, and no valid one is ever cut back), so the sealer
+// seals it without waiting for a commit row to record the pack's end,
+// which a group of blobs alone does not write.
+func (e *Engine) packRolledOver(seg segment.Info) { e.sealer.PackDurable(seg.End()) }
 
 // recordHoles logs every damaged region Open found at ERROR and records
 // it in Postgres.

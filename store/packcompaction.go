@@ -44,7 +44,10 @@ func (e *Engine) CompactPackSegment(ctx context.Context, start int64) (compact.R
 			return compact.Result{}, err
 		}
 		c := &packCompaction{e: e}
-		res, err := compact.Pack(ctx, c, blobpack.Layout(BlobDir(e.opts.Dir)), seg, compact.Options{Hook: e.opts.CompactionHook})
+		e.deadBlobs.Begin(start)
+		res, err := compact.Pack(ctx, c, blobpack.Layout(BlobDir(e.opts.Dir)), seg,
+			compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
+		e.deadBlobs.Done(start, res.Reclaimed(), settles(res, err))
 		stop()
 		if err != nil {
 			if c.condemned != nil && !c.swapTried {
@@ -63,12 +66,20 @@ func (e *Engine) CompactPackSegment(ctx context.Context, start int64) (compact.R
 	return compact.Result{}, fmt.Errorf("compact the blob pack: no closed segment starts at %d", start)
 }
 
+// CompactPackSegmentsReporting compacts the sealed segments of the blob
+// pack at starts, one after another, telling progress as
+// CompactTurnsReporting does.
+func (e *Engine) CompactPackSegmentsReporting(ctx context.Context, starts []int64,
+	progress func(done, total int, res compact.Result)) ([]compact.Result, error) {
+	return compactEach(ctx, starts, e.CompactPackSegment, progress)
+}
+
 // CompactPackReporting compacts every sealed segment of the blob pack
 // that holds blobs no tenant claims any more, one after another, telling
 // progress, if set, as CompactTurnsReporting does, and returns what each
 // compaction of a segment did.
 func (e *Engine) CompactPackReporting(ctx context.Context, progress func(done, total int, res compact.Result)) ([]compact.Result, error) {
-	return compactEach(ctx, e.sealedStarts(sealer.Blobs, e.blobs.Closed()), e.CompactPackSegment, progress)
+	return e.CompactPackSegmentsReporting(ctx, e.sealedStarts(sealer.Blobs, e.blobs.Closed()), progress)
 }
 
 // sealedStarts returns the starts of the closed segments that are sealed.
@@ -183,6 +194,16 @@ func (c *packCompaction) Dead(ctx context.Context, records []blobpack.Entry) (ma
 	if err != nil {
 		return nil, err
 	}
+	// The dead blobs a lookup found since the compaction began stay: if
+	// no claim came of it, they are still dead, so they are counted
+	// again, past this compaction.
+	var kept []blobpack.Hash
+	for h := range dead {
+		if !dropped[h] {
+			kept = append(kept, h)
+		}
+	}
+	c.e.NoteDeadBlobs(kept)
 	c.condemned = make(map[blobpack.Hash][]string, len(dropped))
 	for h := range dropped {
 		c.condemned[h] = writers[h]

@@ -173,6 +173,7 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb
 		// half-way has uncounted exactly the turns it removed.
 		e.index.Turns.Bury(gone)
 		e.usage.Add(t.No, -gone*TurnCharge)
+		e.noteDeadTurns(dead[:n], e.now())
 		buried += gone
 		dead = dead[n:]
 	}

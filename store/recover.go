@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/deadspace"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/syncfile"
@@ -113,6 +115,8 @@ func (e *Engine) recover(ctx context.Context) error {
 // past its committed end, so one may do so while the other fails.
 func (e *Engine) openFiles(ctx context.Context, state storedb.GetTurnLogStateRow) (maxTurn uint64, err error) {
 	var blobErr error
+	e.deaths = &deadspace.Deaths{}
+	defer func() { e.deaths = nil }()
 	var wg sync.WaitGroup
 	wg.Go(func() { blobErr = e.openBlobs(ctx, state) })
 	logErr := e.loadTenants(ctx)
@@ -123,6 +127,13 @@ func (e *Engine) openFiles(ctx context.Context, state storedb.GetTurnLogStateRow
 		maxTurn, logErr = e.openTurnLog(state.CommittedEnd)
 	}
 	wg.Wait()
+	if blobErr == nil && logErr == nil {
+		deaths := e.deaths
+		e.noteGoneOwners(func(owner uint32) time.Time {
+			at, _ := deaths.TenantAt(owner)
+			return at
+		})
+	}
 	return maxTurn, errors.Join(blobErr, logErr)
 }
 
@@ -254,11 +265,13 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	}
 	var maxTurn uint64
 	var deleted int64
+	var skipped deadspace.Ranges
 	turns := map[uint32]int64{} // by tenant, for the usage
-	load := func(_ int64, r turnlog.Record) error {
+	load := func(off int64, r turnlog.Record) error {
 		maxTurn = max(maxTurn, r.TurnID) // a deleted tenant's ids are not handed out again
 		if e.gate.Gone(r.Tenant) || e.index.Dead.Has(r.TurnID) {
 			deleted++
+			skipped.Note(off, turnlog.RecordSize, e.deaths.At(r.TurnID, r.Tenant))
 			return nil
 		}
 		e.index.Turns.Set(r.TurnID, memindex.TurnMeta{
@@ -278,6 +291,11 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 		return 0, err
 	}
 	e.turns = log
+	var starts []int64
+	for _, seg := range log.Segments() {
+		starts = append(starts, seg.ID.Start)
+	}
+	skipped.Spread(e.deadTurns, starts)
 	if log.Size() < committedEnd {
 		return 0, fmt.Errorf("turn log %s is %d bytes but %d bytes were committed: committed turns are missing "+
 			"(restore the data directory from a backup)", path, log.Size(), committedEnd)
@@ -304,6 +322,7 @@ func (e *Engine) loadTenants(ctx context.Context) error {
 	for _, r := range rows {
 		if r.Deleted {
 			deleted = append(deleted, uint32(r.TenantNo))
+			e.deaths.Tenant(uint32(r.TenantNo), r.DeletedAt.Time)
 			continue
 		}
 		e.tenants.add(ident.Tenant{ID: r.TenantID, No: uint32(r.TenantNo)})

@@ -18,14 +18,24 @@ const (
 	CompactionFailed  = "failed"
 )
 
-// Compaction is a compaction of the store's turn log as the routes show
-// it.
+// Compaction triggers.
+const (
+	CompactionAsked     = "asked"
+	CompactionAutomatic = "automatic"
+)
+
+// Compaction is a compaction of the store's files as the routes show it.
 type Compaction struct {
 	ID    string `json:"id"`
 	State string `json:"state"` // CompactionRunning, CompactionDone or CompactionFailed
+	// Trigger is CompactionAsked for an operator's request, which
+	// includes every pending erasure, or CompactionAutomatic for one the
+	// server started (a segment past the threshold or an erasure near
+	// its bound).
+	Trigger string `json:"trigger"`
 	// SegmentsDone of SegmentsTotal sealed segments are compacted (or
-	// found without dead records); the total is known once the run has
-	// listed them.
+	// found without dead records); the total grows as the run lists the
+	// segments of each stream it compacts.
 	SegmentsDone  int `json:"segments_done"`
 	SegmentsTotal int `json:"segments_total"`
 	// BytesReclaimed is what the segments done so far gave back.
@@ -38,9 +48,10 @@ type Compaction struct {
 // Compactor runs the store's compactions in the background (the
 // daemon's, which owns them).
 type Compactor interface {
-	// StartCompaction starts a compaction of the turn log, or returns the
-	// one running (started false): one runs at a time. actor names the
-	// key that asked, for the log.
+	// StartCompaction starts a compaction that includes every pending
+	// erasure, or returns the one running (started false), whoever
+	// started it: one runs at a time. actor names the key that asked, for
+	// the log.
 	StartCompaction(ctx context.Context, actor string) (c Compaction, started bool, err error)
 	// Compaction returns the compaction of that id, or the last one
 	// started for "latest"; false when there is none.

@@ -46,6 +46,7 @@ func commands() *cli.Command {
 			restoreCommand(),
 			sampleCommand(),
 			contextCommand(),
+			compactCommand(),
 			retentionCommand(),
 			analyticsCommand(),
 		},

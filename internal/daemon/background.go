@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -29,8 +30,8 @@ func newCardBox(cfg *Config, pool *pgxpool.Pool, admit func(ctx context.Context,
 
 // startBackground starts the domains' background work: the sweeper, the
 // retention sweeper (contexts the tenants' policies expire, every
-// --sweep-interval), the CXDB service's metadata extraction and, with
-// analytics on, the projector.
+// --sweep-interval), the compaction trigger, the CXDB service's metadata
+// extraction and, with analytics on, the projector.
 func (d *Daemon) startBackground() {
 	d.goWork(func(ctx context.Context) {
 		if err := d.sweeper.Run(ctx); err != nil {
@@ -46,6 +47,16 @@ func (d *Daemon) startBackground() {
 		if err := d.cxdb.Run(ctx); err != nil {
 			d.log.Error("cxdb metadata extraction stopped", "err", err)
 		}
+	})
+	d.goWork(func(ctx context.Context) {
+		tick := d.cfg.Test.CompactionTick
+		if tick == nil {
+			t := time.NewTicker(compactionCheckEvery(d.cfg.EraseWithin))
+			defer t.Stop()
+			d.compactions.watch(ctx, t.C)
+			return
+		}
+		d.compactions.watch(ctx, tick)
 	})
 	if d.proj != nil {
 		d.goWork(func(ctx context.Context) {

@@ -62,6 +62,16 @@ type Config struct {
 	// SegmentSize bounds the segments of the blob pack and the turn log
 	// (store.Options.SegmentSize); zero: one unbounded segment each.
 	SegmentSize int64
+	// CompactionThreshold is the dead share (above 0, at most 1) of a
+	// sealed segment at which the server compacts it by itself.
+	CompactionThreshold float64
+	// EraseWithin bounds how long a deleted context's or tenant's bytes
+	// stay in the files: a segment holding bytes deleted longer ago than
+	// half of it is compacted whatever its dead share.
+	EraseWithin time.Duration
+	// CompactionRate bounds the bytes per second compactions read and
+	// write.
+	CompactionRate int64
 	// The tenants' shares, in hosted mode.
 	TenantRate        float64
 	TenantBurst       int
@@ -115,6 +125,10 @@ type TestOptions struct {
 	// after each step of a compaction of a segment (a test that holds a
 	// compaction running at a gate).
 	CompactionHook func(compact.Step) error
+	// CompactionTick, if set, is when the compaction trigger checks the
+	// segments' dead bytes, instead of its ticker: a test sends to it
+	// (a second send returns once the first check is done).
+	CompactionTick chan time.Time
 }
 
 // Database is the Postgres the daemon serves from.
@@ -154,6 +168,9 @@ func Defaults() Config {
 		WriteTimeout:        30 * time.Second,
 		PGTimeout:           5 * time.Second,
 		SegmentSize:         256 << 20,
+		CompactionThreshold: DefaultCompactionThreshold,
+		EraseWithin:         DefaultEraseWithin,
+		CompactionRate:      DefaultCompactionRate,
 		TenantRate:          2000,
 		TenantBurst:         4000,
 		TenantMaxConns:      256,
@@ -169,6 +186,15 @@ func Defaults() Config {
 func (cfg *Config) check() error {
 	if cfg.OpenDatabase == nil && cfg.Pool == nil {
 		return fmt.Errorf("daemon: no database: set OpenDatabase or Pool")
+	}
+	if t := cfg.CompactionThreshold; t <= 0 || t > 1 {
+		return fmt.Errorf("--compaction-threshold %v: want a fraction above 0, at most 1", t)
+	}
+	if cfg.EraseWithin <= 0 {
+		return fmt.Errorf("--erase-within %v: want a duration above 0", cfg.EraseWithin)
+	}
+	if cfg.CompactionRate <= 0 {
+		return fmt.Errorf("--compaction-rate %d: want a positive number of bytes per second", cfg.CompactionRate)
 	}
 	if cfg.TenantQuotaBytes < 0 {
 		return fmt.Errorf("--tenant-quota-bytes %d: want 0 (no quota) or a positive number of bytes", cfg.TenantQuotaBytes)

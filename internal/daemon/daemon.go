@@ -153,7 +153,7 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		Dir: d.cfg.DataDir, Pool: d.db.Pool, Logger: d.log, OnAppend: d.commits.publish,
 		Quota: d.access.storeQuota(), FSTree: DecodeFSTree, OnAppendPayloads: d.cfg.handedPayloads(), PGTimeout: d.cfg.PGTimeout,
 		SegmentSize: d.cfg.SegmentSize, CompactionHook: d.cfg.Test.CompactionHook, BlobClaimGrace: d.cfg.BlobClaimGrace,
-		ReapShare: d.cfg.RetentionShare,
+		ReapShare: d.cfg.RetentionShare, CompactionLimiter: newCompactionLimiter(d.cfg.CompactionRate),
 	})
 	if err != nil {
 		return err

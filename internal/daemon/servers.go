@@ -28,7 +28,8 @@ func (d *Daemon) buildServers() {
 	})
 	httpMetrics := api.NewHTTPMetrics()
 	listeners := connlimit.NewCollector(map[string]*connlimit.Listener{"binary": d.binLn, "http": d.httpLn})
-	d.compactions = newCompactions(d.engine, d.log, d.life, d.goWork)
+	d.compactions = newCompactions(d.engine, d.log,
+		compactionPolicy{threshold: cfg.CompactionThreshold, eraseWithin: cfg.EraseWithin}, cfg.Test.Now, d.life, d.goWork)
 	collectors := []prometheus.Collector{httpMetrics, listeners, d.bin.Collector(), d.compactions}
 	if d.proj != nil {
 		collectors = append(collectors, d.proj)

@@ -143,6 +143,13 @@ func (p *Pack) releaseLocked(start, next int64) {
 // file's BLAKE3 and length. A bad or partial record is an error wrapping
 // ErrCorrupt: a sealed segment holds whole, good records only.
 func SegmentRecords(ctx context.Context, path string, start int64, fn func(raw []byte, e Entry) error) (sum [32]byte, length int64, err error) {
+	return SegmentRecordsThrough(ctx, path, start, nil, fn)
+}
+
+// SegmentRecordsThrough is SegmentRecords reading the file through
+// through(file) when through is not nil: a compaction's rate limit.
+func SegmentRecordsThrough(ctx context.Context, path string, start int64, through func(io.Reader) io.Reader,
+	fn func(raw []byte, e Entry) error) (sum [32]byte, length int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return sum, 0, err
@@ -153,7 +160,11 @@ func SegmentRecords(ctx context.Context, path string, start int64, fn func(raw [
 		return sum, 0, err
 	}
 	h := blake3.New()
-	r := bufio.NewReaderSize(io.TeeReader(f, h), scanBufSize)
+	var src io.Reader = f
+	if through != nil {
+		src = through(f)
+	}
+	r := bufio.NewReaderSize(io.TeeReader(src, h), scanBufSize)
 	end := start + fi.Size()
 	var rec []byte
 	for off, n := start, 0; off < end; n++ {

@@ -1,6 +1,7 @@
 // Package compact rewrites a sealed segment of the turn log without the
-// records of dead turns (Turns), or of the blob pack without the records
-// of blobs no tenant claims any more (Pack), and swaps the rewrite in.
+// records of dead turns and of deleted tenants (Turns), or of the blob
+// pack without the records of blobs no tenant claims any more (Pack), and
+// swaps the rewrite in.
 // The steps below are the same for both; what differs is how a stream's
 // records are read and which are dead.
 //
@@ -27,7 +28,7 @@
 //     file's length and BLAKE3 against its seal: a compaction never
 //     seals damage into a new generation.
 //  2. Ask the store which of its records are dead: turns listed in
-//     dead_turns (their rows are gone); blobs whose first storer is a
+//     dead_turns (their rows are gone) or of a deleted tenant; blobs whose first storer is a
 //     deleted tenant and which no tenant claims, less those a put or an
 //     append deduplicated against since the compaction began
 //     (blobpack.Pack.Condemn); the store first waits for the puts and
@@ -86,6 +87,9 @@ type Store interface {
 	// Dead returns which of the turns are dead: listed in dead_turns,
 	// their rows removed, so that no fact names them any more.
 	Dead(ctx context.Context, turnIDs []uint64) (map[uint64]bool, error)
+	// Gone reports whether the tenant numbered tenant is deleted: its
+	// records are dead whatever their turns.
+	Gone(tenant uint32) bool
 	// Swap makes rewrite the sealed segment of its range in place of
 	// old, in one Postgres transaction, and fails if Postgres names
 	// another generation than old.
@@ -134,13 +138,87 @@ type Options struct {
 	// compaction there and is returned, with nothing undone: what a crash
 	// at that point leaves (crash tests).
 	Hook func(Step) error
+	// Limiter, if set, bounds the compaction's I/O, whatever the stream:
+	// every byte read from the old generation and written to the rewrite
+	// takes a token of it first (cardboxd --compaction-rate).
+	Limiter Limiter
+}
+
+// Limiter is a token bucket of bytes: golang.org/x/time/rate.Limiter.
+type Limiter interface {
+	// WaitN blocks until n tokens are there, or ctx ends.
+	WaitN(ctx context.Context, n int) error
+	// Burst is the most tokens one WaitN may ask for.
+	Burst() int
+}
+
+// LimitReader returns r reading through lim (a nil lim: r itself): each
+// Read reads at most a burst, and takes its bytes' tokens before it
+// returns.
+func LimitReader(ctx context.Context, lim Limiter, r io.Reader) io.Reader {
+	if lim == nil {
+		return r
+	}
+	return &limitedReader{ctx: ctx, lim: lim, r: r}
+}
+
+// LimitWriter returns w writing through lim (a nil lim: w itself): each
+// Write takes its bytes' tokens, a burst at a time, before it writes.
+func LimitWriter(ctx context.Context, lim Limiter, w io.Writer) io.Writer {
+	if lim == nil {
+		return w
+	}
+	return &limitedWriter{ctx: ctx, lim: lim, w: w}
+}
+
+type limitedReader struct {
+	ctx context.Context
+	lim Limiter
+	r   io.Reader
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if b := max(l.lim.Burst(), 1); len(p) > b {
+		p = p[:b]
+	}
+	n, err := l.r.Read(p)
+	if n > 0 {
+		// Taken once read, so that the bytes counted are those read.
+		if werr := l.lim.WaitN(l.ctx, n); werr != nil {
+			return n, fmt.Errorf("compaction rate limit: %w", werr)
+		}
+	}
+	return n, err
+}
+
+type limitedWriter struct {
+	ctx context.Context
+	lim Limiter
+	w   io.Writer
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), max(l.lim.Burst(), 1))
+		if err := l.lim.WaitN(l.ctx, n); err != nil {
+			return written, fmt.Errorf("compaction rate limit: %w", err)
+		}
+		m, err := l.w.Write(p[:n])
+		written += m
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
 }
 
 // Result describes a compaction of one segment.
 type Result struct {
 	Old, New segment.ID // New is Old when nothing was rewritten
-	// Records and Dropped count the old generation's records and those
-	// of dead turns left out of the rewrite.
+	// Records and Dropped count the old generation's records and the
+	// dead ones left out of the rewrite.
 	Records, Dropped int
 	// Before and After are the segment's bytes in the old generation and
 	// in the one Postgres names now.
@@ -153,7 +231,44 @@ func (r Result) Reclaimed() int64 { return r.Before - r.After }
 // Turns compacts seg, a sealed segment of the turn log whose segments
 // layout names, as the package documentation says.
 func Turns(ctx context.Context, st Store, layout segment.Layout, seg segment.Info, opts Options) (Result, error) {
-	return run[uint64, uint64](ctx, st, turnRecords, layout, seg, opts)
+	return run[turnRecord, uint64](ctx, turnStore{st}, turnRecords, layout, seg, opts)
+}
+
+// turnRecord is what a turn's compaction knows of a record of the turn
+// log: its turn and its tenant.
+type turnRecord struct {
+	turn   uint64
+	tenant uint32
+}
+
+// turnStore is a Store as run sees it: a record is dead when its turn is
+// or its tenant is deleted.
+type turnStore struct{ Store }
+
+func (s turnStore) Dead(ctx context.Context, recs []turnRecord) (map[uint64]bool, error) {
+	ids := make([]uint64, len(recs))
+	for i, r := range recs {
+		ids[i] = r.turn
+	}
+	dead, err := s.Store.Dead(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	gone := map[uint32]bool{}
+	for _, r := range recs {
+		g, seen := gone[r.tenant]
+		if !seen {
+			g = s.Gone(r.tenant)
+			gone[r.tenant] = g
+		}
+		if g {
+			if dead == nil {
+				dead = map[uint64]bool{}
+			}
+			dead[r.turn] = true
+		}
+	}
+	return dead, nil
 }
 
 // segmentStore is what a compaction needs of the store whose stream it
@@ -171,17 +286,19 @@ type recordKind[R any, K comparable] struct {
 	// records calls fn with each record of the segment file at path,
 	// whose first byte is at offset start, in order, after checking it,
 	// and returns the file's BLAKE3 and length; a bad or partial record
-	// is an error.
-	records func(ctx context.Context, path string, start int64, fn func(raw []byte, r R) error) (sum [32]byte, length int64, err error)
+	// is an error. It reads the file through lim (LimitReader).
+	records func(ctx context.Context, path string, start int64, lim Limiter, fn func(raw []byte, r R) error) (sum [32]byte, length int64, err error)
 	// key is what Dead answers by.
 	key func(R) K
 }
 
-var turnRecords = recordKind[uint64, uint64]{
-	records: func(ctx context.Context, path string, _ int64, fn func(raw []byte, id uint64) error) ([32]byte, int64, error) {
-		return records(ctx, path, func(raw []byte, r turnlog.Record) error { return fn(raw, r.TurnID) })
+var turnRecords = recordKind[turnRecord, uint64]{
+	records: func(ctx context.Context, path string, _ int64, lim Limiter, fn func(raw []byte, r turnRecord) error) ([32]byte, int64, error) {
+		return records(ctx, path, lim, func(raw []byte, r turnlog.Record) error {
+			return fn(raw, turnRecord{turn: r.TurnID, tenant: r.Tenant})
+		})
 	},
-	key: func(id uint64) uint64 { return id },
+	key: func(r turnRecord) uint64 { return r.turn },
 }
 
 // run compacts seg, a sealed segment of the stream whose segments layout
@@ -213,7 +330,7 @@ func run[R any, K comparable](ctx context.Context, st segmentStore[R, K], kind r
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
 
-	recs, err := readChecked(ctx, kind, seg, sealed)
+	recs, err := readChecked(ctx, kind, seg, sealed, opts.Limiter)
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
@@ -226,7 +343,7 @@ func run[R any, K comparable](ctx context.Context, st segmentStore[R, K], kind r
 		return res, nil
 	}
 
-	rewrite, dropped, err := write(ctx, kind, seg, layout.Path(next), dead, opts.Hook)
+	rewrite, dropped, err := write(ctx, kind, seg, layout.Path(next), dead, opts)
 	if err != nil {
 		return res, fmt.Errorf("compact %s: %w", seg.Path, err)
 	}
@@ -294,14 +411,14 @@ func removeIfThere(layout segment.Layout, id segment.ID) error {
 // order, after checking its CRC; it returns the file's length and
 // BLAKE3. A bad or partial record is an error: a sealed segment holds
 // whole, committed records only.
-func records(ctx context.Context, path string, fn func(raw []byte, r turnlog.Record) error) (sum [32]byte, length int64, err error) {
+func records(ctx context.Context, path string, lim Limiter, fn func(raw []byte, r turnlog.Record) error) (sum [32]byte, length int64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return sum, 0, err
 	}
 	defer f.Close()
 	h := blake3.New()
-	r := bufio.NewReaderSize(io.TeeReader(f, h), 1<<20)
+	r := bufio.NewReaderSize(io.TeeReader(LimitReader(ctx, lim, f), h), 1<<20)
 	var b [turnlog.RecordSize]byte
 	for ; ; length += turnlog.RecordSize {
 		if length%(8192*turnlog.RecordSize) == 0 {
@@ -329,10 +446,10 @@ func records(ctx context.Context, path string, fn func(raw []byte, r turnlog.Rec
 }
 
 // readChecked returns the records of seg, whose file must be as sealed
-// says.
-func readChecked[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg segment.Info, sealed Sealed) ([]R, error) {
+// says, reading it through lim.
+func readChecked[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg segment.Info, sealed Sealed, lim Limiter) ([]R, error) {
 	var recs []R
-	sum, length, err := kind.records(ctx, seg.Path, seg.ID.Start, func(_ []byte, r R) error {
+	sum, length, err := kind.records(ctx, seg.Path, seg.ID.Start, lim, func(_ []byte, r R) error {
 		recs = append(recs, r)
 		return nil
 	})
@@ -348,9 +465,10 @@ func readChecked[R any, K comparable](ctx context.Context, kind recordKind[R, K]
 
 // write writes the records of seg's file that are not dead to a new
 // file at to, in order, fsyncs it, and returns its length and BLAKE3 and
-// how many records it left out. Before the swap, a failure removes the
-// new file.
-func write[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg segment.Info, to string, dead map[K]bool, h func(Step) error) (rewrite Sealed, dropped int, err error) {
+// how many records it left out. It reads and writes through
+// opts.Limiter. Before the swap, a failure removes the new file.
+func write[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg segment.Info, to string, dead map[K]bool, opts Options) (rewrite Sealed, dropped int, err error) {
+	h := opts.Hook
 	f, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return rewrite, 0, err
@@ -363,8 +481,8 @@ func write[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg 
 		}
 	}()
 	sum := blake3.New()
-	w := bufio.NewWriterSize(io.MultiWriter(f, sum), 1<<20)
-	_, _, err = kind.records(ctx, seg.Path, seg.ID.Start, func(raw []byte, r R) error {
+	w := bufio.NewWriterSize(io.MultiWriter(LimitWriter(ctx, opts.Limiter, f), sum), 1<<20)
+	_, _, err = kind.records(ctx, seg.Path, seg.ID.Start, opts.Limiter, func(raw []byte, r R) error {
 		if dead[kind.key(r)] {
 			dropped++
 			return nil

@@ -2,6 +2,7 @@ package compact
 
 import (
 	"context"
+	"io"
 
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/segment"
@@ -34,8 +35,10 @@ type PackStore interface {
 }
 
 var packRecords = recordKind[blobpack.Entry, blobpack.Hash]{
-	records: blobpack.SegmentRecords,
-	key:     func(e blobpack.Entry) blobpack.Hash { return e.Hash },
+	records: func(ctx context.Context, path string, start int64, lim Limiter, fn func(raw []byte, e blobpack.Entry) error) ([32]byte, int64, error) {
+		return blobpack.SegmentRecordsThrough(ctx, path, start, func(r io.Reader) io.Reader { return LimitReader(ctx, lim, r) }, fn)
+	},
+	key: func(e blobpack.Entry) blobpack.Hash { return e.Hash },
 }
 
 // Pack compacts seg, a sealed segment of the blob pack whose segments

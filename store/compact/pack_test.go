@@ -453,6 +453,27 @@ func TestPackCompactionResumesWithoutRestart(t *testing.T) {
 			if _, ok := f.packFiles()[blobpack.PackFile]; ok {
 				t.Errorf("the old generation is left: %v", f.packFiles())
 			}
+			counted := func() bool {
+				for _, s := range e.DeadBlobSegments() {
+					if s.Start == 0 {
+						return true
+					}
+				}
+				return false
+			}
+			if step == compact.Swapped {
+				// Finishing the swap asked Postgres nothing: the count
+				// stays, and the next compaction settles it.
+				if !counted() {
+					t.Errorf("after finishing the swap: %+v; want the segment's dead bytes still counted", e.DeadBlobSegments())
+				}
+				if _, err := e.CompactPackSegment(context.Background(), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if counted() {
+				t.Errorf("after a compaction that asked: %+v; want the segment's count settled", e.DeadBlobSegments())
+			}
 			f.checkReads(e)
 			if err := e.Close(); err != nil {
 				t.Fatal(err)

@@ -329,6 +329,30 @@ func (s *Set) Write(buf []byte, off int64) error {
 	return s.app.Write(buf, off-last.id.Start)
 }
 
+// Rollover closes the active segment at end, its data end, and starts the
+// next one there, as a write past MaxSize would: the closed segment can
+// then be sealed and compacted (a compaction that must erase bytes of the
+// active segment within a bound). An empty active segment (end at its
+// start) is left as it is, and Rollover reports false.
+func (s *Set) Rollover(end int64) (bool, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.errLocked(); err != nil {
+		return false, err
+	}
+	last := s.last()
+	switch {
+	case end < last.id.Start:
+		return false, fmt.Errorf("segment: roll over at %d, before the active segment %s (from %d)", end, last.path, last.id.Start)
+	case end == last.id.Start:
+		return false, nil
+	}
+	if err := s.rollover(end); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // rollover closes the active segment at end, its data end, and starts
 // the next one there.
 func (s *Set) rollover(end int64) error {

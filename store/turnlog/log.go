@@ -335,6 +335,25 @@ func (l *Log) Close() error {
 	return nil
 }
 
+// Rollover closes the active segment at the log's end and starts the next
+// one there (segment.Set.Rollover), unless the active segment holds no
+// record; it reports whether it closed one, which OnRollover is told of.
+func (l *Log) Rollover() (bool, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.writable(); err != nil {
+		return false, err
+	}
+	rolled, err := l.set.Rollover(l.size.Load())
+	if err != nil {
+		return false, fmt.Errorf("turnlog: roll over %s: %w", l.path, err)
+	}
+	return rolled, nil
+}
+
+// Active returns the start of the active segment.
+func (l *Log) Active() int64 { return l.set.Active().Start }
+
 // ReplaceSegment puts id, a compaction's rewrite of a sealed segment
 // (written, fsynced and named by the caller's records), in place of the
 // generation the log holds, and returns the old one, whose file the

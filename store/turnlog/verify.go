@@ -34,9 +34,15 @@ func Scan(path string, visit func(off int64, r Record)) (end int64, defects []De
 	size := set.Size()
 	var b [RecordSize]byte
 	var zero [RecordSize]byte
-	for _, seg := range set.Segments() {
-		// A rewritten segment may end before the next starts: its
-		// records are packed at the start of its range.
+	segs := set.Segments()
+	for i, seg := range segs {
+		if i > 0 {
+			// A rewritten segment may end before the next starts: its
+			// records are packed at the start of its range, and the
+			// rest of the range, a gap, holds nothing. The log's records
+			// go on at the next segment, empty as it may be.
+			end = max(end, seg.ID.Start)
+		}
 		from, to := seg.ID.Start, min(seg.End(), size)
 		r := bufio.NewReaderSize(io.NewSectionReader(set, from, to-from), 1<<20)
 		for off := from; off < to; off += RecordSize {

@@ -52,6 +52,11 @@ type Config struct {
 	WriteTimeout        time.Duration
 	PGTimeout           time.Duration // see store.Options.PGTimeout
 	SegmentSize         int64         // see store.Options.SegmentSize
+	// CompactionThreshold, EraseWithin and CompactionRate drive the
+	// compactions the server runs by itself (docs/operations.md).
+	CompactionThreshold float64
+	EraseWithin         time.Duration
+	CompactionRate      int64
 	AccessLog           bool
 	Mode                string
 	AllowPublicDev      bool
@@ -170,6 +175,12 @@ func settings(c *Config) []setting {
 			meaning: "how long a request waits for Postgres: each statement, and an append from being queued to its group's COMMIT; past it the request is answered 503 (HTTP with `Retry-After`), and an append whose COMMIT went unanswered may still have committed: retried with its idempotency key it gets its turn (see [docs/storage.md](docs/storage.md#when-postgres-does-not-answer))"},
 		{flag: "segment-size", env: "CARDBOX_SEGMENT_SIZE", bind: i64(&c.SegmentSize, 256<<20), rule: Positive,
 			meaning: "largest segment of the blob pack and of the turn log in bytes: a file is a sequence of segments, each sealed once full and committed (a larger single write gets a segment of its own); a store written without segments keeps its files as its first segments (see [docs/storage.md](docs/storage.md#segments))"},
+		{flag: "compaction-threshold", env: "CARDBOX_COMPACTION_THRESHOLD", bind: f64(&c.CompactionThreshold, 0.5), rule: Fraction,
+			meaning: "dead share (above 0, at most 1) of a sealed segment at which the server compacts it by itself: rewrites it without its dead records: deleted contexts' and tenants' turns, deleted tenants' blobs no other tenant claims (see [docs/operations.md](docs/operations.md#compacting-the-data-files))"},
+		{flag: "erase-within", env: "CARDBOX_ERASE_WITHIN", bind: dur(&c.EraseWithin, 24*time.Hour), rule: Positive,
+			meaning: "bound on how long dead records stay in the files (deleted contexts' and tenants' turns, deleted tenants' blobs no other tenant claims): a segment holding bytes deleted half of it ago is compacted whatever its dead share (the active segment is closed early for it)"},
+		{flag: "compaction-rate", env: "CARDBOX_COMPACTION_RATE", bind: i64(&c.CompactionRate, 32<<20), rule: Positive,
+			meaning: "bytes per second compactions read and write together, so that they leave the disk to requests: a full 256 MiB segment is read twice and its live records written, 16 to 24 s at 32 MiB/s (see [docs/operations.md](docs/operations.md#compacting-the-data-files))"},
 		{flag: "mode", env: "CARDBOX_MODE", bind: str(&c.Mode, ModeDev), rule: OneOf(ModeDev, ModeHosted),
 			meaning: "dev (no keys, the default tenant, loopback only) or hosted (an API key on every surface; see [docs/security.md](docs/security.md))"},
 		{flag: "allow-public-dev", env: "CARDBOX_ALLOW_PUBLIC_DEV", bind: boolean(&c.AllowPublicDev, false),

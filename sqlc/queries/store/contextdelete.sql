@@ -146,6 +146,11 @@ WHERE c.tenant_id = @tenant_id AND c.context_id = ANY(@context_ids::bigint[]);
 -- Every dead turn (recovery skips their records).
 SELECT turn_id FROM dead_turns;
 
+-- name: ListDeadTurnsDied :many
+-- Every dead turn and when it died (recovery skips their records and
+-- counts their bytes as dead until a compaction drops them).
+SELECT turn_id, died_at FROM dead_turns;
+
 -- name: CountDeletedContexts :one
 -- How many contexts of live tenants are deleted (cardbox verify).
 SELECT count(*) FROM contexts c JOIN tenants t USING (tenant_id)

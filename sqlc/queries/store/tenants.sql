@@ -8,7 +8,7 @@ SELECT tenant_id, tenant_no FROM tenants WHERE tenant_id = @tenant_id AND delete
 
 -- name: ListTenants :many
 -- Every tenant, deleted ones too: recovery must know their numbers.
-SELECT tenant_id, tenant_no, (deleted_at IS NOT NULL)::boolean AS deleted FROM tenants ORDER BY tenant_no;
+SELECT tenant_id, tenant_no, (deleted_at IS NOT NULL)::boolean AS deleted, deleted_at FROM tenants ORDER BY tenant_no;
 
 -- name: DeletedTenant :one
 -- The number of a deleted tenant (no row for a live or unknown one).

@@ -130,6 +130,18 @@ func (t *TurnTable) Uncount(tenant uint32) int64 {
 	return n
 }
 
+// OfTenant returns the ids of the tenant's turns the table holds, in
+// order.
+func (t *TurnTable) OfTenant(tenant uint32) []uint64 {
+	var ids []uint64
+	for id, last := uint64(1), t.visible.Load(); id <= last; id++ {
+		if m, ok := t.Get(id); ok && m.Tenant == tenant {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // ContextState is a context's tenant and head, and when it was created
 // and last appended to (unix ms).
 type ContextState struct {

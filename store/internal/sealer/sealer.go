@@ -53,8 +53,12 @@ type Sealer struct {
 	// read by IsSealed.
 	mu     sync.Mutex
 	sealed map[key]segment.ID
-	stop   context.CancelFunc
-	done   chan struct{}
+	// packDurable is an end of the blob pack the store knows every byte
+	// below is durable for good, beyond the committed end Postgres
+	// records (see Durable); guarded by mu.
+	packDurable int64
+	stop        context.CancelFunc
+	done        chan struct{}
 }
 
 // New returns a sealer that knows of no sealed segment yet.
@@ -77,6 +81,27 @@ func (s *Sealer) MarkSealed(stream string, id segment.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sealed[key{stream, id.Start}] = id
+}
+
+// PackDurable tells the sealer that every byte of the blob pack below end
+// is written, fsynced and never cut back, so that a closed segment ending
+// there may be sealed before a commit row records the pack's end (a
+// group of blobs alone records none; the next turn's does). The store
+// tells it so of each segment the pack closes, and of what a start kept:
+// the pack publishes only fsynced records, and nothing cuts back a valid
+// record of it, committed or not. It only wakes the sealer: it may be
+// called with a writer's lock held.
+func (s *Sealer) PackDurable(end int64) {
+	s.mu.Lock()
+	s.packDurable = max(s.packDurable, end)
+	s.mu.Unlock()
+	s.Wake(segment.Info{})
+}
+
+func (s *Sealer) packDurableEnd() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.packDurable
 }
 
 // Wake is the files' segment.Options.OnRollover: it runs with a writer's
@@ -187,7 +212,7 @@ func (r *run) sealCommitted(ctx context.Context) (pending bool, err error) {
 		closed    []segment.Info
 		committed int64
 	}{
-		{Blobs, r.blobs.Closed(), state.PackEnd},
+		{Blobs, r.blobs.Closed(), max(state.PackEnd, r.s.packDurableEnd())},
 		{Turns, r.turns.Closed(), state.CommittedEnd},
 	} {
 		for _, seg := range s.closed {

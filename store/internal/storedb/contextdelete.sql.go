@@ -7,6 +7,7 @@ package storedb
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -238,6 +239,37 @@ func (q *Queries) ListDeadTurns(ctx context.Context) ([]int64, error) {
 			return nil, err
 		}
 		items = append(items, turn_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listDeadTurnsDied = `-- name: ListDeadTurnsDied :many
+SELECT turn_id, died_at FROM dead_turns
+`
+
+type ListDeadTurnsDiedRow struct {
+	TurnID int64
+	DiedAt time.Time
+}
+
+// Every dead turn and when it died (recovery skips their records and
+// counts their bytes as dead until a compaction drops them).
+func (q *Queries) ListDeadTurnsDied(ctx context.Context) ([]ListDeadTurnsDiedRow, error) {
+	rows, err := q.db.Query(ctx, listDeadTurnsDied)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListDeadTurnsDiedRow
+	for rows.Next() {
+		var i ListDeadTurnsDiedRow
+		if err := rows.Scan(&i.TurnID, &i.DiedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ package storedb
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const deletedTenant = `-- name: DeletedTenant :one
@@ -72,13 +74,14 @@ func (q *Queries) ListDeletedTenants(ctx context.Context) ([]ListDeletedTenantsR
 }
 
 const listTenants = `-- name: ListTenants :many
-SELECT tenant_id, tenant_no, (deleted_at IS NOT NULL)::boolean AS deleted FROM tenants ORDER BY tenant_no
+SELECT tenant_id, tenant_no, (deleted_at IS NOT NULL)::boolean AS deleted, deleted_at FROM tenants ORDER BY tenant_no
 `
 
 type ListTenantsRow struct {
-	TenantID string
-	TenantNo int32
-	Deleted  bool
+	TenantID  string
+	TenantNo  int32
+	Deleted   bool
+	DeletedAt pgtype.Timestamptz
 }
 
 // Every tenant, deleted ones too: recovery must know their numbers.
@@ -91,7 +94,12 @@ func (q *Queries) ListTenants(ctx context.Context) ([]ListTenantsRow, error) {
 	var items []ListTenantsRow
 	for rows.Next() {
 		var i ListTenantsRow
-		if err := rows.Scan(&i.TenantID, &i.TenantNo, &i.Deleted); err != nil {
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.TenantNo,
+			&i.Deleted,
+			&i.DeletedAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
