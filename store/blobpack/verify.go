@@ -23,6 +23,17 @@ type Defect struct {
 // and the scan goes on at the next valid record. progress, if not nil, is
 // told of the bytes read so far and the pack's size.
 func Verify(dir string, visit func(Entry), progress func(done, total int64)) ([]Defect, error) {
+	var visitContent func(Entry, []byte)
+	if visit != nil {
+		visitContent = func(e Entry, _ []byte) { visit(e) }
+	}
+	return VerifyContent(dir, visitContent, progress)
+}
+
+// VerifyContent is Verify telling visit each good record's blob as well,
+// uncompressed (valid only during the call): what a check of the bytes the
+// pack still holds, such as an erasure's, reads.
+func VerifyContent(dir string, visit func(Entry, []byte), progress func(done, total int64)) ([]Defect, error) {
 	set, err := segment.Open(Layout(dir), segment.Options{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("blobpack: verify: %w", err)
@@ -36,7 +47,7 @@ func Verify(dir string, visit func(Entry), progress func(done, total int64)) ([]
 type verifier struct {
 	p        *Pack
 	size     int64
-	visit    func(Entry)
+	visit    func(Entry, []byte)
 	progress func(done, total int64)
 	defects  []Defect
 }
@@ -47,13 +58,14 @@ func (v *verifier) run() ([]Defect, error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(v.p.pack, 0, v.size), scanBufSize)
 	for off < v.size {
 		e, err := readRecord(r, off, v.size, &rec)
+		var raw []byte
 		if err == nil {
-			err = v.checkContent(&e, rec[headerSize:e.recordSize()-4])
+			raw, err = v.checkContent(&e, rec[headerSize:e.recordSize()-4])
 		}
 		switch {
 		case err == nil:
 			if v.visit != nil {
-				v.visit(e)
+				v.visit(e, raw)
 			}
 			off = e.end()
 		case errors.Is(err, ErrCorrupt):
@@ -82,13 +94,13 @@ func (v *verifier) run() ([]Defect, error) {
 }
 
 // checkContent decompresses a record's stored bytes and checks their hash.
-func (v *verifier) checkContent(e *Entry, stored []byte) error {
+func (v *verifier) checkContent(e *Entry, stored []byte) ([]byte, error) {
 	raw, err := v.p.z.decompress(e, stored)
 	if err != nil {
-		return fmt.Errorf("blobpack: record at %d: %w: %w", e.Offset, err, ErrCorrupt)
+		return nil, fmt.Errorf("blobpack: record at %d: %w: %w", e.Offset, err, ErrCorrupt)
 	}
 	if blake3.Sum256(raw) != e.Hash {
-		return fmt.Errorf("blobpack: record at %d: content does not hash to %x: %w", e.Offset, e.Hash, ErrCorrupt)
+		return nil, fmt.Errorf("blobpack: record at %d: content does not hash to %x: %w", e.Offset, e.Hash, ErrCorrupt)
 	}
-	return nil
+	return raw, nil
 }
