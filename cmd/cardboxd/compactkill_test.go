@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cardboxhq/cardbox/api/adminhttp"
+	"github.com/cardboxhq/cardbox/cxdbcompat/client"
+	"github.com/cardboxhq/cardbox/internal/auth"
+	"github.com/cardboxhq/cardbox/internal/pgtest"
+	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/internal/testkit/seed"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
+	"github.com/cardboxhq/cardbox/store/salvage"
+)
+
+// compaction asks for (post) or reads the compaction at path with the
+// operator's key.
+func compaction(t *testing.T, srv *serverProc, secret, method, path string) adminhttp.Compaction {
+	t.Helper()
+	req, _ := http.NewRequest(method, srv.httpURL(path), nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var c adminhttp.Compaction
+	if err := json.NewDecoder(res.Body).Decode(&c); err != nil || res.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d, %v", method, path, res.StatusCode, err)
+	}
+	return c
+}
+
+// dataBytes is the size of the files under dataDir's blobs/ and turns/.
+func dataBytes(t *testing.T, dataDir string) int64 {
+	t.Helper()
+	var n int64
+	for _, sub := range []string{"blobs", "turns"} {
+		files, err := filepath.Glob(filepath.Join(dataDir, sub, "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			st, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += st.Size()
+		}
+	}
+	return n
+}
+
+// written is a context a test wrote, and the payload of each of its turns.
+type written struct {
+	contextID uint64
+	payloads  map[uint64][]byte
+}
+
+// checkLive reads every turn of every context in live back, payload
+// included, and checks that each context in deleted answers as unknown.
+func checkLive(t *testing.T, srv *serverProc, secret string, live, deleted []written) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, srv.binAddr, client.WithClientTag("check;key="+secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, w := range live {
+		turns, err := c.GetLast(ctx, w.contextID, uint32(len(w.payloads)+1), true)
+		if err != nil || len(turns) != len(w.payloads) {
+			t.Fatalf("context %d: %d turns, %v; want %d", w.contextID, len(turns), err, len(w.payloads))
+		}
+		for _, r := range turns {
+			if !bytes.Equal(r.Payload, w.payloads[r.TurnID]) {
+				t.Fatalf("context %d, turn %d: payload %q, want %q", w.contextID, r.TurnID, r.Payload, w.payloads[r.TurnID])
+			}
+		}
+	}
+	for _, w := range deleted {
+		if _, err := c.GetHead(ctx, w.contextID); err == nil {
+			t.Fatalf("deleted context %d has a head again", w.contextID)
+		}
+	}
+}
+
+// TestKill9DuringCompactionLosesNoLiveTurn kills a real server with
+// SIGKILL while a compaction of both files runs (slowed down by
+// --compaction-rate so that the kill lands inside it), three times, each
+// time after it finished at least one segment. After every restart each
+// live turn reads byte for byte and each deleted context stays deleted;
+// a last compaction then finishes, the files are smaller than before, and
+// `cardbox verify` finds the store clean.
+func TestKill9DuringCompactionLosesNoLiveTurn(t *testing.T) {
+	db, dir := pgtest.NewDB(t), t.TempDir()
+	srv := newServer(t, dir, db)
+	srv.env = append(srv.env, "CARDBOX_MODE=hosted", "CARDBOX_SEGMENT_SIZE=8192",
+		"CARDBOX_COMPACTION_RATE=32768", "CARDBOX_COMPACTION_THRESHOLD=1")
+	srv.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	keys := tenancy.New(pool, nil)
+	secret := seed.TenantKey(t, keys, "bravo", auth.RoleWriter)
+	_, opsSecret := seed.OperatorKey(t, keys)
+
+	c, err := client.Dial(ctx, srv.binAddr, client.WithClientTag("load;key="+secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []written
+	for i := range 12 {
+		h, err := c.CreateContext(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := written{contextID: h.ContextID, payloads: map[uint64][]byte{}}
+		for j := range 25 {
+			text := fmt.Sprintf("context %d turn %d %x", i, j, bytes.Repeat([]byte{byte(i), byte(j)}, 100))
+			payload := append([]byte{0x81, 0x01, 0xda, byte(len(text) >> 8), byte(len(text))}, text...)
+			r, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: h.ContextID, TypeID: "t", TypeVersion: 1, Payload: payload})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.payloads[r.NewTurnID] = payload
+		}
+		all = append(all, w)
+	}
+	c.Close()
+	// Every other context deleted: dead records lie among live ones in
+	// every segment.
+	var live, deleted []written
+	side := &tenantSide{id: "bravo", secret: secret}
+	for i, w := range all {
+		if i%2 == 0 {
+			live = append(live, w)
+			continue
+		}
+		deleted = append(deleted, w)
+		side.do(t, srv, http.MethodDelete, fmt.Sprintf("/v1/contexts/%d", w.contextID), "", http.StatusNoContent)
+	}
+	waitfor.Soon(t, "the reaper to bury the deleted contexts' turns", func() bool {
+		var n int
+		return pool.QueryRow(ctx, "SELECT count(*) FROM dead_turns").Scan(&n) == nil && n == 25*len(deleted)
+	})
+	before := dataBytes(t, dir)
+
+	for round := range 3 {
+		run := compaction(t, srv, opsSecret, http.MethodPost, "/admin/compactions")
+		var now adminhttp.Compaction
+		waitfor.True(t, "a segment compacted", time.Minute, func() bool {
+			now = compaction(t, srv, opsSecret, http.MethodGet, "/admin/compactions/"+run.ID)
+			return now.SegmentsDone >= 1 || now.State != adminhttp.CompactionRunning
+		})
+		if now.State != adminhttp.CompactionRunning {
+			t.Fatalf("round %d: the compaction ended before the kill (%+v): --compaction-rate does not slow it down enough to test", round, now)
+		}
+		srv.kill()
+		t.Logf("round %d: killed after %d of %d segments", round, now.SegmentsDone, now.SegmentsTotal)
+		srv.start()
+		checkLive(t, srv, secret, live, deleted)
+	}
+
+	run := compaction(t, srv, opsSecret, http.MethodPost, "/admin/compactions")
+	var done adminhttp.Compaction
+	waitfor.True(t, "the last compaction to end", 2*time.Minute, func() bool {
+		done = compaction(t, srv, opsSecret, http.MethodGet, "/admin/compactions/"+run.ID)
+		return done.State != adminhttp.CompactionRunning
+	})
+	if done.State != adminhttp.CompactionDone {
+		t.Fatalf("the last compaction: %+v", done)
+	}
+	checkLive(t, srv, secret, live, deleted)
+	if err := srv.stop(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, srv.log)
+	}
+	if after := dataBytes(t, dir); after >= before {
+		t.Errorf("blobs/ and turns/ hold %d bytes after the compactions, %d before", after, before)
+	}
+	r, err := salvage.Verify(ctx, dir, pool, nil)
+	if err != nil || !r.OK() {
+		t.Fatalf("verify after the compactions: %+v, %v", r, err)
+	}
+}
