@@ -98,15 +98,18 @@ func checkLive(t *testing.T, srv *serverProc, secret string, live, deleted []wri
 // TestKill9DuringCompactionLosesNoLiveTurn kills a real server with
 // SIGKILL while a compaction of both files runs (slowed down by
 // --compaction-rate so that the kill lands inside it), three times, each
-// time after it finished at least one segment. After every restart each
+// time after it finished at least one segment of many. After every restart each
 // live turn reads byte for byte and each deleted context stays deleted;
 // a last compaction then finishes, the files are smaller than before, and
 // `cardbox verify` finds the store clean.
 func TestKill9DuringCompactionLosesNoLiveTurn(t *testing.T) {
 	db, dir := pgtest.NewDB(t), t.TempDir()
 	srv := newServer(t, dir, db)
-	srv.env = append(srv.env, "CARDBOX_MODE=hosted", "CARDBOX_SEGMENT_SIZE=8192",
-		"CARDBOX_COMPACTION_RATE=32768", "CARDBOX_COMPACTION_THRESHOLD=1")
+	srv.env = append(srv.env, "CARDBOX_MODE=hosted", "CARDBOX_SEGMENT_SIZE=8192", "CARDBOX_COMPACTION_THRESHOLD=1")
+	unlimited := srv.env
+	// Slow enough that each kill below lands inside a compaction of
+	// many segments.
+	srv.env = append(srv.env[:len(srv.env):len(srv.env)], "CARDBOX_COMPACTION_RATE=16384")
 	srv.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -124,7 +127,7 @@ func TestKill9DuringCompactionLosesNoLiveTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	var all []written
-	for i := range 12 {
+	for i := range 24 {
 		h, err := c.CreateContext(ctx, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -176,6 +179,10 @@ func TestKill9DuringCompactionLosesNoLiveTurn(t *testing.T) {
 		checkLive(t, srv, secret, live, deleted)
 	}
 
+	// The rest at the default rate.
+	srv.kill()
+	srv.env = unlimited
+	srv.start()
 	run := compaction(t, srv, opsSecret, http.MethodPost, "/admin/compactions")
 	var done adminhttp.Compaction
 	waitfor.True(t, "the last compaction to end", 2*time.Minute, func() bool {

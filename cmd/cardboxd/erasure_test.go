@@ -48,6 +48,7 @@ type planted struct {
 	marker    string
 	contextID uint64
 	turns     []uint64
+	uploads   []client.Hash // the fs snapshot's file and tree
 }
 
 // plant writes a context of turns carrying m (payloads long enough to be
@@ -92,7 +93,28 @@ func plant(t *testing.T, srv *serverProc, side *tenantSide, m string) planted {
 	if _, err := c.AttachFS(ctx, p.turns[len(p.turns)-1], root); err != nil {
 		t.Fatal(err)
 	}
+	p.uploads = []client.Hash{fileHash, root}
 	return p
+}
+
+// released waits until side reads none of hashes: the reaper released
+// its claims to them (the deleted context's uploads, once the grace has
+// passed).
+func released(t *testing.T, srv *serverProc, side *tenantSide, hashes []client.Hash) {
+	t.Helper()
+	c, err := client.Dial(context.Background(), srv.binAddr, client.WithClientTag("check;key="+side.secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitfor.Soon(t, "the deleted context's uploads released", func() bool {
+		for _, h := range hashes {
+			if _, err := c.GetBlob(context.Background(), h); err == nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // compactNow runs `cardbox compact --wait` against srv with the operator's
@@ -208,7 +230,9 @@ func TestDeletedBytesAreErased(t *testing.T) {
 	srv := newServer(t, dir, db)
 	// Small segments, so that the deleted records lie in sealed segments
 	// among live ones, and in the active one.
-	srv.env = append(srv.env, "CARDBOX_MODE=hosted", "CARDBOX_SEGMENT_SIZE=16384")
+	// A short grace for uploads: a deleted context's uploaded blobs lose
+	// its tenant's claim once the grace has passed since their upload.
+	srv.env = append(srv.env, "CARDBOX_MODE=hosted", "CARDBOX_SEGMENT_SIZE=16384", "CARDBOX_BLOB_CLAIM_GRACE=1s")
 	srv.start()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -257,6 +281,7 @@ func TestDeletedBytesAreErased(t *testing.T) {
 		}
 		return true
 	})
+	released(t, srv, bravo, bravoGone.uploads)
 	compactNow(t, srv, opsSecret)
 
 	gone := []string{acmeData.marker, bravoGone.marker}
