@@ -149,6 +149,42 @@ func TestIdempotencyIndexIsBounded(t *testing.T) {
 	}
 }
 
+// Past the cap, only the keys memory forgot ask Postgres: new keys (all
+// but the filter's rare mistakes, none with these keys) are answered from
+// memory, and retries of forgotten keys ask and get their turns.
+func TestIdempotencyNewKeysPastTheCapAskNobody(t *testing.T) {
+	const bound, n = 3, 40
+	s := newTestStore(t)
+	s.maxIdemKeys = bound
+	s.reopen()
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	reqs := make([]*AppendRequest, n)
+	first := make([]AppendResult, n)
+	for i := range reqs {
+		reqs[i] = turnReq(h.ContextID, 0, payloadN(i))
+		reqs[i].IdempotencyKey = []byte("past-the-cap-" + strconv.Itoa(i))
+		first[i] = s.append(ten, reqs[i])
+		if r := first[i]; r.Replayed {
+			t.Fatalf("new key %d = %+v, replayed", i, r)
+		}
+	}
+	if asked := s.keyLookups.asked.Load(); asked != 0 {
+		t.Fatalf("%d new keys past the cap asked Postgres %d times, want 0", n, asked)
+	}
+	for i, req := range reqs { // the first n-bound only in Postgres
+		if r := s.append(ten, req); r.TurnID != first[i].TurnID || !r.Replayed {
+			t.Fatalf("retry of key %d = %+v, want turn %d replayed", i, r, first[i].TurnID)
+		}
+	}
+	if asked, want := s.keyLookups.asked.Load(), int64(n-bound); asked != want {
+		t.Fatalf("retries asked Postgres %d times, want %d (the forgotten keys)", asked, want)
+	}
+	if rows := s.countRows("turns"); rows != n {
+		t.Fatalf("turn rows = %d, want %d", rows, n)
+	}
+}
+
 // A restart loads only the newest MaxIdempotencyKeys keys of the window,
 // reading no more than that from Postgres; a retry of an older key, left
 // in Postgres, still gets the original turn and stores nothing.

@@ -15,6 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/damage"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
@@ -89,7 +90,10 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 			return AppendResult{}, err
 		}
 	}
-	if len(req.IdempotencyKey) > 0 && e.idem.MayMiss(e.now().Add(-IdempotencyWindow)) {
+	// The mark first: the planner finds every key memory held at it,
+	// unless told the mark is stale (idemindex.Table.Stale).
+	mark := e.idem.Mark()
+	if len(req.IdempotencyKey) > 0 && e.idem.MayMiss(idemindex.NewKey(t.No, req.ContextID, req.IdempotencyKey), e.now().Add(-IdempotencyWindow)) {
 		if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
 			return res, err
 		}
@@ -98,7 +102,7 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 		return AppendResult{}, err
 	}
 	e.tenants.learn(t)
-	j := &groupcommit.Job{Tenant: t, Request: req, Raw: raw, Hash: req.ContentHash}
+	j := &groupcommit.Job{Tenant: t, Request: req, Raw: raw, Hash: req.ContentHash, IdemMark: mark}
 	if e.opts.OnAppendPayloads > 0 && len(raw) <= e.opts.OnAppendPayloads {
 		// Copied here, on the caller's goroutine rather than the
 		// committer's: raw may be the request's buffer, which its

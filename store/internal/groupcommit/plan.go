@@ -135,6 +135,14 @@ func (c *Committer) replay(p *plan, j *Job, now time.Time) bool {
 		return true
 	}
 	e, ok := c.idem.Lookup(k, now)
+	if !ok && c.idem.Stale(j.IdemMark) {
+		// More keys than the ring's slack came since the append checked
+		// whether memory may miss its key: one held then may be gone.
+		// Rare (a long wait in the queue); the append was not made, so
+		// a retry with the key is safe, and asks Postgres.
+		p.outcomes[j] = Outcome{Err: fault.New(fault.Unavailable, "idempotency key checked too long ago: retry")}
+		return true
+	}
 	if !ok {
 		return false
 	}
