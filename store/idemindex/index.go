@@ -112,7 +112,7 @@ type Table struct {
 	slackLive   int           // live entries before held0
 	// index holds ring positions plus one (0: free), with linear probing
 	// from each key's home; its length is a power of two at least twice
-	// the ring's.
+	// the cap and one and a half times the ring's.
 	index []uint32
 	held  int // live slots, held0 or later or not
 	max   int
@@ -147,8 +147,8 @@ func New(max int) *Table {
 // for slack more after their keys are forgotten.
 func newTable(max, slack int) *Table {
 	size := max + slack
-	positions := 1
-	for positions < 2*size {
+	positions := 1 // the load factor stays under 2/3 with every slot live
+	for positions < 2*max || positions < size+size/2 {
 		positions *= 2
 	}
 	t := &Table{max: max, size: size, first: firstEntry, next: firstEntry, held0: firstEntry}
@@ -164,8 +164,8 @@ func newTable(max, slack int) *Table {
 }
 
 // Slack returns how many keys past a cap of keys an entry stays in the
-// ring after its key is forgotten: an eighth of the cap, at least 1,024.
-func Slack(keys int) int { return max(keys/8, 1024) }
+// ring after its key is forgotten: a sixteenth of the cap, at least 1,024.
+func Slack(keys int) int { return max(keys/16, 1024) }
 
 // Mark returns where the keys held for the cap begin, to take before
 // MayMiss; Stale, given it later, reports whether an entry held then may
