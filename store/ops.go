@@ -93,16 +93,21 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 	// The mark first: the planner finds every key memory held at it,
 	// unless told the mark is stale (idemindex.Table.Stale).
 	mark := e.idem.Mark()
-	if len(req.IdempotencyKey) > 0 && e.idem.MayMiss(idemindex.NewKey(t.No, req.ContextID, req.IdempotencyKey), e.now().Add(-IdempotencyWindow)) {
-		if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
-			return res, err
+	var key idemindex.Key
+	if len(req.IdempotencyKey) > 0 {
+		key = idemindex.NewKey(t.No, req.ContextID, req.IdempotencyKey)
+		if e.idem.MayMiss(key, e.now().Add(-IdempotencyWindow)) {
+			if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
+				return res, err
+			}
 		}
 	}
 	if err := e.admitBlob(ctx, t, req.ContentHash, len(raw), TurnCharge); err != nil {
 		return AppendResult{}, err
 	}
 	e.tenants.learn(t)
-	j := &groupcommit.Job{Tenant: t, Request: req, Raw: raw, Hash: req.ContentHash, IdemMark: mark}
+	j := &groupcommit.Job{Tenant: t, Request: req, Raw: raw, Hash: req.ContentHash,
+		IdemMark: mark, IdemKey: key, IdemKeySet: len(req.IdempotencyKey) > 0}
 	if e.opts.OnAppendPayloads > 0 && len(raw) <= e.opts.OnAppendPayloads {
 		// Copied here, on the caller's goroutine rather than the
 		// committer's: raw may be the request's buffer, which its
