@@ -81,7 +81,7 @@ func slotOf(k Key, e Entry) ringSlot {
 // those of groups still in flight, up to a cap: beyond it the oldest are
 // forgotten, and Postgres, which keeps every key for the window, answers
 // for them (the store's replay from Postgres). Only the committer's writer
-// stage reads and writes it, except MayMiss.
+// stage reads and writes it, except MayMiss and Mark.
 //
 // Keys come in time order and leave oldest first (for the cap, or
 // expired), so the entries are a ring of slots, oldest first, with an
@@ -102,7 +102,7 @@ type Table struct {
 	// ring holds the entries numbered first up to next (not included),
 	// at most size of them: entry a is ring[a%size]. Numbers only grow,
 	// but for the start-up load, which adds older entries below first.
-	// The entries before held are forgotten for the cap: their keys are
+	// The entries before held0 are forgotten for the cap: their keys are
 	// in evicted, and they stay for Lookup until the slack is used.
 	ring        []ringSlot
 	first, next uint64
