@@ -676,7 +676,7 @@ func TestOnAppendDescribesTheRow(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The unkeyed group goes through CommitPlainAppends, the keyed one
-		// through CommitAppendBatch: both move the head.
+		// through CommitKeyedAppends: both move the head.
 		var head int64
 		err = s.pool.QueryRow(context.Background(), `SELECT head_turn_id FROM contexts WHERE tenant_id = $1 AND context_id = $2`,
 			tenant.ID, h.ContextID).Scan(&head)

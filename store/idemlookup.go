@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cardboxhq/cardbox/internal/fault"
@@ -24,7 +25,8 @@ const maxKeyLookups = 1024
 type keyLookups struct {
 	mu      sync.Mutex
 	waiting []*keyLookup
-	running bool // a goroutine is draining waiting
+	running bool         // a goroutine is draining waiting
+	asked   atomic.Int64 // appends asked about, for tests
 }
 
 // keyLookup is one append's question and, once done is closed, its answer.
@@ -48,6 +50,7 @@ func (e *Engine) lookupKey(ctx context.Context, t ident.Tenant, contextID uint64
 	// asked about.
 	l := &keyLookup{tenant: t, contextID: contextID, key: bytes.Clone(key), since: since, done: make(chan struct{})}
 	k := &e.keyLookups
+	k.asked.Add(1)
 	k.mu.Lock()
 	k.waiting = append(k.waiting, l)
 	if !k.running {

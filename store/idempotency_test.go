@@ -16,6 +16,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 )
 
@@ -146,6 +147,42 @@ func TestIdempotencyIndexIsBounded(t *testing.T) {
 	wantConflict(t, err, first[0].TurnID, []string{"payload"})
 	if n := s.countRows("turns"); n != len(reqs) {
 		t.Fatalf("turn rows = %d, want %d", n, len(reqs))
+	}
+}
+
+// Past the cap, only the keys memory forgot ask Postgres: new keys (all
+// but the filter's rare mistakes, none with these keys) are answered from
+// memory, and retries of forgotten keys ask and get their turns.
+func TestIdempotencyNewKeysPastTheCapAskNobody(t *testing.T) {
+	const bound, n = 3, 40
+	s := newTestStore(t)
+	s.maxIdemKeys = bound
+	s.reopen()
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	reqs := make([]*AppendRequest, n)
+	first := make([]AppendResult, n)
+	for i := range reqs {
+		reqs[i] = turnReq(h.ContextID, 0, payloadN(i))
+		reqs[i].IdempotencyKey = []byte("past-the-cap-" + strconv.Itoa(i))
+		first[i] = s.append(ten, reqs[i])
+		if r := first[i]; r.Replayed {
+			t.Fatalf("new key %d = %+v, replayed", i, r)
+		}
+	}
+	if asked := s.keyLookups.asked.Load(); asked != 0 {
+		t.Fatalf("%d new keys past the cap asked Postgres %d times, want 0", n, asked)
+	}
+	for i, req := range reqs { // the first n-bound only in Postgres
+		if r := s.append(ten, req); r.TurnID != first[i].TurnID || !r.Replayed {
+			t.Fatalf("retry of key %d = %+v, want turn %d replayed", i, r, first[i].TurnID)
+		}
+	}
+	if asked, want := s.keyLookups.asked.Load(), int64(n-bound); asked != want {
+		t.Fatalf("retries asked Postgres %d times, want %d (the forgotten keys)", asked, want)
+	}
+	if rows := s.countRows("turns"); rows != n {
+		t.Fatalf("turn rows = %d, want %d", rows, n)
 	}
 }
 
@@ -401,5 +438,48 @@ func TestIdempotencyLookupsTogether(t *testing.T) {
 	}
 	if rows := s.countRows("turns"); rows != 2*n {
 		t.Fatalf("turn rows = %d, want %d", rows, 2*n)
+	}
+}
+
+// An append whose key was checked longer ago than the ring's slack (more
+// keys came in between than memory keeps after forgetting one) is
+// refused, retryable, rather than planned as new: its key, held at the
+// check, may have left memory since without the check having said so.
+// Retried, it checks again, asks Postgres and gets its turn.
+func TestIdempotencyCheckOlderThanTheSlackIsRefused(t *testing.T) {
+	const bound = 3
+	s := newTestStore(t)
+	s.maxIdemKeys = bound
+	s.reopen()
+	ten := s.defaultTenant()
+	h := s.create(ten, 0)
+	req := turnReq(h.ContextID, 0, []byte("checked long ago"))
+	req.IdempotencyKey = []byte("checked-long-ago")
+	first := s.append(ten, req)
+
+	// The retry's check, as Append makes it: the key is held.
+	key := idemindex.NewKey(ten.No, h.ContextID, req.IdempotencyKey)
+	mark := s.idem.Mark()
+	if s.idem.MayMiss(key, time.Now().Add(-IdempotencyWindow)) {
+		t.Fatal("a key just used may be missing")
+	}
+	// More keys than the cap and the slack come before it is planned.
+	other := s.create(ten, 0)
+	for i := range bound + idemindex.Slack(bound) {
+		r := turnReq(other.ContextID, 0, payloadN(i))
+		r.IdempotencyKey = []byte("meanwhile-" + strconv.Itoa(i))
+		s.append(ten, r)
+	}
+	o := s.committer.Submit(context.Background(), &groupcommit.Job{
+		Tenant: ten, Request: req, Raw: req.Payload, Hash: req.ContentHash,
+		IdemMark: mark, IdemKey: key, IdemKeySet: true,
+	})
+	wantKind(t, o.Err, fault.Unavailable)
+
+	if r := s.append(ten, req); r.TurnID != first.TurnID || !r.Replayed {
+		t.Fatalf("retry = %+v, want turn %d replayed", r, first.TurnID)
+	}
+	if n, want := s.countRows("turns"), 1+bound+idemindex.Slack(bound); n != want {
+		t.Fatalf("turn rows = %d, want %d", n, want)
 	}
 }

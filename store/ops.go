@@ -15,6 +15,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/blobpack"
+	"github.com/cardboxhq/cardbox/store/idemindex"
 	"github.com/cardboxhq/cardbox/store/internal/damage"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
@@ -90,16 +91,24 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 			return AppendResult{}, err
 		}
 	}
-	if len(req.IdempotencyKey) > 0 && e.idem.MayMiss(e.now().Add(-IdempotencyWindow)) {
-		if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
-			return res, err
+	// The mark first: the planner finds every key memory held at it,
+	// unless told the mark is stale (idemindex.Table.Stale).
+	mark := e.idem.Mark()
+	var key idemindex.Key
+	if len(req.IdempotencyKey) > 0 {
+		key = idemindex.NewKey(t.No, req.ContextID, req.IdempotencyKey)
+		if e.idem.MayMiss(key, e.now().Add(-IdempotencyWindow)) {
+			if res, found, err := e.replayFromDB(ctx, t, req); found || err != nil {
+				return res, err
+			}
 		}
 	}
 	if err := e.admitBlob(ctx, t, req.ContentHash, len(raw), TurnCharge); err != nil {
 		return AppendResult{}, err
 	}
 	e.tenants.learn(t)
-	j := &groupcommit.Job{Tenant: t, Request: req, Raw: raw, Hash: req.ContentHash}
+	j := &groupcommit.Job{Tenant: t, Request: req, Raw: raw, Hash: req.ContentHash,
+		IdemMark: mark, IdemKey: key, IdemKeySet: len(req.IdempotencyKey) > 0}
 	if e.opts.OnAppendPayloads > 0 && len(raw) <= e.opts.OnAppendPayloads {
 		// Copied here, on the caller's goroutine rather than the
 		// committer's: raw may be the request's buffer, which its

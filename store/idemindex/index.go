@@ -81,7 +81,7 @@ func slotOf(k Key, e Entry) ringSlot {
 // those of groups still in flight, up to a cap: beyond it the oldest are
 // forgotten, and Postgres, which keeps every key for the window, answers
 // for them (the store's replay from Postgres). Only the committer's writer
-// stage reads and writes it, except MayMiss.
+// stage reads and writes it, except MayMiss and Mark.
 //
 // Keys come in time order and leave oldest first (for the cap, or
 // expired), so the entries are a ring of slots, oldest first, with an
@@ -91,22 +91,39 @@ func slotOf(k Key, e Entry) ringSlot {
 // mapTable), and touched only as keys come. A Go map of the keys and
 // a list of them in time order took over 250 bytes a key, and, on the
 // heap, let as much again of garbage gather before a collection.
+//
+// Past the cap the oldest key is forgotten, but its entry stays in the
+// ring (and found by Lookup) for slack more keys: an append checks
+// whether memory may miss its key (MayMiss) before it is queued, and the
+// planner looks the key up later; a key still held at the check must
+// still be found then. Mark and Stale tell the planner when more than the
+// slack went by in between, which only a long wait allows.
 type Table struct {
 	// ring holds the entries numbered first up to next (not included),
-	// at most max of them: entry a is ring[a%max]. Numbers only grow, but
-	// for the start-up load, which adds older entries below first.
+	// at most size of them: entry a is ring[a%size]. Numbers only grow,
+	// but for the start-up load, which adds older entries below first.
+	// The entries before held0 are forgotten for the cap: their keys are
+	// in evicted, and they stay for Lookup until the slack is used.
 	ring        []ringSlot
 	first, next uint64
+	held0       uint64        // the first entry held for the cap (first <= held0 <= next)
+	mark        atomic.Uint64 // held0, for other goroutines (Mark)
+	size        int           // max plus the slack
+	slackLive   int           // live entries before held0
 	// index holds ring positions plus one (0: free), with linear probing
 	// from each key's home; its length is a power of two at least twice
-	// the ring's.
+	// the cap and one and a half times the ring's.
 	index []uint32
-	held  int // live slots
+	held  int // live slots, held0 or later or not
 	max   int
-	// evictedUntil is the newest at (unix nanoseconds) of an entry
-	// forgotten for the cap, or left in Postgres for it at start-up (then
-	// the oldest at loaded, which no key left there is newer than): keys
-	// of that age or younger may be missing.
+	// evicted remembers the keys forgotten for the cap, approximately,
+	// while they are in the window.
+	evicted evicted
+	// evictedUntil is the newest at (unix nanoseconds) of a key that
+	// memory may miss without evicted knowing: one left in Postgres at
+	// start-up (then the oldest at loaded, which no key left there is
+	// newer than), or one of a segment of evicted dropped early for its
+	// bound. Keys of that age or younger may be missing, whatever the key.
 	evictedUntil atomic.Int64
 	// loadedRows is how many keys the start-up load read from Postgres.
 	loadedRows int
@@ -122,25 +139,60 @@ func New(max int) *Table {
 	if max <= 0 {
 		max = DefaultMax
 	}
-	max = min(max, math.MaxInt32/4)
-	positions := 1
-	for positions < 2*max {
+	max = min(max, math.MaxInt32/8)
+	return newTable(max, Slack(max))
+}
+
+// newTable returns an empty table of at most max keys, whose entries stay
+// for slack more after their keys are forgotten.
+func newTable(max, slack int) *Table {
+	size := max + slack
+	positions := 1 // the load factor stays under 2/3 with every slot live
+	for positions < 2*max || positions < size+size/2 {
 		positions *= 2
 	}
-	t := &Table{max: max, first: firstEntry, next: firstEntry}
-	if ring, index, mapping, ok := mapTable(max, positions); ok {
+	t := &Table{max: max, size: size, first: firstEntry, next: firstEntry, held0: firstEntry}
+	t.mark.Store(firstEntry)
+	t.evicted.init(max)
+	if ring, index, mapping, ok := mapTable(size, positions); ok {
 		t.ring, t.index = ring, index
 		runtime.AddCleanup(t, unmapTable, mapping)
 	} else {
-		t.ring, t.index = make([]ringSlot, max), make([]uint32, positions)
+		t.ring, t.index = make([]ringSlot, size), make([]uint32, positions)
 	}
 	return t
+}
+
+// Slack returns how many keys past a cap of keys an entry stays in the
+// ring after its key is forgotten: a sixteenth of the cap, at least 1,024.
+func Slack(keys int) int { return max(keys/16, 1024) }
+
+// Mark returns where the keys held for the cap begin, to take before
+// MayMiss; Stale, given it later, reports whether an entry held then may
+// have left the ring since. Safe for any goroutine.
+func (t *Table) Mark() uint64 { return t.mark.Load() }
+
+// Stale reports whether more keys than the slack came since Mark returned
+// mark: a key held then may have left the ring, so that Lookup no longer
+// finds it, without MayMiss having said so at the mark.
+func (t *Table) Stale(mark uint64) bool { return t.first > mark }
+
+// setHeld0 moves where the keys held for the cap begin.
+func (t *Table) setHeld0(a uint64) {
+	t.held0 = a
+	t.mark.Store(a)
 }
 
 // The methods below keep t alive (runtime.KeepAlive) while they use its
 // slots: its cleanup unmaps them.
 
-func (t *Table) slot(a uint64) *ringSlot { return &t.ring[a%uint64(t.max)] }
+func (t *Table) slot(a uint64) *ringSlot { return &t.ring[a%uint64(t.size)] }
+
+// number returns the number of the entry at ring position p.
+func (t *Table) number(p uint64) uint64 {
+	size := uint64(t.size)
+	return t.first + (p+size-t.first%size)%size
+}
 
 // find returns the index position of k's live entry, or false.
 func (t *Table) find(k *Key) (int, bool) {
@@ -173,7 +225,7 @@ func (t *Table) Lookup(k Key, now time.Time) (Entry, bool) {
 
 // put stores e as entry a, whose slot is free, and indexes it.
 func (t *Table) put(a uint64, k Key, e Entry) {
-	p := a % uint64(t.max)
+	p := a % uint64(t.size)
 	t.ring[p] = slotOf(k, e)
 	mask := len(t.index) - 1
 	i := k.home(mask)
@@ -187,8 +239,12 @@ func (t *Table) put(a uint64, k Key, e Entry) {
 // kill forgets the live entry at index position i; its slot stays in the
 // ring, dead, until it leaves the ring.
 func (t *Table) kill(i int) {
-	t.ring[t.index[i]-1].turn = 0
+	p := uint64(t.index[i] - 1)
+	t.ring[p].turn = 0
 	t.held--
+	if t.number(p) < t.held0 {
+		t.slackLive--
+	}
 	// Close the gap: move up every later entry of the run that may not
 	// be searched for past it (backward-shift deletion).
 	mask := len(t.index) - 1
@@ -202,18 +258,17 @@ func (t *Table) kill(i int) {
 }
 
 // pop takes the oldest entry out of the ring, forgetting it if it was
-// live (then it returns its at).
-func (t *Table) pop() (at int64, live bool) {
-	s := t.slot(t.first)
+// live.
+func (t *Table) pop() {
+	if s := t.slot(t.first); s.turn != 0 {
+		if i, ok := t.find(&s.key); ok {
+			t.kill(i)
+		}
+	}
 	t.first++
-	if s.turn == 0 {
-		return 0, false
+	if t.held0 < t.first {
+		t.setHeld0(t.first)
 	}
-	at = s.at
-	if i, ok := t.find(&s.key); ok {
-		t.kill(i)
-	}
-	return at, true
 }
 
 // Add remembers a key, forgetting the oldest beyond the cap. Keys are
@@ -223,10 +278,19 @@ func (t *Table) Add(k Key, e Entry) {
 	if i, ok := t.find(&k); ok {
 		t.kill(i)
 	}
-	if t.next-t.first == uint64(t.max) {
-		if at, live := t.pop(); live {
-			t.evictedUntil.Store(max(t.evictedUntil.Load(), at))
+	if t.next-t.held0 == uint64(t.max) {
+		// The oldest held is forgotten for the cap: the filter learns
+		// it, and its entry stays for the slack.
+		if s := t.slot(t.held0); s.turn != 0 {
+			if until, dropped := t.evicted.add(&s.key, s.at); dropped {
+				t.evictedUntil.Store(max(t.evictedUntil.Load(), until))
+			}
+			t.slackLive++
 		}
+		t.setHeld0(t.held0 + 1)
+	}
+	if t.next-t.first == uint64(t.size) {
+		t.pop()
 	}
 	t.put(t.next, k, e)
 	t.next++
@@ -241,6 +305,7 @@ func (t *Table) LoadOlder(k Key, e Entry) {
 		return // a newer use of the key (or of its hash), or a row too many
 	}
 	t.first--
+	t.setHeld0(t.first)
 	t.put(t.first, k, e)
 }
 
@@ -254,10 +319,11 @@ func (t *Table) Loaded() {
 	}
 }
 
-// MayMiss reports whether a key used at or after since may have been
-// forgotten for the cap.
-func (t *Table) MayMiss(since time.Time) bool {
-	return t.evictedUntil.Load() >= since.UnixNano()
+// MayMiss reports whether k, if used after since, may have been
+// forgotten for the cap: then only Postgres knows. Safe for any goroutine.
+func (t *Table) MayMiss(k Key, since time.Time) bool {
+	s := since.UnixNano()
+	return t.evictedUntil.Load() >= s || t.evicted.mayHold(&k, s)
 }
 
 // ForgetFrom drops the keys of group seq and later (they did not commit).
@@ -273,6 +339,9 @@ func (t *Table) ForgetFrom(seq uint64) {
 	for t.next > t.first && t.slot(t.next-1).turn == 0 {
 		t.next--
 	}
+	if t.held0 > t.next {
+		t.setHeld0(t.next)
+	}
 }
 
 // Expire forgets keys older than the window: the oldest come first.
@@ -280,23 +349,25 @@ func (t *Table) Expire(now time.Time) {
 	defer runtime.KeepAlive(t)
 	for t.first < t.next {
 		if s := t.slot(t.first); s.turn != 0 && now.UnixNano()-s.at < int64(Window) {
-			return
+			break
 		}
 		t.pop()
 	}
+	t.evicted.expire(now.UnixNano() - int64(Window))
 }
 
-// Len returns how many keys the table holds.
-func (t *Table) Len() int { return t.held }
+// Len returns how many keys the table holds for the cap (not counting
+// those forgotten that the slack still keeps).
+func (t *Table) Len() int { return t.held - t.slackLive }
 
 // LoadedRows returns how many keys the start-up load read (LoadOlder).
 func (t *Table) LoadedRows() int { return t.loadedRows }
 
-// Holds reports whether the table holds k, however old.
+// Holds reports whether the table holds k for the cap, however old.
 func (t *Table) Holds(k Key) bool {
 	defer runtime.KeepAlive(t)
-	_, ok := t.find(&k)
-	return ok
+	i, ok := t.find(&k)
+	return ok && t.number(uint64(t.index[i]-1)) >= t.held0
 }
 
 // Cap returns the most keys the table holds.

@@ -9,12 +9,15 @@ import (
 )
 
 // idemModel is Table's behaviour, plainly: a list of the entries in
-// the order added, dead ones included, at most max long.
+// the order added, dead ones included, at most max+slack long, the first
+// forgotten of them forgotten for the cap.
 type idemModel struct {
 	list         []*idemModelEntry
 	live         map[Key]*idemModelEntry
-	max          int
+	max, slack   int
+	forgotten    int
 	evictedUntil int64
+	evicted      map[Key]int64 // keys forgotten for the cap: the newest at of each
 }
 
 type idemModelEntry struct {
@@ -34,12 +37,17 @@ func (m *idemModel) add(k Key, e Entry) {
 	if x, ok := m.live[k]; ok {
 		m.kill(x)
 	}
-	if len(m.list) == m.max {
-		if x := m.list[0]; !x.dead {
+	if len(m.list)-m.forgotten == m.max {
+		if x := m.list[m.forgotten]; !x.dead {
 			m.evictedUntil = max(m.evictedUntil, x.e.At.UnixNano())
-			m.kill(x)
+			m.evicted[x.k] = max(m.evicted[x.k], x.e.At.UnixNano())
 		}
+		m.forgotten++
+	}
+	if len(m.list) == m.max+m.slack {
+		m.kill(m.list[0])
 		m.list = m.list[1:]
+		m.forgotten--
 	}
 	x := &idemModelEntry{k: k, e: e}
 	m.list = append(m.list, x)
@@ -55,12 +63,25 @@ func (m *idemModel) forgetFrom(seq uint64) {
 	for len(m.list) > 0 && m.list[len(m.list)-1].dead {
 		m.list = m.list[:len(m.list)-1]
 	}
+	m.forgotten = min(m.forgotten, len(m.list))
+}
+
+// held is how many keys are held for the cap.
+func (m *idemModel) held() int {
+	n := 0
+	for _, x := range m.list[m.forgotten:] {
+		if !x.dead {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *idemModel) expire(now time.Time) {
 	for len(m.list) > 0 && (m.list[0].dead || now.Sub(m.list[0].e.At) >= Window) {
 		m.kill(m.list[0])
 		m.list = m.list[1:]
+		m.forgotten = max(m.forgotten-1, 0)
 	}
 }
 
@@ -71,8 +92,8 @@ func (m *idemModel) expire(now time.Time) {
 func TestIdemTableMatchesAPlainList(t *testing.T) {
 	for seed := range uint64(10) {
 		rnd := rand.New(rand.NewPCG(seed, 0))
-		max := 1 + rnd.IntN(200)
-		tab, m := New(max), &idemModel{max: max, live: map[Key]*idemModelEntry{}}
+		max, slack := 1+rnd.IntN(200), 1+rnd.IntN(50)
+		tab, m := newTable(max, slack), &idemModel{max: max, slack: slack, live: map[Key]*idemModelEntry{}, evicted: map[Key]int64{}}
 		homes := make([]uint64, 24) // few homes, anywhere in the index
 		for i := range homes {
 			homes[i] = rnd.Uint64()
@@ -107,13 +128,17 @@ func TestIdemTableMatchesAPlainList(t *testing.T) {
 			default:
 				clock = clock.Add(time.Duration(rnd.IntN(int(Window / 50))))
 			}
-			held := 0
+			since := clock.Add(-Window)
 			for _, k := range keys {
+				// A key forgotten for the cap in the window is never
+				// taken for one memory holds all of.
+				if at, ok := m.evicted[k]; ok && at > since.UnixNano() && !tab.MayMiss(k, since) {
+					t.Fatalf("seed %d, op %d: key forgotten at %d, since %d: not reported as maybe missing", seed, op, at, since.UnixNano())
+				}
 				got, ok := tab.Lookup(k, clock)
 				var want Entry
 				x, wantOK := m.live[k]
 				if wantOK {
-					held++
 					want = x.e
 					wantOK = clock.Sub(want.At) < Window
 				}
@@ -122,9 +147,11 @@ func TestIdemTableMatchesAPlainList(t *testing.T) {
 					t.Fatalf("seed %d, op %d: lookup = %+v, %v; want %+v, %v", seed, op, got, ok, want, wantOK)
 				}
 			}
-			if tab.held != held || tab.evictedUntil.Load() != m.evictedUntil || tab.next-tab.first != uint64(len(m.list)) {
-				t.Fatalf("seed %d, op %d: held %d, evicted until %d, %d slots; want %d, %d, %d",
-					seed, op, tab.held, tab.evictedUntil.Load(), tab.next-tab.first, held, m.evictedUntil, len(m.list))
+			if tab.Len() != m.held() || tab.held != len(m.live) || tab.evictedUntil.Load() > m.evictedUntil ||
+				tab.next-tab.first != uint64(len(m.list)) || tab.next-tab.held0 != uint64(len(m.list)-m.forgotten) {
+				t.Fatalf("seed %d, op %d: held %d (%d live), evicted until %d, %d slots, %d for the cap; want %d (%d), at most %d, %d, %d",
+					seed, op, tab.Len(), tab.held, tab.evictedUntil.Load(), tab.next-tab.first, tab.next-tab.held0,
+					m.held(), len(m.live), m.evictedUntil, len(m.list), len(m.list)-m.forgotten)
 			}
 		}
 	}
@@ -147,10 +174,11 @@ func TestIdemTableLoadNewestFirst(t *testing.T) {
 		if tab.held != tc.rows || tab.loadedRows != tc.rows {
 			t.Fatalf("%+v: held %d, loaded %d", tc, tab.held, tab.loadedRows)
 		}
-		if got, want := tab.MayMiss(start), tc.rows == tc.max; got != want {
+		other := NewKey(1, 7, []byte("other"))
+		if got, want := tab.MayMiss(other, start), tc.rows == tc.max; got != want {
 			t.Fatalf("%+v: may miss keys since the oldest: %v, want %v", tc, got, want)
 		}
-		if tab.MayMiss(start.Add(time.Second)) {
+		if tab.MayMiss(other, start.Add(time.Second)) {
 			t.Fatalf("%+v: may miss keys newer than the oldest held", tc)
 		}
 		now := start.Add(time.Hour)
@@ -159,15 +187,114 @@ func TestIdemTableLoadNewestFirst(t *testing.T) {
 				t.Fatalf("%+v: key %d = %+v, %v", tc, i, e, ok)
 			}
 		}
-		// The oldest leave first; one more key evicts the oldest when full.
+		// The oldest leave first; one more key forgets the oldest when
+		// full (its entry stays for the slack).
 		tab.Add(NewKey(1, 7, []byte("new")), Entry{Turn: 1 << 20, At: now})
-		_, ok := tab.Lookup(keys[0], now)
-		if want := tc.rows < tc.max; ok != want {
-			t.Fatalf("%+v: oldest key held after one more: %v, want %v", tc, ok, want)
+		if got, want := tab.Len(), min(tc.rows+1, tc.max); got != want {
+			t.Fatalf("%+v: %d keys held after one more, want %d", tc, got, want)
+		}
+		if got, want := tab.MayMiss(keys[0], start.Add(-time.Second)), tc.rows == tc.max; got != want {
+			t.Fatalf("%+v: oldest key may be missing after one more: %v, want %v", tc, got, want)
 		}
 		tab.Expire(start.Add(Window + time.Duration(tc.rows-2)*time.Second))
 		if tab.held != 2 {
 			t.Fatalf("%+v: %d keys held after expiry, want 2", tc, tab.held)
 		}
+	}
+}
+
+// Past its cap, a table still tells the keys it forgot (every one) from
+// keys never used (all but a few): only the former need Postgres. Beyond
+// the filter's bound, every key as old as the dropped segment's may be
+// missing; out of the window, the filter forgets.
+func TestIdemTableRemembersForgottenKeys(t *testing.T) {
+	const max = 1000
+	start := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	tab := New(max)
+	segKeys := tab.evicted.segKeys
+	key := func(i int) Key { return NewKey(1, 7, []byte("used-"+strconv.Itoa(i))) }
+	at := func(i int) time.Time { return start.Add(time.Duration(i) * time.Millisecond) }
+	added := 0
+	for _, tc := range []struct {
+		name    string
+		keys    int // added so far, one a millisecond
+		dropped bool
+	}{
+		{"below the cap", max, false},
+		{"past the cap", max + 10*segKeys, false},
+		{"past the filter's bound", max + (maxEvictedSegments+2)*segKeys, true},
+	} {
+		for ; added < tc.keys; added++ {
+			tab.Add(key(added), Entry{Turn: uint64(added + 1), At: at(added), Seq: uint64(added + 1)})
+		}
+		now := at(tc.keys)
+		since := now.Add(-Window)
+		forgotten := tc.keys - max
+		for i := range forgotten {
+			if !tab.MayMiss(key(i), since) {
+				t.Fatalf("%s: key %d, forgotten for the cap, not reported as maybe missing", tc.name, i)
+			}
+		}
+		for i := forgotten; i < tc.keys; i++ {
+			if e, ok := tab.Lookup(key(i), now); !ok || e.Turn != uint64(i+1) {
+				t.Fatalf("%s: key %d held = %+v, %v", tc.name, i, e, ok)
+			}
+		}
+		const fresh = 100_000
+		mistaken := 0
+		for i := range fresh {
+			if tab.MayMiss(NewKey(1, 7, []byte("fresh-"+strconv.Itoa(i))), since) {
+				mistaken++
+			}
+		}
+		if tc.dropped {
+			if mistaken != fresh {
+				t.Fatalf("%s: %d of %d keys never used may be missing, want all (a segment was dropped)", tc.name, mistaken, fresh)
+			}
+			if got := tab.evicted.segments(); got != maxEvictedSegments {
+				t.Fatalf("%s: %d segments, want %d", tc.name, got, maxEvictedSegments)
+			}
+			// Once the dropped segment's keys are out of the window, the
+			// others are told apart again.
+			after := time.Unix(0, tab.evictedUntil.Load()+1)
+			mistaken = 0
+			for i := range fresh {
+				if tab.MayMiss(NewKey(1, 7, []byte("fresh-"+strconv.Itoa(i))), after) {
+					mistaken++
+				}
+			}
+			if mistaken > fresh/50 {
+				t.Fatalf("%s: %d of %d keys never used may be missing after the dropped segment, want under 2 %%", tc.name, mistaken, fresh)
+			}
+			continue
+		}
+		if mistaken > fresh/100 {
+			t.Fatalf("%s: %d of %d keys never used may be missing, want under 1 %%", tc.name, mistaken, fresh)
+		}
+		t.Logf("%s: %d of %d keys never used may be missing", tc.name, mistaken, fresh)
+	}
+	// A key held at a mark is found for the slack's keys after it, and
+	// then the mark is stale.
+	mark, held := tab.Mark(), added-max
+	for range Slack(max) {
+		tab.Add(key(added), Entry{Turn: uint64(added + 1), At: at(added)})
+		added++
+	}
+	if e, ok := tab.Lookup(key(held), at(added)); !ok || e.Turn != uint64(held+1) || tab.Stale(mark) {
+		t.Fatalf("key held at the mark, the slack later: %+v, %v; stale %v", e, ok, tab.Stale(mark))
+	}
+	tab.Add(key(added), Entry{Turn: uint64(added + 1), At: at(added)})
+	added++
+	if !tab.Stale(mark) {
+		t.Fatal("a mark more than the slack ago is not stale")
+	}
+	// Out of the window, the filter forgets its segments.
+	later := at(added).Add(2 * Window)
+	tab.Expire(later)
+	if got := tab.evicted.segments(); got != 0 {
+		t.Fatalf("%d segments after the window, want 0", got)
+	}
+	if tab.MayMiss(key(0), later.Add(-Window)) {
+		t.Fatal("a key forgotten a window ago still may be missing")
 	}
 }

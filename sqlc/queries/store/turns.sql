@@ -189,6 +189,52 @@ new_grants AS (
 INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id, pack_end)
 VALUES (@store_id, @committed_end, @next_turn_id, @pack_end::bigint);
 
+-- name: CommitKeyedAppends :exec
+-- CommitPlainAppends with idempotency keys: the group of appends that
+-- carry keys (every SDK append does) and need nothing else of
+-- CommitAppendBatch, whose other CTEs Postgres would set up for nothing.
+WITH new_turns AS (
+    INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version,
+                       encoding, compression, uncompressed_len, payload_hash, idempotency_key, created_at)
+    SELECT unnest(@tenant_ids::text[]),
+           unnest(@turn_ids::bigint[]),
+           unnest(@context_ids::bigint[]),
+           unnest(@parent_turn_ids::bigint[]),
+           unnest(@depths::bigint[]),
+           unnest(@turn_type_ids::text[]),
+           unnest(@type_versions::bigint[]),
+           unnest(@encodings::bigint[]),
+           unnest(@compressions::bigint[]),
+           unnest(@uncompressed_lens::bigint[]),
+           unnest(@payload_hashes::bytea[]),
+           unnest(@idempotency_keys::bytea[]),
+           unnest(@created_ats::timestamptz[])
+),
+new_heads AS (
+    UPDATE contexts c
+    SET head_turn_id = h.head_turn_id, head_depth = h.head_depth, updated_at = now()
+    FROM (SELECT unnest(@head_tenant_ids::text[]) AS tenant_id, unnest(@head_context_ids::bigint[]) AS context_id,
+                 unnest(@head_turn_ids::bigint[]) AS head_turn_id, unnest(@head_depths::bigint[]) AS head_depth) AS h
+    WHERE c.tenant_id = h.tenant_id AND c.context_id = h.context_id
+),
+new_keys AS (
+    INSERT INTO idempotency_keys (tenant_id, context_id, idempotency_key, turn_id, created_at, requested_parent_turn_id)
+    SELECT unnest(@key_tenant_ids::text[]),
+           unnest(@key_context_ids::bigint[]),
+           unnest(@key_values::bytea[]),
+           unnest(@key_turn_ids::bigint[]),
+           unnest(@key_created_ats::timestamptz[]),
+           unnest(@key_requested_parents::bigint[])
+),
+new_grants AS (
+    INSERT INTO tenant_blobs (tenant_id, blob_hash)
+    SELECT unnest(@grant_tenant_ids::text[]),
+           unnest(@grant_hashes::bytea[])
+    ON CONFLICT DO NOTHING
+)
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id, pack_end)
+VALUES (@store_id, @committed_end, @next_turn_id, @pack_end::bigint);
+
 -- name: TurnStoreRelationBytes :one
 -- Bytes Postgres uses for the turn store's tables and their indexes.
 SELECT (pg_total_relation_size('turns') + pg_total_relation_size('contexts')

@@ -83,11 +83,26 @@ type Job struct {
 	Stored  []byte                   // Raw as the pack stores it (see blobpack.Encode); nil: the pack encodes it
 	Codec   blobpack.Codec           // how Stored is encoded
 	Handed  []byte                   // a copy of Raw for Config.OnAppend; nil if none
-	done    chan Outcome             // buffered: the committer never blocks on it
+	// IdemMark is Config.Idem's Mark, taken before the append checked
+	// whether memory may miss its idempotency key (idemindex.Table.MayMiss).
+	IdemMark uint64
+	// IdemKey is the idempotency key's idemindex.Key when IdemKeySet
+	// (the caller hashed it already); else the planner hashes it.
+	IdemKey    idemindex.Key
+	IdemKeySet bool
+	done       chan Outcome // buffered: the committer never blocks on it
 	// deadline is when an append must be answered: Config.PGTimeout
 	// after it was queued. Its group's statement and COMMIT must be
 	// answered by then (see plan.deadline).
 	deadline time.Time
+}
+
+// idemKey returns the idemindex.Key of j's idempotency key.
+func (j *Job) idemKey() idemindex.Key {
+	if j.IdemKeySet {
+		return j.IdemKey
+	}
+	return idemindex.NewKey(j.Tenant.No, j.Request.ContextID, j.Request.IdempotencyKey)
 }
 
 // Answered delivers j's outcome once Submit has queued j: for the caller

@@ -49,10 +49,26 @@ func (c *Committer) sendGroup(params storedb.CommitAppendBatchParams, deadline t
 }
 
 // queueGroup queues the group's statement: CommitPlainAppends when the
-// group needs nothing more, else CommitAppendBatch.
+// group needs nothing more, CommitKeyedAppends when it needs idempotency
+// keys only, else CommitAppendBatch.
 func queueGroup(ctx context.Context, q *storedb.Queries, a storedb.CommitAppendBatchParams) error {
-	if len(a.TypeTenantIds) > 0 || len(a.KeyTenantIds) > 0 || len(a.FsTenantIds) > 0 || a.PruneBelow != 0 {
+	if len(a.TypeTenantIds) > 0 || len(a.FsTenantIds) > 0 || a.PruneBelow != 0 {
 		return q.CommitAppendBatch(ctx, a)
+	}
+	if len(a.KeyTenantIds) > 0 {
+		return q.CommitKeyedAppends(ctx, storedb.CommitKeyedAppendsParams{
+			StoreID: a.StoreID, CommittedEnd: a.CommittedEnd, NextTurnID: a.NextTurnID, PackEnd: a.PackEnd,
+			TenantIds: a.TenantIds, TurnIds: a.TurnIds, ContextIds: a.ContextIds,
+			ParentTurnIds: a.ParentTurnIds, Depths: a.Depths, TurnTypeIds: a.TurnTypeIds,
+			TypeVersions: a.TypeVersions, Encodings: a.Encodings, Compressions: a.Compressions,
+			UncompressedLens: a.UncompressedLens, PayloadHashes: a.PayloadHashes,
+			IdempotencyKeys: a.IdempotencyKeys, CreatedAts: a.CreatedAts,
+			HeadTenantIds: a.HeadTenantIds, HeadContextIds: a.HeadContextIds,
+			HeadTurnIds: a.HeadTurnIds, HeadDepths: a.HeadDepths,
+			KeyTenantIds: a.KeyTenantIds, KeyContextIds: a.KeyContextIds, KeyValues: a.KeyValues,
+			KeyTurnIds: a.KeyTurnIds, KeyCreatedAts: a.KeyCreatedAts, KeyRequestedParents: a.KeyRequestedParents,
+			GrantTenantIds: a.GrantTenantIds, GrantHashes: a.GrantHashes,
+		})
 	}
 	return q.CommitPlainAppends(ctx, storedb.CommitPlainAppendsParams{
 		StoreID: a.StoreID, CommittedEnd: a.CommittedEnd, NextTurnID: a.NextTurnID, PackEnd: a.PackEnd,

@@ -97,8 +97,10 @@ func (c *Committer) planAppend(p *plan, j *Job, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	var key idemindex.Key
 	if len(req.IdempotencyKey) > 0 {
-		if c.replay(p, j, now) {
+		key = j.idemKey()
+		if c.replay(p, j, key, now) {
 			return nil
 		}
 	}
@@ -119,7 +121,7 @@ func (c *Committer) planAppend(p *plan, j *Job, now time.Time) error {
 	p.addBlob(c.cfg.Blobs, c.cfg.Usage, j)
 	p.addTurn(j, id, meta, now)
 	if len(req.IdempotencyKey) > 0 {
-		p.keys[idemindex.NewKey(t.No, req.ContextID, req.IdempotencyKey)] = len(p.turns) - 1
+		p.keys[key] = len(p.turns) - 1
 	}
 	return nil
 }
@@ -127,8 +129,7 @@ func (c *Committer) planAppend(p *plan, j *Job, now time.Time) error {
 // replay answers j from its idempotency key if the key is known: from a
 // published turn, a group in flight, or earlier in this group. The answer
 // goes out when j's group commits, which is after the original's.
-func (c *Committer) replay(p *plan, j *Job, now time.Time) bool {
-	k := idemindex.NewKey(j.Tenant.No, j.Request.ContextID, j.Request.IdempotencyKey)
+func (c *Committer) replay(p *plan, j *Job, k idemindex.Key, now time.Time) bool {
 	if i, ok := p.keys[k]; ok {
 		first := p.turns[i]
 		if err := CheckRepeat(j.Request, requestOf(first.job.Request), first.id); err != nil {
@@ -139,6 +140,14 @@ func (c *Committer) replay(p *plan, j *Job, now time.Time) bool {
 		return true
 	}
 	e, ok := c.idem.Lookup(k, now)
+	if !ok && c.idem.Stale(j.IdemMark) {
+		// More keys than the ring's slack came since the append checked
+		// whether memory may miss its key: one held then may be gone.
+		// Rare (a long wait in the queue); the append was not made, so
+		// a retry with the key is safe, and asks Postgres.
+		p.outcomes[j] = Outcome{Err: fault.New(fault.Unavailable, "idempotency key checked too long ago: retry")}
+		return true
+	}
 	if !ok {
 		return false
 	}

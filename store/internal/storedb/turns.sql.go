@@ -185,6 +185,120 @@ func (q *Queries) CommitAppendBatch(ctx context.Context, arg CommitAppendBatchPa
 	return err
 }
 
+const commitKeyedAppends = `-- name: CommitKeyedAppends :exec
+WITH new_turns AS (
+    INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version,
+                       encoding, compression, uncompressed_len, payload_hash, idempotency_key, created_at)
+    SELECT unnest($5::text[]),
+           unnest($6::bigint[]),
+           unnest($7::bigint[]),
+           unnest($8::bigint[]),
+           unnest($9::bigint[]),
+           unnest($10::text[]),
+           unnest($11::bigint[]),
+           unnest($12::bigint[]),
+           unnest($13::bigint[]),
+           unnest($14::bigint[]),
+           unnest($15::bytea[]),
+           unnest($16::bytea[]),
+           unnest($17::timestamptz[])
+),
+new_heads AS (
+    UPDATE contexts c
+    SET head_turn_id = h.head_turn_id, head_depth = h.head_depth, updated_at = now()
+    FROM (SELECT unnest($18::text[]) AS tenant_id, unnest($19::bigint[]) AS context_id,
+                 unnest($20::bigint[]) AS head_turn_id, unnest($21::bigint[]) AS head_depth) AS h
+    WHERE c.tenant_id = h.tenant_id AND c.context_id = h.context_id
+),
+new_keys AS (
+    INSERT INTO idempotency_keys (tenant_id, context_id, idempotency_key, turn_id, created_at, requested_parent_turn_id)
+    SELECT unnest($22::text[]),
+           unnest($23::bigint[]),
+           unnest($24::bytea[]),
+           unnest($25::bigint[]),
+           unnest($26::timestamptz[]),
+           unnest($27::bigint[])
+),
+new_grants AS (
+    INSERT INTO tenant_blobs (tenant_id, blob_hash)
+    SELECT unnest($28::text[]),
+           unnest($29::bytea[])
+    ON CONFLICT DO NOTHING
+)
+INSERT INTO turn_log_commits (store_id, committed_end, next_turn_id, pack_end)
+VALUES ($1, $2, $3, $4::bigint)
+`
+
+type CommitKeyedAppendsParams struct {
+	StoreID             pgtype.UUID
+	CommittedEnd        int64
+	NextTurnID          int64
+	PackEnd             int64
+	TenantIds           []string
+	TurnIds             []int64
+	ContextIds          []int64
+	ParentTurnIds       []int64
+	Depths              []int64
+	TurnTypeIds         []string
+	TypeVersions        []int64
+	Encodings           []int64
+	Compressions        []int64
+	UncompressedLens    []int64
+	PayloadHashes       [][]byte
+	IdempotencyKeys     [][]byte
+	CreatedAts          []time.Time
+	HeadTenantIds       []string
+	HeadContextIds      []int64
+	HeadTurnIds         []int64
+	HeadDepths          []int64
+	KeyTenantIds        []string
+	KeyContextIds       []int64
+	KeyValues           [][]byte
+	KeyTurnIds          []int64
+	KeyCreatedAts       []time.Time
+	KeyRequestedParents []int64
+	GrantTenantIds      []string
+	GrantHashes         [][]byte
+}
+
+// CommitPlainAppends with idempotency keys: the group of appends that
+// carry keys (every SDK append does) and need nothing else of
+// CommitAppendBatch, whose other CTEs Postgres would set up for nothing.
+func (q *Queries) CommitKeyedAppends(ctx context.Context, arg CommitKeyedAppendsParams) error {
+	_, err := q.db.Exec(ctx, commitKeyedAppends,
+		arg.StoreID,
+		arg.CommittedEnd,
+		arg.NextTurnID,
+		arg.PackEnd,
+		arg.TenantIds,
+		arg.TurnIds,
+		arg.ContextIds,
+		arg.ParentTurnIds,
+		arg.Depths,
+		arg.TurnTypeIds,
+		arg.TypeVersions,
+		arg.Encodings,
+		arg.Compressions,
+		arg.UncompressedLens,
+		arg.PayloadHashes,
+		arg.IdempotencyKeys,
+		arg.CreatedAts,
+		arg.HeadTenantIds,
+		arg.HeadContextIds,
+		arg.HeadTurnIds,
+		arg.HeadDepths,
+		arg.KeyTenantIds,
+		arg.KeyContextIds,
+		arg.KeyValues,
+		arg.KeyTurnIds,
+		arg.KeyCreatedAts,
+		arg.KeyRequestedParents,
+		arg.GrantTenantIds,
+		arg.GrantHashes,
+	)
+	return err
+}
+
 const commitPlainAppends = `-- name: CommitPlainAppends :exec
 WITH new_turns AS (
     INSERT INTO turns (tenant_id, turn_id, context_id, parent_turn_id, depth, type_id, type_version,
