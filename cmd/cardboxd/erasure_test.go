@@ -107,7 +107,9 @@ func released(t *testing.T, srv *serverProc, side *tenantSide, hashes []client.H
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitfor.Soon(t, "the deleted context's uploads released", func() bool {
+	// The reaper looks again when the grace ends, and a release that
+	// met the tenant's writes is tried again 10 s later.
+	waitfor.True(t, "the deleted context's uploads released", time.Minute, func() bool {
 		for _, h := range hashes {
 			if _, err := c.GetBlob(context.Background(), h); err == nil {
 				return false

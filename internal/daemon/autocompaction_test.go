@@ -134,6 +134,22 @@ func TestAutomaticCompaction(t *testing.T) {
 		return h.ContextID
 	}
 	live, b, c := newContext(), newContext(), newContext()
+	// Every turn has the same payload, which live's turns keep: b's and
+	// c's turns die, their bytes do not, so this test sees the turn log's
+	// compactions alone (the pack's are blobcompaction_test.go's).
+	payload := make([]byte, 300)
+	rand.Read(payload)
+	appendOne := func(ctx context.Context, t *testing.T, e *store.Engine, tenant ident.Tenant, contextID uint64) uint64 {
+		t.Helper()
+		r, err := e.Append(ctx, tenant, &store.AppendRequest{
+			ContextID: contextID, TypeID: "t", TypeVersion: 1, Encoding: 1,
+			UncompressedLen: uint32(len(payload)), ContentHash: blake3.Sum256(payload), Payload: payload,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.TurnID
+	}
 	var liveTurns []uint64
 	// 11 rounds of live, b, c, c: 5 sealed segments of 8 records and 4
 	// in the active one; b's share is a quarter of each.

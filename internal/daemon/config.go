@@ -12,6 +12,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/cxdbcompat/service"
 	"github.com/cardboxhq/cardbox/internal/membudget"
+	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/compact"
 )
 
@@ -176,6 +177,7 @@ func Defaults() Config {
 		TenantMaxConns:      256,
 		TenantMemoryShare:   0.25,
 		RetentionShare:      0.25,
+		BlobClaimGrace:      store.DefaultBlobClaimGrace,
 		TLSHandshakeTimeout: 10 * time.Second,
 	}
 }
