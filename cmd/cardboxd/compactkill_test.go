@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -45,18 +44,12 @@ func compaction(t *testing.T, srv *serverProc, secret, method, path string) admi
 func dataBytes(t *testing.T, dataDir string) int64 {
 	t.Helper()
 	var n int64
-	for _, sub := range []string{"blobs", "turns"} {
-		files, err := filepath.Glob(filepath.Join(dataDir, sub, "*"))
+	for _, f := range dataFiles(t, dataDir) {
+		st, err := os.Stat(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range files {
-			st, err := os.Stat(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n += st.Size()
-		}
+		n += st.Size()
 	}
 	return n
 }

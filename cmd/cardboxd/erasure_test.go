@@ -167,20 +167,28 @@ func fileHits(t *testing.T, dataDir string, markers []string, tenants []int32, c
 	if err != nil || len(logDefects) != 0 {
 		t.Fatalf("read the turn log: %v, defects %v", err, logDefects)
 	}
-	for _, sub := range []string{"blobs", "turns"} {
-		files, err := filepath.Glob(filepath.Join(dataDir, sub, "*"))
+	for _, f := range dataFiles(t, dataDir) {
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			find(f, b)
-		}
+		find(f, b)
 	}
 	return hits
+}
+
+// dataFiles lists the files under dataDir's blobs/ and turns/.
+func dataFiles(t *testing.T, dataDir string) []string {
+	t.Helper()
+	var files []string
+	for _, sub := range []string{"blobs", "turns"} {
+		fs, err := filepath.Glob(filepath.Join(dataDir, sub, "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, fs...)
+	}
+	return files
 }
 
 // rowHits names the tables with a row whose text holds any of markers, as
