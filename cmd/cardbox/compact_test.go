@@ -58,13 +58,16 @@ func TestCompactCommand(t *testing.T) {
 	}
 	// fill appends rounds of a live turn and a doomed one, then deletes
 	// the doomed context: its records are in every segment, the active
-	// one too.
+	// one too. The two turns of a round carry the same payload, which
+	// the live one keeps: only the turn log holds dead bytes.
 	fill := func(rounds int) {
 		t.Helper()
 		live, doomed := newContext(ctx, t, e, acme), newContext(ctx, t, e, acme)
 		for range rounds {
-			appendTurn(ctx, t, e, acme, live)
-			appendTurn(ctx, t, e, acme, doomed)
+			p := make([]byte, 100)
+			rand.Read(p)
+			appendTurn(ctx, t, e, acme, live, p)
+			appendTurn(ctx, t, e, acme, doomed, p)
 		}
 		if err := d.CXDB().DeleteContext(ctx, acme, doomed, "test"); err != nil {
 			t.Fatal(err)
@@ -130,10 +133,8 @@ func newContext(ctx context.Context, t *testing.T, e *store.Engine, tenant ident
 	return h.ContextID
 }
 
-func appendTurn(ctx context.Context, t *testing.T, e *store.Engine, tenant ident.Tenant, contextID uint64) {
+func appendTurn(ctx context.Context, t *testing.T, e *store.Engine, tenant ident.Tenant, contextID uint64, p []byte) {
 	t.Helper()
-	p := make([]byte, 100)
-	rand.Read(p)
 	if _, err := e.Append(ctx, tenant, &store.AppendRequest{
 		ContextID: contextID, TypeID: "t", TypeVersion: 1, Encoding: 1,
 		UncompressedLen: uint32(len(p)), ContentHash: blake3.Sum256(p), Payload: p,
