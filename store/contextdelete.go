@@ -47,11 +47,23 @@ func (e *Engine) DeleteContexts(ctx context.Context, t ident.Tenant, ids []uint6
 	if len(live) == 0 {
 		return nil, nil
 	}
+	// From the mark in Postgres until their dead turns are worked out,
+	// the contexts are deleted there but live in memory: a reaper listing
+	// them then would reap them as it found them (spare what they reach,
+	// or miss an append still committing) and mark them reaped, and the
+	// turns this deletion then hides would never be buried. The reaper
+	// leaves them to its next pass, which the end of this one wakes.
+	end := e.deleting.Begin()
+	defer e.wakeReaper() // after end: deferred calls run last first
+	defer end()
 	rows, err := e.as(pgrole.Tenant, t.ID).MarkContextsDeleted(ctx, storedb.MarkContextsDeletedParams{
 		TenantID: t.ID, ContextIds: live, Actor: actor, Detail: []byte("{}"),
 	})
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "delete %d contexts", len(live))
+	}
+	if e.opts.afterMarkDeleted != nil {
+		e.opts.afterMarkDeleted()
 	}
 	if len(rows) == 0 {
 		return nil, nil
@@ -80,7 +92,6 @@ func (e *Engine) DeleteContexts(ctx context.Context, t ident.Tenant, ids []uint6
 		// one, which then lives on in the fork.
 		e.log.Warn("work out the dead turns of deleted contexts; the reaper will", "tenant", t.ID, "contexts", len(out), "err", err)
 	}
-	e.wakeReaper()
 	return out, nil
 }
 

@@ -80,6 +80,71 @@ func TestDeletedContextKeepsWhatLiveContextsReach(t *testing.T) {
 	}
 }
 
+// The reaper may run while a deletion is half-way: the contexts marked
+// deleted in Postgres, still live in memory, their dead turns not yet
+// worked out. Whatever it reaped then, every turn no live context reaches
+// dies once the last context reaching it is deleted, rows and all, and
+// stays dead after a restart.
+func TestReapingDuringADeletion(t *testing.T) {
+	tests := []struct {
+		name     string
+		duringOf map[string]bool // the deletions the reaper runs during: "a", "fork"
+	}{
+		{"during the deletion of the forked context", map[string]bool{"a": true}},
+		{"during the deletion of the fork", map[string]bool{"fork": true}},
+		{"during both", map[string]bool{"a": true, "fork": true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestStore(t)
+			var during string
+			s.afterMarkDeleted = func() {
+				if tt.duringOf[during] {
+					if _, err := s.ReapDeleted(context.Background()); err != nil {
+						t.Errorf("reap during the deletion of %s: %v", during, err)
+					}
+				}
+			}
+			s.reopen()
+			ten := s.defaultTenant()
+			a := s.create(ten, 0)
+			var at []uint64
+			for i := range 5 {
+				at = append(at, s.append(ten, turnReq(a.ContextID, 0, payloadN(i))).TurnID)
+			}
+			fork := s.create(ten, at[2])
+			skipped := s.append(ten, turnReq(a.ContextID, at[1], payloadN(9))).TurnID // A's head moves off at[2..4]
+			b := s.create(ten, 0)
+			b1 := s.append(ten, turnReq(b.ContextID, 0, payloadN(20))).TurnID
+
+			during = "a"
+			s.deleteContext(ten, a.ContextID)
+			want := map[uint64]bool{
+				at[0]: true, at[1]: true, at[2]: true, // the fork reaches them
+				at[3]: false, at[4]: false, skipped: false,
+				b1: true,
+			}
+			s.wantReadable(ten, want)
+			if n := s.countRows("dead_turns"); n != 3 {
+				t.Errorf("after A's deletion dead_turns has %d rows, want 3", n)
+			}
+
+			during = "fork"
+			s.deleteContext(ten, fork.ContextID)
+			want[at[0]], want[at[1]], want[at[2]] = false, false, false
+			s.wantReadable(ten, want)
+			if n := s.countRows("dead_turns"); n != 6 {
+				t.Errorf("dead_turns has %d rows, want 6", n)
+			}
+			if n := s.countRows("turns"); n != 1 {
+				t.Errorf("turns has %d rows, want B's", n)
+			}
+			s.reopen()
+			s.wantReadable(ten, want)
+		})
+	}
+}
+
 func TestDeletingTwiceOrAnotherTenantsContextIsNotFound(t *testing.T) {
 	s := newTestStore(t)
 	acme, other := s.tenant("acme"), s.tenant("other")

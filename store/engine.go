@@ -27,6 +27,7 @@ import (
 	"github.com/cardboxhq/cardbox/store/internal/dedupfence"
 	"github.com/cardboxhq/cardbox/store/internal/groupcommit"
 	"github.com/cardboxhq/cardbox/store/internal/holerecorder"
+	"github.com/cardboxhq/cardbox/store/internal/inflight"
 	"github.com/cardboxhq/cardbox/store/internal/memindex"
 	"github.com/cardboxhq/cardbox/store/internal/putmemo"
 	"github.com/cardboxhq/cardbox/store/internal/sealer"
@@ -119,6 +120,10 @@ type Options struct {
 	// beforeRelease, if set, is called by a release of blob claims once
 	// it has worked out what to release, before it commits (tests).
 	beforeRelease func()
+	// afterMarkDeleted, if set, is called by DeleteContexts once the
+	// contexts are marked deleted in Postgres, before they leave memory
+	// and their dead turns are worked out (tests).
+	afterMarkDeleted func()
 }
 
 // DefaultFileReserve is the default Options.FileReserve.
@@ -183,7 +188,11 @@ type Engine struct {
 	// The reaper works out the turns that died with deleted contexts (see
 	// ReapDeleted), woken by reapWake, until stopReaper; the index hides
 	// the dead turns (memindex.Index.Dead).
-	reapMu     sync.Mutex // one reaping at a time
+	reapMu sync.Mutex // one reaping at a time
+	// deleting tracks the deletions of contexts in flight (see
+	// DeleteContexts): the reaper reaps no deleted context it listed
+	// while one was.
+	deleting   inflight.Tracker
 	reapWake   chan struct{}
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}

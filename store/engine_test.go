@@ -33,6 +33,8 @@ type testStore struct {
 	now         func() time.Time // Options.Now at the next open
 	// beforeRelease is Options.beforeRelease at the next open.
 	beforeRelease func()
+	// afterMarkDeleted is Options.afterMarkDeleted at the next open.
+	afterMarkDeleted func()
 	// appended receives what Options.OnAppend is handed, when not nil,
 	// with payloads up to onAppendPayloads bytes.
 	appended         chan []Appended
@@ -49,7 +51,8 @@ func newTestStore(t *testing.T) *testStore {
 
 func (s *testStore) open(h *groupcommit.Hooks) {
 	s.t.Helper()
-	opts := Options{Dir: s.dir, Pool: s.pool, FSTree: decodeFSTree, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota, Now: s.now, beforeRelease: s.beforeRelease}
+	opts := Options{Dir: s.dir, Pool: s.pool, FSTree: decodeFSTree, hooks: h, MaxIdempotencyKeys: s.maxIdemKeys, Quota: s.quota, Now: s.now, beforeRelease: s.beforeRelease,
+		afterMarkDeleted: s.afterMarkDeleted}
 	if s.appended != nil {
 		opts.OnAppend, opts.OnAppendPayloads = func(a []Appended) { s.appended <- a }, s.onAppendPayloads
 	}

@@ -34,6 +34,10 @@ type ReapStats struct {
 	Released        int
 	ClaimsPending   bool
 	NextClaimReview time.Time
+	// DeletionsPending says contexts were being deleted while the
+	// deleted contexts were listed: those left are reaped by the pass
+	// the end of their deletion wakes.
+	DeletionsPending bool
 }
 
 // startReaper reaps at start and whenever a context is deleted, until
@@ -91,7 +95,8 @@ func (e *Engine) wakeReaper() {
 
 // ReapDeleted buries the dead turns of every deleted context not reaped
 // yet, then releases the blob claims their tenants no longer need (see
-// releaseClaims), and returns once none is left.
+// releaseClaims), and returns once none is left, or early, with
+// ReapStats.DeletionsPending, when contexts are being deleted meanwhile.
 func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) { return e.reapDeleted(ctx, 0) }
 
 // reapDeleted is ReapDeleted working share of the time (the background
@@ -101,9 +106,16 @@ func (e *Engine) reapDeleted(ctx context.Context, share float64) (ReapStats, err
 	defer e.reapMu.Unlock()
 	var total ReapStats
 	for {
+		mark := e.deleting.Mark()
 		rows, err := e.as(pgrole.Sweeper, "").ListUnreapedContexts(ctx, reapContexts)
 		if err != nil {
 			return total, fmt.Errorf("list deleted contexts: %w", err)
+		}
+		if len(rows) > 0 && !e.deleting.Quiet(mark) {
+			// Some contexts listed may be half-way through their deletion
+			// (see DeleteContexts), whose end wakes the reaper again.
+			total.DeletionsPending = true
+			return total, nil
 		}
 		if len(rows) == 0 {
 			n, err := e.releaseClaims(ctx)

@@ -48,6 +48,12 @@ func appendOne(ctx context.Context, t *testing.T, e *store.Engine, tenant ident.
 	t.Helper()
 	p := make([]byte, 300)
 	rand.Read(p)
+	return appendPayload(ctx, t, e, tenant, contextID, p)
+}
+
+// appendPayload appends a turn with payload p to the context.
+func appendPayload(ctx context.Context, t *testing.T, e *store.Engine, tenant ident.Tenant, contextID uint64, p []byte) uint64 {
+	t.Helper()
 	r, err := e.Append(ctx, tenant, &store.AppendRequest{
 		ContextID: contextID, TypeID: "t", TypeVersion: 1, Encoding: 1,
 		UncompressedLen: uint32(len(p)), ContentHash: blake3.Sum256(p), Payload: p,
@@ -134,30 +140,24 @@ func TestAutomaticCompaction(t *testing.T) {
 		return h.ContextID
 	}
 	live, b, c := newContext(), newContext(), newContext()
-	// Every turn has the same payload, which live's turns keep: b's and
-	// c's turns die, their bytes do not, so this test sees the turn log's
-	// compactions alone (the pack's are blobcompaction_test.go's).
-	payload := make([]byte, 300)
-	rand.Read(payload)
-	appendOne := func(ctx context.Context, t *testing.T, e *store.Engine, tenant ident.Tenant, contextID uint64) uint64 {
-		t.Helper()
-		r, err := e.Append(ctx, tenant, &store.AppendRequest{
-			ContextID: contextID, TypeID: "t", TypeVersion: 1, Encoding: 1,
-			UncompressedLen: uint32(len(payload)), ContentHash: blake3.Sum256(payload), Payload: payload,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.TurnID
-	}
 	var liveTurns []uint64
+	// round appends to the live context and to each of the others one
+	// payload: the live turn keeps the tenant's claim to its blob, so
+	// that the deletions leave dead bytes in the turn log only (the blob
+	// pack's compaction is tested in blobcompaction_test.go).
+	round := func(others ...uint64) {
+		t.Helper()
+		p := make([]byte, 300)
+		rand.Read(p)
+		liveTurns = append(liveTurns, appendPayload(ctx, t, e, acme, live, p))
+		for _, id := range others {
+			appendPayload(ctx, t, e, acme, id, p)
+		}
+	}
 	// 11 rounds of live, b, c, c: 5 sealed segments of 8 records and 4
 	// in the active one; b's share is a quarter of each.
 	for range 11 {
-		liveTurns = append(liveTurns, appendOne(ctx, t, e, acme, live))
-		appendOne(ctx, t, e, acme, b)
-		appendOne(ctx, t, e, acme, c)
-		appendOne(ctx, t, e, acme, c)
+		round(b, c, c)
 	}
 	deleteContext := func(id uint64) {
 		t.Helper()
@@ -254,8 +254,7 @@ func TestAutomaticCompaction(t *testing.T) {
 	// active segment (a recent deletion).
 	clock.Set(time.Now())
 	for range 2 {
-		liveTurns = append(liveTurns, appendOne(ctx, t, e, acme, live))
-		appendOne(ctx, t, e, acme, c)
+		round(c)
 	}
 	deleteContext(c)
 	waitSealed()
