@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
+	"github.com/cardboxhq/cardbox/store/internal/claimwatch"
 	"github.com/cardboxhq/cardbox/store/internal/fswalk"
 	"github.com/cardboxhq/cardbox/store/internal/storedb"
 	"github.com/cardboxhq/cardbox/store/internal/usage"
@@ -32,7 +32,6 @@ const (
 	claimWalkBudget = 200_000 // tree objects one release reads
 	claimAttempts   = 3       // releases tried while the tenant writes
 	claimTenants    = 100     // tenants listed at a time
-	writeStripes    = 256
 )
 
 // Variables for tests: releaseChunk is how many claims one statement
@@ -44,18 +43,6 @@ var (
 	claimReviewBatch   int32 = 1000
 	claimPayloadWindow       = 100_000
 )
-
-// writeCounts count each tenant's writes that may make it need a blob
-// (appends, blob puts, fs attachments), by tenant number modulo
-// writeStripes: a release works out what the tenant needs outside the
-// write gate, and gives up if the count moved before it commits.
-type writeCounts [writeStripes]atomic.Uint64
-
-// touch counts a write of t that may make it need a blob; called once
-// the write is admitted, before it does anything.
-func (e *Engine) touch(t ident.Tenant) { e.writes[t.No%writeStripes].Add(1) }
-
-func (e *Engine) writesOf(t ident.Tenant) uint64 { return e.writes[t.No%writeStripes].Load() }
 
 // released reports whether t, the blob's first writer, released its
 // claim to it.
@@ -161,6 +148,12 @@ func (e *Engine) releaseTenantClaims(ctx context.Context, id string) (released i
 	if err != nil && !gone {
 		return 0, false, fmt.Errorf("look up tenant: %w", err)
 	}
+	if !gone {
+		// From here on the tenant's writes are noted (see claimwatch),
+		// and what is read below of its needs holds but for them.
+		e.gate.Quiesce(func() { e.claims.Start(t.No) })
+		defer e.claims.Stop(t.No)
+	}
 	needs := &claimNeeds{}
 	for {
 		reviews, err := sweep.ListBlobClaimReviews(ctx, storedb.ListBlobClaimReviewsParams{TenantID: id, Now: e.now(), MaxReviews: int32(claimReviewBatch)})
@@ -213,9 +206,7 @@ func reviewed(tenantID string, reviews []storedb.ListBlobClaimReviewsRow) stored
 // blob again (a grant). A review whose blobs an upload or grant younger
 // than the grace keeps stays queued until the grace ends.
 func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []storedb.ListBlobClaimReviewsRow, needs *claimNeeds) (int, bool, error) {
-	var before uint64
-	e.gate.Quiesce(func() { before = e.writesOf(t) })
-	needs.at(before)
+	e.gate.Quiesce(func() { needs.absorb(e.claims.Take(t.No), e.now()) })
 	sweep := e.as(pgrole.Sweeper, t.ID)
 	read := e.treeReader()
 	candidates := map[ident.Hash]struct{}{}
@@ -299,7 +290,9 @@ func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []sto
 		}
 		ok := false
 		e.gate.Quiesce(func() {
-			if e.writesOf(t) != before {
+			noted := e.claims.Take(t.No)
+			needs.absorb(noted, e.now())
+			if names(noted, releases[:n], ungrants[:m]) {
 				return
 			}
 			ok = true
@@ -355,19 +348,50 @@ func hashesOf(gs []usage.Grant) [][]byte {
 // blobs at once, and the fs roots of its turns. Only the reaper, which
 // runs the pass, takes turn rows away.
 type claimNeeds struct {
-	stamp     uint64
 	asked     map[ident.Hash]struct{} // hashes asked about the tenant's turns
 	inTurns   map[ident.Hash]struct{} // of those, payloads of its turns
 	roots     [][]byte
 	rootsRead bool
+	// What the tenant's writes named since the release began: appended
+	// payloads (needed, whether or not a read saw their turns yet) and
+	// uploads (kept for the grace from when they were noted).
+	payloads map[ident.Hash]struct{}
+	putAt    map[ident.Hash]time.Time
 }
 
-// at forgets what was read unless the tenant's write count is still
-// stamp, and makes stamp the count.
-func (n *claimNeeds) at(stamp uint64) {
-	if n.stamp != stamp {
-		*n = claimNeeds{stamp: stamp}
+// absorb adds what the tenant's writes named since the last look to what
+// was read of its needs: appended payloads are payloads of its turns, an
+// upload keeps its blob for the grace from now; a write whose needs are
+// not known by name (an fs root) makes everything be read again.
+func (n *claimNeeds) absorb(noted claimwatch.Noted, now time.Time) {
+	if noted.Unsure {
+		n.asked, n.inTurns, n.roots, n.rootsRead = nil, nil, nil, false
 	}
+	if n.payloads == nil {
+		n.payloads, n.putAt = map[ident.Hash]struct{}{}, map[ident.Hash]time.Time{}
+	}
+	for h := range noted.Payloads {
+		n.payloads[h] = struct{}{}
+	}
+	for h := range noted.Puts {
+		n.putAt[h] = now
+	}
+}
+
+// names reports whether the writes noted may make the tenant need a blob
+// of the lists.
+func names(noted claimwatch.Noted, lists ...[]usage.Grant) bool {
+	if noted.Unsure {
+		return true
+	}
+	for _, gs := range lists {
+		for _, g := range gs {
+			if noted.Named(g.Hash) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // spareNeeded removes from candidates the blobs t still needs: a turn's
@@ -399,6 +423,17 @@ func (e *Engine) spareNeeded(ctx context.Context, t ident.Tenant, candidates map
 		h := ident.Hash(r.BlobHash)
 		if end := r.LastClaimed.Add(grace); end.After(now) {
 			until[h] = end
+			delete(candidates, h)
+		}
+	}
+	for h := range needs.payloads {
+		delete(candidates, h)
+	}
+	for h, at := range needs.putAt {
+		if _, ok := candidates[h]; ok {
+			if end := at.Add(grace); end.After(until[h]) {
+				until[h] = end
+			}
 			delete(candidates, h)
 		}
 	}

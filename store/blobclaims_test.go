@@ -278,6 +278,47 @@ func TestWritesRacingReleaseKeepTheirBlobs(t *testing.T) {
 	}
 }
 
+// A tenant that keeps writing does not hold its claims back: a write
+// naming other blobs between the release's working out and its commit
+// (an append, an upload) leaves the release to commit at once, and the
+// blob it releases reads as never stored. Only a write naming a blob
+// being released, or attaching an fs root, makes it look again.
+func TestReleaseGoesOnBesideUnrelatedWrites(t *testing.T) {
+	clock := testkit.NewClock(time.Now())
+	s := &testStore{t: t, dir: t.TempDir(), pool: pgtest.NewPool(t), now: clock.Now}
+	var acme ident.Tenant
+	var live uint64
+	calls, writeErr := 0, error(nil)
+	s.beforeRelease = func() {
+		calls++
+		other := []byte(fmt.Sprintf("other bytes %d", calls))
+		if _, err := s.Append(context.Background(), acme, turnReq(live, 0, other)); err != nil {
+			writeErr = err
+		}
+		if _, err := s.PutBlob(context.Background(), acme, blake3.Sum256(other), other); err != nil {
+			writeErr = err
+		}
+	}
+	s.open(nil)
+	ctx := context.Background()
+	acme = s.tenant("acme")
+	live = s.create(acme, 0).ContextID
+	c := s.create(acme, 0)
+	data := []byte("bytes whose claim goes while the tenant writes others")
+	s.append(acme, turnReq(c.ContextID, 0, data))
+	if err := s.DeleteContext(ctx, acme, c.ContextID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	s.reap()
+	if writeErr != nil {
+		t.Fatalf("the writes beside the release: %v", writeErr)
+	}
+	if calls != 1 {
+		t.Errorf("the release worked out what to release %d times; want once, the writes beside it naming other blobs", calls)
+	}
+	s.wantBlobs(acme, map[ident.Hash]bool{blake3.Sum256(data): false})
+}
+
 // Uploads racing the reaper, without hooks: every upload answered OK is
 // read.
 func TestUploadRacingReleaseKeepsTheBlob(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/cardboxhq/cardbox/store/blobpack"
 	"github.com/cardboxhq/cardbox/store/compact"
 	"github.com/cardboxhq/cardbox/store/idemindex"
+	"github.com/cardboxhq/cardbox/store/internal/claimwatch"
 	"github.com/cardboxhq/cardbox/store/internal/damage"
 	"github.com/cardboxhq/cardbox/store/internal/deadspace"
 	"github.com/cardboxhq/cardbox/store/internal/dedupfence"
@@ -159,9 +160,9 @@ type Engine struct {
 	gate  tenantgate.Gate[uint32]
 	usage *usage.Ledger // what tenants store beyond the blobs the pack counts
 	puts  *putmemo.Memo // uploads recorded lately in blob_puts (see recordPut)
-	// writes count the writes that may make a tenant need a blob (see
-	// releaseBatch).
-	writes writeCounts
+	// claims notes the blobs a tenant's writes may make it need while a
+	// release of its claims is worked out (see claimwatch)
+	claims claimwatch.Watch
 	// damaged counts and logs the turns served without their damaged
 	// payloads (see Turn.PayloadDamaged).
 	damaged damage.Served

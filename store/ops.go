@@ -66,7 +66,7 @@ func (e *Engine) Append(ctx context.Context, t ident.Tenant, req *AppendRequest)
 	if err := e.admit(t); err != nil {
 		return AppendResult{}, err
 	}
-	e.touch(t)
+	e.claims.NotePayload(t.No, req.ContentHash, req.FSRoot != nil)
 	leave := true // unless a job still in flight takes the gate over
 	defer func() {
 		if leave {
@@ -381,7 +381,7 @@ func (e *Engine) PutBlob(ctx context.Context, t ident.Tenant, h ident.Hash, data
 	if err := e.admit(t); err != nil {
 		return false, err
 	}
-	e.touch(t)
+	e.claims.NotePut(t.No, h)
 	leave := true // unless a job still in flight takes the gate over
 	defer func() {
 		if leave {
@@ -442,7 +442,7 @@ func (e *Engine) AttachFS(ctx context.Context, t ident.Tenant, turnID uint64, ro
 	if err := e.admit(t); err != nil {
 		return err
 	}
-	e.touch(t)
+	e.claims.NoteUnsure(t.No)
 	defer e.gate.Leave()
 	if _, ok := e.turnOf(t, turnID); !ok {
 		return fault.New(fault.NotFound, "turn %d not found", turnID)
