@@ -208,13 +208,19 @@ func (c *packCompaction) Dead(ctx context.Context, records []blobpack.Entry) (ma
 	for h := range dropped {
 		c.condemned[h] = writers[h]
 	}
+	// A set, not slices.Contains over the list: a segment drops hundreds
+	// of thousands of blobs, and the scan made this quadratic (minutes of
+	// a core per segment, docs/performance.md).
 	c.owners, c.sizes = nil, make(map[blobpack.Hash]int64, len(dropped))
+	seen := make(map[usage.Grant]struct{}, len(dropped))
 	for _, r := range records {
 		if !dropped[r.Hash] {
 			continue
 		}
 		c.sizes[r.Hash] = int64(r.RawLen)
-		if g := (usage.Grant{Tenant: r.Owner, Hash: r.Hash}); !slices.Contains(c.owners, g) {
+		g := usage.Grant{Tenant: r.Owner, Hash: r.Hash}
+		if _, ok := seen[g]; !ok {
+			seen[g] = struct{}{}
 			c.owners = append(c.owners, g)
 		}
 	}
