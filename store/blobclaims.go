@@ -254,7 +254,7 @@ func (e *Engine) releaseBatch(ctx context.Context, t ident.Tenant, reviews []sto
 		for h := range candidates {
 			hashes = append(hashes, h[:])
 		}
-		granted, err := sweep.TenantGrantsOf(ctx, storedb.TenantGrantsOfParams{TenantID: t.ID, BlobHashes: hashes})
+		granted, err := sweep.TenantBlobsAmong(ctx, storedb.TenantBlobsAmongParams{TenantID: t.ID, BlobHashes: hashes})
 		if err != nil {
 			return 0, false, fmt.Errorf("look up grants: %w", err)
 		}

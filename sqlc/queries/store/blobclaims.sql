@@ -57,10 +57,6 @@ WHERE t.tenant_id = @tenant_id AND t.payload_hash IN (SELECT unnest(@blob_hashes
 SELECT DISTINCT fs_root_hash::bytea AS fs_root_hash FROM turns
 WHERE tenant_id = @tenant_id AND fs_root_hash IS NOT NULL;
 
--- name: TenantGrantsOf :many
--- Which of the hashes the tenant holds a grant to (sweeper).
-SELECT blob_hash FROM tenant_blobs WHERE tenant_id = @tenant_id AND blob_hash = ANY(@blob_hashes::bytea[]);
-
 -- name: ReleaseBlobClaims :exec
 -- Releases claims of the tenant (sweeper): the first writer's of
 -- @released (a row of released_blob_claims), the grants of @ungranted,

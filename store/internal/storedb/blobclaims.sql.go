@@ -317,36 +317,6 @@ func (q *Queries) TenantFSRoots(ctx context.Context, tenantID string) ([][]byte,
 	return items, nil
 }
 
-const tenantGrantsOf = `-- name: TenantGrantsOf :many
-SELECT blob_hash FROM tenant_blobs WHERE tenant_id = $1 AND blob_hash = ANY($2::bytea[])
-`
-
-type TenantGrantsOfParams struct {
-	TenantID   string
-	BlobHashes [][]byte
-}
-
-// Which of the hashes the tenant holds a grant to (sweeper).
-func (q *Queries) TenantGrantsOf(ctx context.Context, arg TenantGrantsOfParams) ([][]byte, error) {
-	rows, err := q.db.Query(ctx, tenantGrantsOf, arg.TenantID, arg.BlobHashes)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items [][]byte
-	for rows.Next() {
-		var blob_hash []byte
-		if err := rows.Scan(&blob_hash); err != nil {
-			return nil, err
-		}
-		items = append(items, blob_hash)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const tenantPayloadsAmong = `-- name: TenantPayloadsAmong :many
 SELECT DISTINCT t.payload_hash::bytea AS payload_hash FROM turns t
 WHERE t.tenant_id = $1 AND t.payload_hash IN (SELECT unnest($2::bytea[]))
