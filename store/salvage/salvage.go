@@ -206,7 +206,7 @@ func sameStore(ctx context.Context, dataDir string, q *storedb.Queries) error {
 // records are known and not damage: their rows are gone on purpose. It
 // counts the deleted contexts in r.
 func deadTurns(ctx context.Context, q *storedb.Queries, r *Report) (map[uint64]bool, error) {
-	ids, err := q.ListDeadTurns(ctx)
+	rows, err := q.ListDeadTurnsDied(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list dead turns: %w", err)
 	}
@@ -215,9 +215,9 @@ func deadTurns(ctx context.Context, q *storedb.Queries, r *Report) (map[uint64]b
 		return nil, fmt.Errorf("count deleted contexts: %w", err)
 	}
 	r.DeletedContexts = int(n)
-	dead := make(map[uint64]bool, len(ids))
-	for _, id := range ids {
-		dead[uint64(id)] = true
+	dead := make(map[uint64]bool, len(rows))
+	for _, row := range rows {
+		dead[uint64(row.TurnID)] = true
 	}
 	return dead, nil
 }

@@ -142,13 +142,10 @@ WITH counts AS (
 UPDATE contexts c SET reaped_at = now()
 WHERE c.tenant_id = @tenant_id AND c.context_id = ANY(@context_ids::bigint[]);
 
--- name: ListDeadTurns :many
--- Every dead turn (recovery skips their records).
-SELECT turn_id FROM dead_turns;
-
 -- name: ListDeadTurnsDied :many
 -- Every dead turn and when it died (recovery skips their records and
--- counts their bytes as dead until a compaction drops them).
+-- counts their bytes as dead until a compaction drops them; cardbox
+-- verify counts their records apart from damage).
 SELECT turn_id, died_at FROM dead_turns;
 
 -- name: CountDeletedContexts :one

@@ -221,31 +221,6 @@ func (q *Queries) DropEmptyRollups(ctx context.Context, arg DropEmptyRollupsPara
 	return err
 }
 
-const listDeadTurns = `-- name: ListDeadTurns :many
-SELECT turn_id FROM dead_turns
-`
-
-// Every dead turn (recovery skips their records).
-func (q *Queries) ListDeadTurns(ctx context.Context) ([]int64, error) {
-	rows, err := q.db.Query(ctx, listDeadTurns)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var turn_id int64
-		if err := rows.Scan(&turn_id); err != nil {
-			return nil, err
-		}
-		items = append(items, turn_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const listDeadTurnsDied = `-- name: ListDeadTurnsDied :many
 SELECT turn_id, died_at FROM dead_turns
 `
@@ -256,7 +231,8 @@ type ListDeadTurnsDiedRow struct {
 }
 
 // Every dead turn and when it died (recovery skips their records and
-// counts their bytes as dead until a compaction drops them).
+// counts their bytes as dead until a compaction drops them; cardbox
+// verify counts their records apart from damage).
 func (q *Queries) ListDeadTurnsDied(ctx context.Context) ([]ListDeadTurnsDiedRow, error) {
 	rows, err := q.db.Query(ctx, listDeadTurnsDied)
 	if err != nil {
