@@ -31,13 +31,23 @@ const (
 )
 
 // compactionBurst is the most bytes a compaction reads or writes at once
-// under the rate limit: its buffers' size.
+// under the rate limit (its buffers' size), unless an eighth of a
+// second of the rate is less: a burst of many seconds' worth would let a
+// low rate be passed by that much at every start.
 const compactionBurst = 1 << 20
+
+// minCompactionBurst keeps the chunks of a very low rate from being tiny.
+const minCompactionBurst = 4 << 10
+
+// compactionBurstOf is the burst of a limiter of bytesPerSecond.
+func compactionBurstOf(bytesPerSecond int64) int {
+	return int(min(compactionBurst, max(bytesPerSecond/8, minCompactionBurst)))
+}
 
 // newCompactionLimiter is the limiter of --compaction-rate bytes per
 // second every compaction's reads and writes share.
 func newCompactionLimiter(bytesPerSecond int64) *rate.Limiter {
-	return rate.NewLimiter(rate.Limit(bytesPerSecond), max(compactionBurst, 1))
+	return rate.NewLimiter(rate.Limit(bytesPerSecond), compactionBurstOf(bytesPerSecond))
 }
 
 // compactionPolicy says which segments are compacted without being

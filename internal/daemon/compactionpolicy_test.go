@@ -55,12 +55,22 @@ func TestCompactionAsked(t *testing.T) {
 }
 
 // The limiter every compaction shares is --compaction-rate bytes a
-// second, a compaction's buffer at a time.
+// second, a compaction's buffer at a time, or an eighth of a second of
+// the rate when that is less (but not under 4 KiB).
 func TestCompactionLimiter(t *testing.T) {
-	for _, r := range []int64{1, 32 << 20, 1 << 40} {
-		lim := newCompactionLimiter(r)
-		if float64(lim.Limit()) != float64(r) || lim.Burst() != compactionBurst {
-			t.Errorf("rate %d: limit %v, burst %d", r, lim.Limit(), lim.Burst())
+	for _, tt := range []struct {
+		rate  int64
+		burst int
+	}{
+		{1, 4 << 10},
+		{16 << 10, 4 << 10},
+		{64 << 10, 8 << 10},
+		{32 << 20, 1 << 20},
+		{1 << 40, 1 << 20},
+	} {
+		lim := newCompactionLimiter(tt.rate)
+		if float64(lim.Limit()) != float64(tt.rate) || lim.Burst() != tt.burst {
+			t.Errorf("rate %d: limit %v, burst %d; want burst %d", tt.rate, lim.Limit(), lim.Burst(), tt.burst)
 		}
 	}
 }
