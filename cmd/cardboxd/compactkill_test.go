@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -82,8 +83,8 @@ func checkLive(t *testing.T, srv *serverProc, secret string, live, deleted []wri
 		}
 	}
 	for _, w := range deleted {
-		if _, err := c.GetHead(ctx, w.contextID); err == nil {
-			t.Fatalf("deleted context %d has a head again", w.contextID)
+		if _, err := c.GetHead(ctx, w.contextID); !errors.Is(err, client.ErrNotFound) {
+			t.Fatalf("deleted context %d: GET_HEAD %v; want not found", w.contextID, err)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -111,8 +112,12 @@ func released(t *testing.T, srv *serverProc, side *tenantSide, hashes []client.H
 	// met the tenant's writes is tried again 10 s later.
 	waitfor.True(t, "the deleted context's uploads released", time.Minute, func() bool {
 		for _, h := range hashes {
-			if _, err := c.GetBlob(context.Background(), h); err == nil {
+			_, err := c.GetBlob(context.Background(), h)
+			if err == nil {
 				return false
+			}
+			if !errors.Is(err, client.ErrNotFound) {
+				t.Fatalf("GET_BLOB %x: %v; want it read or not found", h[:6], err)
 			}
 		}
 		return true
