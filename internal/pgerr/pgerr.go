@@ -141,6 +141,14 @@ func UniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation
 }
 
+// Conflict reports whether Postgres aborted the transaction for its
+// clash with another (deadlock detected, serialization failure): nothing
+// of it took effect, and running it again may succeed at once.
+func Conflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == deadlockDetected || pgErr.Code == serializationFailure)
+}
+
 // Unavailable reports whether err means Postgres could not be reached or
 // could not serve the statement now: connection failures, terminated
 // backends, shutdowns, too many connections, timeouts (ClassUnavailable).

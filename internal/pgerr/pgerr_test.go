@@ -88,3 +88,20 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+func TestConflict(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "40P01"}, true},
+		{fmt.Errorf("mark: %w", &pgconn.PgError{Code: "40001"}), true},
+		{&pgconn.PgError{Code: "23505"}, false},
+		{errors.New("40P01"), false},
+		{nil, false},
+	} {
+		if got := pgerr.Conflict(tt.err); got != tt.want {
+			t.Errorf("Conflict(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}

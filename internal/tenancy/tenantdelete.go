@@ -77,6 +77,10 @@ func (adm *Admin) TenantRows(ctx context.Context, id string) (Deletion, error) {
 	return d, nil
 }
 
+// deleteAttempts is how many times DeleteTenant marks a tenant deleted
+// when Postgres aborts the marking for a deadlock.
+const deleteAttempts = 3
+
 // DeleteTenant deletes a tenant, recording actor in the audit log. One
 // transaction marks it deleted, counts the rows it owns (the audit
 // record's and Deletion's figures), forgets its analysts' SQL roles and
@@ -104,11 +108,21 @@ func (adm *Admin) DeleteTenant(ctx context.Context, actor, id string) (Deletion,
 	if id == ident.DefaultTenantID {
 		return Deletion{}, fmt.Errorf("delete tenant %q: %w", id, ErrDefaultTenant)
 	}
-	d := Deletion{TenantID: id}
-	err := adm.inAuditedTx(ctx, adm.begin, adminQueries, func(tx pgx.Tx, q *tenancydb.Queries) ([]audit, error) {
-		a, err := adm.markTenantDeleted(ctx, tx, q, id, actor, &d)
-		return []audit{a}, err
-	})
+	var d Deletion
+	var err error
+	// The marking locks the tenant's rows against writes in flight,
+	// which Postgres may find deadlocked with one of them: it aborts the
+	// whole transaction, so marking again is safe.
+	for attempt := 1; ; attempt++ {
+		d = Deletion{TenantID: id}
+		err = adm.inAuditedTx(ctx, adm.begin, adminQueries, func(tx pgx.Tx, q *tenancydb.Queries) ([]audit, error) {
+			a, err := adm.markTenantDeleted(ctx, tx, q, id, actor, &d)
+			return []audit{a}, err
+		})
+		if !pgerr.Conflict(err) || attempt == deleteAttempts {
+			break
+		}
+	}
 	if errors.Is(err, auth.ErrNoTenant) {
 		// Deleted already, perhaps by a deletion that was cut short:
 		// remove what it left, and say it is gone.
