@@ -405,3 +405,48 @@ func TestDeleteContextsAtOnce(t *testing.T) {
 		t.Errorf("turns has %d rows, want B's", n)
 	}
 }
+
+// A live context keeps alive what any of its turns reaches, not only its
+// head: a turn it appended with an explicit parent in a deleted context
+// stays readable with its ancestors after its head moved away. Those
+// turns die once the last context reaching them is deleted, whether the
+// contexts' jumps were recorded as they appended or read back at start.
+func TestLiveContextsKeepWhatTheirTurnsReach(t *testing.T) {
+	for _, reopen := range []bool{false, true} {
+		t.Run(map[bool]string{false: "running", true: "after a restart"}[reopen], func(t *testing.T) {
+			s := newTestStore(t)
+			ten := s.defaultTenant()
+			a := s.create(ten, 0)
+			var at []uint64
+			for i := range 3 {
+				at = append(at, s.append(ten, turnReq(a.ContextID, 0, payloadN(i))).TurnID)
+			}
+			l := s.create(ten, 0)
+			l0 := s.append(ten, turnReq(l.ContextID, 0, payloadN(10))).TurnID
+			l1 := s.append(ten, turnReq(l.ContextID, at[1], payloadN(11))).TurnID // a jump into A
+			l2 := s.append(ten, turnReq(l.ContextID, l0, payloadN(12))).TurnID    // L's head leaves l1
+			fork := s.create(ten, at[0])                                          // no turns of its own
+			if reopen {
+				s.reopen()
+			}
+
+			s.deleteContext(ten, a.ContextID)
+			want := map[uint64]bool{at[0]: true, at[1]: true, at[2]: false, l0: true, l1: true, l2: true}
+			s.wantReadable(ten, want)
+
+			s.deleteContext(ten, l.ContextID)
+			want[at[1]], want[l0], want[l1], want[l2] = false, false, false, false
+			s.wantReadable(ten, want) // at[0] lives on in the fork
+
+			s.deleteContext(ten, fork.ContextID)
+			want[at[0]] = false
+			s.wantReadable(ten, want)
+			if n := s.countRows("turns"); n != 0 {
+				t.Errorf("turns has %d rows, want none", n)
+			}
+			if n := s.countRows("dead_turns"); n != 6 {
+				t.Errorf("dead_turns has %d rows, want 6", n)
+			}
+		})
+	}
+}

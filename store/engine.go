@@ -409,6 +409,7 @@ func (e *Engine) CreateContext(ctx context.Context, t ident.Tenant, baseTurnID u
 	}
 	h := Head{ContextID: uint64(row.ContextID), TurnID: baseTurnID, Depth: depth}
 	at := row.CreatedAt.UnixMilli()
+	e.index.Contexts.AddJump(t.No, h.ContextID, baseTurnID)
 	e.index.Contexts.Put(h.ContextID, memindex.ContextState{Tenant: t.No, Head: baseTurnID, Depth: depth, Created: at, Updated: at})
 	e.usage.Add(t.No, ContextCharge)
 	return h, nil

@@ -168,7 +168,11 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb
 	}
 	if err != nil || e.gate.Gone(t.No) {
 		// A deleted tenant's rows go with it (tenant deletion).
-		return 0, sweep.MarkContextsReaped(ctx, storedb.MarkContextsReapedParams{TenantID: tenantID, ContextIds: ids})
+		err := sweep.MarkContextsReaped(ctx, storedb.MarkContextsReapedParams{TenantID: tenantID, ContextIds: ids})
+		if err == nil {
+			e.index.Contexts.ForgetJumps(ids)
+		}
+		return 0, err
 	}
 	dead, err := e.settle(ctx, t, rows)
 	if err != nil {
@@ -192,6 +196,7 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb
 	if err := sweep.MarkContextsReaped(ctx, storedb.MarkContextsReapedParams{TenantID: t.ID, ContextIds: ids}); err != nil {
 		return 0, fmt.Errorf("mark contexts of tenant %q reaped: %w", t.ID, err)
 	}
+	e.index.Contexts.ForgetJumps(ids)
 	return buried, nil
 }
 
@@ -292,7 +297,7 @@ func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []storedb.
 				note(uint64(id))
 			}
 		}
-		chain := e.chain(t, uint64(r.HeadTurnID))
+		chain := e.chains(t, uint64(r.HeadTurnID), e.index.Contexts.Jumps(uint64(r.ContextID)))
 		for len(chain) > 0 {
 			n := min(len(chain), buryTurnBatch)
 			deleted, err := sweep.TurnsOfDeletedContexts(ctx, storedb.TurnsOfDeletedContextsParams{TenantID: t.ID, TurnIds: chain[:n]})
@@ -308,29 +313,41 @@ func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []storedb.
 	return out, nil
 }
 
-// chain returns turn id and its ancestors.
-func (e *Engine) chain(t ident.Tenant, id uint64) []int64 {
+// chains returns the turns a deleted context reached: its head and its
+// jumps (memindex.AddJump), and their ancestors, each once. A turn of
+// another deleted context that it alone kept alive is among them, and dies
+// with it.
+func (e *Engine) chains(t ident.Tenant, head uint64, jumps []uint64) []int64 {
 	var out []int64
-	for id != 0 {
-		// Dead turns too: what lies below them may still die.
-		m, ok := e.index.Turns.Get(id)
-		if !ok || m.Tenant != t.No {
-			break
+	seen := map[uint64]struct{}{}
+	for _, id := range append(jumps, head) {
+		for id != 0 {
+			if _, ok := seen[id]; ok {
+				break
+			}
+			// Dead turns too: what lies below them may still die.
+			m, ok := e.index.Turns.Get(id)
+			if !ok || m.Tenant != t.No {
+				break
+			}
+			seen[id] = struct{}{}
+			out = append(out, int64(id))
+			id = m.Parent
 		}
-		out = append(out, int64(id))
-		id = m.Parent
 	}
 	return out
 }
 
 // spareReachable removes from candidates every turn a live context of the
-// tenant reaches from its head through parent links. Forks share their
-// ancestors, so each turn is walked once; no walk goes below the lowest
-// candidate, in depth or in id (a parent is older than its child, so its
-// id is lower): a live context whose head is older than every candidate
-// is not walked at all. It runs with every write paused, so what it
-// marks is in bitsets over the ids from the oldest candidate up, not in
-// maps.
+// tenant reaches through parent links, from its head or from any of its
+// turns. A live context's own turns are never candidates, and its chains
+// leave them only through its jumps (memindex.AddJump), so the walks
+// start there: a context that never forked or jumped is not walked at
+// all, however long its chain. Forks share their ancestors, so each turn
+// is walked once; no walk goes below the lowest candidate, in depth or in
+// id (a parent is older than its child, so its id is lower). It runs with
+// every write paused, so what it marks is in bitsets over the ids from the
+// oldest candidate up, not in maps.
 func (e *Engine) spareReachable(t ident.Tenant, candidates map[uint64]uint32) {
 	if len(candidates) == 0 {
 		return
@@ -339,17 +356,17 @@ func (e *Engine) spareReachable(t ident.Tenant, candidates map[uint64]uint32) {
 	for id, d := range candidates {
 		lowest, oldest, newest = min(lowest, d), min(oldest, id), max(newest, id)
 	}
-	heads := e.index.Contexts.All(t.No)
+	starts := e.index.Contexts.LiveJumps(t.No)
 	top := newest
-	for _, c := range heads {
-		top = max(top, c.TurnID)
+	for _, id := range starts {
+		top = max(top, id)
 	}
 	isCandidate, seen := newBits(newest-oldest+1), newBits(top-oldest+1)
 	for id := range candidates {
 		isCandidate.set(id - oldest)
 	}
-	for _, c := range heads {
-		for id := c.TurnID; id >= oldest; {
+	for _, start := range starts {
+		for id := start; id >= oldest; {
 			if seen.has(id - oldest) {
 				break
 			}

@@ -267,6 +267,9 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 	var deleted int64
 	var skipped deadspace.Ranges
 	turns := map[uint32]int64{} // by tenant, for the usage
+	// The turn each context's head was when the record was appended: the
+	// context's previous turn (every append moves its head), or its base.
+	heads := map[uint64]uint64{}
 	load := func(off int64, r turnlog.Record) error {
 		maxTurn = max(maxTurn, r.TurnID) // a deleted tenant's ids are not handed out again
 		if e.gate.Gone(r.Tenant) || e.index.Dead.Has(r.TurnID) {
@@ -281,6 +284,10 @@ func (e *Engine) openTurnLog(committedEnd int64) (uint64, error) {
 		})
 		maxTurn = max(maxTurn, r.TurnID)
 		turns[r.Tenant]++
+		if r.ParentTurnID != heads[r.ContextID] {
+			e.index.Contexts.AddJump(r.Tenant, r.ContextID, r.ParentTurnID)
+		}
+		heads[r.ContextID] = r.TurnID
 		return nil
 	}
 	log, err := turnlog.Open(path, turnlog.Options{
@@ -360,6 +367,7 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 				return fmt.Errorf("context %d: head turn %d is not in the turn log", r.ContextID, s.Head)
 			}
 		}
+		e.index.Contexts.AddJump(s.Tenant, uint64(r.ContextID), uint64(r.BaseTurnID))
 		e.index.Contexts.Put(uint64(r.ContextID), s)
 		e.usage.Add(s.Tenant, ContextCharge)
 	}

@@ -16,7 +16,7 @@ LIMIT 1;
 INSERT INTO turn_stores (store_id) VALUES (@store_id);
 
 -- name: ListContexts :many
-SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
+SELECT t.tenant_no, c.context_id, c.base_turn_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
 FROM contexts c JOIN tenants t USING (tenant_id)
 WHERE t.deleted_at IS NULL AND c.deleted_at IS NULL;
 

@@ -266,6 +266,11 @@ func (c *Committer) apply(p *plan, late bool) {
 		c.cfg.Index.Turns.Set(t.id, t.meta)
 	}
 	c.cfg.Index.Turns.Publish(p.maxTurn)
+	for _, t := range p.turns {
+		if t.jump && (!late || !c.cfg.Index.Gone(t.meta.Tenant)) {
+			c.cfg.Index.Contexts.AddJump(t.meta.Tenant, t.contextID, t.meta.Parent)
+		}
+	}
 	for id, s := range p.heads {
 		if !late || !c.cfg.Index.Gone(s.Tenant) {
 			c.cfg.Index.Contexts.Put(id, s)

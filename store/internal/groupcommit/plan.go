@@ -22,6 +22,8 @@ type plannedTurn struct {
 	id        uint64
 	contextID uint64
 	meta      memindex.TurnMeta
+	// jump: its parent was not its context's head (memindex.AddJump).
+	jump bool
 }
 
 // newType is a type ref the group introduces.
@@ -119,7 +121,7 @@ func (c *Committer) planAppend(p *plan, j *Job, now time.Time) error {
 		Encoding: req.Encoding, Compression: req.Compression, UncompressedLen: req.UncompressedLen,
 	}
 	p.addBlob(c.cfg.Blobs, c.cfg.Usage, j)
-	p.addTurn(j, id, meta, now)
+	p.addTurn(j, id, meta, parent != 0 && parent != state.Head, now)
 	if len(req.IdempotencyKey) > 0 {
 		p.keys[key] = len(p.turns) - 1
 	}
@@ -274,9 +276,9 @@ func (p *plan) queueBlob(j *Job) {
 	p.puts = append(p.puts, blobpack.PutItem{Hash: j.Hash, Data: j.Raw, Owner: j.Tenant.No, Stored: j.Stored, Codec: j.Codec})
 }
 
-func (p *plan) addTurn(j *Job, id uint64, meta memindex.TurnMeta, now time.Time) {
+func (p *plan) addTurn(j *Job, id uint64, meta memindex.TurnMeta, jump bool, now time.Time) {
 	req := j.Request
-	p.turns = append(p.turns, plannedTurn{job: j, id: id, contextID: req.ContextID, meta: meta})
+	p.turns = append(p.turns, plannedTurn{job: j, id: id, contextID: req.ContextID, meta: meta, jump: jump})
 	p.pending[id] = meta
 	p.heads[req.ContextID] = memindex.ContextState{Tenant: meta.Tenant, Head: id, Depth: meta.Depth, Updated: now.UnixMilli()}
 	p.maxTurn = id

@@ -166,6 +166,8 @@ type ContextTable struct {
 	m  map[uint64]ContextState
 	// deleted are the contexts deleted since start (see Drop).
 	deleted map[uint64]struct{}
+	// jumps are the contexts' jumps (jumps.go), by context.
+	jumps map[uint64]jumpSet
 }
 
 // NewContextTable returns an empty table.
@@ -219,6 +221,7 @@ func (c *ContextTable) Len() int {
 func (c *ContextTable) Forget(tenant uint32) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgetTenantJumps(tenant)
 	n := 0
 	for id, s := range c.m {
 		if s.Tenant == tenant {

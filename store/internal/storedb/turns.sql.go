@@ -512,7 +512,7 @@ func (q *Queries) InitTurnLogState(ctx context.Context, storeID pgtype.UUID) err
 }
 
 const listContexts = `-- name: ListContexts :many
-SELECT t.tenant_no, c.context_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
+SELECT t.tenant_no, c.context_id, c.base_turn_id, c.head_turn_id, c.head_depth, c.created_at, c.updated_at
 FROM contexts c JOIN tenants t USING (tenant_id)
 WHERE t.deleted_at IS NULL AND c.deleted_at IS NULL
 `
@@ -520,6 +520,7 @@ WHERE t.deleted_at IS NULL AND c.deleted_at IS NULL
 type ListContextsRow struct {
 	TenantNo   int32
 	ContextID  int64
+	BaseTurnID int64
 	HeadTurnID int64
 	HeadDepth  int64
 	CreatedAt  time.Time
@@ -538,6 +539,7 @@ func (q *Queries) ListContexts(ctx context.Context) ([]ListContextsRow, error) {
 		if err := rows.Scan(
 			&i.TenantNo,
 			&i.ContextID,
+			&i.BaseTurnID,
 			&i.HeadTurnID,
 			&i.HeadDepth,
 			&i.CreatedAt,
