@@ -116,45 +116,7 @@ func TestKill9DuringCompactionLosesNoLiveTurn(t *testing.T) {
 	secret := seed.TenantKey(t, keys, "bravo", auth.RoleWriter)
 	_, opsSecret := seed.OperatorKey(t, keys)
 
-	c, err := client.Dial(ctx, srv.binAddr, client.WithClientTag("load;key="+secret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all []written
-	for i := range 24 {
-		h, err := c.CreateContext(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := written{contextID: h.ContextID, payloads: map[uint64][]byte{}}
-		for j := range 25 {
-			text := fmt.Sprintf("context %d turn %d %x", i, j, bytes.Repeat([]byte{byte(i), byte(j)}, 100))
-			payload := append([]byte{0x81, 0x01, 0xda, byte(len(text) >> 8), byte(len(text))}, text...)
-			r, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: h.ContextID, TypeID: "t", TypeVersion: 1, Payload: payload})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.payloads[r.NewTurnID] = payload
-		}
-		all = append(all, w)
-	}
-	c.Close()
-	// Every other context deleted: dead records lie among live ones in
-	// every segment.
-	var live, deleted []written
-	side := &tenantSide{id: "bravo", secret: secret}
-	for i, w := range all {
-		if i%2 == 0 {
-			live = append(live, w)
-			continue
-		}
-		deleted = append(deleted, w)
-		side.do(t, srv, http.MethodDelete, fmt.Sprintf("/v1/contexts/%d", w.contextID), "", http.StatusNoContent)
-	}
-	waitfor.Soon(t, "the reaper to bury the deleted contexts' turns", func() bool {
-		var n int
-		return pool.QueryRow(ctx, "SELECT count(*) FROM dead_turns").Scan(&n) == nil && n == 25*len(deleted)
-	})
+	live, deleted := writeHalfDeleted(ctx, t, srv, pool, "bravo", secret, 24)
 	before := dataBytes(t, dir)
 
 	for round := range 3 {
@@ -197,4 +159,51 @@ func TestKill9DuringCompactionLosesNoLiveTurn(t *testing.T) {
 	if err != nil || !r.OK() {
 		t.Fatalf("verify after the compactions: %+v, %v", r, err)
 	}
+}
+
+// writeHalfDeleted appends 25 turns to each of n new contexts of tenant,
+// whose key is secret, deletes every other context, and waits for
+// the reaper to bury the deleted ones' turns: dead records then lie among
+// live ones in every segment. It returns the contexts kept and deleted.
+func writeHalfDeleted(ctx context.Context, t *testing.T, srv *serverProc, pool *pgxpool.Pool, tenant, secret string, n int) (live, deleted []written) {
+	t.Helper()
+	c, err := client.Dial(ctx, srv.binAddr, client.WithClientTag("load;key="+secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []written
+	for i := range n {
+		h, err := c.CreateContext(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := written{contextID: h.ContextID, payloads: map[uint64][]byte{}}
+		for j := range 25 {
+			text := fmt.Sprintf("context %d turn %d %x", i, j, bytes.Repeat([]byte{byte(i), byte(j)}, 100))
+			payload := append([]byte{0x81, 0x01, 0xda, byte(len(text) >> 8), byte(len(text))}, text...)
+			r, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: h.ContextID, TypeID: "t", TypeVersion: 1, Payload: payload})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.payloads[r.NewTurnID] = payload
+		}
+		all = append(all, w)
+	}
+	c.Close()
+	// Every other context deleted: dead records lie among live ones in
+	// every segment.
+	side := &tenantSide{id: tenant, secret: secret}
+	for i, w := range all {
+		if i%2 == 0 {
+			live = append(live, w)
+			continue
+		}
+		deleted = append(deleted, w)
+		side.do(t, srv, http.MethodDelete, fmt.Sprintf("/v1/contexts/%d", w.contextID), "", http.StatusNoContent)
+	}
+	waitfor.Soon(t, "the reaper to bury the deleted contexts' turns", func() bool {
+		var n int
+		return pool.QueryRow(ctx, "SELECT count(*) FROM dead_turns").Scan(&n) == nil && n == 25*len(deleted)
+	})
+	return live, deleted
 }

@@ -27,7 +27,7 @@ const keptCompactions = 16
 const (
 	DefaultCompactionThreshold = 0.5
 	DefaultEraseWithin         = 24 * time.Hour
-	DefaultCompactionRate      = 32 << 20
+	DefaultCompactionRate      = 8 << 20
 )
 
 // compactionBurst is the most bytes a compaction reads or writes at once

@@ -298,6 +298,10 @@ func (p *Pack) dropHolesLocked(start, next int64) {
 	}
 }
 
+// idxFlushStep is how many bytes of the new blobs.idx rewriteIndex
+// writes before it hands them to the disk (syncfile.Trickle).
+const idxFlushStep = 1 << 20
+
 // compactedIndexFile is where rewriteIndex writes the new blobs.idx
 // before renaming it over the old one.
 const compactedIndexFile = IndexFile + ".compacted"
@@ -325,9 +329,20 @@ func (p *Pack) rewriteIndex(start, next int64, news []Entry) error {
 			os.Remove(path)
 		}
 	}()
-	c := &idxCopy{w: bufio.NewWriterSize(f, scanBufSize), start: start, next: next, news: news}
+	// The copy goes to the disk a step at a time as it is written, and
+	// what was copied without the lock is flushed before it is taken:
+	// the fsync under the lock, which holds up every Put, then finds
+	// only the entries Put appended meanwhile to flush, not the whole
+	// index.
+	c := &idxCopy{w: bufio.NewWriterSize(syncfile.NewTrickle(f, 0, idxFlushStep), scanBufSize), start: start, next: next, news: news}
 	if err := c.copy(p.idx, 0, size); err != nil {
 		return fmt.Errorf("blobpack: rewrite %s: %w", IndexFile, err)
+	}
+	if err := c.w.Flush(); err != nil {
+		return fmt.Errorf("blobpack: rewrite %s: %w", IndexFile, err)
+	}
+	if err := syncfile.Data(f); err != nil {
+		return fmt.Errorf("blobpack: rewrite %s: sync: %w", IndexFile, err)
 	}
 
 	p.wmu.Lock()

@@ -35,7 +35,9 @@
 //     appends whose lookups came before to commit their claims or fail.
 //     None: nothing is rewritten.
 //  3. Write the live records to the next generation's file, created
-//     beside the old one (Step Written).
+//     beside the old one, handing them to the disk a megabyte at a time
+//     as they are written, so that the fsync of 4 is no large flush that
+//     stalls the appends' fdatasyncs behind it (Step Written).
 //  4. fsync the file and the directory (Step Synced).
 //  5. Swap, in one Postgres transaction, the segment's sealed_segments
 //     row to the rewrite: generation, length, BLAKE3 (Step Swapped);
@@ -463,6 +465,10 @@ func readChecked[R any, K comparable](ctx context.Context, kind recordKind[R, K]
 	return recs, nil
 }
 
+// flushStep is how many bytes of a rewrite are written before they are
+// handed to the disk (syncfile.Trickle).
+const flushStep = 1 << 20
+
 // write writes the records of seg's file that are not dead to a new
 // file at to, in order, fsyncs it, and returns its length and BLAKE3 and
 // how many records it left out. It reads and writes through
@@ -481,7 +487,12 @@ func write[R any, K comparable](ctx context.Context, kind recordKind[R, K], seg 
 		}
 	}()
 	sum := blake3.New()
-	w := bufio.NewWriterSize(io.MultiWriter(LimitWriter(ctx, opts.Limiter, f), sum), 1<<20)
+	// Handed to the disk a step at a time as it is written
+	// (syncfile.Trickle): the fsync below then finds little left to
+	// flush, and the appends' fdatasyncs never queue behind a segment's
+	// worth of dirty pages.
+	out := syncfile.NewTrickle(f, 0, flushStep)
+	w := bufio.NewWriterSize(io.MultiWriter(LimitWriter(ctx, opts.Limiter, out), sum), 1<<20)
 	_, _, err = kind.records(ctx, seg.Path, seg.ID.Start, opts.Limiter, func(raw []byte, r R) error {
 		if dead[kind.key(r)] {
 			dropped++

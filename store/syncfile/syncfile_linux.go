@@ -38,3 +38,14 @@ func control(f *os.File, fn func(fd int) error) error {
 func startWriteback(f *os.File, off, n int64) {
 	_ = control(f, func(fd int) error { return unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE) })
 }
+
+// waitWriteback writes f's dirty pages in [off, off+n) to disk and waits
+// until they are written, without flushing the device cache or any
+// metadata (sync_file_range(2)); it is a pacing step, not a durability
+// one, so errors are ignored (the file's fsync reports them).
+func waitWriteback(f *os.File, off, n int64) {
+	_ = control(f, func(fd int) error {
+		return unix.SyncFileRange(fd, off, n,
+			unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+	})
+}

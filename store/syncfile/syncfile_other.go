@@ -12,3 +12,6 @@ func Lock(*os.File) error { return nil }
 
 // startWriteback is a no-op outside Linux.
 func startWriteback(*os.File, int64, int64) {}
+
+// waitWriteback is a no-op outside Linux.
+func waitWriteback(*os.File, int64, int64) {}
