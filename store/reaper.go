@@ -281,45 +281,50 @@ func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []storedb.
 			out[id] = m.Depth
 		}
 	}
+	var own storedb.ContextsOwnTurnsParams
+	seen := map[uint64]struct{}{}
+	var reached []int64
 	for _, r := range rows {
 		after := r.BaseTurnID
 		if after == 0 && r.RootTurnID > 0 {
 			after = r.RootTurnID - 1
 		}
 		if r.HeadTurnID > after { // else nothing was appended to it
-			own, err := sweep.ContextOwnTurns(ctx, storedb.ContextOwnTurnsParams{
-				TenantID: t.ID, AfterTurnID: after, HeadTurnID: r.HeadTurnID, ContextID: r.ContextID,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("list the turns of deleted context %d: %w", r.ContextID, err)
-			}
-			for _, id := range own {
-				note(uint64(id))
-			}
+			own.ContextIds = append(own.ContextIds, r.ContextID)
+			own.AfterTurnIds = append(own.AfterTurnIds, after)
+			own.HeadTurnIds = append(own.HeadTurnIds, r.HeadTurnID)
 		}
-		chain := e.chains(t, uint64(r.HeadTurnID), e.index.Contexts.Jumps(uint64(r.ContextID)))
-		for len(chain) > 0 {
-			n := min(len(chain), buryTurnBatch)
-			deleted, err := sweep.TurnsOfDeletedContexts(ctx, storedb.TurnsOfDeletedContextsParams{TenantID: t.ID, TurnIds: chain[:n]})
-			if err != nil {
-				return nil, fmt.Errorf("look up the chain of deleted context %d: %w", r.ContextID, err)
-			}
-			for _, id := range deleted {
-				note(uint64(id))
-			}
-			chain = chain[n:]
+		reached = e.chains(t, reached, seen, uint64(r.HeadTurnID), e.index.Contexts.Jumps(uint64(r.ContextID)))
+	}
+	if len(own.ContextIds) > 0 {
+		own.TenantID = t.ID
+		ids, err := sweep.ContextsOwnTurns(ctx, own)
+		if err != nil {
+			return nil, fmt.Errorf("list the turns of %d deleted contexts: %w", len(own.ContextIds), err)
 		}
+		for _, id := range ids {
+			note(uint64(id))
+		}
+	}
+	for len(reached) > 0 {
+		n := min(len(reached), buryTurnBatch)
+		deleted, err := sweep.TurnsOfDeletedContexts(ctx, storedb.TurnsOfDeletedContextsParams{TenantID: t.ID, TurnIds: reached[:n]})
+		if err != nil {
+			return nil, fmt.Errorf("look up the chains of %d deleted contexts: %w", len(rows), err)
+		}
+		for _, id := range deleted {
+			note(uint64(id))
+		}
+		reached = reached[n:]
 	}
 	return out, nil
 }
 
-// chains returns the turns a deleted context reached: its head and its
-// jumps (memindex.AddJump), and their ancestors, each once. A turn of
-// another deleted context that it alone kept alive is among them, and dies
-// with it.
-func (e *Engine) chains(t ident.Tenant, head uint64, jumps []uint64) []int64 {
-	var out []int64
-	seen := map[uint64]struct{}{}
+// chains adds to out the turns a deleted context reached that seen does
+// not hold yet: its head and its jumps (memindex.AddJump), and their
+// ancestors. A turn of another deleted context that it alone kept alive
+// is among them, and dies with it.
+func (e *Engine) chains(t ident.Tenant, out []int64, seen map[uint64]struct{}, head uint64, jumps []uint64) []int64 {
 	for _, id := range append(jumps, head) {
 		for id != 0 {
 			if _, ok := seen[id]; ok {

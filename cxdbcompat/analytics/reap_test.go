@@ -41,10 +41,11 @@ func (h *harness) writeB() (ctx, forkFrom uint64) {
 	return b, t2
 }
 
-// The reaper takes a deleted context's dead turns out of every rollup: a
-// store that wrote two contexts and deleted one has the rollups of a store
-// where only the other was ever written, though the deleted one was forked
-// from it (its first turn made a branch point of a live turn).
+// The reaper takes a deleted context's dead turns out of every rollup and
+// their tool call rows with them: a store that wrote two contexts and
+// deleted one has the rollups of a store where only the other was ever
+// written, though the deleted one was forked from it (its first turn made
+// a branch point of a live turn).
 func TestReapedTurnsLeaveRollups(t *testing.T) {
 	t.Parallel()
 	want := newHarness(t, harnessOptions{pool: pgtest.NewPool(t)})
@@ -61,7 +62,12 @@ func TestReapedTurnsLeaveRollups(t *testing.T) {
 	h.appendJSON(h.tenant, a, forkFrom, "", `{"item_type":"user_input","user_input":{"text":"another branch"}}`)
 	h.appendRaw(h.tenant, a, "test.Unknown", 1, []byte{0x81, 0xa1, 'k', 0x02})
 	h.appendRaw(h.tenant, a, "test.Dying", 2, []byte{0x81, 0xa1, 'k', 0x03})
-	h.waitProjected(9)
+	h.appendJSON(h.tenant, a, 0, "", canonicalItems["assistant_turn"])
+	h.appendJSON(h.tenant, a, 0, "", canonicalItems["tool_call"])
+	h.waitProjected(11)
+	if n := h.count("SELECT count(*) FROM analytics_tool_call_rows"); n != 3 {
+		t.Fatalf("%d tool call rows before the deletion, want 3", n)
+	}
 	before := h.rollups()
 	if before["analytics_daily"] == want.rollups()["analytics_daily"] {
 		t.Fatalf("the deleted context's turns are not counted before its deletion: %v", before)
@@ -74,8 +80,11 @@ func TestReapedTurnsLeaveRollups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := h.count("SELECT count(*) FROM dead_turns"); n != 5 {
-		t.Fatalf("%d dead turns, want 5 (reaped %+v)", n, stats)
+	if n := h.count("SELECT count(*) FROM dead_turns"); n != 7 {
+		t.Fatalf("%d dead turns, want 7 (reaped %+v)", n, stats)
+	}
+	if n := h.count("SELECT count(*) FROM analytics_tool_call_rows"); n != 0 {
+		t.Errorf("%d tool call rows of dead turns left", n)
 	}
 	got, wantRollups := h.rollups(), want.rollups()
 	for _, r := range rollupTables {

@@ -23,16 +23,22 @@ WHERE deleted_at IS NOT NULL AND reaped_at IS NULL
 ORDER BY tenant_id, context_id
 LIMIT @max_contexts;
 
--- name: ContextOwnTurns :many
--- The turns appended to a context (sweeper). Turn ids only grow, so none
--- is older than the turn the context was forked from, and none is newer
--- than its head: every append makes its turn the head. The bounds keep the
--- scan to the context's lifetime (there is no per-context index: it would
--- cost every append); without the upper one, every deletion scanned all
--- the turns appended since the context began.
-SELECT turn_id FROM turns
-WHERE tenant_id = @tenant_id AND turn_id > @after_turn_id AND turn_id <= @head_turn_id
-  AND context_id = @context_id;
+-- name: ContextsOwnTurns :many
+-- The turns appended to some contexts (sweeper), one statement for a
+-- batch of deletions. Turn ids only grow, so none of a context's turns is
+-- older than the turn it was forked from, and none is newer than its
+-- head: every append makes its turn the head. The bounds keep each scan
+-- to its context's lifetime (there is no per-context index: it would cost
+-- every append); without the upper one, every deletion scanned all the
+-- turns appended since the context began.
+SELECT t.turn_id
+FROM (SELECT unnest(@context_ids::bigint[]) AS context_id, unnest(@after_turn_ids::bigint[]) AS after_turn_id,
+             unnest(@head_turn_ids::bigint[]) AS head_turn_id) r
+CROSS JOIN LATERAL (
+    SELECT turn_id FROM turns
+    WHERE tenant_id = @tenant_id AND turn_id > r.after_turn_id AND turn_id <= r.head_turn_id
+      AND context_id = r.context_id
+) t;
 
 -- name: TurnsOfDeletedContexts :many
 -- Which of the turns belong to a deleted context (sweeper).
@@ -42,8 +48,8 @@ WHERE t.tenant_id = @tenant_id AND t.turn_id = ANY(@turn_ids::bigint[]) AND c.de
 
 -- name: BuryTurns :one
 -- Records dead turns and removes their rows in one statement (sweeper):
--- idempotency keys, fs attachments, metadata, analytics rows and the
--- turn rows; cards derived from them are deleted as a DELETE of the card
+-- idempotency keys, fs attachments, metadata, analytics rows (turn_data
+-- and its tool call rows) and the turn rows; cards derived from them are deleted as a DELETE of the card
 -- would (their purge removes them later). The rollups stop counting the
 -- turns whose turn_data rows go (the projector counted a turn when it
 -- inserted its row): their negative counts are added as ApplyRollups
@@ -62,6 +68,8 @@ WITH dead AS (
     DELETE FROM fs_attachments WHERE tenant_id = @tenant_id AND turn_id = ANY(@turn_ids::bigint[])
 ), meta AS (
     DELETE FROM turn_metadata WHERE tenant_id = @tenant_id AND turn_id = ANY(@turn_ids::bigint[])
+), tools AS (
+    DELETE FROM analytics_tool_call_rows WHERE tenant_id = @tenant_id AND turn_id = ANY(@turn_ids::bigint[])
 ), data AS (
     DELETE FROM turn_data WHERE tenant_id = @tenant_id AND turn_id = ANY(@turn_ids::bigint[])
     RETURNING turn_id, type_id, type_version, parent_turn_id, coalesce(pg_column_size(data), 0)::bigint AS data_bytes

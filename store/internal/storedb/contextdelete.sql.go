@@ -23,6 +23,8 @@ WITH dead AS (
     DELETE FROM fs_attachments WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])
 ), meta AS (
     DELETE FROM turn_metadata WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])
+), tools AS (
+    DELETE FROM analytics_tool_call_rows WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])
 ), data AS (
     DELETE FROM turn_data WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])
     RETURNING turn_id, type_id, type_version, parent_turn_id, coalesce(pg_column_size(data), 0)::bigint AS data_bytes
@@ -92,8 +94,8 @@ type BuryTurnsRow struct {
 }
 
 // Records dead turns and removes their rows in one statement (sweeper):
-// idempotency keys, fs attachments, metadata, analytics rows and the
-// turn rows; cards derived from them are deleted as a DELETE of the card
+// idempotency keys, fs attachments, metadata, analytics rows (turn_data
+// and its tool call rows) and the turn rows; cards derived from them are deleted as a DELETE of the card
 // would (their purge removes them later). The rollups stop counting the
 // turns whose turn_data rows go (the projector counted a turn when it
 // inserted its row): their negative counts are added as ApplyRollups
@@ -109,31 +111,37 @@ func (q *Queries) BuryTurns(ctx context.Context, arg BuryTurnsParams) (BuryTurns
 	return i, err
 }
 
-const contextOwnTurns = `-- name: ContextOwnTurns :many
-SELECT turn_id FROM turns
-WHERE tenant_id = $1 AND turn_id > $2 AND turn_id <= $3
-  AND context_id = $4
+const contextsOwnTurns = `-- name: ContextsOwnTurns :many
+SELECT t.turn_id
+FROM (SELECT unnest($1::bigint[]) AS context_id, unnest($2::bigint[]) AS after_turn_id,
+             unnest($3::bigint[]) AS head_turn_id) r
+CROSS JOIN LATERAL (
+    SELECT turn_id FROM turns
+    WHERE tenant_id = $4 AND turn_id > r.after_turn_id AND turn_id <= r.head_turn_id
+      AND context_id = r.context_id
+) t
 `
 
-type ContextOwnTurnsParams struct {
-	TenantID    string
-	AfterTurnID int64
-	HeadTurnID  int64
-	ContextID   int64
+type ContextsOwnTurnsParams struct {
+	ContextIds   []int64
+	AfterTurnIds []int64
+	HeadTurnIds  []int64
+	TenantID     string
 }
 
-// The turns appended to a context (sweeper). Turn ids only grow, so none
-// is older than the turn the context was forked from, and none is newer
-// than its head: every append makes its turn the head. The bounds keep the
-// scan to the context's lifetime (there is no per-context index: it would
-// cost every append); without the upper one, every deletion scanned all
-// the turns appended since the context began.
-func (q *Queries) ContextOwnTurns(ctx context.Context, arg ContextOwnTurnsParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, contextOwnTurns,
+// The turns appended to some contexts (sweeper), one statement for a
+// batch of deletions. Turn ids only grow, so none of a context's turns is
+// older than the turn it was forked from, and none is newer than its
+// head: every append makes its turn the head. The bounds keep each scan
+// to its context's lifetime (there is no per-context index: it would cost
+// every append); without the upper one, every deletion scanned all the
+// turns appended since the context began.
+func (q *Queries) ContextsOwnTurns(ctx context.Context, arg ContextsOwnTurnsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, contextsOwnTurns,
+		arg.ContextIds,
+		arg.AfterTurnIds,
+		arg.HeadTurnIds,
 		arg.TenantID,
-		arg.AfterTurnID,
-		arg.HeadTurnID,
-		arg.ContextID,
 	)
 	if err != nil {
 		return nil, err
