@@ -281,7 +281,6 @@ func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []storedb.
 			out[id] = m.Depth
 		}
 	}
-	var own storedb.ContextsOwnTurnsParams
 	seen := map[uint64]struct{}{}
 	var reached []int64
 	for _, r := range rows {
@@ -290,21 +289,17 @@ func (e *Engine) candidates(ctx context.Context, t ident.Tenant, rows []storedb.
 			after = r.RootTurnID - 1
 		}
 		if r.HeadTurnID > after { // else nothing was appended to it
-			own.ContextIds = append(own.ContextIds, r.ContextID)
-			own.AfterTurnIds = append(own.AfterTurnIds, after)
-			own.HeadTurnIds = append(own.HeadTurnIds, r.HeadTurnID)
+			own, err := sweep.ContextOwnTurns(ctx, storedb.ContextOwnTurnsParams{
+				TenantID: t.ID, AfterTurnID: after, HeadTurnID: r.HeadTurnID, ContextID: r.ContextID,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("list the turns of deleted context %d: %w", r.ContextID, err)
+			}
+			for _, id := range own {
+				note(uint64(id))
+			}
 		}
 		reached = e.chains(t, reached, seen, uint64(r.HeadTurnID), e.index.Contexts.Jumps(uint64(r.ContextID)))
-	}
-	if len(own.ContextIds) > 0 {
-		own.TenantID = t.ID
-		ids, err := sweep.ContextsOwnTurns(ctx, own)
-		if err != nil {
-			return nil, fmt.Errorf("list the turns of %d deleted contexts: %w", len(own.ContextIds), err)
-		}
-		for _, id := range ids {
-			note(uint64(id))
-		}
 	}
 	for len(reached) > 0 {
 		n := min(len(reached), buryTurnBatch)

@@ -23,22 +23,18 @@ WHERE deleted_at IS NOT NULL AND reaped_at IS NULL
 ORDER BY tenant_id, context_id
 LIMIT @max_contexts;
 
--- name: ContextsOwnTurns :many
--- The turns appended to some contexts (sweeper), one statement for a
--- batch of deletions. Turn ids only grow, so none of a context's turns is
--- older than the turn it was forked from, and none is newer than its
--- head: every append makes its turn the head. The bounds keep each scan
--- to its context's lifetime (there is no per-context index: it would cost
--- every append); without the upper one, every deletion scanned all the
--- turns appended since the context began.
-SELECT t.turn_id
-FROM (SELECT unnest(@context_ids::bigint[]) AS context_id, unnest(@after_turn_ids::bigint[]) AS after_turn_id,
-             unnest(@head_turn_ids::bigint[]) AS head_turn_id) r
-CROSS JOIN LATERAL (
-    SELECT turn_id FROM turns
-    WHERE tenant_id = @tenant_id AND turn_id > r.after_turn_id AND turn_id <= r.head_turn_id
-      AND context_id = r.context_id
-) t;
+-- name: ContextOwnTurns :many
+-- The turns appended to a context (sweeper). Turn ids only grow, so none
+-- is older than the turn the context was forked from, and none is newer
+-- than its head: every append makes its turn the head. The bounds keep the
+-- scan to the context's lifetime (there is no per-context index: it would
+-- cost every append); without the upper one, every deletion scanned all
+-- the turns appended since the context began. (One statement for a batch
+-- of contexts, joining their bounds laterally, is planned as a scan of the
+-- tenant's every turn: Postgres cannot tell how narrow each range is.)
+SELECT turn_id FROM turns
+WHERE tenant_id = @tenant_id AND turn_id > @after_turn_id AND turn_id <= @head_turn_id
+  AND context_id = @context_id;
 
 -- name: TurnsOfDeletedContexts :many
 -- Which of the turns belong to a deleted context (sweeper).

@@ -111,37 +111,33 @@ func (q *Queries) BuryTurns(ctx context.Context, arg BuryTurnsParams) (BuryTurns
 	return i, err
 }
 
-const contextsOwnTurns = `-- name: ContextsOwnTurns :many
-SELECT t.turn_id
-FROM (SELECT unnest($1::bigint[]) AS context_id, unnest($2::bigint[]) AS after_turn_id,
-             unnest($3::bigint[]) AS head_turn_id) r
-CROSS JOIN LATERAL (
-    SELECT turn_id FROM turns
-    WHERE tenant_id = $4 AND turn_id > r.after_turn_id AND turn_id <= r.head_turn_id
-      AND context_id = r.context_id
-) t
+const contextOwnTurns = `-- name: ContextOwnTurns :many
+SELECT turn_id FROM turns
+WHERE tenant_id = $1 AND turn_id > $2 AND turn_id <= $3
+  AND context_id = $4
 `
 
-type ContextsOwnTurnsParams struct {
-	ContextIds   []int64
-	AfterTurnIds []int64
-	HeadTurnIds  []int64
-	TenantID     string
+type ContextOwnTurnsParams struct {
+	TenantID    string
+	AfterTurnID int64
+	HeadTurnID  int64
+	ContextID   int64
 }
 
-// The turns appended to some contexts (sweeper), one statement for a
-// batch of deletions. Turn ids only grow, so none of a context's turns is
-// older than the turn it was forked from, and none is newer than its
-// head: every append makes its turn the head. The bounds keep each scan
-// to its context's lifetime (there is no per-context index: it would cost
-// every append); without the upper one, every deletion scanned all the
-// turns appended since the context began.
-func (q *Queries) ContextsOwnTurns(ctx context.Context, arg ContextsOwnTurnsParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, contextsOwnTurns,
-		arg.ContextIds,
-		arg.AfterTurnIds,
-		arg.HeadTurnIds,
+// The turns appended to a context (sweeper). Turn ids only grow, so none
+// is older than the turn the context was forked from, and none is newer
+// than its head: every append makes its turn the head. The bounds keep the
+// scan to the context's lifetime (there is no per-context index: it would
+// cost every append); without the upper one, every deletion scanned all
+// the turns appended since the context began. (One statement for a batch
+// of contexts, joining their bounds laterally, is planned as a scan of the
+// tenant's every turn: Postgres cannot tell how narrow each range is.)
+func (q *Queries) ContextOwnTurns(ctx context.Context, arg ContextOwnTurnsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, contextOwnTurns,
 		arg.TenantID,
+		arg.AfterTurnID,
+		arg.HeadTurnID,
+		arg.ContextID,
 	)
 	if err != nil {
 		return nil, err
