@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
@@ -38,6 +39,28 @@ func (e *Engine) DeleteContext(ctx context.Context, t ident.Tenant, id uint64, a
 // returns the ids it deleted, in order; an id that names no live context
 // of the tenant is left out.
 func (e *Engine) DeleteContexts(ctx context.Context, t ident.Tenant, ids []uint64, actor string) ([]uint64, error) {
+	return e.deleteContexts(ctx, t, ids, nil, actor)
+}
+
+// DeleteExpiredContexts deletes contexts of the tenant that
+// ExpiredContexts listed as DeleteContexts does, but leaves out those only
+// idle that were appended to since they were listed: no longer idle, they
+// are not expired.
+func (e *Engine) DeleteExpiredContexts(ctx context.Context, t ident.Tenant, expired []ExpiredContext, actor string) ([]uint64, error) {
+	ids := make([]uint64, len(expired))
+	var idle []ExpiredContext
+	for i, c := range expired {
+		ids[i] = c.ContextID
+		if !c.IdleSince.IsZero() {
+			idle = append(idle, c)
+		}
+	}
+	return e.deleteContexts(ctx, t, ids, idle, actor)
+}
+
+// deleteContexts is DeleteContexts, sparing the contexts of idle appended
+// to since their IdleSince.
+func (e *Engine) deleteContexts(ctx context.Context, t ident.Tenant, ids []uint64, idle []ExpiredContext, actor string) ([]uint64, error) {
 	live := make([]int64, 0, len(ids))
 	for _, id := range ids {
 		if _, err := e.contextOf(t, id); err == nil {
@@ -56,9 +79,14 @@ func (e *Engine) DeleteContexts(ctx context.Context, t ident.Tenant, ids []uint6
 	end := e.deleting.Begin()
 	defer e.wakeReaper() // after end: deferred calls run last first
 	defer end()
-	rows, err := e.as(pgrole.Tenant, t.ID).MarkContextsDeleted(ctx, storedb.MarkContextsDeletedParams{
+	mark := storedb.MarkContextsDeletedParams{
 		TenantID: t.ID, ContextIds: live, Actor: actor, Detail: []byte("{}"),
-	})
+		IdleContextIds: make([]int64, len(idle)), IdleUpdatedAts: make([]time.Time, len(idle)),
+	}
+	for i, c := range idle {
+		mark.IdleContextIds[i], mark.IdleUpdatedAts[i] = int64(c.ContextID), c.IdleSince
+	}
+	rows, err := e.as(pgrole.Tenant, t.ID).MarkContextsDeleted(ctx, mark)
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "delete %d contexts", len(live))
 	}

@@ -18,6 +18,10 @@ import (
 type ExpiredContext struct {
 	Tenant    ident.Tenant
 	ContextID uint64
+	// IdleSince is its last append as the lookup saw it, when only being
+	// idle expires it: an append since saves it (DeleteExpiredContexts).
+	// Zero when its age expires it, which no append changes.
+	IdleSince time.Time
 }
 
 // DefaultRetention is the server's retention policy for all the contexts
@@ -51,7 +55,11 @@ func (e *Engine) ExpiredContexts(ctx context.Context, now time.Time, def Default
 		if err != nil {
 			return nil, fmt.Errorf("look up tenant %q: %w", r.TenantID, err)
 		}
-		out = append(out, ExpiredContext{Tenant: t, ContextID: uint64(r.ContextID)})
+		c := ExpiredContext{Tenant: t, ContextID: uint64(r.ContextID)}
+		if !r.ByAge {
+			c.IdleSince = r.UpdatedAt
+		}
+		out = append(out, c)
 	}
 	return out, nil
 }

@@ -42,7 +42,13 @@ func (s *Service) DeleteContext(ctx context.Context, t ident.Tenant, id uint64, 
 // gate for all), and returns the ids it deleted; ids of no live context
 // are left out.
 func (s *Service) DeleteContexts(ctx context.Context, t ident.Tenant, ids []uint64, actor string) ([]uint64, error) {
-	deleted, err := s.Store.DeleteContexts(ctx, t, ids, actor)
+	return s.deleteContexts(t, func() ([]uint64, error) { return s.Store.DeleteContexts(ctx, t, ids, actor) })
+}
+
+// deleteContexts runs del, which deletes contexts of the tenant and
+// returns those it deleted, and tells of them as DeleteContexts does.
+func (s *Service) deleteContexts(t ident.Tenant, del func() ([]uint64, error)) ([]uint64, error) {
+	deleted, err := del()
 	if err != nil || len(deleted) == 0 {
 		return deleted, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/store"
 )
@@ -27,6 +28,7 @@ const DefaultRetentionDeleteBatch = 100
 // (*store.Engine); part of Store.
 type RetentionStore interface {
 	ExpiredContexts(ctx context.Context, now time.Time, def store.DefaultRetention, max int) ([]store.ExpiredContext, error)
+	DeleteExpiredContexts(ctx context.Context, t ident.Tenant, expired []store.ExpiredContext, actor string) ([]uint64, error)
 }
 
 // SweepRetention deletes every context its tenant's retention policies
@@ -56,19 +58,19 @@ func (s *Service) SweepRetention(ctx context.Context) (int, error) {
 			for n < len(batch) && n < s.retentionDeleteBatch && batch[n].Tenant.ID == batch[0].Tenant.ID {
 				n++
 			}
-			ids := make([]uint64, n)
-			for i, c := range batch[:n] {
-				ids[i] = c.ContextID
-			}
 			start := time.Now()
-			gone, err := s.DeleteContexts(ctx, batch[0].Tenant, ids, RetentionActor)
+			tenant := batch[0].Tenant
+			gone, err := s.deleteContexts(tenant, func() ([]uint64, error) {
+				return s.Store.DeleteExpiredContexts(ctx, tenant, batch[:n], RetentionActor)
+			})
 			if err != nil {
-				return deleted, fmt.Errorf("delete %d expired contexts of tenant %q: %w", n, batch[0].Tenant.ID, err)
+				return deleted, fmt.Errorf("delete %d expired contexts of tenant %q: %w", n, tenant.ID, err)
 			}
 			if err := pace.Rest(ctx, s.retentionShare, time.Since(start)); err != nil {
 				return deleted + len(gone), err
 			}
-			// Ids left out were deleted meanwhile, or their tenant was.
+			// Ids left out were deleted meanwhile, or their tenant was, or
+			// were appended to since the lookup.
 			deleted += len(gone)
 			progress += len(gone)
 			batch = batch[n:]

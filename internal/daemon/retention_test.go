@@ -17,6 +17,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
+	"github.com/cardboxhq/cardbox/store"
 )
 
 // fakeClock is a clock a test moves by hand.
@@ -300,5 +301,90 @@ func TestRetentionServerDefault(t *testing.T) {
 				t.Errorf("at +%v context %d of %s: %v, want it live", step.after, id, ten.ID, err)
 			}
 		}
+	}
+}
+
+// A context that only being idle expires is spared when it is appended to
+// between the sweeper's lookup and its deletion: it is no longer idle. One
+// its age expires goes all the same.
+func TestRetentionSparesAContextAppendedToSinceItsLookup(t *testing.T) {
+	start := time.Now()
+	clock := &fakeClock{now: start}
+	d := daemontest.New(t, func(c *daemon.Config) {
+		c.Test.Now = clock.Now
+		c.SweepInterval = 24 * time.Hour // the test sweeps itself
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	defer cancel()
+	ten, err := d.Store().Tenant(ctx, ident.DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctx, d.BinaryAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	appendTo := func(id uint64) {
+		t.Helper()
+		if _, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: id, TypeID: "test.Note", TypeVersion: 1, Payload: []byte{0x81, 0x01, 0x02}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []uint64
+	for range 2 {
+		head, err := c.CreateContext(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendTo(head.ContextID)
+		ids = append(ids, head.ContextID)
+	}
+	idle, aged := ids[0], ids[1]
+	adm := tenancy.New(d.Pool(), nil)
+	if err := adm.SetRetention(ctx, "test", tenancy.Retention{TenantID: ten.ID, Idle: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	clock.set(start.Add(2 * time.Hour))
+	expired, err := d.Store().ExpiredContexts(ctx, clock.Now(), store.DefaultRetention{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(expired) != 2 {
+		t.Fatalf("the lookup found %d expired contexts, want 2", len(expired))
+	}
+	for i := range expired {
+		if expired[i].IdleSince.IsZero() {
+			t.Errorf("context %d: the idle policy expires it, but no last append was noted", expired[i].ContextID)
+		}
+		if expired[i].ContextID == aged {
+			expired[i].IdleSince = time.Time{} // as if its age expired it (see below)
+		}
+	}
+	// With a maximum age passed too, the lookup says age expires them.
+	if err := adm.SetRetention(ctx, "test", tenancy.Retention{TenantID: ten.ID, Idle: time.Hour, MaxAge: 90 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	byAge, err := d.Store().ExpiredContexts(ctx, clock.Now(), store.DefaultRetention{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range byAge {
+		if !e.IdleSince.IsZero() {
+			t.Errorf("context %d: its age expires it, but the lookup noted a last append", e.ContextID)
+		}
+	}
+	appendTo(idle)
+	appendTo(aged)
+
+	deleted, err := d.Store().DeleteExpiredContexts(ctx, ten, expired, "retention")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deleted) != 1 || deleted[0] != aged {
+		t.Errorf("deleted %v, want only the aged context %d", deleted, aged)
+	}
+	if _, err := d.Store().Context(ten, idle); err != nil {
+		t.Errorf("the context appended to since the lookup: %v, want it live", err)
 	}
 }

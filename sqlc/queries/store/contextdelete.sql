@@ -1,12 +1,18 @@
 -- name: MarkContextsDeleted :many
 -- Deletes contexts of the tenant (cardbox_tenant) and records who did in
 -- the audit log, one record each, in one statement; the contexts that do
--- not exist or are deleted already are left out. The turns each was forked
+-- not exist or are deleted already are left out, and so are those of
+-- @idle_context_ids (retention found them idle) appended to since
+-- @idle_updated_ats. The turns each was forked
 -- from and began with bound the scan for its own turns (see
 -- ContextOwnTurns).
 WITH deleted AS (
     UPDATE contexts c SET deleted_at = now()
     WHERE c.tenant_id = @tenant_id AND c.context_id = ANY(@context_ids::bigint[]) AND c.deleted_at IS NULL
+      AND NOT EXISTS (
+          SELECT 1
+          FROM (SELECT unnest(@idle_context_ids::bigint[]) AS context_id, unnest(@idle_updated_ats::timestamptz[]) AS updated_at) i
+          WHERE i.context_id = c.context_id AND c.updated_at > i.updated_at)
     RETURNING c.tenant_id, c.context_id, c.base_turn_id, c.root_turn_id
 ), audited AS (
     INSERT INTO audit_log (actor, action, tenant_id, target, detail)

@@ -10,7 +10,10 @@
 -- wins over it, and label policies apply beside it as beside their own.
 
 -- name: ListExpiredContexts :many
--- A batch of live contexts the policies expire at @now (sweeper).
+-- A batch of live contexts the policies expire at @now (sweeper), with
+-- their last append as seen (updated_at) and whether their age expires
+-- them: one only idle is deleted only if no append came since
+-- (MarkContextsDeleted).
 WITH policies AS (
     SELECT tenant_id, label, idle_seconds, max_age_seconds FROM retention_policies
     UNION ALL
@@ -19,7 +22,8 @@ WITH policies AS (
     WHERE (sqlc.narg(default_idle_seconds)::bigint IS NOT NULL OR sqlc.narg(default_max_age_seconds)::bigint IS NOT NULL)
       AND NOT EXISTS (SELECT 1 FROM retention_policies own WHERE own.tenant_id = tn.tenant_id AND own.label = '')
 )
-SELECT DISTINCT c.tenant_id, c.context_id
+SELECT c.tenant_id, c.context_id, c.updated_at,
+       coalesce(bool_or(c.created_at < sqlc.arg(now)::timestamptz - (p.max_age_seconds * interval '1 second')), false)::boolean AS by_age
 FROM contexts c
 JOIN tenants tn ON tn.tenant_id = c.tenant_id AND tn.deleted_at IS NULL
 JOIN policies p ON p.tenant_id = c.tenant_id
@@ -28,5 +32,6 @@ WHERE c.deleted_at IS NULL
   AND (p.label = '' OR p.label = ANY(m.labels))
   AND (c.updated_at < sqlc.arg(now)::timestamptz - (p.idle_seconds * interval '1 second')
     OR c.created_at < sqlc.arg(now)::timestamptz - (p.max_age_seconds * interval '1 second'))
+GROUP BY c.tenant_id, c.context_id, c.updated_at
 ORDER BY c.tenant_id, c.context_id
 LIMIT @max_contexts;

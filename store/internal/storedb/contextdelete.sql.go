@@ -305,19 +305,25 @@ const markContextsDeleted = `-- name: MarkContextsDeleted :many
 WITH deleted AS (
     UPDATE contexts c SET deleted_at = now()
     WHERE c.tenant_id = $1 AND c.context_id = ANY($2::bigint[]) AND c.deleted_at IS NULL
+      AND NOT EXISTS (
+          SELECT 1
+          FROM (SELECT unnest($3::bigint[]) AS context_id, unnest($4::timestamptz[]) AS updated_at) i
+          WHERE i.context_id = c.context_id AND c.updated_at > i.updated_at)
     RETURNING c.tenant_id, c.context_id, c.base_turn_id, c.root_turn_id
 ), audited AS (
     INSERT INTO audit_log (actor, action, tenant_id, target, detail)
-    SELECT $3::text, 'context.delete', d.tenant_id, d.context_id::text, $4::jsonb FROM deleted d
+    SELECT $5::text, 'context.delete', d.tenant_id, d.context_id::text, $6::jsonb FROM deleted d
 )
 SELECT d.context_id, d.base_turn_id, d.root_turn_id FROM deleted d ORDER BY d.context_id
 `
 
 type MarkContextsDeletedParams struct {
-	TenantID   string
-	ContextIds []int64
-	Actor      string
-	Detail     []byte
+	TenantID       string
+	ContextIds     []int64
+	IdleContextIds []int64
+	IdleUpdatedAts []time.Time
+	Actor          string
+	Detail         []byte
 }
 
 type MarkContextsDeletedRow struct {
@@ -328,13 +334,17 @@ type MarkContextsDeletedRow struct {
 
 // Deletes contexts of the tenant (cardbox_tenant) and records who did in
 // the audit log, one record each, in one statement; the contexts that do
-// not exist or are deleted already are left out. The turns each was forked
+// not exist or are deleted already are left out, and so are those of
+// @idle_context_ids (retention found them idle) appended to since
+// @idle_updated_ats. The turns each was forked
 // from and began with bound the scan for its own turns (see
 // ContextOwnTurns).
 func (q *Queries) MarkContextsDeleted(ctx context.Context, arg MarkContextsDeletedParams) ([]MarkContextsDeletedRow, error) {
 	rows, err := q.db.Query(ctx, markContextsDeleted,
 		arg.TenantID,
 		arg.ContextIds,
+		arg.IdleContextIds,
+		arg.IdleUpdatedAts,
 		arg.Actor,
 		arg.Detail,
 	)

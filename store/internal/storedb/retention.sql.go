@@ -22,7 +22,8 @@ WITH policies AS (
     WHERE ($3::bigint IS NOT NULL OR $4::bigint IS NOT NULL)
       AND NOT EXISTS (SELECT 1 FROM retention_policies own WHERE own.tenant_id = tn.tenant_id AND own.label = '')
 )
-SELECT DISTINCT c.tenant_id, c.context_id
+SELECT c.tenant_id, c.context_id, c.updated_at,
+       coalesce(bool_or(c.created_at < $1::timestamptz - (p.max_age_seconds * interval '1 second')), false)::boolean AS by_age
 FROM contexts c
 JOIN tenants tn ON tn.tenant_id = c.tenant_id AND tn.deleted_at IS NULL
 JOIN policies p ON p.tenant_id = c.tenant_id
@@ -31,6 +32,7 @@ WHERE c.deleted_at IS NULL
   AND (p.label = '' OR p.label = ANY(m.labels))
   AND (c.updated_at < $1::timestamptz - (p.idle_seconds * interval '1 second')
     OR c.created_at < $1::timestamptz - (p.max_age_seconds * interval '1 second'))
+GROUP BY c.tenant_id, c.context_id, c.updated_at
 ORDER BY c.tenant_id, c.context_id
 LIMIT $2
 `
@@ -45,6 +47,8 @@ type ListExpiredContextsParams struct {
 type ListExpiredContextsRow struct {
 	TenantID  string
 	ContextID int64
+	UpdatedAt time.Time
+	ByAge     bool
 }
 
 // Retention: the contexts a tenant's policies expire. The policy of the
@@ -57,7 +61,10 @@ type ListExpiredContextsRow struct {
 // both null: none) stands in for the empty label's policy of every tenant
 // that has none of its own: a tenant's own policy for all its contexts
 // wins over it, and label policies apply beside it as beside their own.
-// A batch of live contexts the policies expire at @now (sweeper).
+// A batch of live contexts the policies expire at @now (sweeper), with
+// their last append as seen (updated_at) and whether their age expires
+// them: one only idle is deleted only if no append came since
+// (MarkContextsDeleted).
 func (q *Queries) ListExpiredContexts(ctx context.Context, arg ListExpiredContextsParams) ([]ListExpiredContextsRow, error) {
 	rows, err := q.db.Query(ctx, listExpiredContexts,
 		arg.Now,
@@ -72,7 +79,12 @@ func (q *Queries) ListExpiredContexts(ctx context.Context, arg ListExpiredContex
 	var items []ListExpiredContextsRow
 	for rows.Next() {
 		var i ListExpiredContextsRow
-		if err := rows.Scan(&i.TenantID, &i.ContextID); err != nil {
+		if err := rows.Scan(
+			&i.TenantID,
+			&i.ContextID,
+			&i.UpdatedAt,
+			&i.ByAge,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
