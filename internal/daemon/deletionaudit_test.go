@@ -12,7 +12,6 @@ import (
 	"github.com/cardboxhq/cardbox/internal/daemon"
 	"github.com/cardboxhq/cardbox/internal/daemon/daemontest"
 	"github.com/cardboxhq/cardbox/internal/fault"
-	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/tenancy"
 )
 
@@ -103,19 +102,10 @@ type wrappedStore struct{ service.Store }
 // retention: what deletion needs of the store is part of its contract,
 // not found by asking the store at run time.
 func TestDeletionThroughAWrappedStore(t *testing.T) {
-	start := time.Now()
-	clock := &fakeClock{now: start}
-	d := daemontest.New(t, func(c *daemon.Config) {
-		c.Test.Now = clock.Now
+	d, clock, ctx, ten := sweptByHand(t, func(c *daemon.Config) {
 		c.Test.WrapStore = func(s service.Store) service.Store { return wrappedStore{s} }
-		c.SweepInterval = 24 * time.Hour // the test sweeps itself
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-	defer cancel()
-	ten, err := d.Store().Tenant(ctx, ident.DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := clock.Now()
 	deleted, err := d.Store().CreateContext(ctx, ten, 0, "")
 	if err != nil {
 		t.Fatal(err)

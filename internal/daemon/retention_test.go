@@ -38,29 +38,48 @@ func (c *fakeClock) set(t time.Time) {
 	c.now = t
 }
 
+// sweptByHand starts a server whose clock the test moves and that sweeps
+// only when the test asks, and returns it with its clock, a context for
+// the test's calls and the default tenant; configure adjusts the rest.
+func sweptByHand(t *testing.T, configure func(*daemon.Config)) (*daemon.Daemon, *fakeClock, context.Context, ident.Tenant) {
+	t.Helper()
+	clock := &fakeClock{now: time.Now()}
+	d := daemontest.New(t, func(c *daemon.Config) {
+		c.Test.Now = clock.Now
+		c.SweepInterval = 24 * time.Hour // the test sweeps itself
+		if configure != nil {
+			configure(c)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
+	t.Cleanup(cancel)
+	ten, err := d.Store().Tenant(ctx, ident.DefaultTenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, clock, ctx, ten
+}
+
+// dial opens a binary protocol client to d, closed at the test's end.
+func dial(t *testing.T, ctx context.Context, d *daemon.Daemon) *client.Client {
+	t.Helper()
+	c, err := client.Dial(ctx, d.BinaryAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // Retention deletes the contexts its policies expire as the clock moves,
 // and no other: a label's policy applies to the contexts carrying the
 // label, the tenant's to all of them, and the shortest wins. What it
 // deletes is deleted as DELETE /v1/contexts/{id} would (gone, and
 // context_deleted published); the plan says beforehand what would go.
 func TestRetentionDeletesExpiredContexts(t *testing.T) {
-	start := time.Now()
-	clock := &fakeClock{now: start}
-	d := daemontest.New(t, func(c *daemon.Config) {
-		c.Test.Now = clock.Now
-		c.SweepInterval = 24 * time.Hour // the test sweeps itself
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-	defer cancel()
-	ten, err := d.Store().Tenant(ctx, ident.DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.Dial(ctx, d.BinaryAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	d, clock, ctx, ten := sweptByHand(t, nil)
+	start := clock.Now()
+	c := dial(t, ctx, d)
 	stream := d.CXDB().Hub().Stream
 	sub := stream.Subscribe(ten.ID, stream.LastID(ten.ID))
 	defer sub.Close()
@@ -197,15 +216,8 @@ func (e *events) wait(t *testing.T, name string, id uint64) {
 // longer keeps its contexts until that expires them. A label policy
 // still applies beside the default, the shortest winning.
 func TestRetentionServerDefault(t *testing.T) {
-	start := time.Now()
-	clock := &fakeClock{now: start}
-	d := daemontest.New(t, func(c *daemon.Config) {
-		c.Test.Now = clock.Now
-		c.SweepInterval = 24 * time.Hour // the test sweeps itself
-		c.RetentionIdle = 24 * time.Hour
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-	defer cancel()
+	d, clock, ctx, _ := sweptByHand(t, func(c *daemon.Config) { c.RetentionIdle = 24 * time.Hour })
+	start := clock.Now()
 	adm := tenancy.New(d.Pool(), nil)
 	if _, err := adm.CreateTenant(ctx, "test", "acme", ""); err != nil {
 		t.Fatal(err)
@@ -308,23 +320,9 @@ func TestRetentionServerDefault(t *testing.T) {
 // between the sweeper's lookup and its deletion: it is no longer idle. One
 // its age expires goes all the same.
 func TestRetentionSparesAContextAppendedToSinceItsLookup(t *testing.T) {
-	start := time.Now()
-	clock := &fakeClock{now: start}
-	d := daemontest.New(t, func(c *daemon.Config) {
-		c.Test.Now = clock.Now
-		c.SweepInterval = 24 * time.Hour // the test sweeps itself
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)
-	defer cancel()
-	ten, err := d.Store().Tenant(ctx, ident.DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.Dial(ctx, d.BinaryAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	d, clock, ctx, ten := sweptByHand(t, nil)
+	start := clock.Now()
+	c := dial(t, ctx, d)
 	appendTo := func(id uint64) {
 		t.Helper()
 		if _, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: id, TypeID: "test.Note", TypeVersion: 1, Payload: []byte{0x81, 0x01, 0x02}}); err != nil {
