@@ -8,6 +8,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/store/internal/claimwatch"
 	"github.com/cardboxhq/cardbox/store/internal/fswalk"
@@ -107,7 +108,7 @@ var errClaimsBusy = errors.New("release blob claims: a tenant kept writing; retr
 // releaseClaims releases the claims the queued reviews find no longer
 // needed, every tenant's, and returns how many it released; the reaper
 // runs it (under reapMu) once the dead turns are buried.
-func (e *Engine) releaseClaims(ctx context.Context) (int, error) {
+func (e *Engine) releaseClaims(ctx context.Context, budget *pace.Budget) (int, error) {
 	sweep := e.as(pgrole.Sweeper, "")
 	if err := sweep.PruneBlobPuts(ctx, e.now().Add(-e.blobClaimGrace())); err != nil {
 		return 0, fmt.Errorf("prune blob uploads older than the grace: %w", err)
@@ -123,7 +124,7 @@ func (e *Engine) releaseClaims(ctx context.Context) (int, error) {
 			break
 		}
 		for _, id := range ids {
-			n, done, err := e.releaseTenantClaims(ctx, id)
+			n, done, err := e.releaseTenantClaims(ctx, id, budget)
 			total += n
 			if err != nil {
 				return total, fmt.Errorf("release blob claims of tenant %q: %w", id, err)
@@ -139,10 +140,9 @@ func (e *Engine) releaseClaims(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// releaseTenantClaims works through a tenant's queued reviews; done is
-// false when the tenant kept writing.
-func (e *Engine) releaseTenantClaims(ctx context.Context, id string) (released int, done bool, err error) {
-	sweep := e.as(pgrole.Sweeper, id)
+// releaseTenantClaims works through a tenant's queued reviews, a batch a
+// step of budget; done is false when the tenant kept writing.
+func (e *Engine) releaseTenantClaims(ctx context.Context, id string, budget *pace.Budget) (released int, done bool, err error) {
 	t, err := e.tenants.get(ctx, id)
 	gone := err != nil && fault.KindOf(err) == fault.NotFound
 	if err != nil && !gone {
@@ -156,33 +156,54 @@ func (e *Engine) releaseTenantClaims(ctx context.Context, id string) (released i
 	}
 	needs := &claimNeeds{}
 	for {
-		reviews, err := sweep.ListBlobClaimReviews(ctx, storedb.ListBlobClaimReviewsParams{TenantID: id, Now: e.now(), MaxReviews: int32(claimReviewBatch)})
-		if err != nil {
-			return released, false, fmt.Errorf("list blobs to review: %w", err)
-		}
-		if len(reviews) == 0 {
+		var n int
+		var more, busy bool
+		err := budget.Step(ctx, func() (err error) {
+			n, more, busy, err = e.releaseNext(ctx, t, id, gone, needs)
+			return err
+		})
+		released += n
+		switch {
+		case err != nil:
+			return released, false, err
+		case busy:
+			return released, false, nil
+		case !more:
 			return released, true, nil
 		}
-		if gone || e.gate.Gone(t.No) {
-			// A deleted tenant's rows go with it; its reviews are dropped.
-			err := sweep.ReleaseBlobClaims(ctx, reviewed(id, reviews))
-			if err != nil {
-				return released, false, fmt.Errorf("drop the reviews of a deleted tenant: %w", err)
-			}
-			continue
+	}
+}
+
+// releaseNext works through the next batch of the tenant's queued
+// reviews: more is false when there was none, busy true when the tenant
+// kept writing through every attempt (see releaseBatch).
+func (e *Engine) releaseNext(ctx context.Context, t ident.Tenant, id string, gone bool, needs *claimNeeds) (released int, more, busy bool, err error) {
+	sweep := e.as(pgrole.Sweeper, id)
+	reviews, err := sweep.ListBlobClaimReviews(ctx, storedb.ListBlobClaimReviewsParams{TenantID: id, Now: e.now(), MaxReviews: int32(claimReviewBatch)})
+	if err != nil {
+		return 0, false, false, fmt.Errorf("list blobs to review: %w", err)
+	}
+	if len(reviews) == 0 {
+		return 0, false, false, nil
+	}
+	if gone || e.gate.Gone(t.No) {
+		// A deleted tenant's rows go with it; its reviews are dropped.
+		if err := sweep.ReleaseBlobClaims(ctx, reviewed(id, reviews)); err != nil {
+			return 0, false, false, fmt.Errorf("drop the reviews of a deleted tenant: %w", err)
 		}
-		for attempt := 0; ; attempt++ {
-			n, ok, err := e.releaseBatch(ctx, t, reviews, needs)
-			if err != nil {
-				return released, false, err
-			}
-			released += n
-			if ok {
-				break
-			}
-			if attempt+1 == claimAttempts {
-				return released, false, nil
-			}
+		return 0, true, false, nil
+	}
+	for attempt := 0; ; attempt++ {
+		n, ok, err := e.releaseBatch(ctx, t, reviews, needs)
+		if err != nil {
+			return released, false, false, err
+		}
+		released += n
+		if ok {
+			return released, true, false, nil
+		}
+		if attempt+1 == claimAttempts {
+			return released, false, true, nil
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/internal/pgbound"
 	"github.com/cardboxhq/cardbox/internal/pgrole"
 	"github.com/cardboxhq/cardbox/internal/tenantgate"
@@ -61,11 +62,12 @@ type Options struct {
 	// (default DefaultMaxIdempotencyKeys); Postgres answers for older
 	// keys of the window.
 	MaxIdempotencyKeys int
-	// ReapShare is the share of the time the background reaper of deleted
-	// contexts works while it has work: after each batch it rests in
-	// proportion (internal/pace); 0: it never rests. The reaping at start,
-	// before the store serves, does not rest.
-	ReapShare float64
+	// ReapPace is the share of the time the background reaper of deleted
+	// contexts and its release of blob claims work while they have work,
+	// shared with the retention sweeper: after each batch it rests in
+	// proportion (internal/pace); nil: it never rests. The reaping at
+	// start, before the store serves, does not rest.
+	ReapPace *pace.Budget
 	// OnAppend, if set, is told of every group of turns once they are
 	// committed and readable, in commit order, from the committer (its
 	// finisher, or the goroutine that found out late that a group whose

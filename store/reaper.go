@@ -61,7 +61,7 @@ func (e *Engine) startReaper() {
 			case <-e.reapWake:
 			case <-due.C:
 			}
-			stats, err := e.reapDeleted(ctx, e.opts.ReapShare)
+			stats, err := e.reapDeleted(ctx, e.opts.ReapPace)
 			if ctx.Err() != nil {
 				return
 			}
@@ -97,11 +97,11 @@ func (e *Engine) wakeReaper() {
 // yet, then releases the blob claims their tenants no longer need (see
 // releaseClaims), and returns once none is left, or early, with
 // ReapStats.DeletionsPending, when contexts are being deleted meanwhile.
-func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) { return e.reapDeleted(ctx, 0) }
+func (e *Engine) ReapDeleted(ctx context.Context) (ReapStats, error) { return e.reapDeleted(ctx, nil) }
 
-// reapDeleted is ReapDeleted working share of the time (the background
-// reaper's pace, Options.ReapShare; 0: all of it).
-func (e *Engine) reapDeleted(ctx context.Context, share float64) (ReapStats, error) {
+// reapDeleted is ReapDeleted working a step at a time on budget (the
+// background reaper's pace, Options.ReapPace; nil: all the time).
+func (e *Engine) reapDeleted(ctx context.Context, budget *pace.Budget) (ReapStats, error) {
 	e.reapMu.Lock()
 	defer e.reapMu.Unlock()
 	var total ReapStats
@@ -118,7 +118,7 @@ func (e *Engine) reapDeleted(ctx context.Context, share float64) (ReapStats, err
 			return total, nil
 		}
 		if len(rows) == 0 {
-			n, err := e.releaseClaims(ctx)
+			n, err := e.releaseClaims(ctx, budget)
 			total.Released = n
 			if errors.Is(err, errClaimsBusy) {
 				total.ClaimsPending, err = true, nil
@@ -140,12 +140,12 @@ func (e *Engine) reapDeleted(ctx context.Context, share float64) (ReapStats, err
 			for n < len(rows) && rows[n].TenantID == rows[0].TenantID {
 				n++
 			}
-			start := time.Now()
-			dead, err := e.reapTenant(ctx, rows[0].TenantID, rows[:n])
+			var dead int64
+			err := budget.Step(ctx, func() (err error) {
+				dead, err = e.reapTenant(ctx, rows[0].TenantID, rows[:n])
+				return err
+			})
 			if err != nil {
-				return total, err
-			}
-			if err := pace.Rest(ctx, share, time.Since(start)); err != nil {
 				return total, err
 			}
 			total.Contexts += n

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/internal/ident"
-	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/store"
 )
 
@@ -43,13 +42,13 @@ func (s *Service) SweepRetention(ctx context.Context) (int, error) {
 	now := s.now()
 	deleted := 0
 	for {
-		start := time.Now()
-		batch, err := s.Store.ExpiredContexts(ctx, now, s.defaultRetention, retentionBatch)
-		if err != nil {
-			return deleted, err
-		}
 		// The lookup scans the live contexts: it is paced too.
-		if err := pace.Rest(ctx, s.retentionShare, time.Since(start)); err != nil {
+		var batch []store.ExpiredContext
+		err := s.retentionPace.Step(ctx, func() (err error) {
+			batch, err = s.Store.ExpiredContexts(ctx, now, s.defaultRetention, retentionBatch)
+			return err
+		})
+		if err != nil {
 			return deleted, err
 		}
 		listed, progress := len(batch), 0
@@ -58,16 +57,16 @@ func (s *Service) SweepRetention(ctx context.Context) (int, error) {
 			for n < len(batch) && n < s.retentionDeleteBatch && batch[n].Tenant.ID == batch[0].Tenant.ID {
 				n++
 			}
-			start := time.Now()
 			tenant := batch[0].Tenant
-			gone, err := s.deleteContexts(tenant, func() ([]uint64, error) {
-				return s.Store.DeleteExpiredContexts(ctx, tenant, batch[:n], RetentionActor)
+			var gone []uint64
+			err := s.retentionPace.Step(ctx, func() (err error) {
+				gone, err = s.deleteContexts(tenant, func() ([]uint64, error) {
+					return s.Store.DeleteExpiredContexts(ctx, tenant, batch[:n], RetentionActor)
+				})
+				return err
 			})
 			if err != nil {
-				return deleted, fmt.Errorf("delete %d expired contexts of tenant %q: %w", n, tenant.ID, err)
-			}
-			if err := pace.Rest(ctx, s.retentionShare, time.Since(start)); err != nil {
-				return deleted + len(gone), err
+				return deleted + len(gone), fmt.Errorf("delete %d expired contexts of tenant %q: %w", n, tenant.ID, err)
 			}
 			// Ids left out were deleted meanwhile, or their tenant was, or
 			// were appended to since the lookup.

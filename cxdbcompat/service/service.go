@@ -20,6 +20,7 @@ import (
 	"github.com/cardboxhq/cardbox/cxdbcompat/live"
 	"github.com/cardboxhq/cardbox/cxdbcompat/registry"
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/metastore"
 )
@@ -63,10 +64,12 @@ type Options struct {
 	// retention sweeper deletes at once (SweepRetention);
 	// DefaultRetentionDeleteBatch when 0.
 	RetentionDeleteBatch int
-	// RetentionShare is the share of the time the retention sweeper works
-	// while it has work: after each batch of deletions it rests in
-	// proportion (internal/pace); 0: it never rests.
-	RetentionShare float64
+	// RetentionPace is the share of the time the retention sweeper works
+	// while it has work, shared with the reaper of deleted contexts
+	// (store.Options.ReapPace): after each lookup and each batch of
+	// deletions it rests in proportion (internal/pace); nil: it never
+	// rests.
+	RetentionPace *pace.Budget
 }
 
 // Service is the CXDB domain. It is a store.TurnStore itself: creating a
@@ -83,8 +86,8 @@ type Service struct {
 	defaultRetention store.DefaultRetention
 	// retentionDeleteBatch is Options.RetentionDeleteBatch.
 	retentionDeleteBatch int
-	// retentionShare is Options.RetentionShare.
-	retentionShare float64
+	// retentionPace is Options.RetentionPace.
+	retentionPace *pace.Budget
 	// onContextDeleted are told of each deleted context (OnContextDeleted).
 	onContextDeleted []func(t ident.Tenant, dead func(turnID uint64) bool)
 
@@ -118,8 +121,8 @@ func New(st Store, metas *metastore.Store, opts Options) *Service {
 	s := &Service{
 		Store: st, metas: metas, hub: opts.Hub, log: opts.Logger, now: opts.Now, onPublish: opts.OnPublish,
 		defaultRetention: opts.DefaultRetention, retentionDeleteBatch: cmp.Or(max(opts.RetentionDeleteBatch, 0), DefaultRetentionDeleteBatch),
-		retentionShare: opts.RetentionShare,
-		registries:     map[string]*tenantRegistry{},
+		retentionPace: opts.RetentionPace,
+		registries:    map[string]*tenantRegistry{},
 	}
 	s.meta = newMetadataWorker(s)
 	return s

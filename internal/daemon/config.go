@@ -43,8 +43,8 @@ type Config struct {
 	RetentionIdle   time.Duration
 	RetentionMaxAge time.Duration
 	// RetentionShare is the share of the time the retention sweeper and
-	// the reaper of deleted contexts work while they have work (0 or 1:
-	// all of it).
+	// the reaper of deleted contexts (with its release of blob claims)
+	// work, between them, while they have work (0 or 1: all of it).
 	RetentionShare   float64
 	Pprof            bool
 	AccessLog        bool

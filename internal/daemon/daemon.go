@@ -30,6 +30,7 @@ import (
 	"github.com/cardboxhq/cardbox/internal/connlimit"
 	"github.com/cardboxhq/cardbox/internal/datadir"
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/pace"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/metastore"
 )
@@ -61,6 +62,9 @@ type Daemon struct {
 	forget    *forgetter
 	// compactions runs the compactions operators ask for.
 	compactions *compactions
+	// retentionPace is the share of the time (--retention-share) the
+	// retention sweeper and the reaper of deleted contexts work together.
+	retentionPace *pace.Budget
 
 	// life ends at Shutdown: background work and event streams stop.
 	life    context.Context
@@ -91,7 +95,7 @@ func New(ctx context.Context, cfg Config) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, log: cfg.Logger, tlsCfg: tlsCfg, served: make(chan error, 2)}
+	d := &Daemon{cfg: cfg, log: cfg.Logger, tlsCfg: tlsCfg, served: make(chan error, 2), retentionPace: pace.NewBudget(cfg.RetentionShare)}
 	d.life, d.end = context.WithCancel(context.WithoutCancel(ctx))
 	defer func() {
 		if err != nil {
@@ -153,7 +157,7 @@ func (d *Daemon) openStore(ctx context.Context) error {
 		Dir: d.cfg.DataDir, Pool: d.db.Pool, Logger: d.log, OnAppend: d.commits.publish,
 		Quota: d.access.storeQuota(), FSTree: DecodeFSTree, OnAppendPayloads: d.cfg.handedPayloads(), PGTimeout: d.cfg.PGTimeout,
 		SegmentSize: d.cfg.SegmentSize, CompactionHook: d.cfg.Test.CompactionHook, BlobClaimGrace: d.cfg.BlobClaimGrace,
-		ReapShare: d.cfg.RetentionShare, CompactionLimiter: newCompactionLimiter(d.cfg.CompactionRate),
+		ReapPace: d.retentionPace, CompactionLimiter: newCompactionLimiter(d.cfg.CompactionRate),
 	})
 	if err != nil {
 		return err
@@ -181,7 +185,7 @@ func (d *Daemon) buildServices() {
 	d.cxdb = service.New(turns, metastore.New(d.db.Pool, cfg.PGTimeout, d.engine), service.Options{
 		Logger: d.log, OnPublish: d.publishes.publish, Now: cfg.Test.Now,
 		DefaultRetention: store.DefaultRetention{Idle: cfg.RetentionIdle, MaxAge: cfg.RetentionMaxAge},
-		RetentionShare:   cfg.RetentionShare,
+		RetentionPace:    d.retentionPace,
 	})
 	d.pages = turnpage.New(d.cxdb, cfg.RenderCacheBytes)
 	d.cxdb.OnContextDeleted(d.pages.ForgetDeadTurns)

@@ -38,7 +38,8 @@ type Config struct {
 	RetentionIdle   time.Duration
 	RetentionMaxAge time.Duration
 	// RetentionShare is the share of the time the retention sweeper and
-	// the reaper of deleted contexts work while they have work.
+	// the reaper of deleted contexts work, between them, while they have
+	// work.
 	RetentionShare   float64
 	Pprof            bool
 	CardCacheBytes   int64
@@ -164,7 +165,7 @@ func settings(c *Config) []setting {
 		{flag: "retention-max-age", env: "CARDBOX_RETENTION_MAX_AGE", bind: retention(&c.RetentionMaxAge), note: "off",
 			meaning: "delete the contexts older than this (`90d`) of every tenant without a retention policy of its own for all its contexts, as `--retention-idle`"},
 		{flag: "retention-share", env: "CARDBOX_RETENTION_SHARE", bind: f64(&c.RetentionShare, 0.25), rule: Fraction,
-			meaning: "fraction (above 0, at most 1) of the time the retention sweeper and the reaper of deleted contexts work while they have work; they rest the rest, so that appends beside them keep their speed (1: no rest; see [docs/performance.md](docs/performance.md#the-retention-sweeper-beside-appends))"},
+			meaning: "fraction (above 0, at most 1) of the time the retention sweeper and the reaper of deleted contexts work, between them, while they have work; they rest the rest, so that appends beside them keep their speed (1: no rest; see [docs/performance.md](docs/performance.md#the-retention-sweeper-beside-appends))"},
 		{flag: "max-conns", env: "CARDBOX_MAX_CONNS", bind: num(&c.MaxConns, 1024), rule: Positive,
 			meaning: "most open connections per listener; more are refused (binary: ERROR 503, HTTP: 503) and counted"},
 		{flag: "idle-timeout", env: "CARDBOX_IDLE_TIMEOUT", bind: dur(&c.IdleTimeout, 5*time.Minute), rule: Positive,
