@@ -5,9 +5,11 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cardboxhq/cardbox/internal/fault"
 	"github.com/cardboxhq/cardbox/internal/ident"
+	"github.com/cardboxhq/cardbox/internal/waitfor"
 )
 
 func (s *testStore) deleteContext(t ident.Tenant, id uint64) {
@@ -448,5 +450,51 @@ func TestLiveContextsKeepWhatTheirTurnsReach(t *testing.T) {
 				t.Errorf("dead_turns has %d rows, want 6", n)
 			}
 		})
+	}
+}
+
+// The burial of dead turns waits for the analytics projector's batches of
+// the tenant (they add to the rollups it takes the turns out of, and the
+// two deadlocked) and buries once they commit.
+func TestBurialWaitsForTheProjector(t *testing.T) {
+	s := newTestStore(t)
+	ten := s.defaultTenant()
+	c := s.create(ten, 0)
+	s.append(ten, turnReq(c.ContextID, 0, payloadN(1)))
+	ctx := context.Background()
+	batch, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { batch.Rollback(context.Background()) })
+	// As the projector's batch does (HoldOffBurials; 7372 is the class).
+	if _, err := batch.Exec(ctx, "SELECT pg_advisory_xact_lock_shared(7372, $1::integer)", int32(ten.No)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteContext(ctx, ten, c.ContextID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	reaped := make(chan error, 1)
+	go func() {
+		_, err := s.ReapDeleted(ctx)
+		reaped <- err
+	}()
+	waitfor.True(t, "the burial to wait for the projector's batch", 20*time.Second, func() bool {
+		var n int
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%name: LockRollupsForBurial%'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	if n := s.countRows("dead_turns"); n != 0 {
+		t.Errorf("%d turns buried while the projector's batch ran", n)
+	}
+	if err := batch.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-reaped; err != nil {
+		t.Fatal(err)
+	}
+	if n := s.countRows("dead_turns"); n != 1 {
+		t.Errorf("%d turns buried, want 1", n)
 	}
 }

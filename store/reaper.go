@@ -181,7 +181,7 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb
 	buried := int64(0)
 	for len(dead) > 0 {
 		n := min(len(dead), buryTurnBatch)
-		gone, err := e.bury(ctx, t.ID, dead[:n])
+		gone, err := e.bury(ctx, t, dead[:n])
 		if err != nil {
 			return buried, fmt.Errorf("bury dead turns of tenant %q: %w", t.ID, err)
 		}
@@ -204,10 +204,16 @@ func (e *Engine) reapTenant(ctx context.Context, tenantID string, rows []storedb
 // out of the analytics rollups, in one transaction: no reader sees rows
 // gone while the rollups still count them, nor rollup rows left at zero.
 // It returns how many turn rows went.
-func (e *Engine) bury(ctx context.Context, tenantID string, turns []int64) (int64, error) {
+func (e *Engine) bury(ctx context.Context, t ident.Tenant, turns []int64) (int64, error) {
+	tenantID := t.ID
 	var gone int64
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		q := storedb.New(pgrole.As(tx, pgrole.Sweeper, tenantID))
+		// The projector adds to the rollups this takes the turns out of:
+		// one at a time, or the two deadlock.
+		if err := q.LockRollupsForBurial(ctx, int32(t.No)); err != nil {
+			return fmt.Errorf("wait for the projector: %w", err)
+		}
 		// The blobs they name are reviewed once they are gone (see
 		// releaseClaims): queued first, as their rows go next.
 		err := q.QueueBlobClaimReviews(ctx, storedb.QueueBlobClaimReviewsParams{TenantID: tenantID, TurnIds: turns})

@@ -66,7 +66,8 @@ func allFirst(rows []row) bool {
 
 // inBatchTx runs fn in a transaction that first makes Postgres plan each
 // statement for its own arrays (PlanEachBatch) and holds off the deletion
-// of the rows' tenants (HoldOffTenantDeletion).
+// of the rows' tenants (HoldOffTenantDeletion) and the burial of their
+// dead turns (HoldOffBurials).
 func (p *Projector) inBatchTx(ctx context.Context, rows []row, fn func(q *analyticsdb.Queries) error) error {
 	var nos []int32
 	seen := map[string]bool{}
@@ -83,6 +84,9 @@ func (p *Projector) inBatchTx(ctx context.Context, rows []row, fn func(q *analyt
 		}
 		if err := q.HoldOffTenantDeletion(ctx, nos); err != nil {
 			return fmt.Errorf("lock tenants: %w", err)
+		}
+		if err := q.HoldOffBurials(ctx, nos); err != nil {
+			return fmt.Errorf("lock the tenants' rollups: %w", err)
 		}
 		return fn(q)
 	})

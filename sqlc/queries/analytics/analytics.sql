@@ -164,6 +164,16 @@ SELECT set_config('plan_cache_mode', 'force_custom_plan', true);
 -- 7371 is cardbox's advisory lock class for tenant deletion.
 SELECT pg_advisory_xact_lock_shared(7371, n) FROM unnest(@tenant_nos::integer[]) AS n;
 
+-- name: HoldOffBurials :exec
+-- Holds off, until the transaction ends, the burial of the tenants' dead
+-- turns (the reaper's BuryTurns, which takes the same advisory lock
+-- exclusively): both add to the same rollup rows (analytics_daily,
+-- analytics_usage, analytics_children, ...) in one statement each, whose
+-- order of row locks Postgres does not promise, so the two deadlocked.
+-- Taken shared, it leaves the projector's batches free beside each other.
+-- 7372 is cardbox's advisory lock class for a tenant's rollups.
+SELECT pg_advisory_xact_lock_shared(7372, n) FROM unnest(@tenant_nos::integer[]) AS n;
+
 -- name: ProjectorTenants :many
 -- Every live tenant with the turn its catch-up starts after. A deleted
 -- tenant's rows are gone, and what a deletion's writes in flight add after

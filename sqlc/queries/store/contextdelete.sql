@@ -48,6 +48,12 @@ SELECT t.turn_id FROM turns t
 JOIN contexts c ON c.tenant_id = t.tenant_id AND c.context_id = t.context_id
 WHERE t.tenant_id = @tenant_id AND t.turn_id = ANY(@turn_ids::bigint[]) AND c.deleted_at IS NOT NULL;
 
+-- name: LockRollupsForBurial :exec
+-- Waits for the analytics projector's batches with rows of the tenant to
+-- commit, and holds off new ones until the transaction ends (see
+-- HoldOffBurials; 7372 is the advisory lock class of both).
+SELECT pg_advisory_xact_lock(7372, @tenant_no::integer);
+
 -- name: BuryTurns :one
 -- Records dead turns and removes their rows in one statement (sweeper):
 -- idempotency keys, fs attachments, metadata, analytics rows (turn_data

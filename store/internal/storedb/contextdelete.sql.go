@@ -301,6 +301,18 @@ func (q *Queries) ListUnreapedContexts(ctx context.Context, maxContexts int32) (
 	return items, nil
 }
 
+const lockRollupsForBurial = `-- name: LockRollupsForBurial :exec
+SELECT pg_advisory_xact_lock(7372, $1::integer)
+`
+
+// Waits for the analytics projector's batches with rows of the tenant to
+// commit, and holds off new ones until the transaction ends (see
+// HoldOffBurials; 7372 is the advisory lock class of both).
+func (q *Queries) LockRollupsForBurial(ctx context.Context, tenantNo int32) error {
+	_, err := q.db.Exec(ctx, lockRollupsForBurial, tenantNo)
+	return err
+}
+
 const markContextsDeleted = `-- name: MarkContextsDeleted :many
 WITH deleted AS (
     UPDATE contexts c SET deleted_at = now()

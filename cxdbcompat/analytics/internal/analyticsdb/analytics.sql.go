@@ -223,6 +223,22 @@ func (q *Queries) BackfillRemaining(ctx context.Context, arg BackfillRemainingPa
 	return count, err
 }
 
+const holdOffBurials = `-- name: HoldOffBurials :exec
+SELECT pg_advisory_xact_lock_shared(7372, n) FROM unnest($1::integer[]) AS n
+`
+
+// Holds off, until the transaction ends, the burial of the tenants' dead
+// turns (the reaper's BuryTurns, which takes the same advisory lock
+// exclusively): both add to the same rollup rows (analytics_daily,
+// analytics_usage, analytics_children, ...) in one statement each, whose
+// order of row locks Postgres does not promise, so the two deadlocked.
+// Taken shared, it leaves the projector's batches free beside each other.
+// 7372 is cardbox's advisory lock class for a tenant's rollups.
+func (q *Queries) HoldOffBurials(ctx context.Context, tenantNos []int32) error {
+	_, err := q.db.Exec(ctx, holdOffBurials, tenantNos)
+	return err
+}
+
 const holdOffTenantDeletion = `-- name: HoldOffTenantDeletion :exec
 SELECT pg_advisory_xact_lock_shared(7371, n) FROM unnest($1::integer[]) AS n
 `
