@@ -11,7 +11,7 @@ CREATE SEQUENCE IF NOT EXISTS public.turn_seq;
 DO $$
 DECLARE v text;
 BEGIN
-FOREACH v IN ARRAY ARRAY['none','now','brin','hash','a','a2','nokeycol'] LOOP
+FOREACH v IN ARRAY ARRAY['none','now','brin','hash','kept','hasht','a','a2','nokeycol'] LOOP
   EXECUTE format('DROP SCHEMA IF EXISTS %I CASCADE; CREATE SCHEMA %I', v, v);
   EXECUTE format('SET search_path = %I', v);
   CREATE TABLE contexts (tenant_id text, context_id bigint, head_turn_id bigint, head_depth bigint, updated_at timestamptz, PRIMARY KEY (tenant_id, context_id));
@@ -29,8 +29,9 @@ FOREACH v IN ARRAY ARRAY['none','now','brin','hash','a','a2','nokeycol'] LOOP
   ELSIF v <> 'none' THEN
     CREATE TABLE idempotency_keys (tenant_id text NOT NULL, context_id bigint NOT NULL, idempotency_key bytea NOT NULL, turn_id bigint NOT NULL,
       created_at timestamptz NOT NULL, requested_parent_turn_id bigint);
-    IF v = 'hash' THEN CREATE INDEX ON idempotency_keys USING hash ((int8send(context_id) || idempotency_key));
+    IF v IN ('hash','kept','hasht') THEN CREATE INDEX ON idempotency_keys USING hash ((int8send(context_id) || idempotency_key));
     ELSE CREATE INDEX ON idempotency_keys (tenant_id, context_id, idempotency_key); END IF;
+    IF v = 'hasht' THEN CREATE INDEX ON idempotency_keys (tenant_id, turn_id); END IF;
     IF v IN ('brin','hash') THEN CREATE INDEX ON idempotency_keys USING brin (created_at);
     ELSE CREATE INDEX ON idempotency_keys (created_at); END IF;
   END IF;
