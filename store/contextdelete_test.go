@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -497,32 +496,5 @@ func TestBurialWaitsForTheProjector(t *testing.T) {
 	}
 	if n := s.countRows("dead_turns"); n != 1 {
 		t.Errorf("%d turns buried, want 1", n)
-	}
-}
-
-// A deleted context's dead turns take their idempotency keys with them
-// (found from the turn rows by the keys' hash index on context and key);
-// another context's keys, the same key strings among them, stay.
-func TestDeletedContextsKeysGo(t *testing.T) {
-	s := newTestStore(t)
-	ten := s.defaultTenant()
-	a, b := s.create(ten, 0), s.create(ten, 0)
-	for i, k := range []struct {
-		ctx uint64
-		key string
-	}{{a.ContextID, "key-0"}, {a.ContextID, "key-1"}, {a.ContextID, "key-2"}, {b.ContextID, "key-0"}} {
-		req := turnReq(k.ctx, 0, payloadN(i))
-		req.IdempotencyKey = []byte(k.key)
-		s.append(ten, req)
-	}
-	if n := s.countRows("idempotency_keys"); n != 4 {
-		t.Fatalf("idempotency_keys has %d rows before the deletion, want 4", n)
-	}
-	s.deleteContext(ten, a.ContextID)
-	if n := s.countRows(fmt.Sprintf("idempotency_keys WHERE context_id = %d", a.ContextID)); n != 0 {
-		t.Errorf("%d keys of the deleted context are left, want none", n)
-	}
-	if n := s.countRows(fmt.Sprintf("idempotency_keys WHERE context_id = %d", b.ContextID)); n != 1 {
-		t.Errorf("the live context has %d keys, want 1", n)
 	}
 }

@@ -71,12 +71,7 @@ WITH dead AS (
     SELECT @tenant_id, unnest(@turn_ids::bigint[])
     ON CONFLICT DO NOTHING
 ), keys AS (
-    -- found by the hash index on context and key (migration 00061): a
-    -- keyed turn's row holds its key and context, as its key's row does
-    DELETE FROM idempotency_keys k USING turns t
-    WHERE t.tenant_id = @tenant_id AND t.turn_id = ANY(@turn_ids::bigint[]) AND t.idempotency_key IS NOT NULL
-      AND int8send(k.context_id) || k.idempotency_key = int8send(t.context_id) || t.idempotency_key
-      AND k.tenant_id = t.tenant_id AND k.turn_id = t.turn_id
+    DELETE FROM idempotency_keys WHERE tenant_id = @tenant_id AND turn_id = ANY(@turn_ids::bigint[])
 ), fs AS (
     DELETE FROM fs_attachments WHERE tenant_id = @tenant_id AND turn_id = ANY(@turn_ids::bigint[])
 ), meta AS (

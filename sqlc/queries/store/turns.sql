@@ -40,13 +40,10 @@ LIMIT @max_keys;
 -- The rows of the window of many keys of one tenant, newest first: the
 -- lookups of the appends waiting together (store/idemlookup.go). A key
 -- reused after its window has a row beside its expired one until the purge
--- deletes that (migration 00053); the window holds at most one. The keys
--- are found by the hash index on context and key (migration 00061), whose
--- expression the join names.
+-- deletes that (migration 00053); the window holds at most one.
 SELECT k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM (SELECT unnest(@context_ids::bigint[]) AS context_id, unnest(@idempotency_keys::bytea[]) AS idempotency_key) w
-JOIN idempotency_keys k ON int8send(k.context_id) || k.idempotency_key = int8send(w.context_id) || w.idempotency_key
-                       AND k.context_id = w.context_id AND k.idempotency_key = w.idempotency_key
+JOIN idempotency_keys k ON k.context_id = w.context_id AND k.idempotency_key = w.idempotency_key
 WHERE k.tenant_id = @tenant_id AND k.created_at > @since
 ORDER BY k.created_at DESC;
 

@@ -211,9 +211,7 @@ UNION ALL SELECT 'retention_policies', count(*) FROM del_retention_policies;
 -- when another purge holds the tenant's row (it removes the rest). A
 -- parent row (of contexts, turns, turn_data) goes only once no child row
 -- of it is left, so that each batch, a statement of its own, satisfies
--- the foreign keys (idempotency keys name their context and turn without
--- one, migration 00053, and may go before or after them): a deletion's
--- statements are each bounded by
+-- the foreign keys: a deletion's statements are each bounded by
 -- --pg-timeout, however large the tenant. The tables are those of
 -- PurgeDeletedTenants.
 WITH gone AS MATERIALIZED (
@@ -225,13 +223,15 @@ del_contexts AS (
     DELETE FROM contexts WHERE ctid = ANY (ARRAY(
         SELECT p.ctid FROM contexts p JOIN gone USING (tenant_id)
         WHERE NOT EXISTS (SELECT 1 FROM turns t WHERE t.tenant_id = p.tenant_id AND t.context_id = p.context_id)
+          AND NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.tenant_id = p.tenant_id AND k.context_id = p.context_id)
         LIMIT @batch::integer))
     RETURNING 1
 ),
 del_turns AS (
     DELETE FROM turns WHERE ctid = ANY (ARRAY(
         SELECT p.ctid FROM turns p JOIN gone USING (tenant_id)
-        WHERE NOT EXISTS (SELECT 1 FROM fs_attachments a WHERE a.tenant_id = p.tenant_id AND a.turn_id = p.turn_id)
+        WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.tenant_id = p.tenant_id AND k.turn_id = p.turn_id)
+          AND NOT EXISTS (SELECT 1 FROM fs_attachments a WHERE a.tenant_id = p.tenant_id AND a.turn_id = p.turn_id)
           AND NOT EXISTS (SELECT 1 FROM turn_metadata m WHERE m.tenant_id = p.tenant_id AND m.turn_id = p.turn_id)
           AND NOT EXISTS (SELECT 1 FROM turn_data d WHERE d.tenant_id = p.tenant_id AND d.turn_id = p.turn_id)
         LIMIT @batch::integer))

@@ -18,12 +18,7 @@ WITH dead AS (
     SELECT $1, unnest($2::bigint[])
     ON CONFLICT DO NOTHING
 ), keys AS (
-    -- found by the hash index on context and key (migration 00061): a
-    -- keyed turn's row holds its key and context, as its key's row does
-    DELETE FROM idempotency_keys k USING turns t
-    WHERE t.tenant_id = $1 AND t.turn_id = ANY($2::bigint[]) AND t.idempotency_key IS NOT NULL
-      AND int8send(k.context_id) || k.idempotency_key = int8send(t.context_id) || t.idempotency_key
-      AND k.tenant_id = t.tenant_id AND k.turn_id = t.turn_id
+    DELETE FROM idempotency_keys WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])
 ), fs AS (
     DELETE FROM fs_attachments WHERE tenant_id = $1 AND turn_id = ANY($2::bigint[])
 ), meta AS (

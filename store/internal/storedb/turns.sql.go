@@ -582,8 +582,7 @@ func (q *Queries) ListFSRoots(ctx context.Context) ([][]byte, error) {
 const listIdempotencyKeys = `-- name: ListIdempotencyKeys :many
 SELECT k.context_id, k.idempotency_key, k.turn_id, k.created_at, k.requested_parent_turn_id
 FROM (SELECT unnest($1::bigint[]) AS context_id, unnest($2::bytea[]) AS idempotency_key) w
-JOIN idempotency_keys k ON int8send(k.context_id) || k.idempotency_key = int8send(w.context_id) || w.idempotency_key
-                       AND k.context_id = w.context_id AND k.idempotency_key = w.idempotency_key
+JOIN idempotency_keys k ON k.context_id = w.context_id AND k.idempotency_key = w.idempotency_key
 WHERE k.tenant_id = $3 AND k.created_at > $4
 ORDER BY k.created_at DESC
 `
@@ -606,9 +605,7 @@ type ListIdempotencyKeysRow struct {
 // The rows of the window of many keys of one tenant, newest first: the
 // lookups of the appends waiting together (store/idemlookup.go). A key
 // reused after its window has a row beside its expired one until the purge
-// deletes that (migration 00053); the window holds at most one. The keys
-// are found by the hash index on context and key (migration 00061), whose
-// expression the join names.
+// deletes that (migration 00053); the window holds at most one.
 func (q *Queries) ListIdempotencyKeys(ctx context.Context, arg ListIdempotencyKeysParams) ([]ListIdempotencyKeysRow, error) {
 	rows, err := q.db.Query(ctx, listIdempotencyKeys,
 		arg.ContextIds,
