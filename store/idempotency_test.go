@@ -186,9 +186,10 @@ func TestIdempotencyNewKeysPastTheCapAskNobody(t *testing.T) {
 	}
 }
 
-// A restart loads only the newest MaxIdempotencyKeys keys of the window,
-// reading no more than that from Postgres; a retry of an older key, left
-// in Postgres, still gets the original turn and stores nothing.
+// A restart loads only the newest MaxIdempotencyKeys keys of the window
+// into memory, and the older ones into the filter of forgotten keys: a new
+// key asks nobody, and a retry of an older key, left in Postgres, still
+// gets the original turn and stores nothing.
 func TestRestartLoadsOnlyTheNewestIdempotencyKeys(t *testing.T) {
 	const bound, n = 5, 20
 	s := newTestStore(t)
@@ -234,6 +235,22 @@ func TestRestartLoadsOnlyTheNewestIdempotencyKeys(t *testing.T) {
 		t.Fatalf("streamed %+v, listed %+v", streamed, listed)
 	}
 
+	// The older keys are in the filter of forgotten keys: new keys are
+	// answered from memory, without asking Postgres.
+	for i := range n {
+		req := turnReq(h.ContextID, 0, payloadN(100+i))
+		req.IdempotencyKey = []byte("new-after-restart-" + strconv.Itoa(i))
+		if r := s.append(ten, req); r.Replayed {
+			t.Fatalf("new key %d after restart = %+v, replayed", i, r)
+		}
+	}
+	if asked := s.keyLookups.asked.Load(); asked != 0 {
+		t.Fatalf("%d new keys after the restart asked Postgres %d times, want 0", n, asked)
+	}
+	if turns := s.countRows("turns"); turns != 2*n {
+		t.Fatalf("turn rows %d after the new keys, want %d", turns, 2*n)
+	}
+	s.reopen() // memory holds the newest again: the new keys
 	before := s.Stats()
 	for _, i := range []int{0, n - bound - 1, n - 1} { // oldest, newest left in Postgres, newest
 		if r := s.append(ten, reqs[i]); r.TurnID != first[i].TurnID || !r.Replayed || r.Depth != first[i].Depth {
@@ -246,8 +263,11 @@ func TestRestartLoadsOnlyTheNewestIdempotencyKeys(t *testing.T) {
 	if after := s.Stats(); after.Turns != before.Turns || after.LastTurn != before.LastTurn {
 		t.Fatalf("turns %d (last %d) after the retries, want %d (last %d)", after.Turns, after.LastTurn, before.Turns, before.LastTurn)
 	}
-	if turns, keys := s.countRows("turns"), s.countRows("idempotency_keys"); turns != n || keys != n {
-		t.Fatalf("turn rows %d, key rows %d after the retries; want %d each", turns, keys, n)
+	if turns, keys := s.countRows("turns"), s.countRows("idempotency_keys"); turns != 2*n || keys != 2*n {
+		t.Fatalf("turn rows %d, key rows %d after the retries; want %d each", turns, keys, 2*n)
+	}
+	if asked := s.keyLookups.asked.Load(); asked == 0 {
+		t.Fatal("retries of keys left in Postgres did not ask it")
 	}
 }
 

@@ -378,10 +378,14 @@ func (e *Engine) loadContexts(ctx context.Context) error {
 // in-memory index's cap, in a query that returns no more than that and is
 // read row by row: at start-up as at run time, the older keys of the
 // window stay in Postgres, which answers for them (Engine.replayFromDB).
+// Those older keys go into the filter of forgotten keys, so that only
+// their retries ask Postgres, not every new key for a day.
 func (e *Engine) loadIdempotencyKeys(ctx context.Context) (*idemindex.Table, error) {
 	t := idemindex.New(e.opts.MaxIdempotencyKeys)
-	err := e.as(pgrole.Recovery, "").ForEachNewestIdempotencyKey(ctx, storedb.ListNewestIdempotencyKeysParams{
-		Since: e.now().Add(-IdempotencyWindow), MaxKeys: int32(t.Cap()),
+	since := e.now().Add(-IdempotencyWindow)
+	q := e.as(pgrole.Recovery, "")
+	err := q.ForEachNewestIdempotencyKey(ctx, storedb.ListNewestIdempotencyKeysParams{
+		Since: since, MaxKeys: int32(t.Cap()),
 	}, func(r *storedb.ListNewestIdempotencyKeysRow) error {
 		t.LoadOlder(idemindex.NewKey(uint32(r.TenantNo), uint64(r.ContextID), r.IdempotencyKey), idemindex.Entry{
 			Turn: uint64(r.TurnID), At: r.CreatedAt,
@@ -392,6 +396,21 @@ func (e *Engine) loadIdempotencyKeys(ctx context.Context) (*idemindex.Table, err
 	if err != nil {
 		return t, fmt.Errorf("load idempotency keys: %w", err)
 	}
-	t.Loaded()
+	oldest, held := t.OldestHeld()
+	if !held || t.LoadedRows() < t.Cap() {
+		t.Loaded(true) // the window held no more
+		return t, nil
+	}
+	// Up to the oldest held, included: keys of the same instant may have
+	// been left out by the cap.
+	err = q.ForEachOlderIdempotencyKey(ctx, storedb.ListOlderIdempotencyKeysParams{Since: since, Until: oldest},
+		func(r *storedb.ListOlderIdempotencyKeysRow) error {
+			t.LoadForgotten(idemindex.NewKey(uint32(r.TenantNo), uint64(r.ContextID), r.IdempotencyKey), r.CreatedAt)
+			return nil
+		})
+	if err != nil {
+		return t, fmt.Errorf("load the older idempotency keys: %w", err)
+	}
+	t.Loaded(true)
 	return t, nil
 }

@@ -309,12 +309,33 @@ func (t *Table) LoadOlder(k Key, e Entry) {
 	t.put(t.first, k, e)
 }
 
-// Loaded ends the start-up load: when it read as many keys as the cap,
-// older ones of the window may be left in Postgres, so memory may miss
-// keys as old as the oldest it holds.
-func (t *Table) Loaded() {
+// OldestHeld returns when the oldest key memory holds was used, if it
+// holds any.
+func (t *Table) OldestHeld() (time.Time, bool) {
 	defer runtime.KeepAlive(t)
-	if t.loadedRows >= t.max && t.next > t.first {
+	if t.next == t.first {
+		return time.Time{}, false
+	}
+	return time.Unix(0, t.slot(t.first).at), true
+}
+
+// LoadForgotten remembers at start-up a key of the window older than those
+// LoadOlder loaded, used at at: the filter of forgotten keys learns it, as
+// if memory had held and forgotten it for the cap, so that a new key is not
+// mistaken for it. Keys come oldest first, before Loaded.
+func (t *Table) LoadForgotten(k Key, at time.Time) {
+	if until, dropped := t.evicted.add(&k, at.UnixNano()); dropped {
+		t.evictedUntil.Store(max(t.evictedUntil.Load(), until))
+	}
+}
+
+// Loaded ends the start-up load. When it read as many keys as the cap,
+// older ones of the window may be left in Postgres: unless they were all
+// given to LoadForgotten (olderForgotten), memory may miss any key as old
+// as the oldest it holds, and every key not held must be asked about.
+func (t *Table) Loaded(olderForgotten bool) {
+	defer runtime.KeepAlive(t)
+	if !olderForgotten && t.loadedRows >= t.max && t.next > t.first {
 		t.evictedUntil.Store(t.slot(t.first).at)
 	}
 }

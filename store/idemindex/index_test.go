@@ -170,7 +170,7 @@ func TestIdemTableLoadNewestFirst(t *testing.T) {
 		for i := tc.rows - 1; i >= 0; i-- {
 			tab.LoadOlder(keys[i], Entry{Turn: uint64(i + 1), At: start.Add(time.Duration(i) * time.Second), Parent: uint64(i), ParentKnown: true})
 		}
-		tab.Loaded()
+		tab.Loaded(false)
 		if tab.held != tc.rows || tab.loadedRows != tc.rows {
 			t.Fatalf("%+v: held %d, loaded %d", tc, tab.held, tab.loadedRows)
 		}

@@ -36,6 +36,16 @@ WHERE k.created_at > @since AND t.deleted_at IS NULL
 ORDER BY k.created_at DESC
 LIMIT @max_keys;
 
+-- name: ListOlderIdempotencyKeys :many
+-- The keys of the window used from @since up to @until, oldest first:
+-- those older than the newest a start-up holds in memory, for its filter
+-- of forgotten keys (store.Engine.loadIdempotencyKeys). Read row by row
+-- (ForEachOlderIdempotencyKey).
+SELECT t.tenant_no, k.context_id, k.idempotency_key, k.created_at
+FROM idempotency_keys k JOIN tenants t USING (tenant_id)
+WHERE k.created_at > @since AND k.created_at <= @until AND t.deleted_at IS NULL
+ORDER BY k.created_at;
+
 -- name: ListIdempotencyKeys :many
 -- The rows of the window of many keys of one tenant, newest first: the
 -- lookups of the appends waiting together (store/idemlookup.go). A key

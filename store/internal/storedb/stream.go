@@ -35,3 +35,20 @@ func (q *Queries) ForEachNewestIdempotencyKey(ctx context.Context, arg ListNewes
 	})
 	return err
 }
+
+// ForEachOlderIdempotencyKey runs ListOlderIdempotencyKeys and hands fn
+// each row as ForEachNewestIdempotencyKey does: valid only until fn
+// returns.
+func (q *Queries) ForEachOlderIdempotencyKey(ctx context.Context, arg ListOlderIdempotencyKeysParams, fn func(*ListOlderIdempotencyKeysRow) error) error {
+	rows, err := q.db.Query(ctx, listOlderIdempotencyKeys, arg.Since, arg.Until)
+	if err != nil {
+		return err
+	}
+	var i ListOlderIdempotencyKeysRow
+	var key pgtype.DriverBytes
+	_, err = pgx.ForEachRow(rows, []any{&i.TenantNo, &i.ContextID, &key, &i.CreatedAt}, func() error {
+		i.IdempotencyKey = key
+		return fn(&i)
+	})
+	return err
+}

@@ -690,6 +690,54 @@ func (q *Queries) ListNewestIdempotencyKeys(ctx context.Context, arg ListNewestI
 	return items, nil
 }
 
+const listOlderIdempotencyKeys = `-- name: ListOlderIdempotencyKeys :many
+SELECT t.tenant_no, k.context_id, k.idempotency_key, k.created_at
+FROM idempotency_keys k JOIN tenants t USING (tenant_id)
+WHERE k.created_at > $1 AND k.created_at <= $2 AND t.deleted_at IS NULL
+ORDER BY k.created_at
+`
+
+type ListOlderIdempotencyKeysParams struct {
+	Since time.Time
+	Until time.Time
+}
+
+type ListOlderIdempotencyKeysRow struct {
+	TenantNo       int32
+	ContextID      int64
+	IdempotencyKey []byte
+	CreatedAt      time.Time
+}
+
+// The keys of the window used from @since up to @until, oldest first:
+// those older than the newest a start-up holds in memory, for its filter
+// of forgotten keys (store.Engine.loadIdempotencyKeys). Read row by row
+// (ForEachOlderIdempotencyKey).
+func (q *Queries) ListOlderIdempotencyKeys(ctx context.Context, arg ListOlderIdempotencyKeysParams) ([]ListOlderIdempotencyKeysRow, error) {
+	rows, err := q.db.Query(ctx, listOlderIdempotencyKeys, arg.Since, arg.Until)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListOlderIdempotencyKeysRow
+	for rows.Next() {
+		var i ListOlderIdempotencyKeysRow
+		if err := rows.Scan(
+			&i.TenantNo,
+			&i.ContextID,
+			&i.IdempotencyKey,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listPackHoles = `-- name: ListPackHoles :many
 SELECT start_offset, end_offset, blob_hash FROM pack_holes
 WHERE store_id = $1 AND blob_hash IS NOT NULL
