@@ -41,6 +41,46 @@ func compaction(t *testing.T, srv *serverProc, secret, method, path string) admi
 	return c
 }
 
+// slowCompaction is a hosted server of 8 KiB segments that compacts
+// every segment with a dead record (threshold 1) at rate bytes a second,
+// with n contexts of tenant written, half of them deleted: what its
+// compaction tests start from.
+type slowCompaction struct {
+	srv           *serverProc
+	dir           string
+	ctx           context.Context
+	pool          *pgxpool.Pool
+	secret, ops   string    // the tenant's writer key, an operator's
+	live, deleted []written // the contexts' turns
+	before        int64     // bytes of blobs/ and turns/ before any compaction
+	unlimited     []string  // the server's environment at the default rate
+}
+
+func newSlowCompaction(t *testing.T, rate int, tenant string, n int) *slowCompaction {
+	t.Helper()
+	db, dir := pgtest.NewDB(t), t.TempDir()
+	srv := newServer(t, dir, db)
+	srv.env = append(srv.env, "CARDBOX_MODE=hosted", "CARDBOX_SEGMENT_SIZE=8192", "CARDBOX_COMPACTION_THRESHOLD=1")
+	unlimited := srv.env
+	srv.env = append(srv.env[:len(srv.env):len(srv.env)], fmt.Sprintf("CARDBOX_COMPACTION_RATE=%d", rate))
+	srv.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	pool, err := pgxpool.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	keys := tenancy.New(pool, nil)
+	secret := seed.TenantKey(t, keys, tenant, auth.RoleWriter)
+	_, ops := seed.OperatorKey(t, keys)
+	live, deleted := writeHalfDeleted(ctx, t, srv, pool, tenant, secret, n)
+	return &slowCompaction{
+		srv: srv, dir: dir, ctx: ctx, pool: pool, secret: secret, ops: ops,
+		live: live, deleted: deleted, before: dataBytes(t, dir), unlimited: unlimited,
+	}
+}
+
 // dataBytes is the size of the files under dataDir's blobs/ and turns/.
 func dataBytes(t *testing.T, dataDir string) int64 {
 	t.Helper()
@@ -97,27 +137,11 @@ func checkLive(t *testing.T, srv *serverProc, secret string, live, deleted []wri
 // a last compaction then finishes, the files are smaller than before, and
 // `cardbox verify` finds the store clean.
 func TestKill9DuringCompactionLosesNoLiveTurn(t *testing.T) {
-	db, dir := pgtest.NewDB(t), t.TempDir()
-	srv := newServer(t, dir, db)
-	srv.env = append(srv.env, "CARDBOX_MODE=hosted", "CARDBOX_SEGMENT_SIZE=8192", "CARDBOX_COMPACTION_THRESHOLD=1")
-	unlimited := srv.env
 	// Slow enough that each kill below lands inside a compaction of
 	// many segments.
-	srv.env = append(srv.env[:len(srv.env):len(srv.env)], "CARDBOX_COMPACTION_RATE=16384")
-	srv.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	keys := tenancy.New(pool, nil)
-	secret := seed.TenantKey(t, keys, "bravo", auth.RoleWriter)
-	_, opsSecret := seed.OperatorKey(t, keys)
-
-	live, deleted := writeHalfDeleted(ctx, t, srv, pool, "bravo", secret, 24)
-	before := dataBytes(t, dir)
+	rig := newSlowCompaction(t, 16384, "bravo", 24)
+	srv, dir, ctx, pool, secret, opsSecret := rig.srv, rig.dir, rig.ctx, rig.pool, rig.secret, rig.ops
+	live, deleted, before, unlimited := rig.live, rig.deleted, rig.before, rig.unlimited
 
 	for round := range 3 {
 		run := compaction(t, srv, opsSecret, http.MethodPost, "/admin/compactions")

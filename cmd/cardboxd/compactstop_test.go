@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -9,13 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/cardboxhq/cardbox/api/adminhttp"
-	"github.com/cardboxhq/cardbox/internal/auth"
-	"github.com/cardboxhq/cardbox/internal/pgtest"
-	"github.com/cardboxhq/cardbox/internal/tenancy"
-	"github.com/cardboxhq/cardbox/internal/testkit/seed"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
@@ -38,24 +31,9 @@ const stopWithin = 5 * time.Second
 // `cardbox verify` finds the store clean.
 func TestSIGTERMStopsASlowCompactionPromptly(t *testing.T) {
 	const slowRate = 4096 // bytes per second
-	db, dir := pgtest.NewDB(t), t.TempDir()
-	srv := newServer(t, dir, db)
-	srv.env = append(srv.env, "CARDBOX_MODE=hosted", "CARDBOX_SEGMENT_SIZE=8192", "CARDBOX_COMPACTION_THRESHOLD=1")
-	defaultRate := srv.env
-	srv.env = append(srv.env[:len(srv.env):len(srv.env)], "CARDBOX_COMPACTION_RATE=4096")
-	srv.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	keys := tenancy.New(pool, nil)
-	secret := seed.TenantKey(t, keys, "charlie", auth.RoleWriter)
-	_, opsSecret := seed.OperatorKey(t, keys)
-	live, deleted := writeHalfDeleted(ctx, t, srv, pool, "charlie", secret, 16)
-	before := dataBytes(t, dir)
+	rig := newSlowCompaction(t, slowRate, "charlie", 16)
+	srv, dir, ctx, pool, secret, opsSecret := rig.srv, rig.dir, rig.ctx, rig.pool, rig.secret, rig.ops
+	live, deleted, before, defaultRate := rig.live, rig.deleted, rig.before, rig.unlimited
 
 	run := compaction(t, srv, opsSecret, http.MethodPost, "/admin/compactions")
 	var now adminhttp.Compaction
