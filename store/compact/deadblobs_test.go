@@ -1,15 +1,12 @@
 package compact_test
 
 import (
-	"context"
 	"crypto/rand"
 	"testing"
 	"time"
 
 	"github.com/zeebo/blake3"
-	"golang.org/x/time/rate"
 
-	"github.com/cardboxhq/cardbox/internal/ident"
 	"github.com/cardboxhq/cardbox/internal/pgtest"
 	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
@@ -38,29 +35,9 @@ func deadBlobSum(e *store.Engine) (all, active int64) {
 // limiter (each segment read twice, its rewrite written once), and
 // settles the counts.
 func TestDeadBlobsCountedAndCompacted(t *testing.T) {
-	ctx := context.Background()
-	dir, pool := t.TempDir(), pgtest.NewPool(t)
-	lim := &countingLimiter{lim: rate.NewLimiter(rate.Inf, 4096)}
-	open := func() *store.Engine {
-		e, err := store.Open(ctx, store.Options{Dir: dir, Pool: pool, SegmentSize: 1 << 10, FileReserve: -1, CompactionLimiter: lim})
-		if err != nil {
-			t.Fatalf("open the store: %v", err)
-		}
-		return e
-	}
-	e := open()
+	s, e := openTwoTenants(t, 1<<10)
 	t.Cleanup(func() { e.Close() })
-	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ('gone')`); err != nil {
-		t.Fatal(err)
-	}
-	def, err := e.Tenant(ctx, ident.DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone, err := e.Tenant(ctx, "gone")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir, pool, lim, def, gone, open := s.ctx, s.dir, s.pool, s.lim, s.def, s.gone, s.open
 	live, err := e.CreateContext(ctx, def, 0, "")
 	if err != nil {
 		t.Fatal(err)

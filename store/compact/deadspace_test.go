@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/zeebo/blake3"
 	"golang.org/x/time/rate"
 
@@ -59,6 +60,53 @@ func appendTo(t *testing.T, e *store.Engine, ten ident.Tenant, contextID uint64,
 	return r.TurnID
 }
 
+// twoTenants is a store of small segments that compacts through a
+// counting limiter (no wait, a burst of 4096), with the default tenant and
+// a tenant "gone" for a test to delete.
+type twoTenants struct {
+	t           *testing.T
+	ctx         context.Context
+	dir         string
+	pool        *pgxpool.Pool
+	lim         *countingLimiter
+	segmentSize int64
+	def, gone   ident.Tenant
+}
+
+// openTwoTenants opens such a store of segmentSize-byte segments.
+func openTwoTenants(t *testing.T, segmentSize int64) (*twoTenants, *store.Engine) {
+	t.Helper()
+	s := &twoTenants{
+		t: t, ctx: context.Background(), dir: t.TempDir(), pool: pgtest.NewPool(t),
+		lim: &countingLimiter{lim: rate.NewLimiter(rate.Inf, 4096)}, segmentSize: segmentSize,
+	}
+	e := s.open()
+	if _, err := s.pool.Exec(s.ctx, `INSERT INTO tenants (tenant_id) VALUES ('gone')`); err != nil {
+		e.Close()
+		t.Fatal(err)
+	}
+	var err error
+	for id, into := range map[string]*ident.Tenant{ident.DefaultTenantID: &s.def, "gone": &s.gone} {
+		if *into, err = e.Tenant(s.ctx, id); err != nil {
+			e.Close()
+			t.Fatal(err)
+		}
+	}
+	return s, e
+}
+
+// open opens the store on its files, again after a Close.
+func (s *twoTenants) open() *store.Engine {
+	s.t.Helper()
+	e, err := store.Open(s.ctx, store.Options{
+		Dir: s.dir, Pool: s.pool, SegmentSize: s.segmentSize, FileReserve: -1, CompactionLimiter: s.lim,
+	})
+	if err != nil {
+		s.t.Fatalf("open the store: %v", err)
+	}
+	return e
+}
+
 // The store counts the dead bytes of each turn-log segment without
 // reading them: a deleted context's buried turns and a deleted tenant's
 // turns as they die, the same again after a restart (from the records
@@ -67,29 +115,9 @@ func appendTo(t *testing.T, e *store.Engine, ten ident.Tenant, contextID uint64,
 // drops every record of both (the deleted tenant's included), through
 // the rate limiter, which is given exactly the bytes read and written.
 func TestDeadBytesCountedAndCompacted(t *testing.T) {
-	ctx := context.Background()
-	dir, pool := t.TempDir(), pgtest.NewPool(t)
-	lim := &countingLimiter{lim: rate.NewLimiter(rate.Inf, 4096)}
-	open := func() *store.Engine {
-		e, err := store.Open(ctx, store.Options{Dir: dir, Pool: pool, SegmentSize: segmentSize, FileReserve: -1, CompactionLimiter: lim})
-		if err != nil {
-			t.Fatalf("open the store: %v", err)
-		}
-		return e
-	}
-	e := open()
+	s, e := openTwoTenants(t, segmentSize)
 	t.Cleanup(func() { e.Close() })
-	if _, err := pool.Exec(ctx, `INSERT INTO tenants (tenant_id) VALUES ('gone')`); err != nil {
-		t.Fatal(err)
-	}
-	def, err := e.Tenant(ctx, ident.DefaultTenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone, err := e.Tenant(ctx, "gone")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, dir, pool, lim, def, gone, open := s.ctx, s.dir, s.pool, s.lim, s.def, s.gone, s.open
 	live, err := e.CreateContext(ctx, def, 0, "")
 	if err != nil {
 		t.Fatal(err)
