@@ -23,27 +23,43 @@ func (e *Engine) CompactTurnSegment(ctx context.Context, start int64) (compact.R
 	if e.closed.Load() {
 		return compact.Result{}, fmt.Errorf("compact the turn log: %w", turnlog.ErrClosed)
 	}
-	for _, seg := range e.turns.Closed() {
+	seg, err := e.sealedSegment(sealer.Turns, e.turns.Closed(), start)
+	if err != nil {
+		return compact.Result{}, fmt.Errorf("compact the turn log: %w", err)
+	}
+	e.deadTurns.Begin(start)
+	res, err := compact.Turns(ctx, turnCompaction{e}, turnlog.Layout(TurnLogPath(e.opts.Dir)), seg,
+		compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
+	e.deadTurns.Done(start, res.Reclaimed(), settles(res, err))
+	if err != nil {
+		return res, err
+	}
+	e.logCompacted("turn log segment compacted", seg, res)
+	return res, nil
+}
+
+// sealedSegment returns the closed segment of stream (sealer.Blobs or
+// sealer.Turns) that starts at start, once it is sealed: a segment is
+// compacted only once all its bytes are committed.
+func (e *Engine) sealedSegment(stream string, closed []segment.Info, start int64) (segment.Info, error) {
+	for _, seg := range closed {
 		if seg.ID.Start != start {
 			continue
 		}
-		if !e.sealer.IsSealed(sealer.Turns, start) {
-			return compact.Result{}, fmt.Errorf("compact %s: not sealed yet (its bytes are not all committed)", seg.Path)
+		if !e.sealer.IsSealed(stream, start) {
+			return segment.Info{}, fmt.Errorf("%s is not sealed yet (its bytes are not all committed)", seg.Path)
 		}
-		e.deadTurns.Begin(start)
-		res, err := compact.Turns(ctx, turnCompaction{e}, turnlog.Layout(TurnLogPath(e.opts.Dir)), seg,
-			compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
-		e.deadTurns.Done(start, res.Reclaimed(), settles(res, err))
-		if err != nil {
-			return res, err
-		}
-		if res.New != res.Old {
-			e.log.Info("turn log segment compacted", "segment", seg.Path, "generation", res.New.Gen,
-				"records", res.Records, "dropped", res.Dropped, "bytes_before", res.Before, "bytes_after", res.After)
-		}
-		return res, nil
+		return seg, nil
 	}
-	return compact.Result{}, fmt.Errorf("compact the turn log: no closed segment starts at %d", start)
+	return segment.Info{}, fmt.Errorf("no closed segment starts at %d", start)
+}
+
+// logCompacted logs a compaction of seg that rewrote it.
+func (e *Engine) logCompacted(msg string, seg segment.Info, res compact.Result) {
+	if res.New != res.Old {
+		e.log.Info(msg, "segment", seg.Path, "generation", res.New.Gen,
+			"records", res.Records, "dropped", res.Dropped, "bytes_before", res.Before, "bytes_after", res.After)
+	}
 }
 
 // CompactTurns compacts every sealed segment of the turn log that holds

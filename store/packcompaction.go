@@ -32,38 +32,30 @@ func (e *Engine) CompactPackSegment(ctx context.Context, start int64) (compact.R
 	if e.closed.Load() {
 		return compact.Result{}, fmt.Errorf("compact the blob pack: %w", blobpack.ErrClosed)
 	}
-	for _, seg := range e.blobs.Closed() {
-		if seg.ID.Start != start {
-			continue
-		}
-		if !e.sealer.IsSealed(sealer.Blobs, start) {
-			return compact.Result{}, fmt.Errorf("compact %s: not sealed yet (its bytes are not all committed)", seg.Path)
-		}
-		stop, err := e.blobs.BeginCompaction(start)
-		if err != nil {
-			return compact.Result{}, err
-		}
-		c := &packCompaction{e: e}
-		e.deadBlobs.Begin(start)
-		res, err := compact.Pack(ctx, c, blobpack.Layout(BlobDir(e.opts.Dir)), seg,
-			compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
-		e.deadBlobs.Done(start, res.Reclaimed(), settles(res, err))
-		stop()
-		if err != nil {
-			if c.condemned != nil && !c.swapTried {
-				// Postgres names the old generation still: the blobs
-				// the compaction meant to drop stay.
-				e.blobs.Release(start)
-			}
-			return res, err
-		}
-		if res.New != res.Old {
-			e.log.Info("blob pack segment compacted", "segment", seg.Path, "generation", res.New.Gen,
-				"records", res.Records, "dropped", res.Dropped, "bytes_before", res.Before, "bytes_after", res.After)
-		}
-		return res, nil
+	seg, err := e.sealedSegment(sealer.Blobs, e.blobs.Closed(), start)
+	if err != nil {
+		return compact.Result{}, fmt.Errorf("compact the blob pack: %w", err)
 	}
-	return compact.Result{}, fmt.Errorf("compact the blob pack: no closed segment starts at %d", start)
+	stop, err := e.blobs.BeginCompaction(start)
+	if err != nil {
+		return compact.Result{}, err
+	}
+	c := &packCompaction{e: e}
+	e.deadBlobs.Begin(start)
+	res, err := compact.Pack(ctx, c, blobpack.Layout(BlobDir(e.opts.Dir)), seg,
+		compact.Options{Hook: e.opts.CompactionHook, Limiter: e.opts.CompactionLimiter})
+	e.deadBlobs.Done(start, res.Reclaimed(), settles(res, err))
+	stop()
+	if err != nil {
+		if c.condemned != nil && !c.swapTried {
+			// Postgres names the old generation still: the blobs the
+			// compaction meant to drop stay.
+			e.blobs.Release(start)
+		}
+		return res, err
+	}
+	e.logCompacted("blob pack segment compacted", seg, res)
+	return res, nil
 }
 
 // CompactPackSegmentsReporting compacts the sealed segments of the blob
