@@ -61,7 +61,7 @@ func sweptByHand(t *testing.T, configure func(*daemon.Config)) (*daemon.Daemon, 
 }
 
 // dial opens a binary protocol client to d, closed at the test's end.
-func dial(t *testing.T, ctx context.Context, d *daemon.Daemon) *client.Client {
+func dial(ctx context.Context, t *testing.T, d *daemon.Daemon) *client.Client {
 	t.Helper()
 	c, err := client.Dial(ctx, d.BinaryAddr())
 	if err != nil {
@@ -79,7 +79,7 @@ func dial(t *testing.T, ctx context.Context, d *daemon.Daemon) *client.Client {
 func TestRetentionDeletesExpiredContexts(t *testing.T) {
 	d, clock, ctx, ten := sweptByHand(t, nil)
 	start := clock.Now()
-	c := dial(t, ctx, d)
+	c := dial(ctx, t, d)
 	stream := d.CXDB().Hub().Stream
 	sub := stream.Subscribe(ten.ID, stream.LastID(ten.ID))
 	defer sub.Close()
@@ -322,7 +322,7 @@ func TestRetentionServerDefault(t *testing.T) {
 func TestRetentionSparesAContextAppendedToSinceItsLookup(t *testing.T) {
 	d, clock, ctx, ten := sweptByHand(t, nil)
 	start := clock.Now()
-	c := dial(t, ctx, d)
+	c := dial(ctx, t, d)
 	appendTo := func(id uint64) {
 		t.Helper()
 		if _, err := c.AppendTurn(ctx, &client.AppendRequest{ContextID: id, TypeID: "test.Note", TypeVersion: 1, Payload: []byte{0x81, 0x01, 0x02}}); err != nil {
