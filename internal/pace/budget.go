@@ -29,6 +29,11 @@ func (b *Budget) Step(ctx context.Context, fn func() error) error {
 	if b == nil {
 		return fn()
 	}
+	// A select picks at random among ready cases, so an ended ctx is
+	// checked first: it must not start a step.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
 	case b.held <- struct{}{}:
 	case <-ctx.Done():

@@ -13,8 +13,8 @@ import (
 // 1 or more, or of 0 or less (no pacing), does not wait. It returns
 // ctx.Err() if ctx ends first, else nil.
 func Rest(ctx context.Context, share float64, worked time.Duration) error {
-	if share <= 0 || share >= 1 || worked <= 0 {
-		return ctx.Err()
+	if err := ctx.Err(); err != nil || share <= 0 || share >= 1 || worked <= 0 {
+		return err
 	}
 	t := time.NewTimer(time.Duration(float64(worked) * (1/share - 1)))
 	defer t.Stop()
