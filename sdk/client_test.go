@@ -58,6 +58,7 @@ func TestContractFakeAndServerAgree(t *testing.T) {
 // redactAndCompress appends through a redacting, compressing client: the
 // server stores the redacted bytes, hashed uncompressed.
 func redactAndCompress(t *testing.T, srv *cardboxd.Server) {
+	t.Helper()
 	ctx := context.Background()
 	c := client(t, srv, sdk.Config{CompressAbove: 8, Redact: func(_ string, _ uint32, p []byte) ([]byte, error) {
 		return bytes.ReplaceAll(p, []byte("hunter2"), []byte("*******")), nil

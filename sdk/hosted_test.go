@@ -99,6 +99,7 @@ func TestHostedServerWithAnAPIKey(t *testing.T) {
 // agentLoopOnServer runs the documented agent loop (Example_agentLoop)
 // against a real server and wants the output it gives on the fake.
 func agentLoopOnServer(t *testing.T, srv *cardboxd.Server, key string) {
+	t.Helper()
 	onFake := captureStdout(t, Example_agentLoop)
 	real := exampleStore
 	t.Cleanup(func() { exampleStore = real })

@@ -70,6 +70,8 @@ type envConfig struct {
 	allowLog func(string) bool
 	// options, if set, adjusts the server's options (limits).
 	options func(*server.Options)
+	// listener, if set, wraps the server's listener.
+	listener func(net.Listener) net.Listener
 }
 
 func newEnv(t testing.TB) *env {
@@ -107,6 +109,9 @@ func newEnvWith(t testing.TB, cfg envConfig) *env {
 		t.Fatal(err)
 	}
 	e.addr = ln.Addr().String()
+	if cfg.listener != nil {
+		ln = cfg.listener(ln)
+	}
 	go func() { e.served <- e.srv.Serve(ln) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ioTimeout)

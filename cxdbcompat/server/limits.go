@@ -69,6 +69,7 @@ func withLimitDefaults(o Options) Options {
 	def(&o.IdleTimeout, DefaultIdleTimeout)
 	def(&o.FrameTimeout, DefaultFrameTimeout)
 	def(&o.WriteTimeout, DefaultWriteTimeout)
+	def(&o.handlerLinger, defaultHandlerLinger)
 	if o.MinFrameRate <= 0 {
 		o.MinFrameRate = DefaultMinFrameRate
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,11 +214,127 @@ func TestPipelinedClient(t *testing.T) {
 // and created a context.
 func oneContext(t *testing.T) (*env, *rawConn, uint64) {
 	t.Helper()
-	e := newEnv(t)
+	return oneContextLingering(t, 0)
+}
+
+// oneContextLingering is oneContext on a server whose extra idle handlers
+// linger for linger before they end (the default when 0).
+func oneContextLingering(t *testing.T, linger time.Duration) (*env, *rawConn, uint64) {
+	t.Helper()
+	e := newEnvWith(t, envConfig{options: func(o *server.Options) { server.SetHandlerLinger(o, linger) }})
 	c := dialRaw(t, e.addr)
 	c.expectOK(cxdbcompat.MsgHello, 0, nil)
 	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
 	return e, c, h.ContextID
+}
+
+// pipelineAppends sends n appends to ctxID at once, so that each gets a
+// handler while the others wait for their commit, and reads their answers.
+func pipelineAppends(t *testing.T, c *rawConn, ctxID uint64, n int) {
+	t.Helper()
+	sendAppends(c, ctxID, n)
+	readAnswers(t, c, n)
+}
+
+// sendAppends sends n appends to ctxID in one write.
+func sendAppends(c *rawConn, ctxID uint64, n int) {
+	var stream []byte
+	for i := range n {
+		req := appendReq(ctxID, 0, []byte(fmt.Sprintf("\xa9burst %02d", i)))
+		stream = cxdbcompat.AppendFrame(stream, req.MsgType(), req.Flags(), uint64(5000+i), req.AppendTo(nil))
+	}
+	c.write(stream)
+}
+
+// readAnswers reads n answers to appends.
+func readAnswers(t *testing.T, c *rawConn, n int) {
+	t.Helper()
+	for range n {
+		if f := c.mustRead(); f.Type != cxdbcompat.MsgAppendTurn {
+			t.Fatalf("got %s %s, want an append's answer", f.Type, describe(f))
+		}
+	}
+}
+
+// TestPipelinedHandlersAreReused keeps many appends in flight on one
+// connection, burst after burst, and checks that the handlers of one burst
+// serve the next while they linger: without, each burst starts a
+// goroutine for nearly every append, whose stack grows on each.
+func TestPipelinedHandlersAreReused(t *testing.T) {
+	t.Parallel()
+	e, c, ctxID := oneContextLingering(t, time.Hour)
+	const n = 60
+	pipelineAppends(t, c, ctxID, n)
+	first, _ := handlers(t, e.srv)
+	if first <= server.MaxIdleHandlers {
+		t.Fatalf("only %d handlers started for %d pipelined appends: the test needs more", first, n)
+	}
+	for range 3 {
+		pipelineAppends(t, c, ctxID, n)
+	}
+	if started, _ := handlers(t, e.srv); started-first > n/4 {
+		t.Errorf("%d more handlers started for three more bursts of %d appends, after %d for the first; want the first's reused", started-first, n, first)
+	}
+}
+
+// gatedListener counts the writes to the connections it accepts, and can
+// hold the next one until released.
+type gatedListener struct {
+	net.Listener
+	writes atomic.Int64
+	held   atomic.Pointer[chan struct{}] // the next write waits for it to close
+}
+
+func (l *gatedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &gatedConn{Conn: c, l: l}, nil
+}
+
+// holdNextWrite makes the next write wait until release is called.
+func (l *gatedListener) holdNextWrite() (release func()) {
+	ch := make(chan struct{})
+	l.held.Store(&ch)
+	return func() { close(ch) }
+}
+
+type gatedConn struct {
+	net.Conn
+	l *gatedListener
+}
+
+func (c *gatedConn) Write(b []byte) (int, error) {
+	c.l.writes.Add(1)
+	if ch := c.l.held.Swap(nil); ch != nil {
+		<-*ch
+	}
+	return c.Conn.Write(b)
+}
+
+// TestAnswersReadyDuringAWriteShareOne holds the write of a pipelined
+// append's answer until the others are ready, and checks that those go out
+// together in one more write, not one each.
+func TestAnswersReadyDuringAWriteShareOne(t *testing.T) {
+	t.Parallel()
+	gated := &gatedListener{}
+	e := newEnvWith(t, envConfig{listener: func(l net.Listener) net.Listener { gated.Listener = l; return gated }})
+	c := dialRaw(t, e.addr)
+	c.expectOK(cxdbcompat.MsgHello, 0, nil)
+	h, _ := cxdbcompat.DecodeHeadResponse(c.expectOK(cxdbcompat.MsgCtxCreate, 0, u64(0)))
+	release := gated.holdNextWrite()
+	before := gated.writes.Load()
+	const n = 40
+	sendAppends(c, h.ContextID, n)
+	waitfor.True(t, "one answer's write to be held and the others to wait behind it", 10*time.Second, func() bool {
+		return gated.writes.Load() == before+1 && e.srv.RepliesWaiting() == n-1
+	})
+	release()
+	readAnswers(t, c, n)
+	if w := gated.writes.Load() - before; w != 2 {
+		t.Errorf("%d answers took %d writes, want 2 (the held one, then the rest together)", n, w)
+	}
 }
 
 // handlers returns how many request handlers the server started so far
@@ -268,19 +386,9 @@ func TestHandlersAreReused(t *testing.T) {
 // checks that once all are answered the connection keeps only a few.
 func TestIdleHandlersAreBounded(t *testing.T) {
 	t.Parallel()
-	e, c, ctxID := oneContext(t)
+	e, c, ctxID := oneContextLingering(t, 50*time.Millisecond)
 	const n = 60
-	var stream []byte
-	for i := range n {
-		req := appendReq(ctxID, 0, []byte(fmt.Sprintf("\xa9burst %02d", i)))
-		stream = cxdbcompat.AppendFrame(stream, req.MsgType(), req.Flags(), uint64(5000+i), req.AppendTo(nil))
-	}
-	c.write(stream)
-	for range n {
-		if f := c.mustRead(); f.Type != cxdbcompat.MsgAppendTurn {
-			t.Fatalf("got %s %s, want an append's answer", f.Type, describe(f))
-		}
-	}
+	pipelineAppends(t, c, ctxID, n)
 	if started, _ := handlers(t, e.srv); started <= server.MaxIdleHandlers {
 		t.Fatalf("only %d handlers started for %d pipelined appends: the test needs more", started, n)
 	}

@@ -154,6 +154,11 @@ type Options struct {
 	// are counted, after one is logged, before their count is logged
 	// (lograte.DefaultInterval, 5 s, when zero).
 	ErrorLogInterval time.Duration
+
+	// handlerLinger is how long a connection's handlers beyond
+	// maxIdleHandlers wait for work before they end (a second unless a
+	// test sets it).
+	handlerLinger time.Duration
 }
 
 // Server accepts binary-protocol connections.

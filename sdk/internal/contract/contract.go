@@ -91,6 +91,7 @@ func errKind(err error) string {
 // Run runs the suite on s (fresh: no contexts made by others matter, but
 // bundle ids are unique per run) and returns its transcript.
 func Run(t *testing.T, s sdk.Store) *Transcript {
+	t.Helper()
 	tr := &Transcript{ids: map[string]string{}, n: map[byte]int{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -33,12 +34,39 @@ func main() {
 		contexts = flag.Int("contexts", 64, "contexts the appends spread over")
 		size     = flag.Int("size", 1024, "payload bytes")
 		duration = flag.Duration("duration", 10*time.Second, "length of the append phase")
+		profile  = flag.String("cpuprofile", "", "write this client's CPU profile of the run to this file")
 	)
 	flag.Parse()
+	if *profile != "" {
+		stop, err := startProfile(*profile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sdkbench:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
 	if err := run(*addr, *key, *conns, *inflight, *contexts, *size, *duration); err != nil {
 		fmt.Fprintln(os.Stderr, "sdkbench:", err)
-		os.Exit(1)
+		os.Exit(1) //nolint:gocritic // the profile of a failed run is not wanted
 	}
+}
+
+// startProfile starts a CPU profile into path; stop ends it.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "sdkbench: write profile:", err)
+		}
+	}, nil
 }
 
 func run(addr, key string, conns, inflight, contexts, size int, duration time.Duration) error {
