@@ -140,48 +140,64 @@ func TestKill9DuringCompactionLosesNoLiveTurn(t *testing.T) {
 	// Slow enough that each kill below lands inside a compaction of
 	// many segments.
 	rig := newSlowCompaction(t, 16384, "bravo", 24)
-	srv, dir, ctx, pool, secret, opsSecret := rig.srv, rig.dir, rig.ctx, rig.pool, rig.secret, rig.ops
-	live, deleted, before, unlimited := rig.live, rig.deleted, rig.before, rig.unlimited
-
+	srv := rig.srv
 	for round := range 3 {
-		run := compaction(t, srv, opsSecret, http.MethodPost, "/admin/compactions")
-		var now adminhttp.Compaction
-		waitfor.True(t, "a segment compacted", time.Minute, func() bool {
-			now = compaction(t, srv, opsSecret, http.MethodGet, "/admin/compactions/"+run.ID)
-			return now.SegmentsDone >= 1 || now.State != adminhttp.CompactionRunning
-		})
+		now := rig.compactASegment(t)
 		if now.State != adminhttp.CompactionRunning {
 			t.Fatalf("round %d: the compaction ended before the kill (%+v): --compaction-rate does not slow it down enough to test", round, now)
 		}
 		srv.kill()
 		t.Logf("round %d: killed after %d of %d segments", round, now.SegmentsDone, now.SegmentsTotal)
 		srv.start()
-		checkLive(t, srv, secret, live, deleted)
+		checkLive(t, srv, rig.secret, rig.live, rig.deleted)
 	}
 
 	// The rest at the default rate.
 	srv.kill()
-	srv.env = unlimited
+	srv.env = rig.unlimited
 	srv.start()
-	run := compaction(t, srv, opsSecret, http.MethodPost, "/admin/compactions")
+	rig.compactToTheEnd(t)
+}
+
+// compactASegment starts a compaction on the rig's running server and
+// returns its progress once it compacted a segment, or ended.
+func (r *slowCompaction) compactASegment(t *testing.T) adminhttp.Compaction {
+	t.Helper()
+	run := compaction(t, r.srv, r.ops, http.MethodPost, "/admin/compactions")
+	var now adminhttp.Compaction
+	waitfor.True(t, "a segment compacted", time.Minute, func() bool {
+		now = compaction(t, r.srv, r.ops, http.MethodGet, "/admin/compactions/"+run.ID)
+		return now.SegmentsDone >= 1 || now.State != adminhttp.CompactionRunning
+	})
+	return now
+}
+
+// compactToTheEnd runs a compaction on the rig's running server to its
+// end, then checks that every live turn reads and deleted contexts stay
+// deleted, stops the server, and checks that blobs/ and turns/ are smaller
+// than before any compaction and that `cardbox verify` finds the store
+// clean.
+func (r *slowCompaction) compactToTheEnd(t *testing.T) {
+	t.Helper()
+	run := compaction(t, r.srv, r.ops, http.MethodPost, "/admin/compactions")
 	var done adminhttp.Compaction
-	waitfor.True(t, "the last compaction to end", 2*time.Minute, func() bool {
-		done = compaction(t, srv, opsSecret, http.MethodGet, "/admin/compactions/"+run.ID)
+	waitfor.True(t, "the compaction to end", 2*time.Minute, func() bool {
+		done = compaction(t, r.srv, r.ops, http.MethodGet, "/admin/compactions/"+run.ID)
 		return done.State != adminhttp.CompactionRunning
 	})
 	if done.State != adminhttp.CompactionDone {
-		t.Fatalf("the last compaction: %+v", done)
+		t.Fatalf("the compaction: %+v", done)
 	}
-	checkLive(t, srv, secret, live, deleted)
-	if err := srv.stop(); err != nil {
-		t.Fatalf("stop: %v\n%s", err, srv.log)
+	checkLive(t, r.srv, r.secret, r.live, r.deleted)
+	if err := r.srv.stop(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, r.srv.log)
 	}
-	if after := dataBytes(t, dir); after >= before {
-		t.Errorf("blobs/ and turns/ hold %d bytes after the compactions, %d before", after, before)
+	if after := dataBytes(t, r.dir); after >= r.before {
+		t.Errorf("blobs/ and turns/ hold %d bytes after the compaction, %d before", after, r.before)
 	}
-	r, err := salvage.Verify(ctx, dir, pool, nil)
-	if err != nil || !r.OK() {
-		t.Fatalf("verify after the compactions: %+v, %v", r, err)
+	v, err := salvage.Verify(r.ctx, r.dir, r.pool, nil)
+	if err != nil || !v.OK() {
+		t.Fatalf("verify after the compaction: %+v, %v", v, err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/http"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -9,10 +8,8 @@ import (
 	"time"
 
 	"github.com/cardboxhq/cardbox/api/adminhttp"
-	"github.com/cardboxhq/cardbox/internal/waitfor"
 	"github.com/cardboxhq/cardbox/store"
 	"github.com/cardboxhq/cardbox/store/blobpack"
-	"github.com/cardboxhq/cardbox/store/salvage"
 	"github.com/cardboxhq/cardbox/store/segment"
 	"github.com/cardboxhq/cardbox/store/turnlog"
 )
@@ -32,15 +29,8 @@ const stopWithin = 5 * time.Second
 func TestSIGTERMStopsASlowCompactionPromptly(t *testing.T) {
 	const slowRate = 4096 // bytes per second
 	rig := newSlowCompaction(t, slowRate, "charlie", 16)
-	srv, dir, ctx, pool, secret, opsSecret := rig.srv, rig.dir, rig.ctx, rig.pool, rig.secret, rig.ops
-	live, deleted, before, defaultRate := rig.live, rig.deleted, rig.before, rig.unlimited
-
-	run := compaction(t, srv, opsSecret, http.MethodPost, "/admin/compactions")
-	var now adminhttp.Compaction
-	waitfor.True(t, "a segment compacted", time.Minute, func() bool {
-		now = compaction(t, srv, opsSecret, http.MethodGet, "/admin/compactions/"+run.ID)
-		return now.SegmentsDone >= 1 || now.State != adminhttp.CompactionRunning
-	})
+	srv := rig.srv
+	now := rig.compactASegment(t)
 	// Each segment left is read twice at least: the time that takes at
 	// the rate must be well past stopWithin, or an exit in time proves
 	// nothing.
@@ -74,30 +64,11 @@ func TestSIGTERMStopsASlowCompactionPromptly(t *testing.T) {
 
 	// The next start is clean: every live turn reads, and no rewrite
 	// was left beside its segment (a file of each segment only).
-	srv.env = defaultRate
+	srv.env = rig.unlimited
 	srv.start()
-	checkLive(t, srv, secret, live, deleted)
-	checkOneGenerationEach(t, dir)
-	run = compaction(t, srv, opsSecret, http.MethodPost, "/admin/compactions")
-	var done adminhttp.Compaction
-	waitfor.True(t, "the compaction after the restart to end", 2*time.Minute, func() bool {
-		done = compaction(t, srv, opsSecret, http.MethodGet, "/admin/compactions/"+run.ID)
-		return done.State != adminhttp.CompactionRunning
-	})
-	if done.State != adminhttp.CompactionDone {
-		t.Fatalf("the compaction after the restart: %+v", done)
-	}
-	checkLive(t, srv, secret, live, deleted)
-	if err := srv.stop(); err != nil {
-		t.Fatalf("stop: %v\n%s", err, srv.log)
-	}
-	if after := dataBytes(t, dir); after >= before {
-		t.Errorf("blobs/ and turns/ hold %d bytes after the compaction, %d before", after, before)
-	}
-	r, err := salvage.Verify(ctx, dir, pool, nil)
-	if err != nil || !r.OK() {
-		t.Fatalf("verify after the compaction: %+v, %v", r, err)
-	}
+	checkLive(t, srv, rig.secret, rig.live, rig.deleted)
+	checkOneGenerationEach(t, rig.dir)
+	rig.compactToTheEnd(t)
 }
 
 // checkOneGenerationEach checks that no segment of the turn log or the
