@@ -33,7 +33,7 @@ type conn struct {
 
 	// Requests are queued for one writer goroutine, which sends all that
 	// wait in one write: with many in flight, one system call carries
-	// many frames (it was a write per request, a third of the SDK's CPU
+	// many frames (it was a write per request, 28 % of the SDK's CPU
 	// at 64 in flight).
 	wmu sync.Mutex
 	out outbox

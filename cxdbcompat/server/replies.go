@@ -10,11 +10,11 @@ import "sync"
 // wait for it and then go out together, copied into one write: the
 // handler that finds no write under way writes all that wait. (A writev
 // would copy nothing, but the connection is wrapped, by the connection
-// limit or TLS, and a wrapped one writes each buffer on its own.) It was a write per
-// response, 12 % of the server's CPU with 64 appends in flight on one
-// connection. A handler returns once its response is written or the
-// connection failed, which keeps the back pressure: a peer that does not
-// read holds up the session's handlers, and so its reading.
+// limit or TLS, and a wrapped one writes each buffer on its own.) It was
+// a write per response, 12 % of the server's CPU with 64 appends in
+// flight on one connection. A handler returns once its response is
+// written or the connection failed, which keeps the back pressure: a peer
+// that does not read holds up the session's handlers, and so its reading.
 type replies struct {
 	mu      sync.Mutex
 	written sync.Cond // broadcast when a batch was written, or failed
